@@ -1,0 +1,56 @@
+// infer::Model: a loaded, verified and validated model. load() mmaps the file, runs the FlatBuffers
+// verifier and the semantic validation (indices, buffer sizes, op parameters, shapes, order); any
+// problem is an infer::Error naming the file, node and field. A Model is immutable and cheap to copy.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "infer/ops.h"
+
+namespace infer {
+
+namespace detail {
+struct Graph;
+}
+
+struct TensorInfo {
+  std::string name;
+  Shape shape;  // a leading -1 is the batch dimension
+  DType dtype = DType::F32;
+};
+
+// The format version this build writes and the newest it reads.
+constexpr uint32_t kFormatVersion = 1;
+
+class Model {
+ public:
+  static Model load(const std::string& path);
+  // Parses an in-memory file; `origin` names it in error messages.
+  static Model from_bytes(std::vector<uint8_t> bytes, const std::string& origin = "<memory>");
+
+  const std::string& name() const;
+  const std::string& description() const;
+  const std::string& producer() const;
+  uint32_t format_version() const;
+  const std::map<std::string, std::string>& metadata() const;
+  // metadata value for key, or fallback when absent.
+  std::string meta(const std::string& key, const std::string& fallback = "") const;
+
+  const std::vector<TensorInfo>& inputs() const;
+  const std::vector<TensorInfo>& outputs() const;
+  size_t num_nodes() const;
+  uint64_t weight_bytes() const;  // bytes of all constants as stored in the file
+
+  // The engine's view of the model; not part of the stable API.
+  const detail::Graph& graph() const;
+
+ private:
+  std::shared_ptr<const detail::Graph> graph_;
+  explicit Model(std::shared_ptr<const detail::Graph> g) : graph_(std::move(g)) {}
+};
+
+}  // namespace infer

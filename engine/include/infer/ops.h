@@ -1,0 +1,124 @@
+// The operator vocabulary shared by the model builder, the engine and every kernel: op kinds and their
+// parameters, independent of the file format and of any backend. OpParams' alternative index is the
+// OpType, so a node's kind is never stored twice.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace infer {
+
+using Shape = std::vector<int64_t>;
+
+enum class DType : uint8_t { F32 = 0, F16 = 1 };
+
+enum class ActivationKind : uint8_t { None = 0, Relu = 1, LeakyRelu = 2, Tanh = 3, Sigmoid = 4 };
+
+struct Activation {
+  ActivationKind kind = ActivationKind::None;
+  float alpha = 0.01f;  // LeakyRelu slope
+};
+
+struct Padding2D {
+  int top = 0, left = 0, bottom = 0, right = 0;
+};
+
+// x [N,C_in,H,W], weight [C_out,C_in,KH,KW], optional bias [C_out].
+struct Conv2DParams {
+  int stride_h = 1, stride_w = 1;
+  Padding2D pad;
+  int dilation_h = 1, dilation_w = 1;  // only 1 is supported
+  Activation activation;               // fused epilogue
+};
+
+// x [N,C_in,H,W], weight [C_in,C_out,KH,KW], optional bias [C_out].
+struct ConvTranspose2DParams {
+  int stride_h = 1, stride_w = 1;
+  Padding2D pad;
+  int output_padding_h = 0, output_padding_w = 0;
+  int dilation_h = 1, dilation_w = 1;  // only 1 is supported
+  Activation activation;
+};
+
+enum class PoolKind : uint8_t { Max = 0, Average = 1 };
+
+struct Pool2DParams {
+  PoolKind kind = PoolKind::Max;
+  int kernel_h = 2, kernel_w = 2;
+  int stride_h = 2, stride_w = 2;
+  Padding2D pad;
+  bool count_include_pad = false;
+};
+
+// x [N,F_in], weight [F_out,F_in], optional bias [F_out].
+struct DenseParams {
+  Activation activation;
+};
+
+// x, scale, bias, mean, var; normalises axis 1.
+struct BatchNormParams {
+  float epsilon = 1e-5f;
+  Activation activation;
+};
+
+struct ActivationParams {
+  Activation activation{ActivationKind::Relu, 0.01f};
+};
+
+struct FlattenParams {
+  int axis = 1;
+};
+
+// Per-sample target shape; the batch dimension is kept; at most one -1.
+struct ReshapeParams {
+  Shape shape;
+};
+
+struct SoftmaxParams {
+  int axis = 1;
+};
+
+struct AddParams {
+  Activation activation;
+};
+
+struct ConcatParams {
+  int axis = 1;
+};
+
+// conv, then pool x pool average pooling at stride pool, then conv.activation (after the pooling).
+struct ConvPool2DParams {
+  Conv2DParams conv;
+  int pool = 2;
+};
+
+using OpParams = std::variant<Conv2DParams, ConvTranspose2DParams, Pool2DParams, DenseParams,
+                              BatchNormParams, ActivationParams, FlattenParams, ReshapeParams,
+                              SoftmaxParams, AddParams, ConcatParams, ConvPool2DParams>;
+
+// Same order as OpParams' alternatives.
+enum class OpType : uint8_t {
+  Conv2D, ConvTranspose2D, Pool2D, Dense, BatchNorm, Activation, Flatten, Reshape, Softmax, Add,
+  Concat, ConvPool2D
+};
+constexpr int kNumOpTypes = 12;
+
+inline OpType op_type(const OpParams& p) { return static_cast<OpType>(p.index()); }
+
+// Stable lower-case names used by --kernel, the profile and kernel variant names:
+// conv2d, conv_transpose2d, pool2d, dense, batchnorm, activation, flatten, reshape, softmax, add,
+// concat, conv_pool2d.
+const char* op_name(OpType op);
+const char* activation_name(ActivationKind kind);  // none, relu, leaky_relu, tanh, sigmoid
+const char* dtype_name(DType dtype);                // f32, f16
+size_t dtype_size(DType dtype);
+
+// The activation a node applies to its result (None for ops without a fused epilogue).
+Activation fused_activation(const OpParams& p);
+
+int64_t shape_numel(const Shape& s);       // product of dims (1 for a scalar shape)
+std::string shape_str(const Shape& s);     // "1x3x224x224"
+
+}  // namespace infer

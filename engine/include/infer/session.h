@@ -1,0 +1,61 @@
+// infer::Session: a model bound to a backend and a batch size. Creation does all the work that does not
+// depend on input values (graph passes, shape inference, kernel selection, memory planning, weight
+// preparation); run() then only executes. A session is not thread-safe; use one per thread.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "infer/model.h"
+#include "infer/profile.h"
+#include "infer/tensor.h"
+
+namespace infer {
+
+struct SessionOptions {
+  std::string backend = "auto";  // "cpu", "cuda", "reference" (cpu with reference kernels only), "auto"
+  int64_t batch = 1;             // replaces the leading -1 of every activation
+  // Forced kernel variants, op name -> variant name (e.g. {"conv_transpose2d", "reference"}).
+  // An unknown op or variant, or one not applicable to a node of that op, is an Error.
+  std::map<std::string, std::string> kernels;
+};
+
+// One executed node as the session planned it.
+struct NodeInfo {
+  std::string name;
+  std::string op;
+  std::string variant;
+  std::vector<std::string> fused;
+  Shape output_shape;
+  uint64_t workspace_bytes = 0;
+};
+
+class Session {
+ public:
+  Session(const Model& model, SessionOptions options = {});
+  ~Session();
+  Session(Session&&) noexcept;
+  Session& operator=(Session&&) noexcept;
+
+  // Runs the model. `inputs` in the model's input order, each with the session's shape.
+  std::vector<Tensor> run(const std::vector<Tensor>& inputs);
+
+  // Runs `runs` times (after one warm-up) timing every node; medians per node and in total.
+  Profile profile(const std::vector<Tensor>& inputs, int runs);
+
+  const std::string& backend() const;
+  int64_t batch() const;
+  const std::vector<TensorInfo>& inputs() const;   // shapes with the batch fixed
+  const std::vector<TensorInfo>& outputs() const;
+  const std::vector<NodeInfo>& nodes() const;
+  const MemoryReport& memory() const;
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace infer

@@ -1,0 +1,22 @@
+// infer::Tensor: a dense float32 host tensor (shape + contiguous row-major data), the type of session
+// inputs and outputs. Deliberately plain: apps fill `data` and read it back.
+#pragma once
+
+#include <vector>
+
+#include "infer/ops.h"
+
+namespace infer {
+
+struct Tensor {
+  Shape shape;
+  std::vector<float> data;
+
+  Tensor() = default;
+  explicit Tensor(Shape s) : shape(std::move(s)), data(static_cast<size_t>(shape_numel(shape))) {}
+  Tensor(Shape s, std::vector<float> d) : shape(std::move(s)), data(std::move(d)) {}
+
+  int64_t numel() const { return shape_numel(shape); }
+};
+
+}  // namespace infer

@@ -1,0 +1,6 @@
+// The engine's version string (also printed by `infer --version`).
+#pragma once
+
+namespace infer {
+const char* version();
+}

@@ -1,0 +1,52 @@
+// The engine's in-memory model: values (tensors) and nodes in execution order, built by the loader
+// from a verified file and rewritten by graph passes. Constants are float32 host arrays: used in place
+// from the mmapped file when stored as f32, converted once into owned storage when f16.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "infer/model.h"
+#include "infer/ops.h"
+
+namespace infer::detail {
+
+struct Value {
+  std::string name;
+  Shape shape;                   // declared shape; a leading -1 is the batch (activations only)
+  DType dtype = DType::F32;      // as stored in the file
+  const float* data = nullptr;   // constants: shape_numel(shape) floats; nullptr for activations
+  bool is_constant() const { return data != nullptr; }
+};
+
+struct Node {
+  std::string name;
+  OpParams params;
+  std::vector<int> inputs;   // value ids: data first, then constants
+  std::vector<int> outputs;
+  std::vector<std::string> fused;  // names of nodes merged into this one by passes (for the profile)
+  OpType op() const { return op_type(params); }
+};
+
+struct Graph {
+  std::string origin;  // file path or "<memory>", for messages
+  uint32_t format_version = kFormatVersion;
+  std::string name, description, producer;
+  std::map<std::string, std::string> metadata;
+  std::vector<Value> values;
+  std::vector<Node> nodes;
+  std::vector<int> inputs, outputs;
+  std::vector<TensorInfo> input_infos, output_infos;  // for Model's accessors
+  uint64_t weight_bytes = 0;
+
+  // Keep-alive for memory that `Value::data` points into: the mapped file, converted f16 weights and
+  // constants made by passes (folded BatchNorm).
+  std::vector<std::shared_ptr<const void>> storage;
+
+  // Adds a constant owning its data; returns its id.
+  int add_constant(std::string name, Shape shape, std::vector<float> data);
+};
+
+}  // namespace infer::detail

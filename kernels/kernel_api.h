@@ -1,0 +1,65 @@
+// The small interface between the engine and every kernel (ggml-style): a kernel variant is a named
+// implementation of one op on one backend with an applicability check, a workspace size, an optional
+// once-per-session preparation, and a run function. Kernels see shapes, parameters and pointers only:
+// never files, models or the memory planner.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "infer/ops.h"
+
+namespace infer {
+
+// Everything a kernel may know about the node it runs: parameters, concrete shapes (batch fixed) and,
+// for constant inputs (weights), their float32 host data (nullptr for activations).
+struct NodeDesc {
+  OpParams params;
+  std::vector<Shape> input_shapes;
+  std::vector<Shape> output_shapes;
+  std::vector<const float*> constants;  // one per input
+};
+
+// One call of a kernel: device-side pointers for its backend (host pointers on cpu).
+struct KernelCall {
+  const NodeDesc& node;
+  std::vector<const float*> inputs;   // activations and constants, in node input order
+  std::vector<float*> outputs;
+  void* workspace = nullptr;          // workspace_bytes(node) bytes, 256-byte aligned, from the arena
+  const void* prepared = nullptr;     // what prepare() returned, if any
+};
+
+struct KernelVariant {
+  std::string op;       // op_name(), e.g. "conv_transpose2d"
+  std::string name;     // e.g. "reference", "segregated_unified"
+  std::string backend;  // "cpu" or "cuda"
+  int priority = 0;     // default heuristic: the applicable variant with the highest priority runs
+  std::function<bool(const NodeDesc&)> applicable;          // empty: always applicable
+  std::function<size_t(const NodeDesc&)> workspace_bytes;   // empty: none
+  std::function<std::shared_ptr<void>(const NodeDesc&)> prepare;  // empty: nothing to prepare
+  std::function<void(const KernelCall&)> run;
+};
+
+class KernelRegistry {
+ public:
+  // The process-wide registry, filled with every built backend's kernels on first use.
+  static const KernelRegistry& global();
+
+  void add(KernelVariant variant);
+  // Variants of op on backend, highest priority first.
+  std::vector<const KernelVariant*> variants(const std::string& backend, const std::string& op) const;
+  const KernelVariant* find(const std::string& backend, const std::string& op,
+                            const std::string& name) const;
+  std::vector<const KernelVariant*> all() const;
+
+ private:
+  std::vector<std::unique_ptr<KernelVariant>> variants_;
+};
+
+// Registration entry points, one per kernel folder; called by KernelRegistry::global().
+void register_reference_kernels(KernelRegistry& registry);
+
+}  // namespace infer

@@ -1,0 +1,47 @@
+// KernelRegistry: the list of kernel variants of every built backend. Filled once, on first use, by
+// each kernel folder's register_*_kernels() (explicit calls: static-initialiser registration is
+// silently dropped by linkers).
+#include <algorithm>
+
+#include "kernels/kernel_api.h"
+
+namespace infer {
+
+const KernelRegistry& KernelRegistry::global() {
+  static const KernelRegistry registry = [] {
+    KernelRegistry r;
+    register_reference_kernels(r);
+    return r;
+  }();
+  return registry;
+}
+
+void KernelRegistry::add(KernelVariant variant) {
+  variants_.push_back(std::make_unique<KernelVariant>(std::move(variant)));
+}
+
+std::vector<const KernelVariant*> KernelRegistry::variants(const std::string& backend,
+                                                           const std::string& op) const {
+  std::vector<const KernelVariant*> out;
+  for (const auto& v : variants_)
+    if (v->backend == backend && v->op == op) out.push_back(v.get());
+  std::stable_sort(out.begin(), out.end(), [](const KernelVariant* a, const KernelVariant* b) {
+    return a->priority > b->priority;
+  });
+  return out;
+}
+
+const KernelVariant* KernelRegistry::find(const std::string& backend, const std::string& op,
+                                          const std::string& name) const {
+  for (const auto& v : variants_)
+    if (v->backend == backend && v->op == op && v->name == name) return v.get();
+  return nullptr;
+}
+
+std::vector<const KernelVariant*> KernelRegistry::all() const {
+  std::vector<const KernelVariant*> out;
+  for (const auto& v : variants_) out.push_back(v.get());
+  return out;
+}
+
+}  // namespace infer

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs the Debian packages infer builds and tests with (DESIGN.md "Dependencies"). Idempotent:
+# packages already present are skipped, so a second run costs one dpkg query. Runs as root or via sudo.
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build pkg-config
+  libflatbuffers-dev flatbuffers-compiler
+  libspdlog-dev libfmt-dev
+  doctest-dev libstb-dev libcli11-dev nlohmann-json3-dev
+  libopenblas-dev zlib1g-dev
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null || { echo "error: need root or sudo to install: ${missing[*]}" >&2; exit 1; }
+  sudo="sudo"
+fi
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
