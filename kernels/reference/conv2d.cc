@@ -1,0 +1,75 @@
+// Reference 2-D convolution (NCHW, weight [C_out,C_in,KH,KW]): for each output plane, a double
+// accumulator plane gets bias + sum over (c_in, ky, kx) of w * the shifted input rows. Each output is
+// an exact double sum of its terms; the plane order keeps rows contiguous so whole models stay fast.
+#include <algorithm>
+#include <vector>
+
+#include "kernels/reference/common.h"
+#include "kernels/reference/reference.h"
+
+namespace infer::ref {
+namespace detail {
+
+void check_conv_params(const char* op, int stride_h, int stride_w, const Padding2D& pad,
+                       int dilation_h, int dilation_w) {
+  if (dilation_h != 1 || dilation_w != 1)
+    throw Error(std::string(op) + ": dilation other than 1 is not supported");
+  if (stride_h <= 0 || stride_w <= 0)
+    throw Error(std::string(op) + ": stride must be > 0 (got " + std::to_string(stride_h) + "x" +
+                std::to_string(stride_w) + ")");
+  if (pad.top < 0 || pad.left < 0 || pad.bottom < 0 || pad.right < 0)
+    throw Error(std::string(op) + ": padding must be >= 0");
+}
+
+void conv2d_plane(const Conv2DParams& p, const float* x, const Shape& x_shape, const float* w,
+                  const Shape& w_shape, const float* bias, int64_t n, int64_t co, double* acc,
+                  int64_t h_out, int64_t w_out) {
+  const int64_t C = x_shape[1], H = x_shape[2], W = x_shape[3];
+  const int64_t KH = w_shape[2], KW = w_shape[3];
+  // For each kernel row ky, the output rows oy whose input row iy = oy*stride - pad_top + ky lies
+  // inside the image; likewise per kernel column. The same for every input channel.
+  std::vector<Range> rows(static_cast<size_t>(KH)), cols(static_cast<size_t>(KW));
+  for (int64_t ky = 0; ky < KH; ++ky) rows[ky] = valid_range(h_out, p.stride_h, ky - p.pad.top, H);
+  for (int64_t kx = 0; kx < KW; ++kx) cols[kx] = valid_range(w_out, p.stride_w, kx - p.pad.left, W);
+
+  std::fill(acc, acc + h_out * w_out, bias ? double(bias[co]) : 0.0);
+  for (int64_t ci = 0; ci < C; ++ci) {
+    const float* xp = x + (n * C + ci) * H * W;
+    const float* wp = w + (co * C + ci) * KH * KW;
+    for (int64_t ky = 0; ky < KH; ++ky)
+      for (int64_t kx = 0; kx < KW; ++kx) {
+        const double wv = wp[ky * KW + kx];
+        for (int64_t oy = rows[ky].lo; oy < rows[ky].hi; ++oy) {
+          const float* xrow = xp + (oy * p.stride_h - p.pad.top + ky) * W;
+          double* arow = acc + oy * w_out;
+          for (int64_t ox = cols[kx].lo; ox < cols[kx].hi; ++ox)
+            arow[ox] += wv * double(xrow[ox * p.stride_w - p.pad.left + kx]);
+        }
+      }
+  }
+}
+
+}  // namespace detail
+
+void conv2d(const Conv2DParams& p, const float* x, const Shape& x_shape, const float* w,
+            const Shape& w_shape, const float* bias, float* y, const Shape& y_shape) {
+  using namespace detail;
+  check_conv_params("conv2d", p.stride_h, p.stride_w, p.pad, p.dilation_h, p.dilation_w);
+  check_shape("conv2d", "input", x_shape, 4);
+  check_shape("conv2d", "weight", w_shape, 4);
+  check_shape("conv2d", "output", y_shape, 4);
+  check_equal("conv2d", "weight input channels", w_shape[1], x_shape[1]);
+  check_equal("conv2d", "output batch", y_shape[0], x_shape[0]);
+  check_equal("conv2d", "output channels", y_shape[1], w_shape[0]);
+
+  const int64_t N = x_shape[0], CO = w_shape[0], HO = y_shape[2], WO = y_shape[3];
+  std::vector<double> acc(static_cast<size_t>(HO * WO));
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t co = 0; co < CO; ++co) {
+      conv2d_plane(p, x, x_shape, w, w_shape, bias, n, co, acc.data(), HO, WO);
+      float* yp = y + (n * CO + co) * HO * WO;
+      for (int64_t i = 0; i < HO * WO; ++i) yp[i] = float(activate(p.activation, acc[i]));
+    }
+}
+
+}  // namespace infer::ref

@@ -1,0 +1,62 @@
+// The reference backend: every op as plain, obviously-correct loops that accumulate in double. It is
+// the test oracle for every fast kernel and the first working CPU backend. Shapes are concrete (batch
+// fixed) and trusted (validated by the loader / shape inference); the functions still never read or
+// write outside the extents the shapes describe, and throw infer::Error for shapes they cannot run.
+#pragma once
+
+#include <vector>
+
+#include "infer/ops.h"
+
+namespace infer::ref {
+
+// x [N,C_in,H,W], w [C_out,C_in,KH,KW], bias [C_out] or nullptr, y [N,C_out,H_out,W_out].
+// Any stride and (asymmetric) padding; dilation must be 1. Applies p.activation.
+void conv2d(const Conv2DParams& p, const float* x, const Shape& x_shape, const float* w,
+            const Shape& w_shape, const float* bias, float* y, const Shape& y_shape);
+
+// x [N,C_in,H,W], w [C_in,C_out,KH,KW], bias [C_out] or nullptr, y [N,C_out,H_out,W_out] with
+// H_out = (H-1)*stride - pad_top - pad_bottom + KH + output_padding (likewise W). Applies p.activation.
+void conv_transpose2d(const ConvTranspose2DParams& p, const float* x, const Shape& x_shape,
+                      const float* w, const Shape& w_shape, const float* bias, float* y,
+                      const Shape& y_shape);
+
+// Max or average pooling over [N,C,H,W]. Padded cells never win a max; an average divides by the
+// window's padded extent (count_include_pad) or by its real cells only.
+void pool2d(const Pool2DParams& p, const float* x, const Shape& x_shape, float* y,
+            const Shape& y_shape);
+
+// x [N,F_in], w [F_out,F_in], bias [F_out] or nullptr, y [N,F_out]. Applies p.activation.
+void dense(const DenseParams& p, const float* x, const Shape& x_shape, const float* w,
+           const Shape& w_shape, const float* bias, float* y, const Shape& y_shape);
+
+// Inference batch norm over axis 1 of a rank >= 2 tensor; scale, bias, mean, var have C = shape[1]
+// elements. y = (x - mean) / sqrt(var + epsilon) * scale + bias, then p.activation. y may be x.
+void batchnorm(const BatchNormParams& p, const float* x, const Shape& shape, const float* scale,
+               const float* bias, const float* mean, const float* var, float* y);
+
+// Element-wise p.activation (None copies). y may be x.
+void activation(const ActivationParams& p, const float* x, const Shape& shape, float* y);
+
+// Flatten and reshape only relabel the shape: both copy the element sequence unchanged.
+void flatten(const FlattenParams& p, const float* x, const Shape& x_shape, float* y,
+             const Shape& y_shape);
+void reshape(const ReshapeParams& p, const float* x, const Shape& x_shape, float* y,
+             const Shape& y_shape);
+
+// Numerically stable softmax along p.axis (negative counts from the end). y may be x.
+void softmax(const SoftmaxParams& p, const float* x, const Shape& shape, float* y);
+
+// y = a + b for equal shapes, then p.activation. y may be a or b.
+void add(const AddParams& p, const float* a, const float* b, const Shape& shape, float* y);
+
+// Concatenation of any number of inputs along p.axis (negative counts from the end).
+void concat(const ConcatParams& p, const std::vector<const float*>& xs,
+            const std::vector<Shape>& x_shapes, float* y, const Shape& y_shape);
+
+// p.conv (without its activation), then pool x pool average pooling at stride pool (floor, no
+// padding), then p.conv.activation. Same tensors as conv2d; y is the pooled result.
+void conv_pool2d(const ConvPool2DParams& p, const float* x, const Shape& x_shape, const float* w,
+                 const Shape& w_shape, const float* bias, float* y, const Shape& y_shape);
+
+}  // namespace infer::ref

@@ -1,0 +1,40 @@
+// Reference softmax along any axis, numerically stable: per line, subtract the maximum before exp and
+// normalise by the double sum. Reads a line's inputs before writing each of its outputs at the same
+// index, so it may run in place.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "kernels/reference/common.h"
+#include "kernels/reference/reference.h"
+
+namespace infer::ref {
+
+void softmax(const SoftmaxParams& p, const float* x, const Shape& shape, float* y) {
+  using namespace detail;
+  check_dims("softmax", "input", shape);
+  const int rank = static_cast<int>(shape.size());
+  const int axis = p.axis < 0 ? p.axis + rank : p.axis;
+  if (axis < 0 || axis >= rank)
+    throw Error("softmax: axis " + std::to_string(p.axis) + " is out of range for shape " +
+                shape_str(shape));
+
+  // the tensor as [outer, len, inner] with the softmax running along len
+  int64_t outer = 1, inner = 1;
+  for (int d = 0; d < axis; ++d) outer *= shape[d];
+  for (int d = axis + 1; d < rank; ++d) inner *= shape[d];
+  const int64_t len = shape[axis];
+
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < inner; ++i) {
+      const int64_t base = o * len * inner + i;
+      double max = -std::numeric_limits<double>::infinity();
+      for (int64_t k = 0; k < len; ++k) max = std::max(max, double(x[base + k * inner]));
+      double sum = 0;
+      for (int64_t k = 0; k < len; ++k) sum += std::exp(double(x[base + k * inner]) - max);
+      for (int64_t k = 0; k < len; ++k)
+        y[base + k * inner] = float(std::exp(double(x[base + k * inner]) - max) / sum);
+    }
+}
+
+}  // namespace infer::ref
