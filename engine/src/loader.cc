@@ -1,0 +1,523 @@
+// The model loader: identifier and size checks, the FlatBuffers verifier, the format version, then the
+// semantic validation that makes every later stage safe (indices in range, buffers exactly sized,
+// dims positive and bounded, op options present and known, nodes in topological order, declared shapes
+// equal to inferred ones at batch 1). f32 weights stay in the caller's memory (the mmap); f16 weights
+// are widened once into Graph::storage. Every failure is an infer::Error "<origin>: <what>".
+#include "loader.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <set>
+#include <system_error>
+
+#include "half.h"
+#include "infer/error.h"
+#include "model_generated.h"
+#include "shape_inference.h"
+
+namespace infer::detail {
+
+static_assert(FLATBUFFERS_LITTLEENDIAN, "weights are read in place as little-endian floats");
+
+namespace {
+
+constexpr int64_t kMaxElements = int64_t(1) << 40;
+constexpr size_t kMaxRank = 8;
+// FlatBuffers offsets are 32-bit signed; the verifier asserts on larger buffers.
+constexpr size_t kMaxFileBytes = FLATBUFFERS_MAX_BUFFER_SIZE - 1;
+
+std::string quoted(const std::string& s) { return "'" + s + "'"; }
+
+std::string str_or_empty(const flatbuffers::String* s) { return s ? s->str() : std::string(); }
+
+class Loader {
+ public:
+  Loader(const fb::Model& m, const std::string& origin) : m_(m), origin_(origin) {}
+
+  std::shared_ptr<Graph> run(std::shared_ptr<const void> keep);
+
+ private:
+  const fb::Model& m_;
+  const std::string& origin_;
+  std::shared_ptr<Graph> g_;
+  size_t num_tensors_ = 0;
+  std::vector<bool> is_constant_, is_input_;
+  std::vector<int> producer_;  // node index producing each tensor, -1 if none (yet)
+
+  [[noreturn]] void fail(const std::string& what) const { throw Error(origin_ + ": " + what); }
+
+  const fb::Tensor* tensor(size_t i) const { return m_.tensors()->Get(static_cast<flatbuffers::uoffset_t>(i)); }
+
+  std::string tensor_label(size_t i) const {
+    const std::string name = str_or_empty(tensor(i)->name());
+    return "tensor " + std::to_string(i) + (name.empty() ? "" : " " + quoted(name));
+  }
+
+  std::string node_label(size_t k) const {
+    const fb::Node* n = m_.nodes()->Get(static_cast<flatbuffers::uoffset_t>(k));
+    const std::string name = str_or_empty(n->name());
+    return "node " + std::to_string(k) + (name.empty() ? "" : " " + quoted(name));
+  }
+
+  // "tensor index i of something" -> checked index.
+  size_t tensor_index(uint32_t index, const std::string& what) const {
+    if (index >= num_tensors_)
+      fail(what + " is tensor " + std::to_string(index) + " but the model has " +
+           std::to_string(num_tensors_) + " tensors");
+    return index;
+  }
+
+  void read_header();
+  void read_metadata();
+  void read_tensors(const std::shared_ptr<const void>& keep);
+  void read_inputs();
+  void read_nodes();
+  void read_outputs();
+  OpParams read_options(const fb::Node& node, const std::string& where) const;
+};
+
+// ---- op options: flatbuffers tables -> OpParams ---------------------------------------------------
+
+Activation read_activation(fb::ActivationKind kind, float alpha, const std::string& where,
+                           const std::string& field) {
+  const int k = static_cast<int>(kind);
+  if (k < static_cast<int>(fb::ActivationKind::MIN) || k > static_cast<int>(fb::ActivationKind::MAX))
+    throw Error(where + ": field " + field + " has unknown value " + std::to_string(k));
+  return Activation{static_cast<ActivationKind>(k), alpha};
+}
+
+Padding2D read_padding(const fb::Padding* p) {
+  Padding2D out;
+  if (p) {
+    out.top = p->top();
+    out.left = p->left();
+    out.bottom = p->bottom();
+    out.right = p->right();
+  }
+  return out;
+}
+
+// An absent conv table (ConvPool2D.conv) means all defaults, as an absent field would.
+Conv2DParams read_conv(const fb::Conv2D* c, const std::string& where, const std::string& prefix) {
+  Conv2DParams p;
+  if (!c) return p;
+  p.stride_h = c->stride_h();
+  p.stride_w = c->stride_w();
+  p.pad = read_padding(c->padding());
+  p.dilation_h = c->dilation_h();
+  p.dilation_w = c->dilation_w();
+  p.activation = read_activation(c->activation(), c->activation_alpha(), where, prefix + "activation");
+  return p;
+}
+
+OpParams Loader::read_options(const fb::Node& node, const std::string& where) const {
+  switch (node.options_type()) {
+    case fb::Op::Conv2D: return read_conv(node.options_as_Conv2D(), where, "");
+    case fb::Op::ConvTranspose2D: {
+      const fb::ConvTranspose2D* t = node.options_as_ConvTranspose2D();
+      ConvTranspose2DParams p;
+      p.stride_h = t->stride_h();
+      p.stride_w = t->stride_w();
+      p.pad = read_padding(t->padding());
+      p.output_padding_h = t->output_padding_h();
+      p.output_padding_w = t->output_padding_w();
+      p.dilation_h = t->dilation_h();
+      p.dilation_w = t->dilation_w();
+      p.activation = read_activation(t->activation(), t->activation_alpha(), where, "activation");
+      return p;
+    }
+    case fb::Op::Pool2D: {
+      const fb::Pool2D* t = node.options_as_Pool2D();
+      const int kind = static_cast<int>(t->kind());
+      if (kind < static_cast<int>(fb::PoolKind::MIN) || kind > static_cast<int>(fb::PoolKind::MAX))
+        throw Error(where + ": field kind has unknown value " + std::to_string(kind));
+      Pool2DParams p;
+      p.kind = static_cast<PoolKind>(kind);
+      p.kernel_h = t->kernel_h();
+      p.kernel_w = t->kernel_w();
+      p.stride_h = t->stride_h();
+      p.stride_w = t->stride_w();
+      p.pad = read_padding(t->padding());
+      p.count_include_pad = t->count_include_pad();
+      return p;
+    }
+    case fb::Op::Dense: {
+      const fb::Dense* t = node.options_as_Dense();
+      DenseParams p;
+      p.activation = read_activation(t->activation(), t->activation_alpha(), where, "activation");
+      return p;
+    }
+    case fb::Op::BatchNorm: {
+      const fb::BatchNorm* t = node.options_as_BatchNorm();
+      BatchNormParams p;
+      p.epsilon = t->epsilon();
+      p.activation = read_activation(t->activation(), t->activation_alpha(), where, "activation");
+      return p;
+    }
+    case fb::Op::Activation: {
+      const fb::Activation* t = node.options_as_Activation();
+      ActivationParams p;
+      p.activation = read_activation(t->kind(), t->alpha(), where, "kind");
+      return p;
+    }
+    case fb::Op::Flatten: return FlattenParams{node.options_as_Flatten()->axis()};
+    case fb::Op::Reshape: {
+      const fb::Reshape* t = node.options_as_Reshape();
+      ReshapeParams p;
+      if (t->shape()) {
+        if (t->shape()->size() > kMaxRank)
+          throw Error(where + ": field shape has " + std::to_string(t->shape()->size()) +
+                      " dims (at most " + std::to_string(kMaxRank) + ")");
+        p.shape.assign(t->shape()->begin(), t->shape()->end());
+      }
+      return p;
+    }
+    case fb::Op::Softmax: return SoftmaxParams{node.options_as_Softmax()->axis()};
+    case fb::Op::Add: {
+      const fb::Add* t = node.options_as_Add();
+      AddParams p;
+      p.activation = read_activation(t->activation(), t->activation_alpha(), where, "activation");
+      return p;
+    }
+    case fb::Op::Concat: return ConcatParams{node.options_as_Concat()->axis()};
+    case fb::Op::ConvPool2D: {
+      const fb::ConvPool2D* t = node.options_as_ConvPool2D();
+      ConvPool2DParams p;
+      p.conv = read_conv(t->conv(), where, "conv.");
+      p.pool = t->pool();
+      return p;
+    }
+    case fb::Op::NONE: break;
+  }
+  throw Error(where + ": options are missing");
+}
+
+// Which inputs of an op hold parameters (must be constants); the others carry data (activations).
+bool is_parameter_input(OpType op, size_t i) {
+  switch (op) {
+    case OpType::Conv2D:
+    case OpType::ConvTranspose2D:
+    case OpType::ConvPool2D:
+    case OpType::Dense:
+    case OpType::BatchNorm: return i >= 1;
+    default: return false;
+  }
+}
+
+const char* parameter_role(OpType op, size_t i) {
+  static const char* const conv[] = {"input", "weight", "bias"};
+  static const char* const bn[] = {"input", "scale", "bias", "mean", "var"};
+  if (op == OpType::BatchNorm) return i < 5 ? bn[i] : "extra";
+  return i < 3 ? conv[i] : "extra";
+}
+
+// ---- the steps -----------------------------------------------------------------------------------
+
+void Loader::read_header() {
+  g_->format_version = m_.format_version();
+  g_->name = str_or_empty(m_.name());
+  g_->description = str_or_empty(m_.description());
+  g_->producer = str_or_empty(m_.producer());
+}
+
+void Loader::read_metadata() {
+  if (!m_.metadata()) return;
+  for (const fb::KeyValue* kv : *m_.metadata()) {
+    const std::string key = str_or_empty(kv->key());
+    if (!g_->metadata.emplace(key, str_or_empty(kv->value())).second)
+      fail("metadata key " + quoted(key) + " appears twice");
+  }
+}
+
+void Loader::read_tensors(const std::shared_ptr<const void>& keep) {
+  const auto* buffers = m_.buffers();
+  if (!buffers || buffers->size() == 0)
+    fail("field buffers is missing (buffers[0] must be the empty sentinel)");
+  const fb::Buffer* sentinel = buffers->Get(0);
+  if (sentinel->data() && sentinel->data()->size() != 0)
+    fail("buffers[0] must be empty (it is the 'no data' sentinel) but holds " +
+         std::to_string(sentinel->data()->size()) + " bytes");
+
+  num_tensors_ = m_.tensors() ? m_.tensors()->size() : 0;
+  if (num_tensors_ == 0) fail("model has no tensors");
+  is_constant_.assign(num_tensors_, false);
+  is_input_.assign(num_tensors_, false);
+  producer_.assign(num_tensors_, -1);
+  g_->values.resize(num_tensors_);
+  std::set<uint32_t> counted_buffers;
+
+  for (size_t i = 0; i < num_tensors_; ++i) {
+    const fb::Tensor* t = tensor(i);
+    const std::string label = tensor_label(i);
+    Value& v = g_->values[i];
+    v.name = str_or_empty(t->name());
+    if (v.name.empty()) v.name = "tensor " + std::to_string(i);
+
+    if (t->shape()) {
+      if (t->shape()->size() > kMaxRank)
+        fail(label + ": field shape has rank " + std::to_string(t->shape()->size()) + " (at most " +
+             std::to_string(kMaxRank) + ")");
+      v.shape.assign(t->shape()->begin(), t->shape()->end());
+    }
+    const int dtype = static_cast<int>(t->dtype());
+    if (dtype < static_cast<int>(fb::DType::MIN) || dtype > static_cast<int>(fb::DType::MAX))
+      fail(label + ": field dtype has unknown value " + std::to_string(dtype));
+    v.dtype = static_cast<DType>(dtype);
+    const uint32_t b = t->buffer();
+    if (b >= buffers->size())
+      fail(label + ": field buffer is " + std::to_string(b) + " but the model has " +
+           std::to_string(buffers->size()) + " buffers");
+
+    // Dims: activations may have a leading -1 (the batch); everything else must be >= 1, and the
+    // element count (batch excluded) must stay below 2^40.
+    const bool constant = b != 0;
+    if (!constant && v.shape.empty()) fail(label + ": field shape is empty (activations need a batch dim)");
+    int64_t n = 1;
+    for (size_t d = 0; d < v.shape.size(); ++d) {
+      const int64_t dim = v.shape[d];
+      if (d == 0 && !constant && dim == -1) continue;
+      if (dim < 1)
+        fail(label + ": field shape " + shape_str(v.shape) + " has dimension " + std::to_string(dim) +
+             (constant ? " (constant dims must be > 0)"
+                       : " (dims must be > 0; only the leading one may be -1)"));
+      if (dim > kMaxElements / n)
+        fail(label + ": field shape " + shape_str(v.shape) + " has more than 2^40 elements");
+      n *= dim;
+    }
+    if (!constant) continue;
+
+    // A constant: its buffer holds exactly numel x dtype size bytes.
+    is_constant_[i] = true;
+    const auto* data = buffers->Get(b)->data();
+    const size_t have = data ? data->size() : 0;
+    const uint64_t need = static_cast<uint64_t>(n) * dtype_size(v.dtype);
+    if (have != need)
+      fail(label + ": buffer " + std::to_string(b) + " holds " + std::to_string(have) +
+           " bytes but shape " + shape_str(v.shape) + " in " + dtype_name(v.dtype) + " needs " +
+           std::to_string(need));
+    if (counted_buffers.insert(b).second) g_->weight_bytes += need;
+
+    const uint8_t* bytes = data->Data();
+    if (v.dtype == DType::F32) {
+      if (reinterpret_cast<uintptr_t>(bytes) % alignof(float) == 0) {
+        v.data = reinterpret_cast<const float*>(bytes);  // in place: `keep` holds the file
+      } else {
+        auto copy = std::make_shared<std::vector<float>>(static_cast<size_t>(n));
+        std::memcpy(copy->data(), bytes, static_cast<size_t>(need));
+        v.data = copy->data();
+        g_->storage.push_back(std::move(copy));
+      }
+    } else {
+      auto wide = std::make_shared<std::vector<float>>(static_cast<size_t>(n));
+      for (size_t e = 0; e < static_cast<size_t>(n); ++e) {
+        const uint16_t h = static_cast<uint16_t>(bytes[2 * e] | (bytes[2 * e + 1] << 8));
+        (*wide)[e] = half_to_float(h);
+      }
+      v.data = wide->data();
+      g_->storage.push_back(std::move(wide));
+    }
+  }
+  g_->storage.push_back(keep);
+}
+
+void Loader::read_inputs() {
+  const auto* inputs = m_.inputs();
+  if (!inputs || inputs->size() == 0) fail("model has no inputs");
+  for (flatbuffers::uoffset_t k = 0; k < inputs->size(); ++k) {
+    const std::string what = "inputs[" + std::to_string(k) + "]";
+    const size_t i = tensor_index(inputs->Get(k), what);
+    if (is_constant_[i])
+      fail(what + " is " + tensor_label(i) + ", a constant (model inputs must be activations)");
+    if (is_input_[i]) fail(what + " is " + tensor_label(i) + ", listed twice");
+    is_input_[i] = true;
+    g_->inputs.push_back(static_cast<int>(i));
+  }
+}
+
+void Loader::read_nodes() {
+  const auto* nodes = m_.nodes();
+  if (!nodes || nodes->size() == 0) fail("model has no nodes");
+  for (size_t k = 0; k < nodes->size(); ++k) {
+    const fb::Node* fn = nodes->Get(static_cast<flatbuffers::uoffset_t>(k));
+    std::string where = origin_ + ": " + node_label(k);
+    const int type = static_cast<int>(fn->options_type());
+    if (type == static_cast<int>(fb::Op::NONE)) throw Error(where + ": options are missing");
+    if (type > static_cast<int>(fb::Op::MAX))
+      throw Error(where + ": options have unknown type " + std::to_string(type));
+    if (!fn->options()) throw Error(where + ": options are missing");
+    // fb::Op is OpType + 1 (NONE comes first in the union).
+    const OpType op = static_cast<OpType>(type - 1);
+    where += std::string(" (") + op_name(op) + ")";
+
+    Node node;
+    node.name = str_or_empty(fn->name());
+    if (node.name.empty()) node.name = "node " + std::to_string(k);
+    node.params = read_options(*fn, where);
+
+    const auto* ins = fn->inputs();
+    const size_t num_inputs = ins ? ins->size() : 0;
+    for (size_t i = 0; i < num_inputs; ++i) {
+      const bool parameter = is_parameter_input(op, i);
+      const std::string what = where + ": input " + std::to_string(i) +
+                               (parameter ? std::string(" (") + parameter_role(op, i) + ")" : "");
+      const uint32_t index = ins->Get(static_cast<flatbuffers::uoffset_t>(i));
+      if (index >= num_tensors_)
+        throw Error(what + " is tensor " + std::to_string(index) + " but the model has " +
+                    std::to_string(num_tensors_) + " tensors");
+      const std::string label = tensor_label(index);
+      if (parameter && !is_constant_[index])
+        throw Error(what + " is " + label + ", an activation; it must be a constant");
+      if (!parameter && is_constant_[index])
+        throw Error(what + " is " + label + ", a constant; it must be an activation");
+      if (!is_constant_[index] && !is_input_[index] && producer_[index] < 0) {
+        // Find out why, for the message: produced by a later node (or this one), or by none.
+        for (size_t later = k; later < nodes->size(); ++later) {
+          const auto* outs = nodes->Get(static_cast<flatbuffers::uoffset_t>(later))->outputs();
+          if (!outs) continue;
+          for (uint32_t o : *outs) {
+            if (o != index) continue;
+            if (later == k) throw Error(what + " is " + label + ", the node's own output");
+            throw Error(what + " is " + label + ", which is produced later (by " +
+                        node_label(later) + "): nodes must be in execution order");
+          }
+        }
+        throw Error(what + " is " + label + ", which no node produces and is not a model input");
+      }
+      node.inputs.push_back(static_cast<int>(index));
+    }
+
+    const auto* outs = fn->outputs();
+    const size_t num_outputs = outs ? outs->size() : 0;
+    if (num_outputs != 1)
+      throw Error(where + ": has " + std::to_string(num_outputs) + " outputs (" + op_name(op) +
+                  " has exactly 1)");
+    const std::string what = where + ": output 0";
+    const uint32_t index = outs->Get(0);
+    if (index >= num_tensors_)
+      throw Error(what + " is tensor " + std::to_string(index) + " but the model has " +
+                  std::to_string(num_tensors_) + " tensors");
+    const std::string label = tensor_label(index);
+    if (is_constant_[index]) throw Error(what + " is " + label + ", a constant");
+    if (is_input_[index]) throw Error(what + " is " + label + ", a model input");
+    if (producer_[index] >= 0)
+      throw Error(what + ": " + label + " is produced twice (by " +
+                  node_label(static_cast<size_t>(producer_[index])) + " and " + node_label(k) + ")");
+    producer_[index] = static_cast<int>(k);
+    node.outputs.push_back(static_cast<int>(index));
+    g_->nodes.push_back(std::move(node));
+  }
+}
+
+void Loader::read_outputs() {
+  const auto* outputs = m_.outputs();
+  if (!outputs || outputs->size() == 0) fail("model has no outputs");
+  std::vector<bool> seen(num_tensors_, false);
+  for (flatbuffers::uoffset_t k = 0; k < outputs->size(); ++k) {
+    const std::string what = "outputs[" + std::to_string(k) + "]";
+    const size_t i = tensor_index(outputs->Get(k), what);
+    if (producer_[i] < 0) fail(what + " is " + tensor_label(i) + ", which no node produces");
+    if (seen[i]) fail(what + " is " + tensor_label(i) + ", listed twice");
+    seen[i] = true;
+    g_->outputs.push_back(static_cast<int>(i));
+  }
+}
+
+std::shared_ptr<Graph> Loader::run(std::shared_ptr<const void> keep) {
+  g_ = std::make_shared<Graph>();
+  g_->origin = origin_;
+  read_header();
+  read_metadata();
+  read_tensors(keep);
+  read_inputs();
+  read_nodes();
+  read_outputs();
+  for (int i : g_->inputs) {
+    const Value& v = g_->values[static_cast<size_t>(i)];
+    g_->input_infos.push_back(TensorInfo{v.name, v.shape, v.dtype});
+  }
+  for (int i : g_->outputs) {
+    const Value& v = g_->values[static_cast<size_t>(i)];
+    g_->output_infos.push_back(TensorInfo{v.name, v.shape, v.dtype});
+  }
+  infer_shapes(*g_, 1);  // throws naming the node whose declared output disagrees
+  return g_;
+}
+
+std::string sys_error(int err) { return std::generic_category().message(err); }
+
+}  // namespace
+
+std::shared_ptr<Graph> load_graph(std::shared_ptr<const void> keep, const uint8_t* data, size_t size,
+                                  const std::string& origin) {
+  auto fail = [&origin](const std::string& what) { throw Error(origin + ": " + what); };
+  if (!data || size == 0) fail("file is empty");
+  if (size < 8) fail("file is too small to be an infer model (" + std::to_string(size) + " bytes)");
+  if (!fb::ModelBufferHasIdentifier(data)) fail("not an infer model (file identifier is not INFR)");
+  if (size > kMaxFileBytes)
+    fail("file is too large (" + std::to_string(size) + " bytes; the format's limit is 2 GiB)");
+
+  // FlatBuffers reads scalars in place; 8 bytes (the widest scalar) of alignment keeps that defined.
+  if (reinterpret_cast<uintptr_t>(data) % 8 != 0) {
+    auto copy = std::make_shared<std::vector<uint64_t>>((size + 7) / 8);
+    std::memcpy(copy->data(), data, size);
+    data = reinterpret_cast<const uint8_t*>(copy->data());
+    keep = std::move(copy);
+  }
+
+  flatbuffers::Verifier::Options options;
+  options.max_depth = 64;
+  options.max_tables = 10'000'000;
+  options.check_alignment = true;
+  flatbuffers::Verifier verifier(data, size, options);
+  if (!fb::VerifyModelBuffer(verifier)) fail("the file is corrupt (FlatBuffers verification failed)");
+
+  const fb::Model* model = fb::GetModel(data);
+  const uint32_t version = model->format_version();
+  if (version == 0) fail("format_version is 0 or missing (this build reads 1 to " +
+                         std::to_string(kFormatVersion) + ")");
+  if (version > kFormatVersion)
+    fail("format_version " + std::to_string(version) + " is newer than this build supports (" +
+         std::to_string(kFormatVersion) + ")");
+
+  return Loader(*model, origin).run(std::move(keep));
+}
+
+std::shared_ptr<Graph> load_graph_file(const std::string& path) {
+  auto fail = [&path](const std::string& what) { throw Error(path + ": " + what); };
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) fail("cannot open: " + sys_error(errno));
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    const int err = errno;
+    ::close(fd);
+    fail("cannot stat: " + sys_error(err));
+  }
+  if (S_ISDIR(st.st_mode)) {
+    ::close(fd);
+    fail("cannot read: " + sys_error(EISDIR));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    fail("cannot read: not a regular file");
+  }
+  const size_t size = static_cast<size_t>(st.st_size);
+  if (size == 0) {
+    ::close(fd);
+    fail("file is empty");
+  }
+  void* addr = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+  const int err = errno;
+  ::close(fd);  // the mapping stays valid without the descriptor
+  if (addr == MAP_FAILED) fail("cannot map: " + sys_error(err));
+  std::shared_ptr<const void> mapping(addr, [size](const void* p) {
+    ::munmap(const_cast<void*>(p), size);
+  });
+  return load_graph(std::move(mapping), static_cast<const uint8_t*>(addr), size, path);
+}
+
+}  // namespace infer::detail

@@ -1,0 +1,36 @@
+// infer::Model: a thin, immutable handle on a loaded graph. load() maps the file (loader.cc does the
+// verification and validation); from_bytes() keeps the caller's bytes alive for in-place weights.
+#include "infer/model.h"
+
+#include "graph.h"
+#include "loader.h"
+
+namespace infer {
+
+Model Model::load(const std::string& path) { return Model(detail::load_graph_file(path)); }
+
+Model Model::from_bytes(std::vector<uint8_t> bytes, const std::string& origin) {
+  auto owned = std::make_shared<const std::vector<uint8_t>>(std::move(bytes));
+  const uint8_t* data = owned->data();
+  const size_t size = owned->size();
+  return Model(detail::load_graph(std::move(owned), data, size, origin));
+}
+
+const std::string& Model::name() const { return graph_->name; }
+const std::string& Model::description() const { return graph_->description; }
+const std::string& Model::producer() const { return graph_->producer; }
+uint32_t Model::format_version() const { return graph_->format_version; }
+const std::map<std::string, std::string>& Model::metadata() const { return graph_->metadata; }
+
+std::string Model::meta(const std::string& key, const std::string& fallback) const {
+  auto it = graph_->metadata.find(key);
+  return it == graph_->metadata.end() ? fallback : it->second;
+}
+
+const std::vector<TensorInfo>& Model::inputs() const { return graph_->input_infos; }
+const std::vector<TensorInfo>& Model::outputs() const { return graph_->output_infos; }
+size_t Model::num_nodes() const { return graph_->nodes.size(); }
+uint64_t Model::weight_bytes() const { return graph_->weight_bytes; }
+const detail::Graph& Model::graph() const { return *graph_; }
+
+}  // namespace infer

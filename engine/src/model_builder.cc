@@ -1,0 +1,361 @@
+// infer::ModelBuilder: records tensors and nodes, infers every node's output shape as it is added (so
+// invalid parameters fail here, with the loader's messages), and serialises with FlatBufferBuilder.
+// The output is deterministic (same calls, same bytes), weight data is 64-byte aligned within the file,
+// metadata is sorted by key, and save() replaces the target atomically (write .tmp, then rename).
+#include "infer/model_builder.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <set>
+#include <system_error>
+
+#include "half.h"
+#include "infer/error.h"
+#include "infer/model.h"
+#include "infer/version.h"
+#include "model_generated.h"
+#include "shape_inference.h"
+
+namespace infer {
+
+namespace {
+
+constexpr int64_t kMaxElements = int64_t(1) << 40;
+constexpr size_t kMaxRank = 8;
+// Leave room for everything but the weights under FlatBuffers' 2 GiB limit.
+constexpr uint64_t kMaxWeightBytes = (uint64_t(1) << 31) - (uint64_t(64) << 20);
+
+struct TensorRecord {
+  std::string name;
+  Shape shape;
+  DType dtype = DType::F32;
+  bool constant = false;
+  bool produced = false;      // the output of some node
+  std::vector<uint8_t> bytes;  // constants: the stored little-endian data
+};
+
+struct NodeRecord {
+  std::string name;
+  OpParams params;
+  std::vector<int> inputs;
+  int output = -1;
+};
+
+// Checks a declared shape: rank 1..8, leading dim -1 (batch, if allowed) or >= 1, others >= 1, and at
+// most 2^40 elements. Returns the element count without the batch dim.
+int64_t check_shape(const std::string& what, const Shape& s, bool allow_batch) {
+  if (s.empty() || s.size() > kMaxRank)
+    throw Error(what + ": shape must have rank 1 to " + std::to_string(kMaxRank) + " (got " +
+                std::to_string(s.size()) + ")");
+  int64_t n = 1;
+  for (size_t d = 0; d < s.size(); ++d) {
+    if (d == 0 && allow_batch && s[d] == -1) continue;
+    if (s[d] < 1)
+      throw Error(what + ": shape " + shape_str(s) + " has dimension " + std::to_string(s[d]) +
+                  (allow_batch ? " (dims must be > 0; only the leading one may be -1)"
+                               : " (dims must be > 0)"));
+    if (s[d] > kMaxElements / n)
+      throw Error(what + ": shape " + shape_str(s) + " has more than 2^40 elements");
+    n *= s[d];
+  }
+  return n;
+}
+
+// ---- OpParams -> flatbuffers tables ---------------------------------------------------------------
+
+fb::ActivationKind fb_kind(ActivationKind k) { return static_cast<fb::ActivationKind>(k); }
+
+fb::Padding fb_padding(const Padding2D& p) { return fb::Padding(p.top, p.left, p.bottom, p.right); }
+
+flatbuffers::Offset<fb::Conv2D> fb_conv(flatbuffers::FlatBufferBuilder& fbb, const Conv2DParams& p) {
+  const fb::Padding pad = fb_padding(p.pad);
+  return fb::CreateConv2D(fbb, p.stride_h, p.stride_w, &pad, p.dilation_h, p.dilation_w,
+                          fb_kind(p.activation.kind), p.activation.alpha);
+}
+
+// The union value of a node's options (type + table).
+std::pair<fb::Op, flatbuffers::Offset<void>> fb_options(flatbuffers::FlatBufferBuilder& fbb,
+                                                        const OpParams& params) {
+  switch (op_type(params)) {
+    case OpType::Conv2D:
+      return {fb::Op::Conv2D, fb_conv(fbb, std::get<Conv2DParams>(params)).Union()};
+    case OpType::ConvTranspose2D: {
+      const auto& p = std::get<ConvTranspose2DParams>(params);
+      const fb::Padding pad = fb_padding(p.pad);
+      return {fb::Op::ConvTranspose2D,
+              fb::CreateConvTranspose2D(fbb, p.stride_h, p.stride_w, &pad, p.output_padding_h,
+                                        p.output_padding_w, p.dilation_h, p.dilation_w,
+                                        fb_kind(p.activation.kind), p.activation.alpha)
+                  .Union()};
+    }
+    case OpType::Pool2D: {
+      const auto& p = std::get<Pool2DParams>(params);
+      const fb::Padding pad = fb_padding(p.pad);
+      return {fb::Op::Pool2D,
+              fb::CreatePool2D(fbb, static_cast<fb::PoolKind>(p.kind), p.kernel_h, p.kernel_w,
+                               p.stride_h, p.stride_w, &pad, p.count_include_pad)
+                  .Union()};
+    }
+    case OpType::Dense: {
+      const auto& a = std::get<DenseParams>(params).activation;
+      return {fb::Op::Dense, fb::CreateDense(fbb, fb_kind(a.kind), a.alpha).Union()};
+    }
+    case OpType::BatchNorm: {
+      const auto& p = std::get<BatchNormParams>(params);
+      return {fb::Op::BatchNorm,
+              fb::CreateBatchNorm(fbb, p.epsilon, fb_kind(p.activation.kind), p.activation.alpha)
+                  .Union()};
+    }
+    case OpType::Activation: {
+      const auto& a = std::get<ActivationParams>(params).activation;
+      return {fb::Op::Activation, fb::CreateActivation(fbb, fb_kind(a.kind), a.alpha).Union()};
+    }
+    case OpType::Flatten:
+      return {fb::Op::Flatten, fb::CreateFlatten(fbb, std::get<FlattenParams>(params).axis).Union()};
+    case OpType::Reshape: {
+      const auto shape = fbb.CreateVector(std::get<ReshapeParams>(params).shape);
+      return {fb::Op::Reshape, fb::CreateReshape(fbb, shape).Union()};
+    }
+    case OpType::Softmax:
+      return {fb::Op::Softmax, fb::CreateSoftmax(fbb, std::get<SoftmaxParams>(params).axis).Union()};
+    case OpType::Add: {
+      const auto& a = std::get<AddParams>(params).activation;
+      return {fb::Op::Add, fb::CreateAdd(fbb, fb_kind(a.kind), a.alpha).Union()};
+    }
+    case OpType::Concat:
+      return {fb::Op::Concat, fb::CreateConcat(fbb, std::get<ConcatParams>(params).axis).Union()};
+    case OpType::ConvPool2D: {
+      const auto& p = std::get<ConvPool2DParams>(params);
+      const auto conv = fb_conv(fbb, p.conv);
+      return {fb::Op::ConvPool2D, fb::CreateConvPool2D(fbb, conv, p.pool).Union()};
+    }
+  }
+  throw Error("unknown op");
+}
+
+// Which node inputs hold parameters (must be constants); the others carry data (activations).
+bool is_parameter_input(OpType op, size_t i) {
+  switch (op) {
+    case OpType::Conv2D:
+    case OpType::ConvTranspose2D:
+    case OpType::ConvPool2D:
+    case OpType::Dense:
+    case OpType::BatchNorm: return i >= 1;
+    default: return false;
+  }
+}
+
+std::string sys_error(int err) { return std::generic_category().message(err); }
+
+}  // namespace
+
+struct ModelBuilder::Impl {
+  std::string name, description, producer;
+  std::map<std::string, std::string> metadata;
+  std::vector<TensorRecord> tensors;
+  std::vector<NodeRecord> nodes;
+  std::vector<int> inputs, outputs;
+  std::set<std::string> names;
+  uint64_t weight_bytes = 0;
+
+  void claim_name(const std::string& tensor_name) {
+    if (tensor_name.empty()) throw Error("model builder: a tensor name must not be empty");
+    if (!names.insert(tensor_name).second)
+      throw Error("model builder: tensor name '" + tensor_name + "' is already used");
+  }
+
+  const TensorRecord& tensor(int id, const std::string& what) const {
+    if (id < 0 || static_cast<size_t>(id) >= tensors.size())
+      throw Error("model builder: " + what + " is tensor id " + std::to_string(id) +
+                  ", which does not exist");
+    return tensors[static_cast<size_t>(id)];
+  }
+};
+
+ModelBuilder::ModelBuilder(std::string name) : impl_(std::make_unique<Impl>()) {
+  impl_->name = std::move(name);
+  impl_->producer = std::string("infer ") + version();
+}
+ModelBuilder::~ModelBuilder() = default;
+ModelBuilder::ModelBuilder(ModelBuilder&&) noexcept = default;
+ModelBuilder& ModelBuilder::operator=(ModelBuilder&&) noexcept = default;
+
+void ModelBuilder::set_description(std::string text) { impl_->description = std::move(text); }
+void ModelBuilder::set_producer(std::string text) { impl_->producer = std::move(text); }
+void ModelBuilder::set_metadata(const std::string& key, std::string value) {
+  impl_->metadata[key] = std::move(value);
+}
+
+int ModelBuilder::input(const std::string& name, Shape shape) {
+  check_shape("model builder: input '" + name + "'", shape, true);
+  impl_->claim_name(name);
+  TensorRecord t;
+  t.name = name;
+  t.shape = std::move(shape);
+  impl_->tensors.push_back(std::move(t));
+  const int id = static_cast<int>(impl_->tensors.size()) - 1;
+  impl_->inputs.push_back(id);
+  return id;
+}
+
+int ModelBuilder::constant(const std::string& name, Shape shape, const std::vector<float>& data,
+                           DType dtype) {
+  const std::string what = "model builder: constant '" + name + "'";
+  const int64_t n = check_shape(what, shape, false);
+  if (static_cast<uint64_t>(n) != data.size())
+    throw Error(what + ": data has " + std::to_string(data.size()) + " floats but shape " +
+                shape_str(shape) + " needs " + std::to_string(n));
+  if (dtype != DType::F32 && dtype != DType::F16)
+    throw Error(what + ": unknown dtype " + std::to_string(static_cast<int>(dtype)));
+  const uint64_t bytes = static_cast<uint64_t>(n) * dtype_size(dtype);
+  if (impl_->weight_bytes + bytes > kMaxWeightBytes)
+    throw Error(what + ": the model's weights would exceed the format's 2 GiB limit");
+  impl_->claim_name(name);
+
+  TensorRecord t;
+  t.name = name;
+  t.shape = std::move(shape);
+  t.dtype = dtype;
+  t.constant = true;
+  t.bytes.resize(static_cast<size_t>(bytes));
+  if (dtype == DType::F32) {
+    std::memcpy(t.bytes.data(), data.data(), t.bytes.size());  // little-endian host (as the loader)
+  } else {
+    for (size_t i = 0; i < data.size(); ++i) {
+      const uint16_t h = detail::float_to_half(data[i]);
+      t.bytes[2 * i] = static_cast<uint8_t>(h & 0xff);
+      t.bytes[2 * i + 1] = static_cast<uint8_t>(h >> 8);
+    }
+  }
+  impl_->weight_bytes += bytes;
+  impl_->tensors.push_back(std::move(t));
+  return static_cast<int>(impl_->tensors.size()) - 1;
+}
+
+int ModelBuilder::node(const std::string& name, OpParams params, std::vector<int> inputs) {
+  const OpType op = op_type(params);
+  const std::string where = "model builder: node '" + name + "' (" + op_name(op) + ")";
+  // Shapes with a leading -1 are inferred at batch 1; the output then gets the -1 back.
+  std::vector<Shape> shapes;
+  bool batched = false;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const TensorRecord& t = impl_->tensor(inputs[i], where + ": input " + std::to_string(i));
+    const bool parameter = is_parameter_input(op, i);
+    if (parameter && !t.constant)
+      throw Error(where + ": input " + std::to_string(i) + " '" + t.name +
+                  "' is an activation; it must be a constant");
+    if (!parameter && t.constant)
+      throw Error(where + ": input " + std::to_string(i) + " '" + t.name +
+                  "' is a constant; it must be an activation");
+    Shape s = t.shape;
+    if (!s.empty() && s[0] == -1) {
+      s[0] = 1;
+      batched = true;
+    }
+    shapes.push_back(std::move(s));
+  }
+  std::vector<Shape> out = detail::infer_node_shapes(params, shapes, where);
+  if (out.size() != 1) throw Error(where + ": expected one output");
+  if (batched) out[0][0] = -1;  // every op keeps the batch as dim 0
+  check_shape(where + ": output", out[0], true);
+  impl_->claim_name(name);
+
+  TensorRecord t;
+  t.name = name;
+  t.shape = std::move(out[0]);
+  t.produced = true;
+  impl_->tensors.push_back(std::move(t));
+  const int id = static_cast<int>(impl_->tensors.size()) - 1;
+  impl_->nodes.push_back(NodeRecord{name, std::move(params), std::move(inputs), id});
+  return id;
+}
+
+void ModelBuilder::output(int tensor) {
+  const TensorRecord& t = impl_->tensor(tensor, "output");
+  if (!t.produced)
+    throw Error("model builder: output '" + t.name + "' is not produced by any node");
+  for (int o : impl_->outputs)
+    if (o == tensor) throw Error("model builder: output '" + t.name + "' is listed twice");
+  impl_->outputs.push_back(tensor);
+}
+
+const Shape& ModelBuilder::shape(int tensor) const { return impl_->tensor(tensor, "shape()").shape; }
+
+std::vector<uint8_t> ModelBuilder::finish() const {
+  const Impl& m = *impl_;
+  if (m.inputs.empty()) throw Error("model builder: model '" + m.name + "' has no inputs");
+  if (m.outputs.empty()) throw Error("model builder: model '" + m.name + "' has no outputs");
+
+  flatbuffers::FlatBufferBuilder fbb(static_cast<size_t>(m.weight_bytes) + 4096);
+
+  // Buffers: [0] is the empty sentinel, then one per constant, each 64-byte aligned in the file.
+  std::vector<flatbuffers::Offset<fb::Buffer>> buffers;
+  buffers.push_back(fb::CreateBuffer(fbb));
+  std::vector<uint32_t> buffer_of(m.tensors.size(), 0);
+  for (size_t i = 0; i < m.tensors.size(); ++i) {
+    const TensorRecord& t = m.tensors[i];
+    if (!t.constant) continue;
+    // What ForceVectorAlignment(n, 1, 64) does, minus its assert that alignment <=
+    // FLATBUFFERS_MAX_ALIGNMENT (32 in flatbuffers 2.0.8): the schema's force_align is 64.
+    fbb.PreAlign(t.bytes.size(), 64);
+    const auto data = fbb.CreateVector(t.bytes);
+    buffer_of[i] = static_cast<uint32_t>(buffers.size());
+    buffers.push_back(fb::CreateBuffer(fbb, data));
+  }
+
+  std::vector<flatbuffers::Offset<fb::Tensor>> tensors;
+  for (size_t i = 0; i < m.tensors.size(); ++i) {
+    const TensorRecord& t = m.tensors[i];
+    tensors.push_back(fb::CreateTensorDirect(fbb, t.name.c_str(), &t.shape,
+                                             static_cast<fb::DType>(t.dtype), buffer_of[i]));
+  }
+
+  std::vector<flatbuffers::Offset<fb::Node>> nodes;
+  for (const NodeRecord& n : m.nodes) {
+    const auto name = fbb.CreateString(n.name);
+    std::vector<uint32_t> ins(n.inputs.begin(), n.inputs.end());
+    const auto inputs = fbb.CreateVector(ins);
+    const auto outputs = fbb.CreateVector(std::vector<uint32_t>{static_cast<uint32_t>(n.output)});
+    const auto options = fb_options(fbb, n.params);
+    nodes.push_back(fb::CreateNode(fbb, name, inputs, outputs, options.first, options.second));
+  }
+
+  std::vector<flatbuffers::Offset<fb::KeyValue>> metadata;
+  for (const auto& kv : m.metadata)
+    metadata.push_back(fb::CreateKeyValueDirect(fbb, kv.first.c_str(), kv.second.c_str()));
+
+  const std::vector<uint32_t> inputs(m.inputs.begin(), m.inputs.end());
+  const std::vector<uint32_t> outputs(m.outputs.begin(), m.outputs.end());
+  // One statement per object: argument evaluation order is unspecified, the byte order must not be.
+  const auto name = fbb.CreateString(m.name);
+  const auto description = fbb.CreateString(m.description);
+  const auto producer = fbb.CreateString(m.producer);
+  const auto tensor_vec = fbb.CreateVector(tensors);
+  const auto node_vec = fbb.CreateVector(nodes);
+  const auto input_vec = fbb.CreateVector(inputs);
+  const auto output_vec = fbb.CreateVector(outputs);
+  const auto buffer_vec = fbb.CreateVector(buffers);
+  const auto metadata_vec = fbb.CreateVectorOfSortedTables(&metadata);
+  const auto root = fb::CreateModel(fbb, kFormatVersion, name, description, producer, tensor_vec,
+                                    node_vec, input_vec, output_vec, buffer_vec, metadata_vec);
+  fb::FinishModelBuffer(fbb, root);
+  return std::vector<uint8_t>(fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize());
+}
+
+void ModelBuilder::save(const std::string& path) const {
+  const std::vector<uint8_t> bytes = finish();
+  const std::string tmp = path + ".tmp";
+  std::FILE* f = std::fopen(tmp.c_str(), "wb");
+  if (!f) throw Error(path + ": cannot write: " + sys_error(errno));
+  const size_t written = std::fwrite(bytes.data(), 1, bytes.size(), f);
+  int err = written == bytes.size() ? 0 : (errno ? errno : EIO);
+  if (std::fclose(f) != 0 && err == 0) err = errno ? errno : EIO;
+  if (err == 0 && std::rename(tmp.c_str(), path.c_str()) != 0) err = errno;
+  if (err != 0) {
+    std::remove(tmp.c_str());
+    throw Error(path + ": cannot write: " + sys_error(err));
+  }
+}
+
+}  // namespace infer

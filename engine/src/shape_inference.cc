@@ -1,0 +1,462 @@
+// Shape inference for every op and for whole graphs. This is also where op parameters are validated
+// (kernel, stride > 0; 0 <= padding < kernel; dilation 1; output_padding < stride; ...), so the loader,
+// the builder and the session all reject the same things with the same messages. All size arithmetic
+// is bounded: no tensor may exceed 2^40 elements, and every product is checked before it is formed.
+#include "shape_inference.h"
+
+#include <cmath>
+#include <string>
+
+#include "infer/error.h"
+
+namespace infer::detail {
+
+namespace {
+
+constexpr int64_t kMaxElements = int64_t(1) << 40;
+
+[[noreturn]] void fail(const std::string& where, const std::string& what) {
+  throw Error(where + ": " + what);
+}
+
+std::string str(const Shape& s) { return shape_str(s); }
+
+// Every dim >= 1 and the element count <= 2^40, checked without overflowing.
+bool bounded(const Shape& s, std::string* why) {
+  int64_t n = 1;
+  for (int64_t d : s) {
+    if (d < 1) {
+      *why = "dimension " + std::to_string(d) + " is not >= 1";
+      return false;
+    }
+    if (d > kMaxElements / n) {
+      *why = "more than 2^40 elements";
+      return false;
+    }
+    n *= d;
+  }
+  return true;
+}
+
+int64_t numel(const Shape& s) {  // only for shapes already checked with bounded()
+  int64_t n = 1;
+  for (int64_t d : s) n *= d;
+  return n;
+}
+
+// The inputs of one node plus the op's names for them, so messages say "input 1 (weight)".
+class Inputs {
+ public:
+  Inputs(const std::string& where, const std::vector<Shape>& shapes, std::vector<const char*> roles)
+      : where_(where), shapes_(shapes), roles_(std::move(roles)) {}
+
+  void expect_count(size_t lo, size_t hi) const {
+    const size_t n = shapes_.size();
+    if (n >= lo && n <= hi) return;
+    std::string want = lo == hi ? std::to_string(lo)
+                       : hi == SIZE_MAX ? "at least " + std::to_string(lo)
+                                        : std::to_string(lo) + " or " + std::to_string(hi);
+    fail(where_, "expects " + want + " inputs, got " + std::to_string(n));
+  }
+
+  std::string label(size_t i) const {
+    std::string s = "input " + std::to_string(i);
+    if (i < roles_.size() && roles_[i]) s += std::string(" (") + roles_[i] + ")";
+    return s;
+  }
+
+  const Shape& with_rank(size_t i, size_t rank, const char* layout) const {
+    const Shape& s = shapes_[i];
+    if (s.size() != rank)
+      fail(where_, label(i) + " has shape " + str(s) + " but must have rank " +
+                       std::to_string(rank) + " " + layout);
+    return s;
+  }
+
+  void expect_vector(size_t i, int64_t n, const char* what) const {
+    const Shape& s = shapes_[i];
+    if (s.size() != 1 || s[0] != n)
+      fail(where_, label(i) + " has shape " + str(s) + " but must be [" + std::to_string(n) +
+                       "] (" + what + ")");
+  }
+
+  size_t size() const { return shapes_.size(); }
+  const Shape& operator[](size_t i) const { return shapes_[i]; }
+
+ private:
+  const std::string& where_;
+  const std::vector<Shape>& shapes_;
+  std::vector<const char*> roles_;
+};
+
+// `field` names the kind; the slope is `field`_alpha, or plain "alpha" for the Activation op's "kind".
+void check_activation(const std::string& where, const std::string& field, const Activation& a) {
+  const int k = static_cast<int>(a.kind);
+  if (k < 0 || k > static_cast<int>(ActivationKind::Sigmoid))
+    fail(where, "field " + field + " has unknown value " + std::to_string(k));
+  if (!std::isfinite(a.alpha))
+    fail(where, "field " + (field == "kind" ? std::string("alpha") : field + "_alpha") +
+                    " must be finite");
+}
+
+void positive(const std::string& where, const std::string& field, int64_t v) {
+  if (v <= 0) fail(where, "field " + field + " must be > 0 (got " + std::to_string(v) + ")");
+}
+
+void dilation_one(const std::string& where, const std::string& field, int v) {
+  if (v != 1) fail(where, "field " + field + " must be 1 (dilation " + std::to_string(v) +
+                              " is not supported)");
+}
+
+// 0 <= padding, and (when below_kernel) padding < kernel on each side.
+void check_padding(const std::string& where, const std::string& prefix, const Padding2D& p,
+                   int64_t kh, int64_t kw, bool below_kernel) {
+  struct Side { const char* name; int value; int64_t kernel; const char* axis; };
+  const Side sides[] = {{"top", p.top, kh, "height"}, {"left", p.left, kw, "width"},
+                        {"bottom", p.bottom, kh, "height"}, {"right", p.right, kw, "width"}};
+  for (const Side& s : sides) {
+    const std::string field = prefix + "padding." + s.name;
+    if (s.value < 0)
+      fail(where, "field " + field + " must be >= 0 (got " + std::to_string(s.value) + ")");
+    if (below_kernel && s.value >= s.kernel)
+      fail(where, "field " + field + " must be < kernel " + s.axis + " " + std::to_string(s.kernel) +
+                      " (got " + std::to_string(s.value) + ")");
+  }
+}
+
+// floor((in + pads - kernel) / stride) + 1, requiring the kernel to fit in the padded input.
+int64_t window_out(const std::string& where, const char* axis, int64_t in, int pad_a, int pad_b,
+                   int64_t kernel, int stride) {
+  const int64_t padded = in + pad_a + pad_b;  // in <= 2^40 and pads are int: no overflow
+  if (kernel > padded)
+    fail(where, std::string("kernel ") + axis + " " + std::to_string(kernel) +
+                    " is larger than the padded input " + axis + " " + std::to_string(padded));
+  return (padded - kernel) / stride + 1;
+}
+
+// Shared by conv2d and conv_pool2d: parameter checks, input checks, and the conv output shape.
+Shape conv2d_shape(const std::string& where, const std::string& prefix, const Conv2DParams& p,
+                   const Inputs& in) {
+  in.expect_count(2, 3);
+  const Shape& x = in.with_rank(0, 4, "[N,C_in,H,W]");
+  const Shape& w = in.with_rank(1, 4, "[C_out,C_in,KH,KW]");
+  positive(where, prefix + "stride_h", p.stride_h);
+  positive(where, prefix + "stride_w", p.stride_w);
+  dilation_one(where, prefix + "dilation_h", p.dilation_h);
+  dilation_one(where, prefix + "dilation_w", p.dilation_w);
+  check_activation(where, prefix + "activation", p.activation);
+  check_padding(where, prefix, p.pad, w[2], w[3], true);
+  if (w[1] != x[1])
+    fail(where, in.label(1) + " has " + std::to_string(w[1]) + " input channels but input 0 has " +
+                    std::to_string(x[1]));
+  if (in.size() == 3) in.expect_vector(2, w[0], "C_out");
+  const int64_t h = window_out(where, "height", x[2], p.pad.top, p.pad.bottom, w[2], p.stride_h);
+  const int64_t wd = window_out(where, "width", x[3], p.pad.left, p.pad.right, w[3], p.stride_w);
+  return {x[0], w[0], h, wd};
+}
+
+std::vector<Shape> conv2d(const std::string& where, const Conv2DParams& p, const Inputs& in) {
+  return {conv2d_shape(where, "", p, in)};
+}
+
+std::vector<Shape> conv_pool2d(const std::string& where, const ConvPool2DParams& p,
+                               const Inputs& in) {
+  Shape s = conv2d_shape(where, "conv.", p.conv, in);
+  if (p.pool < 1) fail(where, "field pool must be >= 1 (got " + std::to_string(p.pool) + ")");
+  if (s[2] < p.pool || s[3] < p.pool)
+    fail(where, "conv output " + std::to_string(s[2]) + "x" + std::to_string(s[3]) +
+                    " is smaller than the pool window " + std::to_string(p.pool));
+  s[2] /= p.pool;
+  s[3] /= p.pool;
+  return {s};
+}
+
+// (in - 1) * stride - pads + kernel + output_padding, with the product bounded first.
+int64_t transposed_out(const std::string& where, const char* axis, int64_t in, int stride,
+                       int pad_a, int pad_b, int64_t kernel, int output_padding) {
+  if (in - 1 > kMaxElements / stride)
+    fail(where, std::string("output ") + axis + " is too large");
+  return (in - 1) * stride - pad_a - pad_b + kernel + output_padding;
+}
+
+std::vector<Shape> conv_transpose2d(const std::string& where, const ConvTranspose2DParams& p,
+                                    const Inputs& in) {
+  in.expect_count(2, 3);
+  const Shape& x = in.with_rank(0, 4, "[N,C_in,H,W]");
+  const Shape& w = in.with_rank(1, 4, "[C_in,C_out,KH,KW]");
+  positive(where, "stride_h", p.stride_h);
+  positive(where, "stride_w", p.stride_w);
+  dilation_one(where, "dilation_h", p.dilation_h);
+  dilation_one(where, "dilation_w", p.dilation_w);
+  check_activation(where, "activation", p.activation);
+  check_padding(where, "", p.pad, w[2], w[3], false);
+  const struct { const char* field; int value; int stride; } ops[] = {
+      {"output_padding_h", p.output_padding_h, p.stride_h},
+      {"output_padding_w", p.output_padding_w, p.stride_w}};
+  for (const auto& o : ops) {
+    if (o.value < 0)
+      fail(where, std::string("field ") + o.field + " must be >= 0 (got " +
+                      std::to_string(o.value) + ")");
+    if (o.value >= o.stride)
+      fail(where, std::string("field ") + o.field + " must be < stride " + std::to_string(o.stride) +
+                      " (got " + std::to_string(o.value) + ")");
+  }
+  if (w[0] != x[1])
+    fail(where, in.label(1) + " has " + std::to_string(w[0]) + " input channels but input 0 has " +
+                    std::to_string(x[1]));
+  if (in.size() == 3) in.expect_vector(2, w[1], "C_out");
+  const int64_t h = transposed_out(where, "height", x[2], p.stride_h, p.pad.top, p.pad.bottom, w[2],
+                                   p.output_padding_h);
+  const int64_t wd = transposed_out(where, "width", x[3], p.stride_w, p.pad.left, p.pad.right, w[3],
+                                    p.output_padding_w);
+  return {{x[0], w[1], h, wd}};
+}
+
+std::vector<Shape> pool2d(const std::string& where, const Pool2DParams& p, const Inputs& in) {
+  in.expect_count(1, 1);
+  const Shape& x = in.with_rank(0, 4, "[N,C,H,W]");
+  const int kind = static_cast<int>(p.kind);
+  if (kind < 0 || kind > static_cast<int>(PoolKind::Average))
+    fail(where, "field kind has unknown value " + std::to_string(kind));
+  positive(where, "kernel_h", p.kernel_h);
+  positive(where, "kernel_w", p.kernel_w);
+  positive(where, "stride_h", p.stride_h);
+  positive(where, "stride_w", p.stride_w);
+  check_padding(where, "", p.pad, p.kernel_h, p.kernel_w, true);
+  const int64_t h = window_out(where, "height", x[2], p.pad.top, p.pad.bottom, p.kernel_h, p.stride_h);
+  const int64_t w = window_out(where, "width", x[3], p.pad.left, p.pad.right, p.kernel_w, p.stride_w);
+  return {{x[0], x[1], h, w}};
+}
+
+std::vector<Shape> dense(const std::string& where, const DenseParams& p, const Inputs& in) {
+  in.expect_count(2, 3);
+  check_activation(where, "activation", p.activation);
+  const Shape& x = in.with_rank(0, 2, "[N,F_in]");
+  const Shape& w = in.with_rank(1, 2, "[F_out,F_in]");
+  if (w[1] != x[1])
+    fail(where, in.label(1) + " has " + std::to_string(w[1]) + " input features but input 0 has " +
+                    std::to_string(x[1]));
+  if (in.size() == 3) in.expect_vector(2, w[0], "F_out");
+  return {{x[0], w[0]}};
+}
+
+std::vector<Shape> batchnorm(const std::string& where, const BatchNormParams& p, const Inputs& in) {
+  in.expect_count(5, 5);
+  check_activation(where, "activation", p.activation);
+  if (!std::isfinite(p.epsilon) || p.epsilon < 0)
+    fail(where, "field epsilon must be finite and >= 0 (got " + std::to_string(p.epsilon) + ")");
+  const Shape& x = in[0];
+  if (x.size() < 2) fail(where, "input 0 has shape " + str(x) + " but must have rank >= 2 [N,C,...]");
+  for (size_t i = 1; i < 5; ++i) in.expect_vector(i, x[1], "C");
+  return {x};
+}
+
+// An axis that keeps the batch: 1 <= axis <= rank - 1.
+void check_axis(const std::string& where, int axis, size_t rank) {
+  if (rank < 2)
+    fail(where, "input 0 has rank " + std::to_string(rank) + " but must have rank >= 2");
+  if (axis < 1 || axis > static_cast<int>(rank) - 1)
+    fail(where, "field axis must be in [1, " + std::to_string(rank - 1) + "] (got " +
+                    std::to_string(axis) + ")");
+}
+
+std::vector<Shape> flatten(const std::string& where, const FlattenParams& p, const Inputs& in) {
+  in.expect_count(1, 1);
+  const Shape& x = in[0];
+  check_axis(where, p.axis, x.size());
+  Shape out(x.begin(), x.begin() + p.axis);
+  int64_t rest = 1;
+  for (size_t i = static_cast<size_t>(p.axis); i < x.size(); ++i) rest *= x[i];  // <= numel(x)
+  out.push_back(rest);
+  return {out};
+}
+
+std::vector<Shape> reshape(const std::string& where, const ReshapeParams& p, const Inputs& in) {
+  in.expect_count(1, 1);
+  const Shape& x = in[0];
+  if (x.empty()) fail(where, "input 0 is a scalar but must have a batch dimension");
+  const int64_t per_sample = numel(x) / x[0];
+  int64_t known = 1;
+  int unknown = -1;
+  for (size_t i = 0; i < p.shape.size(); ++i) {
+    const int64_t d = p.shape[i];
+    const std::string field = "field shape[" + std::to_string(i) + "]";
+    if (d == -1) {
+      if (unknown >= 0) fail(where, field + " is a second -1 (at most one dimension is inferred)");
+      unknown = static_cast<int>(i);
+    } else if (d < 1) {
+      fail(where, field + " must be > 0 or -1 (got " + std::to_string(d) + ")");
+    } else {
+      if (d > kMaxElements / known) fail(where, "field shape has more than 2^40 elements");
+      known *= d;
+    }
+  }
+  Shape out;
+  out.push_back(x[0]);
+  out.insert(out.end(), p.shape.begin(), p.shape.end());
+  if (unknown >= 0) {
+    if (per_sample % known != 0)
+      fail(where, "field shape " + str(p.shape) + " cannot hold " + std::to_string(per_sample) +
+                      " elements per sample (input 0 is " + str(x) + ")");
+    out[static_cast<size_t>(unknown) + 1] = per_sample / known;
+  } else if (known != per_sample) {
+    fail(where, "field shape " + str(p.shape) + " has " + std::to_string(known) +
+                    " elements per sample but input 0 (" + str(x) + ") has " +
+                    std::to_string(per_sample));
+  }
+  return {out};
+}
+
+std::vector<Shape> softmax(const std::string& where, const SoftmaxParams& p, const Inputs& in) {
+  in.expect_count(1, 1);
+  check_axis(where, p.axis, in[0].size());
+  return {in[0]};
+}
+
+std::vector<Shape> add(const std::string& where, const AddParams& p, const Inputs& in) {
+  in.expect_count(2, 2);
+  check_activation(where, "activation", p.activation);
+  if (in[0] != in[1])
+    fail(where, "input 1 has shape " + str(in[1]) + " but input 0 has " + str(in[0]) +
+                    " (add needs equal shapes)");
+  return {in[0]};
+}
+
+std::vector<Shape> concat(const std::string& where, const ConcatParams& p, const Inputs& in) {
+  in.expect_count(1, SIZE_MAX);
+  const Shape& first = in[0];
+  check_axis(where, p.axis, first.size());
+  const size_t axis = static_cast<size_t>(p.axis);
+  Shape out = first;
+  for (size_t i = 1; i < in.size(); ++i) {
+    const Shape& s = in[i];
+    bool same = s.size() == first.size();
+    for (size_t d = 0; same && d < s.size(); ++d) same = d == axis || s[d] == first[d];
+    if (!same)
+      fail(where, "input " + std::to_string(i) + " has shape " + str(s) + " but input 0 has " +
+                      str(first) + " (concat needs equal dims except axis " +
+                      std::to_string(axis) + ")");
+    if (s[axis] > kMaxElements - out[axis]) fail(where, "output has more than 2^40 elements");
+    out[axis] += s[axis];
+  }
+  return {out};
+}
+
+std::vector<Shape> dispatch(const OpParams& params, const Inputs& in, const std::string& where) {
+  switch (op_type(params)) {
+    case OpType::Conv2D: return conv2d(where, std::get<Conv2DParams>(params), in);
+    case OpType::ConvTranspose2D:
+      return conv_transpose2d(where, std::get<ConvTranspose2DParams>(params), in);
+    case OpType::Pool2D: return pool2d(where, std::get<Pool2DParams>(params), in);
+    case OpType::Dense: return dense(where, std::get<DenseParams>(params), in);
+    case OpType::BatchNorm: return batchnorm(where, std::get<BatchNormParams>(params), in);
+    case OpType::Activation: {
+      in.expect_count(1, 1);
+      check_activation(where, "kind", std::get<ActivationParams>(params).activation);
+      return {in[0]};
+    }
+    case OpType::Flatten: return flatten(where, std::get<FlattenParams>(params), in);
+    case OpType::Reshape: return reshape(where, std::get<ReshapeParams>(params), in);
+    case OpType::Softmax: return softmax(where, std::get<SoftmaxParams>(params), in);
+    case OpType::Add: return add(where, std::get<AddParams>(params), in);
+    case OpType::Concat: return concat(where, std::get<ConcatParams>(params), in);
+    case OpType::ConvPool2D: return conv_pool2d(where, std::get<ConvPool2DParams>(params), in);
+  }
+  fail(where, "unknown op");
+}
+
+std::vector<const char*> input_roles(OpType op) {
+  switch (op) {
+    case OpType::Conv2D:
+    case OpType::ConvTranspose2D:
+    case OpType::ConvPool2D:
+    case OpType::Dense: return {nullptr, "weight", "bias"};
+    case OpType::BatchNorm: return {nullptr, "scale", "bias", "mean", "var"};
+    default: return {};
+  }
+}
+
+bool same_declared(const Shape& declared, const Shape& computed) {
+  if (declared.size() != computed.size()) return false;
+  for (size_t i = 0; i < declared.size(); ++i)
+    if (declared[i] != computed[i] && !(i == 0 && declared[i] == -1)) return false;
+  return true;
+}
+
+}  // namespace
+
+std::vector<Shape> infer_node_shapes(const OpParams& params, const std::vector<Shape>& input_shapes,
+                                     const std::string& where) {
+  Inputs in(where, input_shapes, input_roles(op_type(params)));
+  for (size_t i = 0; i < input_shapes.size(); ++i) {
+    std::string why;
+    if (!bounded(input_shapes[i], &why))
+      fail(where, in.label(i) + " has shape " + str(input_shapes[i]) + ": " + why);
+  }
+  std::vector<Shape> out = dispatch(params, in, where);
+  for (const Shape& s : out) {
+    std::string why;
+    if (!bounded(s, &why)) fail(where, "output shape " + str(s) + ": " + why);
+  }
+  return out;
+}
+
+std::vector<Shape> infer_shapes(const Graph& graph, int64_t batch) {
+  if (batch < 1 || batch > kMaxElements)
+    fail(graph.origin, "batch must be in [1, 2^40] (got " + std::to_string(batch) + ")");
+  const size_t n = graph.values.size();
+  std::vector<Shape> shapes(n);
+  std::vector<char> known(n, 0);
+  auto with_batch = [batch](Shape s) {
+    if (!s.empty() && s[0] == -1) s[0] = batch;
+    return s;
+  };
+  for (size_t i = 0; i < n; ++i) {
+    shapes[i] = with_batch(graph.values[i].shape);
+    known[i] = graph.values[i].is_constant();
+  }
+  for (int id : graph.inputs) {
+    if (id < 0 || static_cast<size_t>(id) >= n)
+      fail(graph.origin, "model input " + std::to_string(id) + " is out of range");
+    known[static_cast<size_t>(id)] = 1;
+  }
+
+  for (size_t k = 0; k < graph.nodes.size(); ++k) {
+    const Node& node = graph.nodes[k];
+    // The loader names unnamed nodes "node k"; don't say that twice.
+    const std::string label = "node " + std::to_string(k);
+    const std::string where = graph.origin + ": " + label +
+                              (node.name == label ? "" : " '" + node.name + "'") + " (" +
+                              op_name(node.op()) + ")";
+    std::vector<Shape> in;
+    for (size_t i = 0; i < node.inputs.size(); ++i) {
+      const int id = node.inputs[i];
+      if (id < 0 || static_cast<size_t>(id) >= n)
+        fail(where, "input " + std::to_string(i) + " is tensor " + std::to_string(id) +
+                        ", out of range");
+      if (!known[static_cast<size_t>(id)])
+        fail(where, "input " + std::to_string(i) + " '" + graph.values[static_cast<size_t>(id)].name +
+                        "' has no value yet (not a model input, constant or earlier node's output)");
+      in.push_back(shapes[static_cast<size_t>(id)]);
+    }
+    std::vector<Shape> out = infer_node_shapes(node.params, in, where);
+    if (out.size() != node.outputs.size())
+      fail(where, "has " + std::to_string(node.outputs.size()) + " outputs but " +
+                      op_name(node.op()) + " produces " + std::to_string(out.size()));
+    for (size_t o = 0; o < out.size(); ++o) {
+      const int id = node.outputs[o];
+      if (id < 0 || static_cast<size_t>(id) >= n)
+        fail(where, "output " + std::to_string(o) + " is tensor " + std::to_string(id) +
+                        ", out of range");
+      const Value& v = graph.values[static_cast<size_t>(id)];
+      if (!same_declared(v.shape, out[o]))
+        fail(where, "output " + std::to_string(o) + " '" + v.name + "' is declared " +
+                        str(v.shape) + " but the op computes " + str(out[o]));
+      shapes[static_cast<size_t>(id)] = out[o];
+      known[static_cast<size_t>(id)] = 1;
+    }
+  }
+  return shapes;
+}
+
+}  // namespace infer::detail
