@@ -53,6 +53,8 @@ class Session {
   const MemoryReport& memory() const;
 
   struct Impl;
+  // The engine's view of the session (engine/src/plan.h); not part of the stable API.
+  const Impl* impl() const { return impl_.get(); }
 
  private:
   std::unique_ptr<Impl> impl_;

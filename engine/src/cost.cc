@@ -1,0 +1,91 @@
+// The cost model. Conventions (kept simple on purpose, so numbers are easy to check by hand):
+// - conv2d: N*C_out*H_out*W_out*C_in*KH*KW multiply-adds (2 FLOPs each); dense: N*F_out*F_in.
+// - conv_transpose2d: the direct (scatter) form, H_in*W_in*C_in*C_out*KH*KW multiply-adds per sample,
+//   whatever the kernel does (the segregated kernels do less work; their GFLOP/s shows it).
+// - conv_pool2d: the conv over the pooled region (H_out*pool x W_out*pool) plus the pooling.
+// - pool2d: one op per window element; batchnorm: one multiply-add (2) per element; activation and
+//   add: one per element; softmax: 3 per element (max, exp-and-sum, divide).
+// - Bias adds and fused activation epilogues are not counted (they are O(outputs), negligible next
+//   to the multiply-adds). flatten, reshape, concat: 0 FLOPs, only bytes.
+// - Bytes: 4 per element of every input (constants included) and every output.
+#include "cost.h"
+
+#include <variant>
+
+namespace infer::detail {
+namespace {
+
+double numel(const Shape& s) {
+  double n = 1;
+  for (int64_t d : s) n *= static_cast<double>(d);
+  return n;
+}
+
+// Dimension `i` of a shape as a double, 0 when the shape is too short (malformed descs cost 0).
+double dim(const Shape& s, size_t i) { return i < s.size() ? static_cast<double>(s[i]) : 0.0; }
+
+double conv_flops(const NodeDesc& node, double out_h, double out_w) {
+  const Shape& x = node.input_shapes.size() > 0 ? node.input_shapes[0] : Shape{};
+  const Shape& w = node.input_shapes.size() > 1 ? node.input_shapes[1] : Shape{};
+  // weight [C_out, C_in, KH, KW]
+  return 2.0 * dim(x, 0) * dim(w, 0) * out_h * out_w * dim(w, 1) * dim(w, 2) * dim(w, 3);
+}
+
+}  // namespace
+
+NodeCost node_cost(const NodeDesc& node) {
+  NodeCost cost;
+  for (const Shape& s : node.input_shapes) cost.bytes += 4.0 * numel(s);
+  for (const Shape& s : node.output_shapes) cost.bytes += 4.0 * numel(s);
+
+  const Shape empty;
+  const Shape& x = node.input_shapes.empty() ? empty : node.input_shapes[0];
+  const Shape& y = node.output_shapes.empty() ? empty : node.output_shapes[0];
+  const double out_elems = numel(y);
+
+  switch (op_type(node.params)) {
+    case OpType::Conv2D:
+      cost.flops = conv_flops(node, dim(y, 2), dim(y, 3));
+      break;
+    case OpType::ConvTranspose2D: {
+      // weight [C_in, C_out, KH, KW]; one multiply-add per input element per kernel tap per C_out.
+      const Shape& w = node.input_shapes.size() > 1 ? node.input_shapes[1] : empty;
+      cost.flops = 2.0 * numel(x) * dim(w, 1) * dim(w, 2) * dim(w, 3);
+      break;
+    }
+    case OpType::ConvPool2D: {
+      const auto& p = std::get<ConvPool2DParams>(node.params);
+      const double pool = p.pool;
+      cost.flops = conv_flops(node, dim(y, 2) * pool, dim(y, 3) * pool) + out_elems * pool * pool;
+      break;
+    }
+    case OpType::Pool2D: {
+      const auto& p = std::get<Pool2DParams>(node.params);
+      cost.flops = out_elems * p.kernel_h * p.kernel_w;
+      break;
+    }
+    case OpType::Dense: {
+      const Shape& w = node.input_shapes.size() > 1 ? node.input_shapes[1] : empty;  // [F_out, F_in]
+      cost.flops = 2.0 * dim(x, 0) * dim(w, 0) * dim(w, 1);
+      break;
+    }
+    case OpType::BatchNorm:
+      cost.flops = 2.0 * out_elems;
+      break;
+    case OpType::Activation:
+    case OpType::Add:
+      cost.flops = out_elems;
+      break;
+    case OpType::Softmax:
+      cost.flops = 3.0 * out_elems;
+      break;
+    case OpType::Flatten:
+    case OpType::Reshape:
+    case OpType::Concat:
+      cost.flops = 0;
+      break;
+  }
+  return cost;
+}
+
+}  // namespace infer::detail

@@ -1,0 +1,29 @@
+// The memory plan of a session, exposed for tests and tools: every activation value and node
+// workspace with its arena offset, size and lifetime (steps in execution order; graph inputs start at
+// -1, graph outputs end at the number of steps), plus the planner's report. Not part of the stable API.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "infer/profile.h"
+#include "infer/session.h"
+
+namespace infer::detail {
+
+struct PlannedTensor {
+  std::string name;           // the value's name, or "<node name>:workspace"
+  uint64_t offset = 0, bytes = 0;  // bytes as used (the planner rounds up to kArenaAlignment)
+  int first = 0, last = 0;
+  bool workspace = false;
+};
+
+struct Plan {
+  std::vector<PlannedTensor> tensors;
+  MemoryReport report;
+};
+
+const Plan& plan_of(const Session& session);
+
+}  // namespace infer::detail

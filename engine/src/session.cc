@@ -1,0 +1,488 @@
+// Session: binds a model to a backend and a batch size. Creation does everything that does not depend
+// on input values: shape inference, kernel selection (forced or by priority), prepare(), workspace
+// sizes, the memory plan, the one arena allocation and the pre-built kernel calls (every pointer
+// resolved), so run() only copies inputs in, calls kernels in order and copies outputs out: no
+// allocation but the returned Tensors. profile() times the same calls with the backend's timer.
+#include "infer/session.h"
+
+#include <algorithm>
+#include <chrono>
+#include <limits>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "backend.h"
+#include "cost.h"
+#include "graph.h"
+#include "infer/error.h"
+#include "kernels/kernel_api.h"
+#include "plan.h"
+#include "planner.h"
+#include "shape_inference.h"
+
+namespace infer {
+
+struct Session::Impl {
+  std::shared_ptr<const detail::Graph> graph;  // our own copy: the Model may be destroyed
+  std::string backend_name;                    // "cpu" or "reference", as reported
+  bool reference_only = false;
+  int64_t batch = 1;
+  std::unique_ptr<detail::Backend> backend;
+
+  std::vector<Shape> shapes;  // concrete shape of every value
+  std::vector<TensorInfo> inputs, outputs;
+  std::vector<NodeInfo> nodes;
+
+  // Per node (step), in execution order. `calls` refer to `descs` by reference: both are filled once
+  // and never resized afterwards.
+  std::vector<NodeDesc> descs;
+  std::vector<const KernelVariant*> variants;
+  std::vector<std::shared_ptr<void>> prepared;
+  std::vector<KernelCall> calls;
+  std::vector<detail::NodeCost> costs;
+  std::vector<uint64_t> live_bytes;  // activation bytes live at each step
+
+  detail::Plan plan;
+  std::vector<int> tensor_value;      // per plan.tensors entry: its value id (-1 for workspaces)
+  std::unique_ptr<detail::DeviceBuffer> arena;
+  std::vector<void*> value_ptrs;      // device pointer of every value the nodes use (or nullptr)
+  std::vector<uint64_t> value_bytes;  // activation bytes of every value (0 for constants)
+
+  Impl(const Model& model, const SessionOptions& options);
+  void check_inputs(const std::vector<Tensor>& in, const char* caller) const;
+  // Copies in, runs every node, copies out into `out` (already shaped). With a timer: slot 0 at the
+  // start, slot i+1 before node i, slot n+1 after the last node.
+  void execute(const std::vector<Tensor>& in, std::vector<Tensor>& out, detail::Timer* timer);
+  std::vector<Tensor> make_outputs() const;
+
+ private:
+  std::string where(size_t step) const;
+  bool allowed(const KernelVariant& v) const { return !reference_only || v.name == "reference"; }
+  std::string variant_list(const std::string& op) const;
+  void select_kernels(const SessionOptions& options);
+  void plan_memory();
+  void build_calls();
+};
+
+namespace {
+
+Session::Impl& checked(const std::unique_ptr<Session::Impl>& impl) {
+  if (!impl) throw Error("infer::Session: use of a moved-from session");
+  return *impl;
+}
+
+std::string all_op_names() {
+  std::string out;
+  for (int i = 0; i < kNumOpTypes; ++i) {
+    if (i) out += ", ";
+    out += op_name(static_cast<OpType>(i));
+  }
+  return out;
+}
+
+bool is_op_name(const std::string& name) {
+  for (int i = 0; i < kNumOpTypes; ++i)
+    if (name == op_name(static_cast<OpType>(i))) return true;
+  return false;
+}
+
+uint64_t activation_bytes(const Shape& shape, const std::string& what) {
+  uint64_t n = 1;
+  for (int64_t d : shape) {
+    if (d < 0) throw Error(what + ": negative dimension in shape " + shape_str(shape));
+    if (d != 0 && n > std::numeric_limits<uint64_t>::max() / 4 / static_cast<uint64_t>(d))
+      throw Error(what + ": shape " + shape_str(shape) + " is too large");
+    n *= static_cast<uint64_t>(d);
+  }
+  return n * 4;  // activations are float32 on every backend of this build
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  size_t mid = v.size() / 2;
+  return v.size() % 2 ? v[mid] : 0.5 * (v[mid - 1] + v[mid]);
+}
+
+}  // namespace
+
+std::string Session::Impl::where(size_t step) const {
+  const detail::Node& node = graph->nodes[step];
+  return fmt::format("{}: node {} '{}' ({})", graph->origin, step, node.name, op_name(node.op()));
+}
+
+std::string Session::Impl::variant_list(const std::string& op) const {
+  std::string out;
+  for (const KernelVariant* v : KernelRegistry::global().variants(backend->name(), op)) {
+    if (!allowed(*v)) continue;
+    if (!out.empty()) out += ", ";
+    out += v->name;
+  }
+  return out.empty() ? "none" : out;
+}
+
+Session::Impl::Impl(const Model& model, const SessionOptions& options) {
+  graph = std::make_shared<const detail::Graph>(model.graph());
+
+  if (options.backend == "auto" || options.backend == "cpu") {
+    backend_name = "cpu";
+  } else if (options.backend == "reference") {
+    backend_name = "reference";
+    reference_only = true;
+  } else if (options.backend == "cuda") {
+    throw Error("this build of infer has no CUDA backend");
+  } else {
+    throw Error("unknown backend '" + options.backend + "' (choices: auto, cpu, cuda, reference)");
+  }
+  backend = detail::make_cpu_backend();
+
+  if (options.batch < 1)
+    throw Error("batch must be >= 1, got " + std::to_string(options.batch));
+  batch = options.batch;
+  shapes = detail::infer_shapes(*graph, batch);
+  if (shapes.size() != graph->values.size())
+    throw Error(graph->origin + ": shape inference returned " + std::to_string(shapes.size()) +
+                " shapes for " + std::to_string(graph->values.size()) + " values");
+
+  auto info = [&](int id, const char* what) {
+    if (id < 0 || static_cast<size_t>(id) >= graph->values.size())
+      throw Error(fmt::format("{}: {} value id {} out of range", graph->origin, what, id));
+    const detail::Value& v = graph->values[static_cast<size_t>(id)];
+    return TensorInfo{v.name, shapes[static_cast<size_t>(id)], v.dtype};
+  };
+  for (int id : graph->inputs) inputs.push_back(info(id, "input"));
+  for (int id : graph->outputs) outputs.push_back(info(id, "output"));
+
+  select_kernels(options);
+  plan_memory();
+  build_calls();
+}
+
+void Session::Impl::select_kernels(const SessionOptions& options) {
+  const KernelRegistry& registry = KernelRegistry::global();
+  const std::string& kernel_backend = backend->name();
+
+  // Forced variants are checked up front, whether or not the model has the op.
+  std::map<std::string, const KernelVariant*> forced;
+  for (const auto& [op, name] : options.kernels) {
+    if (!is_op_name(op))
+      throw Error("kernels: unknown op '" + op + "' (ops: " + all_op_names() + ")");
+    const KernelVariant* v = registry.find(kernel_backend, op, name);
+    if (!v || !allowed(*v))
+      throw Error(fmt::format("kernels: op '{}' has no variant '{}' on backend {} (variants: {})", op,
+                              name, backend_name, variant_list(op)));
+    forced[op] = v;
+  }
+
+  const size_t n = graph->nodes.size();
+  descs.reserve(n);
+  for (size_t i = 0; i < n; ++i) {
+    const detail::Node& node = graph->nodes[i];
+    NodeDesc desc{node.params, {}, {}, {}};
+    for (int id : node.inputs) {
+      if (id < 0 || static_cast<size_t>(id) >= graph->values.size())
+        throw Error(where(i) + ": input value id " + std::to_string(id) + " out of range");
+      const detail::Value& v = graph->values[static_cast<size_t>(id)];
+      desc.input_shapes.push_back(shapes[static_cast<size_t>(id)]);
+      desc.constants.push_back(v.data);
+    }
+    for (int id : node.outputs) {
+      if (id < 0 || static_cast<size_t>(id) >= graph->values.size())
+        throw Error(where(i) + ": output value id " + std::to_string(id) + " out of range");
+      desc.output_shapes.push_back(shapes[static_cast<size_t>(id)]);
+    }
+    descs.push_back(std::move(desc));
+  }
+
+  for (size_t i = 0; i < n; ++i) {
+    const NodeDesc& desc = descs[i];
+    const std::string op = op_name(graph->nodes[i].op());
+    const KernelVariant* chosen = nullptr;
+    if (auto it = forced.find(op); it != forced.end()) {
+      chosen = it->second;
+      if (chosen->applicable && !chosen->applicable(desc))
+        throw Error(fmt::format("kernels: variant '{}' of {} does not apply to {}", chosen->name, op,
+                                where(i)));
+    } else {
+      for (const KernelVariant* v : registry.variants(kernel_backend, op)) {
+        if (!allowed(*v) || (v->applicable && !v->applicable(desc))) continue;
+        chosen = v;  // variants() lists the highest priority first
+        break;
+      }
+      if (!chosen)
+        throw Error(fmt::format("{}: no applicable kernel variant on backend {} (variants: {})",
+                                where(i), backend_name, variant_list(op)));
+    }
+    if (!chosen->run)
+      throw Error(fmt::format("{}: kernel variant '{}' has no run function", where(i), chosen->name));
+    spdlog::debug("{}: kernel variant {}", where(i), chosen->name);
+    variants.push_back(chosen);
+    prepared.push_back(chosen->prepare ? chosen->prepare(desc) : nullptr);
+
+    const detail::Node& node = graph->nodes[i];
+    NodeInfo ni;
+    ni.name = node.name;
+    ni.op = op;
+    ni.variant = chosen->name;
+    ni.fused = node.fused;
+    ni.output_shape = desc.output_shapes.empty() ? Shape{} : desc.output_shapes[0];
+    ni.workspace_bytes = chosen->workspace_bytes ? chosen->workspace_bytes(desc) : 0;
+    nodes.push_back(std::move(ni));
+    costs.push_back(detail::node_cost(desc));
+  }
+}
+
+// Lifetimes over execution order (graph inputs from step -1, graph outputs to step n), one request
+// per activation and per non-empty workspace, then offsets from the planner.
+void Session::Impl::plan_memory() {
+  const int n = static_cast<int>(graph->nodes.size());
+  const size_t num_values = graph->values.size();
+  constexpr int kUnset = std::numeric_limits<int>::min();
+  std::vector<int> first(num_values, kUnset), last(num_values, kUnset);
+  value_bytes.assign(num_values, 0);
+
+  auto activation = [&](int id, const std::string& what) -> size_t {
+    const detail::Value& v = graph->values[static_cast<size_t>(id)];
+    if (v.is_constant()) throw Error(what + " is the constant '" + v.name + "'");
+    return static_cast<size_t>(id);
+  };
+  for (size_t k = 0; k < graph->inputs.size(); ++k) {
+    size_t id = activation(graph->inputs[k], fmt::format("{}: input {}", graph->origin, k));
+    first[id] = last[id] = -1;
+  }
+  for (int step = 0; step < n; ++step) {
+    const detail::Node& node = graph->nodes[static_cast<size_t>(step)];
+    for (int id : node.inputs) {
+      if (graph->values[static_cast<size_t>(id)].is_constant()) continue;
+      if (first[static_cast<size_t>(id)] == kUnset)
+        throw Error(fmt::format("{}: reads '{}' before any node writes it", where(step),
+                                graph->values[static_cast<size_t>(id)].name));
+      last[static_cast<size_t>(id)] = std::max(last[static_cast<size_t>(id)], step);
+    }
+    for (int id : node.outputs) {
+      size_t v = activation(id, where(step) + ": output");
+      if (first[v] != kUnset)
+        throw Error(fmt::format("{}: writes '{}', which is already written", where(step),
+                                graph->values[v].name));
+      first[v] = last[v] = step;
+    }
+  }
+  for (size_t k = 0; k < graph->outputs.size(); ++k) {
+    size_t id = activation(graph->outputs[k], fmt::format("{}: output {}", graph->origin, k));
+    if (first[id] == kUnset)
+      throw Error(fmt::format("{}: output {} '{}' is never written", graph->origin, k,
+                              graph->values[id].name));
+    last[id] = n;
+  }
+
+  std::vector<detail::PlanRequest> requests;
+  for (size_t id = 0; id < num_values; ++id) {
+    if (first[id] == kUnset) continue;  // constants and values no node touches
+    const detail::Value& v = graph->values[id];
+    value_bytes[id] = activation_bytes(shapes[id], graph->origin + ": value '" + v.name + "'");
+    requests.push_back({value_bytes[id], first[id], last[id]});
+    plan.tensors.push_back({v.name, 0, value_bytes[id], first[id], last[id], false});
+    tensor_value.push_back(static_cast<int>(id));
+  }
+  uint64_t workspace_total = 0;
+  for (int step = 0; step < n; ++step) {
+    uint64_t ws = nodes[static_cast<size_t>(step)].workspace_bytes;
+    if (ws == 0) continue;
+    workspace_total += ws;
+    requests.push_back({ws, step, step});
+    plan.tensors.push_back(
+        {graph->nodes[static_cast<size_t>(step)].name + ":workspace", 0, ws, step, step, true});
+    tensor_value.push_back(-1);
+  }
+
+  detail::MemoryPlan mp = detail::plan_memory(requests);
+  for (size_t k = 0; k < plan.tensors.size(); ++k) plan.tensors[k].offset = mp.offsets[k];
+  plan.report = mp.report;
+  plan.report.workspace_bytes = workspace_total;
+
+  // Weights as this backend holds them: every constant a node reads, once, as float32.
+  std::set<int> constants;
+  for (const detail::Node& node : graph->nodes)
+    for (int id : node.inputs)
+      if (graph->values[static_cast<size_t>(id)].is_constant()) constants.insert(id);
+  for (int id : constants) {
+    plan.report.weight_bytes +=
+        4 * static_cast<uint64_t>(shape_numel(graph->values[static_cast<size_t>(id)].shape));
+  }
+
+  live_bytes.assign(static_cast<size_t>(n), 0);
+  for (const detail::PlannedTensor& t : plan.tensors) {
+    if (t.workspace) continue;
+    for (int step = std::max(t.first, 0); step <= std::min(t.last, n - 1); ++step)
+      live_bytes[static_cast<size_t>(step)] += t.bytes;
+  }
+}
+
+void Session::Impl::build_calls() {
+  arena = backend->allocate(plan.report.arena_bytes);
+  auto* base = static_cast<uint8_t*>(arena->data());
+
+  value_ptrs.assign(graph->values.size(), nullptr);
+  for (size_t id = 0; id < graph->values.size(); ++id) {
+    const detail::Value& v = graph->values[id];
+    if (v.is_constant())  // kernels only read constants; KernelCall::inputs is const
+      value_ptrs[id] = const_cast<float*>(
+          backend->constant(v.data, static_cast<size_t>(shape_numel(v.shape))));
+  }
+  std::vector<void*> workspace_ptrs(graph->nodes.size(), nullptr);
+  for (size_t k = 0; k < plan.tensors.size(); ++k) {
+    const detail::PlannedTensor& t = plan.tensors[k];
+    void* ptr = base && t.bytes ? base + t.offset : nullptr;  // empty tensors get no storage
+    if (t.workspace)
+      workspace_ptrs[static_cast<size_t>(t.first)] = ptr;
+    else
+      value_ptrs[static_cast<size_t>(tensor_value[k])] = ptr;
+  }
+
+  calls.reserve(descs.size());
+  for (size_t i = 0; i < descs.size(); ++i) {
+    const detail::Node& node = graph->nodes[i];
+    std::vector<const float*> in;
+    std::vector<float*> out;
+    for (int id : node.inputs)
+      in.push_back(static_cast<const float*>(value_ptrs[static_cast<size_t>(id)]));
+    for (int id : node.outputs)
+      out.push_back(static_cast<float*>(value_ptrs[static_cast<size_t>(id)]));
+    calls.push_back(KernelCall{descs[i], std::move(in), std::move(out), workspace_ptrs[i],
+                               prepared[i].get()});
+  }
+}
+
+void Session::Impl::check_inputs(const std::vector<Tensor>& in, const char* caller) const {
+  if (in.size() != inputs.size()) {
+    std::string names;
+    for (const TensorInfo& t : inputs) names += (names.empty() ? "'" : ", '") + t.name + "'";
+    throw Error(fmt::format("{}: expected {} input(s) ({}), got {}", caller, inputs.size(), names,
+                            in.size()));
+  }
+  for (size_t k = 0; k < in.size(); ++k) {
+    const TensorInfo& want = inputs[k];
+    if (in[k].shape != want.shape)
+      throw Error(fmt::format("input {} '{}': expected shape {}, got {}", k, want.name,
+                              shape_str(want.shape), shape_str(in[k].shape)));
+    const auto numel = static_cast<uint64_t>(shape_numel(want.shape));
+    if (in[k].data.size() != numel)
+      throw Error(fmt::format("input {} '{}': shape {} needs {} floats, got {}", k, want.name,
+                              shape_str(want.shape), numel, in[k].data.size()));
+  }
+}
+
+std::vector<Tensor> Session::Impl::make_outputs() const {
+  std::vector<Tensor> out;
+  out.reserve(outputs.size());
+  for (const TensorInfo& t : outputs) out.emplace_back(t.shape);
+  return out;
+}
+
+void Session::Impl::execute(const std::vector<Tensor>& in, std::vector<Tensor>& out,
+                            detail::Timer* timer) {
+  if (timer) timer->mark(0);
+  for (size_t k = 0; k < in.size(); ++k) {
+    size_t id = static_cast<size_t>(graph->inputs[k]);
+    backend->copy_in(value_ptrs[id], in[k].data.data(), in[k].data.size() * sizeof(float));
+  }
+  for (size_t i = 0; i < calls.size(); ++i) {
+    if (timer) timer->mark(static_cast<int>(i) + 1);
+    variants[i]->run(calls[i]);
+  }
+  if (timer) timer->mark(static_cast<int>(calls.size()) + 1);
+  for (size_t k = 0; k < out.size(); ++k) {
+    size_t id = static_cast<size_t>(graph->outputs[k]);
+    backend->copy_out(out[k].data.data(), value_ptrs[id], out[k].data.size() * sizeof(float));
+  }
+  backend->synchronize();
+}
+
+// --- Session ---------------------------------------------------------------------------------------
+
+Session::Session(const Model& model, SessionOptions options)
+    : impl_(std::make_unique<Impl>(model, options)) {}
+Session::~Session() = default;
+Session::Session(Session&&) noexcept = default;
+Session& Session::operator=(Session&&) noexcept = default;
+
+std::vector<Tensor> Session::run(const std::vector<Tensor>& inputs) {
+  Impl& s = checked(impl_);
+  s.check_inputs(inputs, "run");
+  std::vector<Tensor> out = s.make_outputs();
+  s.execute(inputs, out, nullptr);
+  return out;
+}
+
+Profile Session::profile(const std::vector<Tensor>& inputs, int runs) {
+  Impl& s = checked(impl_);
+  if (runs < 1) throw Error("profile: runs must be >= 1, got " + std::to_string(runs));
+  s.check_inputs(inputs, "profile");
+
+  const size_t n = s.calls.size();
+  std::vector<Tensor> out = s.make_outputs();
+  s.execute(inputs, out, nullptr);  // warm-up: first-touch page faults, caches, lazy init
+
+  std::unique_ptr<detail::Timer> timer = s.backend->make_timer(static_cast<int>(n) + 2);
+  std::vector<std::vector<double>> node_ms(n), start_ms(n);
+  std::vector<double> total_ms;
+  for (int r = 0; r < runs; ++r) {
+    auto t0 = std::chrono::steady_clock::now();
+    s.execute(inputs, out, timer.get());  // synchronizes before returning
+    auto t1 = std::chrono::steady_clock::now();
+    total_ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+    for (size_t i = 0; i < n; ++i) {
+      int slot = static_cast<int>(i) + 1;
+      node_ms[i].push_back(timer->elapsed_ms(slot, slot + 1));
+      start_ms[i].push_back(timer->elapsed_ms(0, slot));
+    }
+  }
+
+  Profile p;
+  p.model = s.graph->name;
+  p.backend = s.backend_name;
+  p.batch = s.batch;
+  p.runs = runs;
+  p.total_ms = median(total_ms);
+  p.memory = s.plan.report;
+  for (size_t i = 0; i < n; ++i) {
+    const NodeInfo& info = s.nodes[i];
+    NodeProfile np;
+    np.name = info.name;
+    np.op = info.op;
+    np.variant = info.variant;
+    np.fused = info.fused;
+    np.activation = activation_name(fused_activation(s.descs[i].params).kind);
+    np.output_shape = info.output_shape;
+    np.flops = s.costs[i].flops;
+    np.bytes = s.costs[i].bytes;
+    np.time_ms = median(node_ms[i]);
+    np.start_ms = median(start_ms[i]);
+    np.live_bytes = s.live_bytes[i];
+    np.workspace_bytes = info.workspace_bytes;
+    p.nodes.push_back(std::move(np));
+  }
+  return p;
+}
+
+const std::string& Session::backend() const { return checked(impl_).backend_name; }
+int64_t Session::batch() const { return checked(impl_).batch; }
+const std::vector<TensorInfo>& Session::inputs() const { return checked(impl_).inputs; }
+const std::vector<TensorInfo>& Session::outputs() const { return checked(impl_).outputs; }
+const std::vector<NodeInfo>& Session::nodes() const { return checked(impl_).nodes; }
+const MemoryReport& Session::memory() const { return checked(impl_).plan.report; }
+
+namespace detail {
+
+const Plan& plan_of(const Session& session) {
+  if (!session.impl()) throw Error("plan_of: use of a moved-from session");
+  return session.impl()->plan;
+}
+
+}  // namespace detail
+}  // namespace infer

@@ -1,0 +1,314 @@
+// Tests of Session (engine/src/session.cc): small models made with ModelBuilder run on the cpu and
+// reference backends and match loops written out here; batches match per-sample runs; bad inputs and
+// options are infer::Error; the memory plan never overlaps live tensors; runs are repeatable.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "infer/infer.h"
+#include "plan.h"
+#include "planner.h"
+#include "test_util.h"
+#include "zoo.h"
+
+using namespace infer;
+using infer::test::random_vector;
+using infer::test::rel_error;
+
+namespace {
+
+// conv 1->2 k3 p1 (+bias) -> relu -> maxpool 2 -> flatten -> dense 18->4 (+bias) -> softmax, on 6x6.
+struct SmallNet {
+  std::vector<float> conv_w = random_vector(2 * 1 * 3 * 3, 11);
+  std::vector<float> conv_b = random_vector(2, 12);
+  std::vector<float> dense_w = random_vector(4 * 18, 13);
+  std::vector<float> dense_b = random_vector(4, 14);
+
+  Model model() const {
+    ModelBuilder b("small_net");
+    int x = b.input("x", {-1, 1, 6, 6});
+    int w = b.constant("conv.w", {2, 1, 3, 3}, conv_w);
+    int cb = b.constant("conv.b", {2}, conv_b);
+    Conv2DParams conv;
+    conv.pad = {1, 1, 1, 1};
+    int c = b.node("conv", conv, {x, w, cb});
+    int r = b.node("relu", ActivationParams{}, {c});
+    Pool2DParams pool;  // max 2x2 stride 2
+    int p = b.node("pool", pool, {r});
+    int f = b.node("flatten", FlattenParams{}, {p});
+    int dw = b.constant("dense.w", {4, 18}, dense_w);
+    int db = b.constant("dense.b", {4}, dense_b);
+    int d = b.node("dense", DenseParams{}, {f, dw, db});
+    int s = b.node("softmax", SoftmaxParams{}, {d});
+    b.output(s);
+    return Model::from_bytes(b.finish(), "small_net.fb");
+  }
+
+  // The same computation for one sample, in double.
+  std::vector<float> expected(const float* x) const {
+    double conv[2][6][6];
+    for (int co = 0; co < 2; ++co)
+      for (int i = 0; i < 6; ++i)
+        for (int j = 0; j < 6; ++j) {
+          double acc = conv_b[co];
+          for (int ki = 0; ki < 3; ++ki)
+            for (int kj = 0; kj < 3; ++kj) {
+              int yi = i + ki - 1, xj = j + kj - 1;
+              if (yi < 0 || yi >= 6 || xj < 0 || xj >= 6) continue;
+              acc += double(conv_w[co * 9 + ki * 3 + kj]) * x[yi * 6 + xj];
+            }
+          conv[co][i][j] = std::max(acc, 0.0);
+        }
+    double flat[18];
+    for (int co = 0; co < 2; ++co)
+      for (int i = 0; i < 3; ++i)
+        for (int j = 0; j < 3; ++j)
+          flat[co * 9 + i * 3 + j] = std::max({conv[co][2 * i][2 * j], conv[co][2 * i][2 * j + 1],
+                                               conv[co][2 * i + 1][2 * j],
+                                               conv[co][2 * i + 1][2 * j + 1]});
+    double logits[4], top = -1e300, sum = 0;
+    for (int o = 0; o < 4; ++o) {
+      logits[o] = dense_b[o];
+      for (int k = 0; k < 18; ++k) logits[o] += double(dense_w[o * 18 + k]) * flat[k];
+      top = std::max(top, logits[o]);
+    }
+    for (double& l : logits) sum += (l = std::exp(l - top));
+    std::vector<float> out(4);
+    for (int o = 0; o < 4; ++o) out[o] = float(logits[o] / sum);
+    return out;
+  }
+};
+
+// Two inputs: s = a + b; out0 = concat(s, a) on channels; out1 = s.
+Model two_input_model() {
+  ModelBuilder b("two_inputs");
+  int a = b.input("a", {-1, 2, 3, 3});
+  int c = b.input("b", {-1, 2, 3, 3});
+  int s = b.node("add", AddParams{}, {a, c});
+  int cat = b.node("concat", ConcatParams{}, {s, a});
+  b.output(cat);
+  b.output(s);
+  return Model::from_bytes(b.finish(), "two_inputs.fb");
+}
+
+bool overlaps(const detail::PlannedTensor& x, const detail::PlannedTensor& y) {
+  bool live = x.first <= y.last && y.first <= x.last;
+  bool memory = x.offset < y.offset + y.bytes && y.offset < x.offset + x.bytes;
+  return live && memory && x.bytes > 0 && y.bytes > 0;
+}
+
+void check_plan(const Session& session) {
+  const detail::Plan& plan = detail::plan_of(session);
+  CHECK(plan.report.arena_bytes == session.memory().arena_bytes);
+  CHECK(plan.report.arena_bytes >= plan.report.lower_bound_bytes);
+  CHECK(plan.report.arena_bytes <= plan.report.naive_bytes);
+  const int steps = static_cast<int>(session.nodes().size());
+  for (size_t i = 0; i < plan.tensors.size(); ++i) {
+    const auto& t = plan.tensors[i];
+    CAPTURE(t.name);
+    CHECK(t.offset % detail::kArenaAlignment == 0);
+    CHECK(t.offset + t.bytes <= plan.report.arena_bytes);
+    CHECK(t.first >= -1);
+    CHECK(t.last <= steps);
+    for (size_t j = 0; j < i; ++j) CHECK_FALSE(overlaps(t, plan.tensors[j]));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("session: conv/relu/pool/flatten/dense/softmax matches the loops, cpu and reference") {
+  SmallNet net;
+  Model model = net.model();
+  for (const char* backend : {"auto", "cpu", "reference"}) {
+    CAPTURE(backend);
+    SessionOptions options;
+    options.backend = backend;
+    Session session(model, options);
+    CHECK(session.backend() == (std::string(backend) == "reference" ? "reference" : "cpu"));
+    REQUIRE(session.inputs().size() == 1);
+    CHECK(session.inputs()[0].shape == Shape{1, 1, 6, 6});
+    CHECK(session.outputs()[0].shape == Shape{1, 4});
+    REQUIRE(session.nodes().size() == 6);
+    CHECK(session.nodes()[0].name == "conv");
+    CHECK(session.nodes()[0].op == "conv2d");
+    CHECK(session.nodes()[5].op == "softmax");
+    for (const NodeInfo& n : session.nodes()) CHECK_FALSE(n.variant.empty());
+    if (std::string(backend) == "reference")
+      for (const NodeInfo& n : session.nodes()) CHECK(n.variant == "reference");
+
+    Tensor x({1, 1, 6, 6}, random_vector(36, 21));
+    auto out = session.run({x});
+    REQUIRE(out.size() == 1);
+    CHECK(out[0].shape == Shape{1, 4});
+    CHECK(rel_error(out[0].data, net.expected(x.data.data())) <= 1e-5);
+    float sum = 0;
+    for (float v : out[0].data) sum += v;
+    CHECK(sum == doctest::Approx(1.0).epsilon(1e-5));
+    check_plan(session);
+  }
+}
+
+TEST_CASE("session: batch 3 rows equal batch-1 runs") {
+  SmallNet net;
+  Model model = net.model();
+  SessionOptions options;
+  options.batch = 3;
+  Session batched(model, options);
+  CHECK(batched.batch() == 3);
+  CHECK(batched.inputs()[0].shape == Shape{3, 1, 6, 6});
+  Session single(model);
+
+  Tensor x({3, 1, 6, 6}, random_vector(3 * 36, 31));
+  auto out = batched.run({x});
+  REQUIRE(out[0].shape == Shape{3, 4});
+  for (int n = 0; n < 3; ++n) {
+    CAPTURE(n);
+    Tensor row({1, 1, 6, 6}, std::vector<float>(x.data.begin() + n * 36, x.data.begin() + (n + 1) * 36));
+    auto one = single.run({row});
+    std::vector<float> got(out[0].data.begin() + n * 4, out[0].data.begin() + (n + 1) * 4);
+    CHECK(rel_error(got, one[0].data) <= 1e-6);
+    CHECK(rel_error(got, net.expected(row.data.data())) <= 1e-5);
+  }
+  check_plan(batched);
+}
+
+TEST_CASE("session: two inputs, add and concat, two outputs") {
+  Model model = two_input_model();
+  SessionOptions options;
+  options.batch = 2;
+  Session session(model, options);
+  REQUIRE(session.inputs().size() == 2);
+  REQUIRE(session.outputs().size() == 2);
+  CHECK(session.outputs()[0].shape == Shape{2, 4, 3, 3});
+  CHECK(session.outputs()[1].shape == Shape{2, 2, 3, 3});
+
+  Tensor a({2, 2, 3, 3}, random_vector(36, 41));
+  Tensor b({2, 2, 3, 3}, random_vector(36, 42));
+  auto out = session.run({a, b});
+  REQUIRE(out.size() == 2);
+  for (int n = 0; n < 2; ++n)
+    for (int i = 0; i < 18; ++i) {
+      float s = a.data[n * 18 + i] + b.data[n * 18 + i];
+      CHECK(out[1].data[n * 18 + i] == doctest::Approx(s).epsilon(1e-6));
+      CHECK(out[0].data[n * 36 + i] == doctest::Approx(s).epsilon(1e-6));  // channels 0-1: a + b
+      CHECK(out[0].data[n * 36 + 18 + i] == a.data[n * 18 + i]);            // channels 2-3: a
+    }
+  check_plan(session);
+
+  // Both inputs live from step -1, both outputs to the end; 'a' until concat (step 1).
+  const auto& plan = detail::plan_of(session);
+  for (const auto& t : plan.tensors) {
+    if (t.name == "a") CHECK((t.first == -1 && t.last == 1));
+    if (t.name == "b") CHECK((t.first == -1 && t.last == 0));
+  }
+}
+
+TEST_CASE("session: run twice gives identical results; the Model may be destroyed first") {
+  SmallNet net;
+  std::unique_ptr<Session> session;
+  {
+    Model model = net.model();
+    SessionOptions options;
+    options.batch = 2;
+    session = std::make_unique<Session>(model, options);
+  }
+  Tensor x({2, 1, 6, 6}, random_vector(72, 51));
+  auto first = session->run({x});
+  auto second = session->run({x});
+  CHECK(first[0].data == second[0].data);
+  CHECK(rel_error(std::vector<float>(first[0].data.begin(), first[0].data.begin() + 4),
+                  net.expected(x.data.data())) <= 1e-5);
+
+  // A moved session works; the moved-from one says so instead of crashing.
+  Session moved = std::move(*session);
+  CHECK(moved.run({x})[0].data == first[0].data);
+  CHECK_THROWS_AS(session->run({x}), Error);
+}
+
+TEST_CASE("session: wrong inputs are errors") {
+  Session session(SmallNet().model());
+  Tensor good({1, 1, 6, 6}, random_vector(36, 61));
+  CHECK_THROWS_AS(session.run({}), Error);
+  CHECK_THROWS_AS(session.run({good, good}), Error);
+  CHECK_THROWS_WITH_AS(session.run({Tensor({2, 1, 6, 6})}),
+                       "input 0 'x': expected shape 1x1x6x6, got 2x1x6x6", Error);
+  CHECK_THROWS_AS(session.run({Tensor({1, 6, 6})}), Error);
+  Tensor short_data({1, 1, 6, 6}, std::vector<float>(35));
+  CHECK_THROWS_AS(session.run({short_data}), Error);
+  CHECK_THROWS_AS(session.profile({good}, 0), Error);
+  CHECK_THROWS_AS(session.profile({Tensor({1, 1, 5, 6})}, 1), Error);
+  CHECK_NOTHROW(session.run({good}));
+}
+
+TEST_CASE("session: bad options are errors") {
+  Model model = SmallNet().model();
+  auto make = [&](SessionOptions o) { Session s(model, o); };
+  SessionOptions o;
+
+  o.backend = "tpu";
+  CHECK_THROWS_WITH_AS(make(o), "unknown backend 'tpu' (choices: auto, cpu, cuda, reference)", Error);
+  o.backend = "cuda";
+  CHECK_THROWS_WITH_AS(make(o), "this build of infer has no CUDA backend", Error);
+
+  o = {};
+  o.batch = 0;
+  CHECK_THROWS_AS(make(o), Error);
+  o.batch = -2;
+  CHECK_THROWS_AS(make(o), Error);
+
+  o = {};
+  o.kernels = {{"convolution", "reference"}};
+  try {
+    make(o);
+    FAIL("expected an Error");
+  } catch (const Error& e) {
+    std::string what = e.what();
+    CHECK(what.find("'convolution'") != std::string::npos);
+    CHECK(what.find("conv_transpose2d") != std::string::npos);  // lists the op names
+  }
+
+  o.kernels = {{"conv2d", "no_such_variant"}};
+  try {
+    make(o);
+    FAIL("expected an Error");
+  } catch (const Error& e) {
+    std::string what = e.what();
+    CHECK(what.find("'no_such_variant'") != std::string::npos);
+    CHECK(what.find("reference") != std::string::npos);  // lists the op's variants
+  }
+
+  // Forcing an existing variant works, also for an op the model does not have.
+  o.kernels = {{"conv2d", "reference"}, {"conv_transpose2d", "reference"}};
+  Session forced(model, o);
+  CHECK(forced.nodes()[0].variant == "reference");
+}
+
+TEST_CASE("session: memory report and plan of zoo models") {
+  for (const char* name : {"lenet5", "dcgan"}) {
+    CAPTURE(name);
+    Model model = Model::from_bytes(zoo::build(name).finish(), name);
+    SessionOptions options;
+    options.batch = 2;
+    Session session(model, options);
+    check_plan(session);
+    const MemoryReport& m = session.memory();
+    CHECK(m.arena_bytes > 0);
+    CHECK(m.lower_bound_bytes > 0);
+    CHECK(m.arena_bytes < m.naive_bytes);  // a chain of layers always reuses memory
+    CHECK(m.weight_bytes > 0);
+    CHECK(m.weight_bytes == model.weight_bytes());  // f32 file, every constant used, no passes
+    // Every activation of the model is in the plan with its batch-2 size.
+    const auto& plan = detail::plan_of(session);
+    uint64_t workspaces = 0;
+    for (const auto& t : plan.tensors) workspaces += t.workspace ? t.bytes : 0;
+    CHECK(workspaces == m.workspace_bytes);
+    // The graph's final output lives to the end.
+    bool found_output = false;
+    for (const auto& t : plan.tensors)
+      if (t.last == static_cast<int>(session.nodes().size())) found_output = true;
+    CHECK(found_output);
+  }
+}
