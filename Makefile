@@ -1,0 +1,37 @@
+# Top-level shortcuts around CMake + ctest. `make build` only builds (dependencies must be present);
+# test, test-asan and demo install missing Debian packages first (scripts/install-deps.sh, idempotent).
+# Builds use -j2 and Ninja; build/ is Release, build-asan/ is ASan + UBSan (RelWithDebInfo).
+
+JOBS ?= 2
+BUILD_DIR := build
+ASAN_DIR := build-asan
+
+.PHONY: build test test-asan demo deps clean
+
+deps:
+	scripts/install-deps.sh
+
+build:
+	cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Release
+	cmake --build $(BUILD_DIR) -j$(JOBS)
+
+# Steps run in order even under `make -j`: each recipe line waits for the previous one.
+test:
+	scripts/install-deps.sh
+	$(MAKE) --no-print-directory build
+	ctest --test-dir $(BUILD_DIR) --output-on-failure -j$(JOBS)
+
+test-asan:
+	scripts/install-deps.sh
+	cmake -S . -B $(ASAN_DIR) -G Ninja -DINFER_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo
+	cmake --build $(ASAN_DIR) -j$(JOBS)
+	ctest --test-dir $(ASAN_DIR) --output-on-failure -j$(JOBS)
+
+demo:
+	scripts/install-deps.sh
+	$(MAKE) --no-print-directory build
+	./$(BUILD_DIR)/model-zoo dcgan --out $(BUILD_DIR)/dcgan.fb --seed 1
+	./$(BUILD_DIR)/infer --model $(BUILD_DIR)/dcgan.fb --out img.png --batch 16 --seed 1
+
+clean:
+	rm -rf $(BUILD_DIR) $(ASAN_DIR) img.png

@@ -1,0 +1,73 @@
+// Shared declarations of the `infer` command-line tool: its parsed options, the model metadata it
+// understands (docs/format.md: task, labels, input.mean/std/size, output.range, latent.dim) and the
+// steps main() runs. Every step reports bad input as infer::Error; main() turns that into exit code 2.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "infer/infer.h"
+
+namespace infer::cli {
+
+struct Options {
+  std::string model;
+  std::string out;
+  std::vector<std::string> inputs;  // one file per model input, in order (.npy or an image)
+  int64_t batch = 1;
+  uint64_t seed = 1;
+  std::string backend = "auto";
+  int runs = 1;
+  bool runs_given = false;  // --runs on the command line (profiling defaults to 10)
+  bool profile = false;
+  std::string profile_json;
+  std::string trace;
+  std::map<std::string, std::string> kernels;  // --kernel op=variant
+  bool verbose = false;
+
+  bool profiling() const { return profile || !profile_json.empty() || !trace.empty(); }
+};
+
+// The metadata keys apps use, parsed and checked; absent keys keep these defaults.
+struct AppMetadata {
+  std::string task;                 // "classifier", "generator" or "" (anything else)
+  std::vector<std::string> labels;  // one per class, from the newline-separated "labels"
+  std::vector<float> mean, std;     // per channel, on pixels / 255
+  std::optional<std::pair<int64_t, int64_t>> input_size;  // H, W
+  float range_lo = -1.f, range_hi = 1.f;                  // a generator's output range
+  int64_t latent_dim = 0;                                 // 0 = not given
+};
+
+// Reads and validates the metadata of `model` (loaded from `path`, named in messages).
+AppMetadata read_metadata(const Model& model, const std::string& path);
+
+// Session inputs from the --input files, or seeded random ones when none are given. Prints what it
+// used to stdout.
+std::vector<Tensor> make_inputs(const Options& options, const AppMetadata& meta, const Session& session);
+
+// The file an output goes to: --out itself for a single output, else --out with _<index> before the
+// extension.
+std::string output_path(const std::string& out, size_t index, size_t count);
+
+// Whether output `index` is written as a PNG grid (a generator's image) rather than .npy.
+bool is_image_output(const Options& options, const AppMetadata& meta, const TensorInfo& info);
+
+// Writes every output to its file (PNG grid or .npy) and prints what was written.
+void write_outputs(const Options& options, const AppMetadata& meta, const Session& session,
+                   const std::vector<Tensor>& outputs);
+
+// Prints a classifier's top-5 classes with probabilities for every batch row.
+void print_top5(const AppMetadata& meta, const Session& session, const std::vector<Tensor>& outputs);
+
+// Prints each output's shape and first values (for models that are neither classifier nor generator).
+void print_summary(const Session& session, const std::vector<Tensor>& outputs);
+
+// The whole command after parsing: load, check paths, build the session, run / profile, write.
+// Returns the process exit code (0); throws infer::Error for anything wrong.
+int run(const Options& options);
+
+}  // namespace infer::cli

@@ -1,0 +1,88 @@
+// `infer`: run or profile a model file from the command line (see `infer --help`). Exit codes: 0 done,
+// 1 usage error (CLI11's message), 2 anything else, printed as exactly one line "error: <message>" on
+// stderr. Nothing escapes main(): every exception is caught here.
+#include <CLI/CLI.hpp>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <cstdio>
+#include <exception>
+#include <memory>
+#include <string>
+
+#include "cli.h"
+
+namespace {
+
+// "op=variant" with both parts non-empty; CLI11 reports a non-empty return as a usage error.
+std::string check_kernel_choice(std::string& text) {
+  const size_t eq = text.find('=');
+  if (eq == std::string::npos || eq == 0 || eq + 1 == text.size() ||
+      text.find('=', eq + 1) != std::string::npos)
+    return "expected op=variant (e.g. conv_transpose2d=reference), got '" + text + "'";
+  return "";
+}
+
+int fail(const std::string& message) {
+  std::string line = message;
+  for (char& c : line)
+    if (c == '\n' || c == '\r') c = ' ';  // one line, whatever the message holds
+  std::fprintf(stderr, "error: %s\n", line.c_str());
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  infer::cli::Options o;
+  std::vector<std::string> kernel_choices;
+
+  CLI::App app{"Run or profile an infer model (.fb)", "infer"};
+  app.set_version_flag("--version", std::string("infer ") + infer::version());
+  app.add_option("--model", o.model, "Model file (.fb)")->required();
+  app.add_option("--out", o.out,
+                 "Output file: a PNG grid for a generator, else .npy (several outputs: FILE_<i>.ext)");
+  app.add_option("--input", o.inputs, "Input file per model input: .npy, or an image (PNG/JPEG/BMP)");
+  app.add_option("--batch", o.batch, "Batch size")->check(CLI::Range(int64_t(1), int64_t(65536)));
+  app.add_option("--seed", o.seed, "Seed of the random input when no --input is given");
+  app.add_option("--backend", o.backend, "Backend")
+      ->check(CLI::IsMember({"cpu", "cuda", "reference", "auto"}));
+  auto* runs = app.add_option("--runs", o.runs, "Runs (profiling default 10)")
+                   ->check(CLI::Range(1, 1000000));
+  app.add_flag("--profile", o.profile, "Print the per-node profile table");
+  app.add_option("--profile-json", o.profile_json, "Write the profile as JSON");
+  app.add_option("--trace", o.trace, "Write a Chrome trace (chrome://tracing, ui.perfetto.dev)");
+  app.add_option("--kernel", kernel_choices, "Force a kernel variant: op=variant (repeatable)")
+      ->check(CLI::Validator(check_kernel_choice, "OP=VARIANT"));
+  app.add_flag("-v,--verbose", o.verbose, "Debug logging: kernel per node, timings");
+
+  try {
+    app.parse(argc, argv);
+    o.runs_given = runs->count() > 0;
+    for (const std::string& choice : kernel_choices) {
+      const size_t eq = choice.find('=');
+      if (!o.kernels.emplace(choice.substr(0, eq), choice.substr(eq + 1)).second)
+        throw CLI::ValidationError("--kernel", "op '" + choice.substr(0, eq) + "' given twice");
+    }
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);  // prints help, the version, or the usage error
+    return code == 0 ? 0 : 1;
+  }
+
+  try {
+    // Logs go to stderr so stdout stays the command's results; errors are printed by fail() alone.
+    auto logger = std::make_shared<spdlog::logger>(
+        "infer", std::make_shared<spdlog::sinks::stderr_color_sink_mt>());
+    logger->set_pattern("[%l] %v");
+    spdlog::set_default_logger(logger);
+    spdlog::set_level(o.verbose ? spdlog::level::debug : spdlog::level::warn);
+    return infer::cli::run(o);
+  } catch (const std::exception& e) {
+    // infer::Error and everything else (bad_alloc, filesystem errors): one line, exit 2.
+    std::fflush(stdout);
+    return fail(e.what());
+  } catch (...) {
+    std::fflush(stdout);
+    return fail("unknown failure");
+  }
+}
