@@ -61,5 +61,6 @@ class KernelRegistry {
 
 // Registration entry points, one per kernel folder; called by KernelRegistry::global().
 void register_reference_kernels(KernelRegistry& registry);
+void register_cpu_kernels(KernelRegistry& registry);
 
 }  // namespace infer

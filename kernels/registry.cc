@@ -11,6 +11,7 @@ const KernelRegistry& KernelRegistry::global() {
   static const KernelRegistry registry = [] {
     KernelRegistry r;
     register_reference_kernels(r);
+    register_cpu_kernels(r);
     return r;
   }();
   return registry;

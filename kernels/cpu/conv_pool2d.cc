@@ -1,0 +1,359 @@
+// CPU fused convolution + average pooling (ConvPool2DParams: conv, then pool x pool averages at
+// stride pool with floor rounding, then the activation), float32, OpenMP + OpenBLAS, after Tokura
+// et al.: conv and average pooling are both linear, so the pair is one strided linear map. Variants:
+//   unfused       the conv (banded im2col + sgemm) into a workspace plane, then the pooling pass.
+//   fused_filter  the pre-convolved ((p-1)*s + k)^2 filter (prepared once, scaled by 1/p^2) at
+//                 stride p*s straight into y through im2col + sgemm.
+//   direct_sum    separable p x p box sums of the zero-padded input (vertical, then horizontal),
+//                 then the original k x k kernel (scaled by 1/p^2) at stride p*s through GEMM.
+// s is the conv's own stride (1 in every zoo model); a partial last pooling window is dropped.
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "infer/error.h"
+#include "kernels/cpu/conv_transpose2d.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/im2col.h"
+
+namespace infer::cpu {
+namespace {
+
+// Loops with less work than this run on one thread (see kernels/cpu/conv_transpose2d.cc).
+constexpr int64_t kParallelMin = int64_t(1) << 15;
+
+// The node's validated sizes (every loop bound comes from here: a malformed node is an Error).
+struct PoolDims {
+  int64_t N, CI, H, W, CO, KH, KW, HC, WC, PH, PW, P;
+  int sh, sw, pt, pl;
+  const ConvPool2DParams* p;
+};
+
+int64_t conv_out(int64_t in, int64_t pad_a, int64_t pad_b, int64_t k, int64_t s) {
+  const int64_t span = in + pad_a + pad_b - k;
+  return span < 0 ? 0 : span / s + 1;
+}
+
+PoolDims pool_dims(const NodeDesc& node) {
+  const auto* p = std::get_if<ConvPool2DParams>(&node.params);
+  const std::string where = "cpu conv_pool2d: ";
+  if (!p) throw Error(where + "node parameters are for op '" + op_name(op_type(node.params)) + "'");
+  if (node.input_shapes.size() < 2 || node.input_shapes.size() > 3 ||
+      node.output_shapes.size() != 1)
+    throw Error(where + "expected 2 or 3 inputs and 1 output");
+  const Shape &xs = node.input_shapes[0], &ws = node.input_shapes[1], &ys = node.output_shapes[0];
+  if (xs.size() != 4 || ws.size() != 4 || ys.size() != 4)
+    throw Error(where + "expected rank-4 input, weight and output");
+  for (const Shape* s : {&xs, &ws, &ys})
+    for (int64_t d : *s)
+      if (d < 0) throw Error(where + "negative dimension in " + shape_str(*s));
+  const Conv2DParams& c = p->conv;
+  if (c.stride_h <= 0 || c.stride_w <= 0) throw Error(where + "stride must be > 0");
+  if (c.dilation_h != 1 || c.dilation_w != 1) throw Error(where + "dilation must be 1");
+  if (c.pad.top < 0 || c.pad.left < 0 || c.pad.bottom < 0 || c.pad.right < 0)
+    throw Error(where + "negative padding");
+  if (p->pool <= 0) throw Error(where + "pool must be > 0");
+  PoolDims d{xs[0], xs[1], xs[2], xs[3], ws[0], ws[2], ws[3], 0, 0, ys[2], ys[3], p->pool,
+             c.stride_h, c.stride_w, c.pad.top, c.pad.left, p};
+  if (ws[1] != d.CI || ys[0] != d.N || ys[1] != d.CO)
+    throw Error(where + "inconsistent shapes input " + shape_str(xs) + ", weight " + shape_str(ws) +
+                ", output " + shape_str(ys));
+  if (d.KH == 0 || d.KW == 0) throw Error(where + "empty kernel");
+  d.HC = conv_out(d.H, c.pad.top, c.pad.bottom, d.KH, d.sh);
+  d.WC = conv_out(d.W, c.pad.left, c.pad.right, d.KW, d.sw);
+  if (d.PH != d.HC / d.P || d.PW != d.WC / d.P)
+    throw Error(where + "output " + shape_str(ys) + " does not match the parameters (expected " +
+                std::to_string(d.HC / d.P) + "x" + std::to_string(d.WC / d.P) + ")");
+  if (node.input_shapes.size() == 3 &&
+      (node.input_shapes[2].size() != 1 || node.input_shapes[2][0] != d.CO))
+    throw Error(where + "bias shape " + shape_str(node.input_shapes[2]) + ", expected [" +
+                std::to_string(d.CO) + "]");
+  return d;
+}
+
+struct PoolCall {
+  PoolDims d;
+  const float *x, *w, *bias;
+  float* y;
+};
+
+PoolCall pool_call(const KernelCall& call) {
+  PoolCall c{pool_dims(call.node), nullptr, nullptr, nullptr, nullptr};
+  if (call.inputs.size() != call.node.input_shapes.size() || call.outputs.size() != 1)
+    throw Error("cpu conv_pool2d: call has the wrong number of inputs or outputs");
+  for (const float* in : call.inputs)
+    if (!in) throw Error("cpu conv_pool2d: null input");
+  if (!call.outputs[0]) throw Error("cpu conv_pool2d: null output");
+  c.x = call.inputs[0];
+  c.w = call.inputs[1];
+  c.bias = call.inputs.size() == 3 ? call.inputs[2] : nullptr;
+  c.y = call.outputs[0];
+  return c;
+}
+
+size_t round_up64(size_t floats) { return (floats + 63) / 64 * 64; }
+
+// ---- unfused ------------------------------------------------------------------------------------
+
+ConvGeometry plain_geometry(const PoolDims& d) {
+  ConvGeometry g;
+  g.C = d.CI;
+  g.H = d.H;
+  g.W = d.W;
+  g.KH = d.KH;
+  g.KW = d.KW;
+  g.stride_h = d.sh;
+  g.stride_w = d.sw;
+  g.pad_top = d.pt;
+  g.pad_left = d.pl;
+  g.HO = d.HC;
+  g.WO = d.WC;
+  return g;
+}
+
+size_t unfused_workspace_bytes(const NodeDesc& node) {
+  const PoolDims d = pool_dims(node);
+  const ConvGeometry g = plain_geometry(d);
+  return (round_up64(static_cast<size_t>(d.CO * d.HC * d.WC)) + conv_band_col_floats(g, d.CO)) *
+         sizeof(float);
+}
+
+void run_unfused(const KernelCall& call) {
+  const PoolCall c = pool_call(call);
+  const PoolDims& d = c.d;
+  if (!call.workspace && unfused_workspace_bytes(call.node) > 0)
+    throw Error("cpu conv_pool2d.unfused: missing workspace");
+  const ConvGeometry g = plain_geometry(d);
+  float* conv = static_cast<float*>(call.workspace);
+  float* col = conv + round_up64(static_cast<size_t>(d.CO * d.HC * d.WC));
+  const float inv_area = 1.f / float(d.P * d.P);
+  const Activation none{};
+  for (int64_t n = 0; n < d.N; ++n) {
+    conv_gemm_banded(g, c.w, d.CO, c.x + n * d.CI * d.H * d.W, col, conv, d.HC * d.WC, c.bias,
+                     none);
+#pragma omp parallel for schedule(static) if (d.CO * d.HC * d.WC >= kParallelMin)
+    for (int64_t co = 0; co < d.CO; ++co) {
+      const float* cp = conv + co * d.HC * d.WC;
+      float* yp = c.y + (n * d.CO + co) * d.PH * d.PW;
+      for (int64_t py = 0; py < d.PH; ++py)
+        for (int64_t px = 0; px < d.PW; ++px) {
+          float s = 0.f;
+          for (int64_t dy = 0; dy < d.P; ++dy)
+            for (int64_t dx = 0; dx < d.P; ++dx) s += cp[(py * d.P + dy) * d.WC + px * d.P + dx];
+          yp[py * d.PW + px] = activate(d.p->conv.activation, s * inv_area);
+        }
+    }
+  }
+}
+
+// ---- fused_filter -------------------------------------------------------------------------------
+// Pooled output (py, px) averages conv outputs (py*p + dy, px*p + dx), which read padded input rows
+// (py*p + dy)*s + ky: offset u = dy*s + ky in [0, (p-1)*s + KH). Summing the kernel over every
+// (dy, ky) with the same u gives the fused filter F[u][v] = (1/p^2) * sum w[u - dy*s][v - dx*s].
+
+struct Weights {
+  int64_t kh = 0, kw = 0;
+  std::vector<float> a;  // [CO][CI*kh*kw]
+};
+
+std::shared_ptr<void> prepare_fused_filter(const NodeDesc& node) {
+  const PoolDims d = pool_dims(node);
+  const float* w = node.constants.size() >= 2 ? node.constants[1] : nullptr;
+  if (!w) throw Error("cpu conv_pool2d.fused_filter: the weight must be a constant");
+  auto f = std::make_shared<Weights>();
+  f->kh = (d.P - 1) * d.sh + d.KH;
+  f->kw = (d.P - 1) * d.sw + d.KW;
+  f->a.assign(static_cast<size_t>(d.CO * d.CI * f->kh * f->kw), 0.f);
+  const float inv_area = 1.f / float(d.P * d.P);
+  for (int64_t co = 0; co < d.CO; ++co)
+    for (int64_t ci = 0; ci < d.CI; ++ci) {
+      float* fp = f->a.data() + (co * d.CI + ci) * f->kh * f->kw;
+      const float* wp = w + (co * d.CI + ci) * d.KH * d.KW;
+      for (int64_t dy = 0; dy < d.P; ++dy)
+        for (int64_t dx = 0; dx < d.P; ++dx)
+          for (int64_t ky = 0; ky < d.KH; ++ky)
+            for (int64_t kx = 0; kx < d.KW; ++kx)
+              fp[(dy * d.sh + ky) * f->kw + dx * d.sw + kx] += wp[ky * d.KW + kx] * inv_area;
+    }
+  return f;
+}
+
+ConvGeometry fused_geometry(const PoolDims& d, int64_t kh, int64_t kw) {
+  ConvGeometry g = plain_geometry(d);
+  g.KH = kh;
+  g.KW = kw;
+  g.stride_h = d.P * d.sh;
+  g.stride_w = d.P * d.sw;
+  g.HO = d.PH;
+  g.WO = d.PW;
+  return g;
+}
+
+size_t fused_filter_workspace_bytes(const NodeDesc& node) {
+  const PoolDims d = pool_dims(node);
+  return conv_band_col_floats(fused_geometry(d, (d.P - 1) * d.sh + d.KH, (d.P - 1) * d.sw + d.KW),
+                              d.CO) *
+         sizeof(float);
+}
+
+void run_fused_filter(const KernelCall& call) {
+  const PoolCall c = pool_call(call);
+  const PoolDims& d = c.d;
+  const auto* f = static_cast<const Weights*>(call.prepared);
+  if (!f || f->kh != (d.P - 1) * d.sh + d.KH || f->kw != (d.P - 1) * d.sw + d.KW)
+    throw Error("cpu conv_pool2d.fused_filter: not prepared for this node");
+  const ConvGeometry g = fused_geometry(d, f->kh, f->kw);
+  if (!call.workspace && conv_band_col_floats(g, d.CO) > 0)
+    throw Error("cpu conv_pool2d.fused_filter: missing workspace");
+  for (int64_t n = 0; n < d.N; ++n)
+    conv_gemm_banded(g, f->a.data(), d.CO, c.x + n * d.CI * d.H * d.W,
+                     static_cast<float*>(call.workspace), c.y + n * d.CO * d.PH * d.PW,
+                     d.PH * d.PW, c.bias, d.p->conv.activation);
+}
+
+// ---- direct_sum ---------------------------------------------------------------------------------
+// B[a][b] = sum_{dy,dx < p} xpad[a + dy*s][b + dx*s] (dilated by the conv stride s), so that
+// y[py][px] = bias + (1/p^2) * sum_{ci,ky,kx} w[ky][kx] * B[py*p*s + ky][px*p*s + kx]: the original
+// kernel at stride p*s over B. B has BH x BW useful cells; rows are BW + (p-1)*s wide because the
+// vertical sums are formed first and the horizontal ones then overwrite them in place (each cell
+// only reads cells at or right of itself).
+
+struct BoxGeometry {
+  int64_t BH, BW, BWp;
+};
+
+BoxGeometry box_geometry(const PoolDims& d) {
+  if (d.PH == 0 || d.PW == 0) return {0, 0, 0};
+  const int64_t bw = (d.PW - 1) * d.P * d.sw + d.KW;
+  return {(d.PH - 1) * d.P * d.sh + d.KH, bw, bw + (d.P - 1) * d.sw};
+}
+
+ConvGeometry sum_geometry(const PoolDims& d, const BoxGeometry& b) {
+  ConvGeometry g;
+  g.C = d.CI;
+  g.H = b.BH;
+  g.W = b.BWp;
+  g.KH = d.KH;
+  g.KW = d.KW;
+  g.stride_h = d.P * d.sh;
+  g.stride_w = d.P * d.sw;
+  g.HO = d.PH;
+  g.WO = d.PW;
+  return g;
+}
+
+size_t direct_sum_workspace_bytes(const NodeDesc& node) {
+  const PoolDims d = pool_dims(node);
+  const BoxGeometry b = box_geometry(d);
+  return (round_up64(static_cast<size_t>(d.CI * b.BH * b.BWp)) +
+          conv_band_col_floats(sum_geometry(d, b), d.CO)) *
+         sizeof(float);
+}
+
+std::shared_ptr<void> prepare_direct_sum(const NodeDesc& node) {
+  const PoolDims d = pool_dims(node);
+  const float* w = node.constants.size() >= 2 ? node.constants[1] : nullptr;
+  if (!w) throw Error("cpu conv_pool2d.direct_sum: the weight must be a constant");
+  auto s = std::make_shared<Weights>();
+  s->kh = d.KH;
+  s->kw = d.KW;
+  const size_t n = static_cast<size_t>(d.CO * d.CI * d.KH * d.KW);
+  s->a.resize(n);
+  const float inv_area = 1.f / float(d.P * d.P);
+  for (size_t i = 0; i < n; ++i) s->a[i] = w[i] * inv_area;
+  return s;
+}
+
+void run_direct_sum(const KernelCall& call) {
+  const PoolCall c = pool_call(call);
+  const PoolDims& d = c.d;
+  const auto* s = static_cast<const Weights*>(call.prepared);
+  if (!s || s->kh != d.KH || s->kw != d.KW || s->a.size() != size_t(d.CO * d.CI * d.KH * d.KW))
+    throw Error("cpu conv_pool2d.direct_sum: not prepared for this node");
+  const BoxGeometry b = box_geometry(d);
+  if (b.BH == 0) return;  // empty output
+  if (!call.workspace) throw Error("cpu conv_pool2d.direct_sum: missing workspace");
+  float* box = static_cast<float*>(call.workspace);
+  float* col = box + round_up64(static_cast<size_t>(d.CI * b.BH * b.BWp));
+  const ConvGeometry g = sum_geometry(d, b);
+  const int64_t col_lo = d.pl, col_hi = std::min(b.BWp, d.W + d.pl);  // B columns over real x
+  for (int64_t n = 0; n < d.N; ++n) {
+    const float* xn = c.x + n * d.CI * d.H * d.W;
+#pragma omp parallel for schedule(static) if (d.CI * b.BH * b.BWp * d.P >= kParallelMin)
+    for (int64_t ci = 0; ci < d.CI; ++ci) {
+      const float* xc = xn + ci * d.H * d.W;
+      for (int64_t a = 0; a < b.BH; ++a) {
+        float* row = box + (ci * b.BH + a) * b.BWp;
+        std::fill(row, row + b.BWp, 0.f);
+        for (int64_t dy = 0; dy < d.P; ++dy) {  // vertical sums over the zero-padded input
+          const int64_t r = a + dy * d.sh - d.pt;
+          if (r < 0 || r >= d.H) continue;
+          const float* xr = xc + r * d.W;
+          for (int64_t col_b = col_lo; col_b < col_hi; ++col_b) row[col_b] += xr[col_b - d.pl];
+        }
+        for (int64_t col_b = 0; col_b < b.BW; ++col_b) {  // horizontal sums, in place
+          float sum = 0.f;
+          for (int64_t dx = 0; dx < d.P; ++dx) sum += row[col_b + dx * d.sw];
+          row[col_b] = sum;
+        }
+      }
+    }
+    conv_gemm_banded(g, s->a.data(), d.CO, box, col, c.y + n * d.CO * d.PH * d.PW, d.PH * d.PW,
+                     c.bias, d.p->conv.activation);
+  }
+}
+
+bool valid_node(const NodeDesc& node) {
+  try {
+    pool_dims(node);
+  } catch (const Error&) {
+    return false;
+  }
+  return true;
+}
+
+bool valid_with_constant_weight(const NodeDesc& node) {
+  return valid_node(node) && node.constants.size() >= 2 && node.constants[1] != nullptr;
+}
+
+}  // namespace
+
+void register_conv_pool2d(KernelRegistry& registry) {
+  // Heuristic (measured, see docs/kernels.md): direct_sum, then fused_filter, then unfused.
+  KernelVariant direct;
+  direct.op = "conv_pool2d";
+  direct.name = "direct_sum";
+  direct.backend = "cpu";
+  direct.priority = 20;
+  direct.applicable = valid_with_constant_weight;
+  direct.workspace_bytes = direct_sum_workspace_bytes;
+  direct.prepare = prepare_direct_sum;
+  direct.run = run_direct_sum;
+  registry.add(std::move(direct));
+
+  KernelVariant fused;
+  fused.op = "conv_pool2d";
+  fused.name = "fused_filter";
+  fused.backend = "cpu";
+  fused.priority = 10;
+  fused.applicable = valid_with_constant_weight;
+  fused.workspace_bytes = fused_filter_workspace_bytes;
+  fused.prepare = prepare_fused_filter;
+  fused.run = run_fused_filter;
+  registry.add(std::move(fused));
+
+  KernelVariant unfused;
+  unfused.op = "conv_pool2d";
+  unfused.name = "unfused";
+  unfused.backend = "cpu";
+  unfused.priority = 5;
+  unfused.applicable = valid_node;
+  unfused.workspace_bytes = unfused_workspace_bytes;
+  unfused.run = run_unfused;
+  registry.add(std::move(unfused));
+}
+
+}  // namespace infer::cpu

@@ -1,0 +1,574 @@
+// CPU transposed convolution (weight [C_in,C_out,KH,KW], asymmetric padding < kernel,
+// output_padding, bias, fused activation), float32, OpenMP + OpenBLAS. Four variants:
+//   conventional  Tida et al. Algorithm 1: zero-upsampled + padded input buffer, then a stride-1
+//                 convolution with the flipped, in/out-swapped kernel (banded im2col + sgemm).
+//   segregated_unified  Tida et al. Algorithm 2 (unified kernel segregation): no upsampled buffer;
+//                 each output takes the sub-kernel of its (row % s, col % s) phase. Direct loops.
+//   segregated_gemm  the same phases as one implicit GEMM each (im2col of the un-upsampled input +
+//                 sgemm); each result tile is stored strided into y by the bias/activation
+//                 epilogue while still in cache ("strided dgrad").
+//   flipped_conv  stride 1: a plain convolution with the flipped kernel, GEMM straight into y.
+// The phase algebra holds for any stride s (s*s phases): segregated_* are the general path too.
+#include "kernels/cpu/conv_transpose2d.h"
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "infer/error.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/im2col.h"
+
+namespace infer::cpu {
+namespace {
+
+constexpr int64_t kTileFloats = int64_t(1) << 20;  // 4 MiB: a band's col / GEMM tile budget
+// Loops with less work than this (elements or multiply-adds) run on one thread: waking the OpenMP
+// team costs more than they do, and far more on a loaded machine where idle threads spin.
+constexpr int64_t kParallelMin = int64_t(1) << 15;
+
+// The node's validated sizes. Every size a kernel loop uses is checked here, so a malformed node is
+// an infer::Error (or "not applicable"), never an out-of-bounds access.
+struct TconvDims {
+  int64_t N, CI, H, W, CO, KH, KW, HO, WO;
+  int sh, sw, pt, pl;
+  const ConvTranspose2DParams* p;
+};
+
+TconvDims tconv_dims(const NodeDesc& node) {
+  const auto* p = std::get_if<ConvTranspose2DParams>(&node.params);
+  const std::string where = "cpu conv_transpose2d: ";
+  if (!p) throw Error(where + "node parameters are for op '" + op_name(op_type(node.params)) + "'");
+  if (node.input_shapes.size() < 2 || node.input_shapes.size() > 3 ||
+      node.output_shapes.size() != 1)
+    throw Error(where + "expected 2 or 3 inputs and 1 output");
+  const Shape &xs = node.input_shapes[0], &ws = node.input_shapes[1], &ys = node.output_shapes[0];
+  if (xs.size() != 4 || ws.size() != 4 || ys.size() != 4)
+    throw Error(where + "expected rank-4 input, weight and output");
+  for (const Shape* s : {&xs, &ws, &ys})
+    for (int64_t d : *s)
+      if (d < 0) throw Error(where + "negative dimension in " + shape_str(*s));
+  if (p->stride_h <= 0 || p->stride_w <= 0) throw Error(where + "stride must be > 0");
+  if (p->dilation_h != 1 || p->dilation_w != 1) throw Error(where + "dilation must be 1");
+  if (p->pad.top < 0 || p->pad.left < 0 || p->pad.bottom < 0 || p->pad.right < 0 ||
+      p->output_padding_h < 0 || p->output_padding_w < 0)
+    throw Error(where + "negative padding or output_padding");
+  TconvDims d{xs[0], xs[1], xs[2], xs[3], ws[1], ws[2], ws[3], ys[2], ys[3],
+              p->stride_h, p->stride_w, p->pad.top, p->pad.left, p};
+  if (ws[0] != d.CI || ys[0] != d.N || ys[1] != d.CO)
+    throw Error(where + "inconsistent shapes input " + shape_str(xs) + ", weight " + shape_str(ws) +
+                ", output " + shape_str(ys));
+  if (d.H == 0 || d.W == 0 || d.KH == 0 || d.KW == 0) throw Error(where + "empty input or kernel");
+  const int64_t ho = (d.H - 1) * d.sh - p->pad.top - p->pad.bottom + d.KH + p->output_padding_h;
+  const int64_t wo = (d.W - 1) * d.sw - p->pad.left - p->pad.right + d.KW + p->output_padding_w;
+  if (ho != d.HO || wo != d.WO)
+    throw Error(where + "output " + shape_str(ys) + " does not match the parameters (expected " +
+                std::to_string(ho) + "x" + std::to_string(wo) + ")");
+  if (node.input_shapes.size() == 3 &&
+      (node.input_shapes[2].size() != 1 || node.input_shapes[2][0] != d.CO))
+    throw Error(where + "bias shape " + shape_str(node.input_shapes[2]) + ", expected [" +
+                std::to_string(d.CO) + "]");
+  return d;
+}
+
+// Run-time unpacking: dims plus non-null pointers for every input the node declares.
+struct TconvCall {
+  TconvDims d;
+  const float *x, *w, *bias;
+  float* y;
+};
+
+TconvCall tconv_call(const KernelCall& call) {
+  TconvCall c{tconv_dims(call.node), nullptr, nullptr, nullptr, nullptr};
+  if (call.inputs.size() != call.node.input_shapes.size() || call.outputs.size() != 1)
+    throw Error("cpu conv_transpose2d: call has the wrong number of inputs or outputs");
+  for (const float* in : call.inputs)
+    if (!in) throw Error("cpu conv_transpose2d: null input");
+  if (!call.outputs[0]) throw Error("cpu conv_transpose2d: null output");
+  c.x = call.inputs[0];
+  c.w = call.inputs[1];
+  c.bias = call.inputs.size() == 3 ? call.inputs[2] : nullptr;
+  c.y = call.outputs[0];
+  return c;
+}
+
+// ---- the phase decomposition --------------------------------------------------------------------
+// Output row oy receives x[iy] * w[ky] exactly when iy*s - pad + ky = oy, i.e. ky = r + s*j with
+// phase r = (oy + pad) % s and iy = (oy + pad) / s - j. Phase r therefore convolves the un-upsampled
+// input with the sub-kernel of taps r, r+s, r+2s, ... (ceil((K-r)/s) of them; for s = 2, K = 4 both
+// phases have 2 taps; for odd K they differ by one), stored flipped so that the sum is an ordinary
+// correlation. With pad P the input offset is (oy + P) / s = oy/s + floor(P/2) for s = 2, and odd P
+// makes even output rows phase 1: the paper's "P -> floor(P/2), odd P swaps the phase order".
+
+struct Phase {
+  int64_t nj = 0, ni = 0;  // taps along H and W (0 when s > K leaves this phase without taps)
+  std::vector<float> a;    // [CO][CI*nj*ni], a[co][(ci*nj + ty)*ni + tx] = flipped sub-kernel
+};
+
+struct PhasePlan {
+  int sh = 1, sw = 1;
+  std::vector<Phase> phases;  // index rh*sw + rw
+};
+
+// Output indices of phase r along one axis: first + s*m for m < count; its input base is q0, the
+// input index of tap j = 0 for m = 0 (tap t of the flipped sub-kernel reads q0 + m - (taps-1) + t).
+struct PhaseAxis {
+  int64_t first, count, q0;
+};
+
+PhaseAxis phase_axis(int64_t r, int64_t s, int64_t pad, int64_t out) {
+  const int64_t first = ((r - pad) % s + s) % s;
+  const int64_t count = first < out ? (out - 1 - first) / s + 1 : 0;
+  return {first, count, (first + pad) / s};
+}
+
+int64_t phase_taps(int64_t r, int64_t s, int64_t k) { return r < k ? (k - r + s - 1) / s : 0; }
+
+// Sub-kernels for strides (sh, sw), prepared once. With sh = sw = 1 the single phase is the whole
+// kernel flipped with C_in/C_out swapped: the weight of the conventional and flipped_conv variants.
+std::shared_ptr<PhasePlan> make_phases(const TconvDims& d, const float* w, int sh, int sw) {
+  if (!w) throw Error("cpu conv_transpose2d: the weight must be a constant");
+  auto plan = std::make_shared<PhasePlan>();
+  plan->sh = sh;
+  plan->sw = sw;
+  for (int rh = 0; rh < sh; ++rh)
+    for (int rw = 0; rw < sw; ++rw) {
+      Phase ph;
+      ph.nj = phase_taps(rh, sh, d.KH);
+      ph.ni = phase_taps(rw, sw, d.KW);
+      const int64_t K = d.CI * ph.nj * ph.ni;
+      ph.a.resize(static_cast<size_t>(d.CO * K));
+      for (int64_t co = 0; co < d.CO; ++co)
+        for (int64_t ci = 0; ci < d.CI; ++ci)
+          for (int64_t ty = 0; ty < ph.nj; ++ty)
+            for (int64_t tx = 0; tx < ph.ni; ++tx) {
+              const int64_t ky = rh + sh * (ph.nj - 1 - ty), kx = rw + sw * (ph.ni - 1 - tx);
+              ph.a[static_cast<size_t>(co * K + (ci * ph.nj + ty) * ph.ni + tx)] =
+                  w[((ci * d.CO + co) * d.KH + ky) * d.KW + kx];
+            }
+      plan->phases.push_back(std::move(ph));
+    }
+  return plan;
+}
+
+// The stride-1 convolution that phase (rh, rw) is, over one sample of x.
+ConvGeometry phase_geometry(const TconvDims& d, const Phase& ph, const PhaseAxis& ah,
+                            const PhaseAxis& aw) {
+  ConvGeometry g;
+  g.C = d.CI;
+  g.H = d.H;
+  g.W = d.W;
+  g.KH = ph.nj;
+  g.KW = ph.ni;
+  g.pad_top = ph.nj - 1 - ah.q0;
+  g.pad_left = ph.ni - 1 - aw.q0;
+  g.HO = ah.count;
+  g.WO = aw.count;
+  return g;
+}
+
+size_t round_up64(size_t floats) { return (floats + 63) / 64 * 64; }
+
+// ---- segregated_gemm / flipped_conv -------------------------------------------------------------
+
+// Workspace floats of one phase: its col band and (unless it is the whole, contiguous output) the
+// GEMM tile the epilogue scatters from.
+void phase_workspace(const TconvDims& d, const Phase& ph, const PhaseAxis& ah, const PhaseAxis& aw,
+                     bool contiguous, size_t& col, size_t& tile) {
+  if (ph.nj == 0 || ph.ni == 0 || ah.count == 0 || aw.count == 0) return;
+  const ConvGeometry g = phase_geometry(d, ph, ah, aw);
+  if (contiguous) {
+    col = std::max(col, conv_band_col_floats(g, d.CO));
+    return;
+  }
+  const int64_t band = conv_band_rows(g, d.CO);
+  col = std::max(col, static_cast<size_t>(g.col_rows() * band * g.WO));
+  tile = std::max(tile, static_cast<size_t>(d.CO * band * g.WO));
+}
+
+size_t gemm_workspace_bytes(const NodeDesc& node) {
+  const TconvDims d = tconv_dims(node);
+  size_t col = 0, tile = 0;
+  const bool contiguous = d.sh == 1 && d.sw == 1;
+  for (int rh = 0; rh < d.sh; ++rh)
+    for (int rw = 0; rw < d.sw; ++rw) {
+      Phase ph;  // sizes only
+      ph.nj = phase_taps(rh, d.sh, d.KH);
+      ph.ni = phase_taps(rw, d.sw, d.KW);
+      phase_workspace(d, ph, phase_axis(rh, d.sh, d.pt, d.HO), phase_axis(rw, d.sw, d.pl, d.WO),
+                      contiguous, col, tile);
+    }
+  return (round_up64(col) + tile) * sizeof(float);
+}
+
+// Writes act(bias) into every output of a phase that has no taps (stride > kernel).
+void fill_tapless_phase(const TconvCall& c, float* yn, const PhaseAxis& ah, const PhaseAxis& aw) {
+  const TconvDims& d = c.d;
+#pragma omp parallel for schedule(static) if (d.CO * ah.count * aw.count >= kParallelMin)
+  for (int64_t co = 0; co < d.CO; ++co) {
+    const float v = activate(d.p->activation, c.bias ? c.bias[co] : 0.f);
+    float* yc = yn + co * d.HO * d.WO;
+    for (int64_t m = 0; m < ah.count; ++m)
+      for (int64_t mm = 0; mm < aw.count; ++mm)
+        yc[(ah.first + d.sh * m) * d.WO + aw.first + d.sw * mm] = v;
+  }
+}
+
+void run_segregated_gemm(const KernelCall& call) {
+  const TconvCall c = tconv_call(call);
+  const TconvDims& d = c.d;
+  const auto* plan = static_cast<const PhasePlan*>(call.prepared);
+  if (!plan || plan->sh != d.sh || plan->sw != d.sw)
+    throw Error("cpu conv_transpose2d.segregated_gemm: not prepared for this node");
+  if (!call.workspace && gemm_workspace_bytes(call.node) > 0)
+    throw Error("cpu conv_transpose2d.segregated_gemm: missing workspace");
+  const bool contiguous = d.sh == 1 && d.sw == 1;
+  size_t col_floats = 0, tile_floats = 0;
+  for (int rh = 0; rh < d.sh; ++rh)
+    for (int rw = 0; rw < d.sw; ++rw)
+      phase_workspace(d, plan->phases[static_cast<size_t>(rh * d.sw + rw)],
+                      phase_axis(rh, d.sh, d.pt, d.HO), phase_axis(rw, d.sw, d.pl, d.WO),
+                      contiguous, col_floats, tile_floats);
+  float* col = static_cast<float*>(call.workspace);
+  float* tile = col + round_up64(col_floats);
+  const Activation& act = d.p->activation;
+
+  for (int64_t n = 0; n < d.N; ++n) {
+    const float* xn = c.x + n * d.CI * d.H * d.W;
+    float* yn = c.y + n * d.CO * d.HO * d.WO;
+    for (int rh = 0; rh < d.sh; ++rh)
+      for (int rw = 0; rw < d.sw; ++rw) {
+        const Phase& ph = plan->phases[static_cast<size_t>(rh * d.sw + rw)];
+        const PhaseAxis ah = phase_axis(rh, d.sh, d.pt, d.HO);
+        const PhaseAxis aw = phase_axis(rw, d.sw, d.pl, d.WO);
+        if (ah.count == 0 || aw.count == 0) continue;
+        if (ph.nj == 0 || ph.ni == 0) {
+          fill_tapless_phase(c, yn, ah, aw);
+          continue;
+        }
+        const ConvGeometry g = phase_geometry(d, ph, ah, aw);
+        if (contiguous) {  // stride 1: the one phase is the whole output, GEMM writes y directly
+          conv_gemm_banded(g, ph.a.data(), d.CO, xn, col, yn, d.HO * d.WO, c.bias, act);
+          continue;
+        }
+        // A phase's outputs sit at stride s in both spatial dims of y, which sgemm (unit stride
+        // within a row of C) cannot address. So the GEMM of a band of phase rows goes to a tile of
+        // <= 4 MiB and the bias + activation epilogue, a pass every variant needs anyway, stores
+        // it strided into y while the tile is still in cache: no separate rearrangement of the
+        // whole output, but each phase result is written twice (tile, then y).
+        const int64_t K = g.col_rows(), band = conv_band_rows(g, d.CO);
+        for (int64_t m0 = 0; m0 < g.HO; m0 += band) {
+          const int64_t rows = std::min(band, g.HO - m0), cols = rows * g.WO;
+          ConvGeometry gb = g;
+          gb.HO = rows;
+          gb.pad_top = g.pad_top - m0;
+          im2col(gb, xn, col);
+          sgemm(false, false, d.CO, cols, K, 1.f, ph.a.data(), K, col, cols, 0.f, tile, cols);
+#pragma omp parallel for schedule(static) if (d.CO * cols >= kParallelMin)
+          for (int64_t co = 0; co < d.CO; ++co) {
+            const float b = c.bias ? c.bias[co] : 0.f;
+            const float* t = tile + co * cols;
+            float* yc = yn + co * d.HO * d.WO;
+            for (int64_t mr = 0; mr < rows; ++mr) {
+              float* yr = yc + (ah.first + d.sh * (m0 + mr)) * d.WO + aw.first;
+              const float* tr = t + mr * g.WO;
+              for (int64_t mm = 0; mm < g.WO; ++mm) yr[d.sw * mm] = activate(act, tr[mm] + b);
+            }
+          }
+        }
+      }
+  }
+}
+
+// ---- segregated_unified -------------------------------------------------------------------------
+// One OpenMP iteration = (sample, block of 16 output channels, output row oy). The row's phase rh and
+// input base q = (oy + pad_top) / s come from oy; for each column phase rw its outputs ox = first +
+// s*mm are taken 4 at a time, and a 4 x 16 register tile (4 outputs x 16 channels) accumulates
+// x[ci][iy][ix] * sub-kernel[ci][ty][tx][co..co+16] over every input channel and tap of that phase's
+// sub-kernel. Weights are stored per block of 16 output channels as [block][CI][nj][ni][16] (zero-
+// padded past C_out): the channel loop is one or two full vectors and the block's slice, read once
+// per 4 outputs, is contiguous and stays in L2 while the thread walks the rows of that block. The
+// tile is then stored strided into y with bias + activation. The
+// micro-kernel is compiled for AVX-512, AVX2 and baseline x86-64 and picked at load time.
+constexpr int64_t kUnifiedCo = 16, kUnifiedMm = 4;
+
+struct UnifiedPlan {
+  int sh = 1, sw = 1;
+  int64_t co_pad = 0;  // CO rounded up to kUnifiedCo
+  std::vector<int64_t> nj, ni;
+  std::vector<std::vector<float>> u;  // per phase [co_pad/16][CI][nj][ni][16]
+};
+
+std::shared_ptr<void> prepare_unified(const NodeDesc& node) {
+  const TconvDims d = tconv_dims(node);
+  const std::shared_ptr<PhasePlan> phases =
+      make_phases(d, node.constants.size() >= 2 ? node.constants[1] : nullptr, d.sh, d.sw);
+  auto plan = std::make_shared<UnifiedPlan>();
+  plan->sh = d.sh;
+  plan->sw = d.sw;
+  plan->co_pad = (d.CO + kUnifiedCo - 1) / kUnifiedCo * kUnifiedCo;
+  for (const Phase& ph : phases->phases) {
+    const int64_t K = d.CI * ph.nj * ph.ni;
+    std::vector<float> u(static_cast<size_t>(K * plan->co_pad), 0.f);
+    for (int64_t co = 0; co < d.CO; ++co)
+      for (int64_t k = 0; k < K; ++k)
+        u[static_cast<size_t>(((co / kUnifiedCo) * K + k) * kUnifiedCo + co % kUnifiedCo)] =
+            ph.a[static_cast<size_t>(co * K + k)];
+    plan->nj.push_back(ph.nj);
+    plan->ni.push_back(ph.ni);
+    plan->u.push_back(std::move(u));
+  }
+  return plan;
+}
+
+// acc[i][c] += sum over ci, ty, tx of x[ci][q - (nj-1) + ty][ix0 + i + tx] * u[ci][ty][tx][c], for
+// i < 4 and c < 16, x read as 0 outside the image (the implicit padding of the phase convolution).
+// The 16 channels are one GCC vector: one zmm FMA per output on AVX-512, two ymm on AVX2.
+typedef float Vec16 __attribute__((vector_size(kUnifiedCo * sizeof(float))));
+
+__attribute__((target_clones("avx512f", "avx2", "default"))) void unified_tile(
+    const float* xn, int64_t CI, int64_t H, int64_t W, int64_t q, int64_t ix0, int64_t nj,
+    int64_t ni, const float* u, float acc[kUnifiedMm][kUnifiedCo]) {
+  Vec16 t[kUnifiedMm];
+  std::memcpy(t, acc, sizeof(t));
+  for (int64_t ci = 0; ci < CI; ++ci)
+    for (int64_t ty = 0; ty < nj; ++ty) {
+      const int64_t iy = q - (nj - 1) + ty;
+      if (iy < 0 || iy >= H) continue;
+      const float* xrow = xn + (ci * H + iy) * W;
+      const float* wrow = u + (ci * nj + ty) * ni * kUnifiedCo;
+      for (int64_t tx = 0; tx < ni; ++tx) {
+        Vec16 wv;
+        std::memcpy(&wv, wrow + tx * kUnifiedCo, sizeof(wv));
+        for (int64_t i = 0; i < kUnifiedMm; ++i) {
+          const int64_t ix = ix0 + i + tx;
+          const float xv = ix >= 0 && ix < W ? xrow[ix] : 0.f;
+          t[i] += xv * wv;
+        }
+      }
+    }
+  std::memcpy(acc, t, sizeof(t));
+}
+
+void run_segregated_unified(const KernelCall& call) {
+  const TconvCall c = tconv_call(call);
+  const TconvDims& d = c.d;
+  const auto* plan = static_cast<const UnifiedPlan*>(call.prepared);
+  if (!plan || plan->sh != d.sh || plan->sw != d.sw || plan->co_pad < d.CO)
+    throw Error("cpu conv_transpose2d.segregated_unified: not prepared for this node");
+  const Activation& act = d.p->activation;
+  const int64_t co_blocks = plan->co_pad / kUnifiedCo;
+  const int64_t work = d.N * d.CO * d.HO * d.WO * d.CI * d.KH * d.KW / (d.sh * d.sw);
+
+#pragma omp parallel for collapse(3) schedule(dynamic, 4) if (work >= kParallelMin)
+  for (int64_t n = 0; n < d.N; ++n)
+    for (int64_t cb = 0; cb < co_blocks; ++cb)
+      for (int64_t oy = 0; oy < d.HO; ++oy) {
+        const int64_t co0 = cb * kUnifiedCo, nco = std::min(kUnifiedCo, d.CO - co0);
+        const int64_t rh = (oy + d.pt) % d.sh, q = (oy + d.pt) / d.sh;
+        const float* xn = c.x + n * d.CI * d.H * d.W;
+        for (int rw = 0; rw < d.sw; ++rw) {
+          const size_t ph = static_cast<size_t>(rh * d.sw + rw);
+          const int64_t nj = plan->nj[ph], ni = plan->ni[ph];
+          const PhaseAxis aw = phase_axis(rw, d.sw, d.pl, d.WO);
+          for (int64_t mm0 = 0; mm0 < aw.count; mm0 += kUnifiedMm) {
+            const int64_t len = std::min(kUnifiedMm, aw.count - mm0);
+            float acc[kUnifiedMm][kUnifiedCo];
+            for (int64_t i = 0; i < kUnifiedMm; ++i)
+              for (int64_t k = 0; k < kUnifiedCo; ++k)
+                acc[i][k] = c.bias && k < nco ? c.bias[co0 + k] : 0.f;
+            unified_tile(xn, d.CI, d.H, d.W, q, aw.q0 - (ni - 1) + mm0, nj, ni,
+                         plan->u[ph].data() + cb * d.CI * nj * ni * kUnifiedCo, acc);
+            for (int64_t k = 0; k < nco; ++k) {
+              float* yr = c.y + ((n * d.CO + co0 + k) * d.HO + oy) * d.WO + aw.first + d.sw * mm0;
+              for (int64_t i = 0; i < len; ++i) yr[d.sw * i] = activate(act, acc[i][k]);
+            }
+          }
+        }
+      }
+}
+
+// ---- conventional (Algorithm 1) -----------------------------------------------------------------
+
+// The upsampled buffer's geometry: x[iy][ix] sits at U[(KH-1-pad_top) + iy*s_h][(KW-1-pad_left) +
+// ix*s_w]; U has HO + KH - 1 rows (so a valid stride-1 KHxKW convolution yields HO rows), i.e.
+// (H-1)*s + 1 + (KH-1-pad_top) + (KH-1-pad_bottom) + output_padding.
+ConvGeometry upsampled_geometry(const TconvDims& d) {
+  if (d.pt > d.KH - 1 || d.pl > d.KW - 1 || d.p->pad.bottom > d.KH - 1 ||
+      d.p->pad.right > d.KW - 1)
+    throw Error("cpu conv_transpose2d.conventional: padding must be smaller than the kernel");
+  ConvGeometry g;
+  g.C = d.CI;
+  g.H = d.HO + d.KH - 1;
+  g.W = d.WO + d.KW - 1;
+  g.KH = d.KH;
+  g.KW = d.KW;
+  g.HO = d.HO;
+  g.WO = d.WO;
+  return g;
+}
+
+size_t conventional_workspace_bytes(const NodeDesc& node) {
+  const TconvDims d = tconv_dims(node);
+  const ConvGeometry g = upsampled_geometry(d);
+  return (round_up64(static_cast<size_t>(g.C * g.H * g.W)) + conv_band_col_floats(g, d.CO)) *
+         sizeof(float);
+}
+
+void run_conventional(const KernelCall& call) {
+  const TconvCall c = tconv_call(call);
+  const TconvDims& d = c.d;
+  const auto* plan = static_cast<const PhasePlan*>(call.prepared);
+  if (!plan || plan->sh != 1 || plan->sw != 1)
+    throw Error("cpu conv_transpose2d.conventional: not prepared for this node");
+  if (!call.workspace) throw Error("cpu conv_transpose2d.conventional: missing workspace");
+  const ConvGeometry g = upsampled_geometry(d);
+  float* up = static_cast<float*>(call.workspace);
+  float* col = up + round_up64(static_cast<size_t>(g.C * g.H * g.W));
+  const int64_t top = d.KH - 1 - d.pt, left = d.KW - 1 - d.pl;
+  for (int64_t n = 0; n < d.N; ++n) {
+    const float* xn = c.x + n * d.CI * d.H * d.W;
+#pragma omp parallel for schedule(static) if (g.C * g.H * g.W >= kParallelMin)
+    for (int64_t ci = 0; ci < d.CI; ++ci) {  // zero-insertion: zeros everywhere, then x at stride s
+      float* u = up + ci * g.H * g.W;
+      std::memset(u, 0, sizeof(float) * static_cast<size_t>(g.H * g.W));
+      for (int64_t iy = 0; iy < d.H; ++iy)
+        for (int64_t ix = 0; ix < d.W; ++ix)
+          u[(top + iy * d.sh) * g.W + left + ix * d.sw] = xn[(ci * d.H + iy) * d.W + ix];
+    }
+    conv_gemm_banded(g, plan->phases[0].a.data(), d.CO, up, col, c.y + n * d.CO * d.HO * d.WO,
+                     d.HO * d.WO, c.bias, d.p->activation);
+  }
+}
+
+// ---- registration -------------------------------------------------------------------------------
+
+bool valid_with_constant_weight(const NodeDesc& node) {
+  try {
+    tconv_dims(node);
+  } catch (const Error&) {
+    return false;
+  }
+  return node.constants.size() >= 2 && node.constants[1] != nullptr;
+}
+
+}  // namespace
+
+uint64_t conv_transpose2d_upsampled_bytes(const ConvTranspose2DParams& p, const Shape& x_shape,
+                                          const Shape& w_shape) {
+  if (x_shape.size() != 4 || w_shape.size() != 4)
+    throw Error("conv_transpose2d_upsampled_bytes: expected rank-4 input and weight shapes");
+  NodeDesc node;
+  node.params = p;
+  const int64_t ho = (x_shape[2] - 1) * p.stride_h - p.pad.top - p.pad.bottom + w_shape[2] +
+                     p.output_padding_h;
+  const int64_t wo = (x_shape[3] - 1) * p.stride_w - p.pad.left - p.pad.right + w_shape[3] +
+                     p.output_padding_w;
+  node.input_shapes = {{1, x_shape[1], x_shape[2], x_shape[3]}, w_shape};
+  node.output_shapes = {{1, w_shape[1], ho, wo}};
+  const ConvGeometry g = upsampled_geometry(tconv_dims(node));
+  return static_cast<uint64_t>(g.C * g.H * g.W) * sizeof(float);
+}
+
+int64_t conv_band_rows(const ConvGeometry& g, int64_t M) {
+  const int64_t per_row = std::max<int64_t>(1, std::max(g.col_rows(), M) * g.WO);
+  return std::max<int64_t>(1, std::min(g.HO, kTileFloats / per_row));
+}
+
+size_t conv_band_col_floats(const ConvGeometry& g, int64_t M) {
+  if (im2col_is_identity(g)) return 0;
+  return static_cast<size_t>(g.col_rows() * conv_band_rows(g, M) * g.WO);
+}
+
+void conv_gemm_banded(const ConvGeometry& g, const float* A, int64_t M, const float* x, float* col,
+                      float* y, int64_t ldy, const float* bias, const Activation& act) {
+  const int64_t K = g.col_rows();
+  if (im2col_is_identity(g)) {  // x [C, H*W] already is the column matrix
+    sgemm(false, false, M, g.HO * g.WO, K, 1.f, A, K, x, g.HO * g.WO, 0.f, y, ldy);
+    bias_activation_rows(y, M, g.HO * g.WO, ldy, bias, act);
+    return;
+  }
+  const int64_t band = conv_band_rows(g, M);
+  for (int64_t m0 = 0; m0 < g.HO; m0 += band) {
+    const int64_t rows = std::min(band, g.HO - m0), cols = rows * g.WO;
+    ConvGeometry gb = g;
+    gb.HO = rows;
+    gb.pad_top = g.pad_top - m0 * g.stride_h;
+    im2col(gb, x, col);
+    sgemm(false, false, M, cols, K, 1.f, A, K, col, cols, 0.f, y + m0 * g.WO, ldy);
+    bias_activation_rows(y + m0 * g.WO, M, cols, ldy, bias, act);
+  }
+}
+
+void register_conv_transpose2d(KernelRegistry& registry) {
+  const std::string op = "conv_transpose2d";
+  auto prepare_phases = [](const NodeDesc& node) -> std::shared_ptr<void> {
+    const TconvDims d = tconv_dims(node);
+    return make_phases(d, node.constants.size() >= 2 ? node.constants[1] : nullptr, d.sh, d.sw);
+  };
+  auto prepare_flipped = [](const NodeDesc& node) -> std::shared_ptr<void> {
+    const TconvDims d = tconv_dims(node);
+    return make_phases(d, node.constants.size() >= 2 ? node.constants[1] : nullptr, 1, 1);
+  };
+  auto stride = [](const NodeDesc& node) {
+    const auto& p = std::get<ConvTranspose2DParams>(node.params);
+    return std::make_pair(p.stride_h, p.stride_w);
+  };
+
+  // Heuristic (priorities measured, see docs/kernels.md): stride 1 -> flipped_conv; stride 2 ->
+  // segregated_gemm; any other stride -> segregated_gemm as the s*s-phase general path.
+  KernelVariant flipped;
+  flipped.op = op;
+  flipped.name = "flipped_conv";
+  flipped.backend = "cpu";
+  flipped.priority = 30;
+  flipped.applicable = [stride](const NodeDesc& node) {
+    return valid_with_constant_weight(node) && stride(node) == std::make_pair(1, 1);
+  };
+  flipped.workspace_bytes = gemm_workspace_bytes;
+  flipped.prepare = prepare_phases;
+  flipped.run = run_segregated_gemm;
+  registry.add(std::move(flipped));
+
+  KernelVariant gemm;
+  gemm.op = op;
+  gemm.name = "segregated_gemm";
+  gemm.backend = "cpu";
+  gemm.priority = 20;
+  gemm.applicable = valid_with_constant_weight;
+  gemm.workspace_bytes = gemm_workspace_bytes;
+  gemm.prepare = prepare_phases;
+  gemm.run = run_segregated_gemm;
+  registry.add(std::move(gemm));
+
+  KernelVariant unified;
+  unified.op = op;
+  unified.name = "segregated_unified";
+  unified.backend = "cpu";
+  unified.priority = 10;
+  unified.applicable = valid_with_constant_weight;
+  unified.prepare = prepare_unified;
+  unified.run = run_segregated_unified;
+  registry.add(std::move(unified));
+
+  KernelVariant conventional;
+  conventional.op = op;
+  conventional.name = "conventional";
+  conventional.backend = "cpu";
+  conventional.priority = 1;
+  conventional.applicable = [](const NodeDesc& node) {
+    if (!valid_with_constant_weight(node)) return false;
+    const auto& p = std::get<ConvTranspose2DParams>(node.params);
+    const int64_t kh = node.input_shapes[1][2], kw = node.input_shapes[1][3];
+    return p.pad.top < kh && p.pad.bottom < kh && p.pad.left < kw && p.pad.right < kw;
+  };
+  conventional.workspace_bytes = conventional_workspace_bytes;
+  conventional.prepare = prepare_flipped;
+  conventional.run = run_conventional;
+  registry.add(std::move(conventional));
+}
+
+}  // namespace infer::cpu

@@ -1,0 +1,18 @@
+// Fast CPU kernels (float32, OpenMP, GEMM through OpenBLAS): one registration function per op family,
+// each defined in the file named after the family (kernels/cpu/<family>.cc) and called from
+// register.cc. Variants register on backend "cpu" with priority > 0, above the reference kernels.
+#pragma once
+
+#include "kernels/kernel_api.h"
+
+namespace infer::cpu {
+
+void register_conv2d(KernelRegistry& registry);            // conv2d.cc
+void register_dense(KernelRegistry& registry);             // dense.cc
+void register_pool2d(KernelRegistry& registry);            // pool2d.cc
+void register_elementwise(KernelRegistry& registry);       // elementwise.cc: activation, add, batchnorm
+void register_tensor_ops(KernelRegistry& registry);        // tensor_ops.cc: flatten, reshape, concat, softmax
+void register_conv_transpose2d(KernelRegistry& registry);  // conv_transpose2d.cc
+void register_conv_pool2d(KernelRegistry& registry);       // conv_pool2d.cc
+
+}  // namespace infer::cpu

@@ -1,0 +1,77 @@
+// Shared CPU building blocks for the GEMM-based convolutions (conv2d, and engineer H's transposed conv
+// and conv+pool variants): im2col of one NCHW sample, a row-major sgemm wrapper over OpenBLAS, and the
+// per-channel bias + activation epilogue. This API is stable; callers own all memory (no allocation
+// here). sgemm must not be called inside an OpenMP parallel region: OpenBLAS threads itself.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "infer/ops.h"
+
+namespace infer::cpu {
+
+// The geometry of a 2-D convolution over one sample (dilation 1). Output size HO x WO is given, not
+// derived, so callers with output_padding or cropped phases describe exactly the outputs they want.
+struct ConvGeometry {
+  int64_t C = 0, H = 0, W = 0;              // input channels and spatial size
+  int64_t KH = 1, KW = 1;                   // kernel size
+  int64_t stride_h = 1, stride_w = 1;       // > 0
+  int64_t pad_top = 0, pad_left = 0;        // may be negative (an offset into the input)
+  int64_t HO = 0, WO = 0;                   // output size
+
+  int64_t col_rows() const { return C * KH * KW; }  // GEMM K
+  int64_t col_cols() const { return HO * WO; }      // GEMM N
+  size_t col_floats() const { return static_cast<size_t>(col_rows() * col_cols()); }
+};
+
+// The geometry of a conv2d node's convolution: x [N,C,H,W], w [CO,C,KH,KW], y [N,CO,HO,WO].
+ConvGeometry conv_geometry(const Conv2DParams& p, const Shape& x_shape, const Shape& w_shape,
+                           const Shape& y_shape);
+
+// True when im2col is the identity (1x1 kernel, stride 1, no padding, output = input size): the
+// sample x [C, H*W] is then already the column matrix.
+bool im2col_is_identity(const ConvGeometry& g);
+
+// Writes the column matrix of one sample x [C,H,W] into col [C*KH*KW, HO*WO] (row-major, row
+// (c*KH + ky)*KW + kx, column oy*WO + ox): col = x[c][oy*stride_h - pad_top + ky]
+// [ox*stride_w - pad_left + kx], 0 outside the image. OpenMP-parallel over rows; call it outside any
+// parallel region.
+void im2col(const ConvGeometry& g, const float* x, float* col);
+
+// C[M,N] = alpha * op(A)[M,K] * op(B)[K,N] + beta * C, row-major, leading dimensions in elements;
+// op(X) = X^T when trans_x. cblas_sgemm underneath (threads itself). No-op when M, N or K is 0
+// (with K == 0, C is scaled by beta).
+void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
+           int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
+
+// y[r][c] = act(y[r][c] + bias[r]) for a [rows, cols] block with leading dimension ld; bias may be
+// nullptr. OpenMP-parallel. Use it on a conv output [CO, HO*WO] (one row per output channel).
+void bias_activation_rows(float* y, int64_t rows, int64_t cols, int64_t ld, const float* bias,
+                          const Activation& act);
+
+// The activation in float, NaN-propagating like the reference (relu written as v < 0 ? 0 : v).
+inline float activate(const Activation& a, float v);
+
+// Applies act to n contiguous values in place (OpenMP-parallel); no-op for ActivationKind::None.
+void activate_inplace(float* y, int64_t n, const Activation& act);
+
+}  // namespace infer::cpu
+
+// ---- inline definitions -----------------------------------------------------------------------
+#include <cmath>
+
+namespace infer::cpu {
+
+inline float activate(const Activation& a, float v) {
+  switch (a.kind) {
+    case ActivationKind::None: return v;
+    case ActivationKind::Relu: return v < 0.f ? 0.f : v;
+    case ActivationKind::LeakyRelu: return v < 0.f ? a.alpha * v : v;
+    case ActivationKind::Tanh: return std::tanh(v);
+    case ActivationKind::Sigmoid: return 1.f / (1.f + std::exp(-v));
+  }
+  return v;
+}
+
+}  // namespace infer::cpu

@@ -1,0 +1,90 @@
+// CPU pool2d "direct" (max / average over NCHW, any kernel, stride and asymmetric padding, float32):
+// one OpenMP iteration per (n, c) plane; each output clips its window to the image, so padded cells
+// never win a max, and an average divides by the window clipped to the padded image
+// (count_include_pad, as PyTorch/ONNX) or by the real cells it read -- the reference's semantics.
+#include <algorithm>
+#include <limits>
+#include <string>
+
+#include "kernels/cpu/call_util.h"
+#include "kernels/cpu/cpu_kernels.h"
+
+namespace infer::cpu {
+namespace {
+
+// Loops smaller than this many elements run on one thread: waking a thread team costs more than they
+// do (and far more on a loaded machine).
+constexpr int64_t kParallelMin = int64_t(1) << 15;
+
+
+bool pool2d_applicable(const NodeDesc& node) {
+  const auto* p = std::get_if<Pool2DParams>(&node.params);
+  return p && node.input_shapes.size() == 1 && node.output_shapes.size() == 1 &&
+         node.input_shapes[0].size() == 4 && node.output_shapes[0].size() == 4 && p->kernel_h > 0 &&
+         p->kernel_w > 0 && p->stride_h > 0 && p->stride_w > 0 && p->pad.top >= 0 &&
+         p->pad.left >= 0 && p->pad.bottom >= 0 && p->pad.right >= 0;
+}
+
+void pool2d_run(const KernelCall& call) {
+  check_call(call, "pool2d", 1, 1);
+  if (!pool2d_applicable(call.node))
+    throw Error("cpu pool2d: direct needs rank-4 shapes, kernel and stride > 0 and padding >= 0");
+  const auto& p = std::get<Pool2DParams>(call.node.params);
+  const Shape &xs = call.node.input_shapes[0], &ys = call.node.output_shapes[0];
+  check_dims("pool2d", xs);
+  check_dims("pool2d", ys);
+  if (ys[0] != xs[0] || ys[1] != xs[1])
+    throw Error("cpu pool2d: output " + shape_str(ys) + " does not match input " + shape_str(xs));
+  const int64_t NC = xs[0] * xs[1], H = xs[2], W = xs[3], HO = ys[2], WO = ys[3];
+  const float* x = call.inputs[0];
+  float* y = call.outputs[0];
+  const bool is_max = p.kind == PoolKind::Max;
+
+  const int64_t work = NC * HO * WO * p.kernel_h * p.kernel_w;
+#pragma omp parallel for schedule(static) if (work >= kParallelMin)
+  for (int64_t c = 0; c < NC; ++c) {
+    const float* xp = x + c * H * W;
+    float* yp = y + c * HO * WO;
+    for (int64_t oy = 0; oy < HO; ++oy) {
+      const int64_t y0 = oy * p.stride_h - p.pad.top;
+      const int64_t yb = std::max<int64_t>(y0, 0), ye = std::min<int64_t>(y0 + p.kernel_h, H);
+      const int64_t py = std::min<int64_t>(y0 + p.kernel_h, H + p.pad.bottom) - y0;
+      for (int64_t ox = 0; ox < WO; ++ox) {
+        const int64_t x0 = ox * p.stride_w - p.pad.left;
+        const int64_t xb = std::max<int64_t>(x0, 0), xe = std::min<int64_t>(x0 + p.kernel_w, W);
+        if (yb >= ye || xb >= xe) {  // a window entirely in the padding (padding >= kernel)
+          yp[oy * WO + ox] = 0.f;
+          continue;
+        }
+        if (is_max) {
+          float m = -std::numeric_limits<float>::infinity();
+          for (int64_t iy = yb; iy < ye; ++iy)
+            for (int64_t ix = xb; ix < xe; ++ix) m = std::max(m, xp[iy * W + ix]);
+          yp[oy * WO + ox] = m;
+        } else {
+          float s = 0.f;
+          for (int64_t iy = yb; iy < ye; ++iy)
+            for (int64_t ix = xb; ix < xe; ++ix) s += xp[iy * W + ix];
+          const int64_t px = std::min<int64_t>(x0 + p.kernel_w, W + p.pad.right) - x0;
+          const int64_t divisor = p.count_include_pad ? py * px : (ye - yb) * (xe - xb);
+          yp[oy * WO + ox] = s / float(divisor);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void register_pool2d(KernelRegistry& registry) {
+  KernelVariant v;
+  v.op = "pool2d";
+  v.name = "direct";
+  v.backend = "cpu";
+  v.priority = 10;
+  v.applicable = pool2d_applicable;
+  v.run = pool2d_run;
+  registry.add(std::move(v));
+}
+
+}  // namespace infer::cpu

@@ -1,0 +1,16 @@
+// The CPU backend's registration entry point: every op family's variants.
+#include "kernels/cpu/cpu_kernels.h"
+
+namespace infer {
+
+void register_cpu_kernels(KernelRegistry& registry) {
+  cpu::register_conv2d(registry);
+  cpu::register_dense(registry);
+  cpu::register_pool2d(registry);
+  cpu::register_elementwise(registry);
+  cpu::register_tensor_ops(registry);
+  cpu::register_conv_transpose2d(registry);
+  cpu::register_conv_pool2d(registry);
+}
+
+}  // namespace infer

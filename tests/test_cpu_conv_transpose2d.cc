@@ -1,0 +1,239 @@
+// Tests of the CPU transposed-convolution variants (kernels/cpu/conv_transpose2d.cc) against the
+// reference kernel: >= 200 random shapes per variant (kernel 1-7, asymmetric padding 0..k-1,
+// output_padding, odd and even sizes, channels 1..67, batch 1..3, every activation), the paper's
+// 4x4-input / 5x5-kernel / padding-2 example, Table 4's upsampled-buffer sizes, and bad calls.
+// Outputs and workspaces are NaN-poisoned before each run so an unwritten element fails.
+#include <doctest/doctest.h>
+
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "infer/error.h"
+#include "kernels/cpu/conv_transpose2d.h"
+#include "kernels/kernel_api.h"
+#include "kernels/reference/reference.h"
+#include "test_util.h"
+
+using namespace infer;
+using infer::test::poison;
+using infer::test::random_vector;
+using infer::test::rel_error;
+
+namespace {
+
+const KernelVariant& variant(const std::string& name) {
+  const KernelVariant* v = KernelRegistry::global().find("cpu", "conv_transpose2d", name);
+  REQUIRE_MESSAGE(v != nullptr, "variant " << name << " is not registered");
+  return *v;
+}
+
+struct Case {
+  ConvTranspose2DParams p;
+  Shape x, w, y;
+  bool bias = true;
+};
+
+int64_t out_size(int64_t in, int s, int pa, int pb, int64_t k, int op) {
+  return (in - 1) * s - pa - pb + k + op;
+}
+
+NodeDesc make_node(const Case& c, const std::vector<float>& w, const std::vector<float>& b) {
+  NodeDesc node;
+  node.params = c.p;
+  node.input_shapes = {c.x, c.w};
+  node.constants = {nullptr, w.data()};
+  if (c.bias) {
+    node.input_shapes.push_back({c.w[1]});
+    node.constants.push_back(b.data());
+  }
+  node.output_shapes = {c.y};
+  return node;
+}
+
+// Runs one variant exactly as the session would: prepare once, a poisoned 256-byte aligned
+// workspace, a poisoned output.
+std::vector<float> run_variant(const KernelVariant& v, const NodeDesc& node,
+                               const std::vector<float>& x, const std::vector<float>& w,
+                               const std::vector<float>& b) {
+  std::shared_ptr<void> prepared = v.prepare ? v.prepare(node) : nullptr;
+  const size_t ws = v.workspace_bytes ? v.workspace_bytes(node) : 0;
+  std::vector<float> workspace(ws / sizeof(float) + 64);
+  poison(workspace);
+  float* ws_ptr = reinterpret_cast<float*>(
+      (reinterpret_cast<uintptr_t>(workspace.data()) + 255) / 256 * 256);
+  std::vector<float> y(static_cast<size_t>(shape_numel(node.output_shapes[0])));
+  poison(y);
+  std::vector<const float*> inputs = {x.data(), w.data()};
+  if (node.input_shapes.size() == 3) inputs.push_back(b.data());
+  KernelCall call{node, inputs, {y.data()}, ws ? ws_ptr : nullptr, prepared.get()};
+  v.run(call);
+  return y;
+}
+
+// Checks `names` (those applicable) against the reference on case c; returns how many ran.
+int check_case(const Case& c, const std::vector<std::string>& names, uint64_t seed) {
+  const auto x = random_vector(size_t(shape_numel(c.x)), seed);
+  const auto w = random_vector(size_t(shape_numel(c.w)), seed + 1);
+  const auto b = random_vector(size_t(c.w[1]), seed + 2);
+  const NodeDesc node = make_node(c, w, b);
+  std::vector<float> ref(size_t(shape_numel(c.y)));
+  ref::conv_transpose2d(c.p, x.data(), c.x, w.data(), c.w, c.bias ? b.data() : nullptr, ref.data(),
+                        c.y);
+  int ran = 0;
+  for (const auto& name : names) {
+    const KernelVariant& v = variant(name);
+    if (!v.applicable(node)) continue;
+    const auto y = run_variant(v, node, x, w, b);
+    const double err = rel_error(y, ref);
+    CHECK_MESSAGE(err <= 1e-5, name << " x" << shape_str(c.x) << " w" << shape_str(c.w) << " s"
+                                    << c.p.stride_h << "x" << c.p.stride_w << " pad "
+                                    << c.p.pad.top << "," << c.p.pad.left << "," << c.p.pad.bottom
+                                    << "," << c.p.pad.right << " op " << c.p.output_padding_h << ","
+                                    << c.p.output_padding_w << " err " << err);
+    ++ran;
+  }
+  return ran;
+}
+
+// A random case with strides drawn from `strides`; output size >= 1.
+Case random_case(std::mt19937& rng, const std::vector<int>& strides) {
+  auto uni = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  for (;;) {
+    Case c;
+    const int kh = uni(1, 7), kw = uni(1, 7);
+    c.p.stride_h = strides[size_t(uni(0, int(strides.size()) - 1))];
+    c.p.stride_w = uni(0, 3) == 0 ? strides[size_t(uni(0, int(strides.size()) - 1))] : c.p.stride_h;
+    c.p.pad = {uni(0, kh - 1), uni(0, kw - 1), uni(0, kh - 1), uni(0, kw - 1)};
+    if (uni(0, 1)) c.p.pad.bottom = c.p.pad.top, c.p.pad.right = c.p.pad.left;  // symmetric often
+    c.p.output_padding_h = uni(0, c.p.stride_h - 1);
+    c.p.output_padding_w = uni(0, c.p.stride_w - 1);
+    c.p.activation.kind = static_cast<ActivationKind>(uni(0, 4));
+    c.bias = uni(0, 3) != 0;
+    // channels 1..67, but keep C_in*C_out moderate so the double-precision oracle stays fast
+    int ci = uni(1, 67), co = uni(1, 67);
+    if (ci * co > 600) (uni(0, 1) ? ci : co) = uni(1, 8);
+    const int n = uni(1, 3), h = uni(1, 9), wd = uni(1, 9);
+    c.x = {n, ci, h, wd};
+    c.w = {ci, co, kh, kw};
+    const int64_t ho = out_size(h, c.p.stride_h, c.p.pad.top, c.p.pad.bottom, kh, c.p.output_padding_h);
+    const int64_t wo = out_size(wd, c.p.stride_w, c.p.pad.left, c.p.pad.right, kw, c.p.output_padding_w);
+    if (ho < 1 || wo < 1) continue;
+    c.y = {n, co, ho, wo};
+    return c;
+  }
+}
+
+}  // namespace
+
+TEST_CASE("every variant matches the reference on >= 200 random shapes") {
+  std::mt19937 rng(1234);
+  struct Plan {
+    std::string name;
+    std::vector<int> strides;
+  };
+  // stride 2 is the paper's case; 1 and 3 exercise flipped_conv and the general s*s-phase path
+  const std::vector<Plan> plans = {{"conventional", {1, 2, 2, 3}},
+                                   {"segregated_unified", {1, 2, 2, 3}},
+                                   {"segregated_gemm", {1, 2, 2, 3}},
+                                   {"flipped_conv", {1}}};
+  for (const auto& plan : plans) {
+    int ran = 0;
+    for (int i = 0; i < 210; ++i) ran += check_case(random_case(rng, plan.strides), {plan.name}, 77 + 3 * i);
+    CHECK_MESSAGE(ran >= 200, plan.name << " ran on " << ran << " shapes");
+  }
+}
+
+TEST_CASE("the paper's 4x4 input, 5x5 kernel, stride 2, padding 2 example through every variant") {
+  for (int op : {0, 1})
+    for (int pad : {2, 1}) {  // padding 2 (even: phase order kept) and 1 (odd: phases swapped)
+      Case c;
+      c.p.stride_h = c.p.stride_w = 2;
+      c.p.pad = {pad, pad, pad, pad};
+      c.p.output_padding_h = c.p.output_padding_w = op;
+      c.x = {1, 1, 4, 4};
+      c.w = {1, 1, 5, 5};
+      const int64_t o = out_size(4, 2, pad, pad, 5, op);
+      c.y = {1, 1, o, o};
+      CHECK(check_case(c, {"conventional", "segregated_unified", "segregated_gemm"}, 5) == 3);
+    }
+}
+
+TEST_CASE("zoo-like layers: DCGAN k4 s2 p1 and the stride-1 4x4 projection") {
+  Case c;
+  c.p.stride_h = c.p.stride_w = 2;
+  c.p.pad = {1, 1, 1, 1};
+  c.p.activation.kind = ActivationKind::Relu;
+  c.x = {1, 64, 8, 8};
+  c.w = {64, 32, 4, 4};
+  c.y = {1, 32, 16, 16};
+  CHECK(check_case(c, {"conventional", "segregated_unified", "segregated_gemm"}, 9) == 3);
+  Case z;  // z 1x1 -> 4x4, k4 s1 p0
+  z.x = {2, 100, 1, 1};
+  z.w = {100, 48, 4, 4};
+  z.y = {2, 48, 4, 4};
+  CHECK(check_case(z, {"flipped_conv", "conventional", "segregated_gemm", "segregated_unified"}, 11) ==
+        4);
+}
+
+TEST_CASE("Table 4 memory column: the conventional upsampled buffer") {
+  ConvTranspose2DParams p;
+  p.stride_h = p.stride_w = 2;
+  p.pad = {1, 1, 1, 1};
+  // DCGAN layer 2: 4x4x1024 input, 4x4 kernel -> 11x11x1024 floats
+  CHECK(cpu::conv_transpose2d_upsampled_bytes(p, {1, 1024, 4, 4}, {1024, 512, 4, 4}) == 495616);
+  // EB-GAN: (N, C_in, C_out) = (4,2048,1024) (8,1024,512) (16,512,256) (32,256,128) (64,128,64)
+  // (128,64,64)
+  const int64_t layers[][3] = {{4, 2048, 1024}, {8, 1024, 512}, {16, 512, 256},
+                               {32, 256, 128},  {64, 128, 64},  {128, 64, 64}};
+  uint64_t total = 0;
+  for (const auto& l : layers)
+    total += cpu::conv_transpose2d_upsampled_bytes(p, {1, l[1], l[0], l[0]}, {l[1], l[2], 4, 4});
+  CHECK(total == 35534592);
+
+  // the conventional variant's workspace holds that buffer; segregated_unified needs none
+  Case c;
+  c.p = p;
+  c.x = {1, 1024, 4, 4};
+  c.w = {1024, 512, 4, 4};
+  c.y = {1, 512, 8, 8};
+  std::vector<float> w(1), b(1);
+  const NodeDesc node = make_node(c, w, b);
+  CHECK(variant("conventional").workspace_bytes(node) >= 495616);
+  CHECK(!variant("segregated_unified").workspace_bytes);
+}
+
+TEST_CASE("bad nodes are not applicable and bad calls throw infer::Error") {
+  Case c;
+  c.p.stride_h = c.p.stride_w = 2;
+  c.x = {1, 3, 4, 4};
+  c.w = {3, 2, 3, 3};
+  c.y = {1, 2, 9, 9};
+  const auto x = random_vector(48, 1), w = random_vector(54, 2), b = random_vector(2, 3);
+  NodeDesc good = make_node(c, w, b);
+  for (const char* name : {"conventional", "segregated_unified", "segregated_gemm"})
+    CHECK(variant(name).applicable(good));
+  CHECK(!variant("flipped_conv").applicable(good));
+
+  NodeDesc wrong_out = good;
+  wrong_out.output_shapes = {{1, 2, 8, 9}};
+  NodeDesc wrong_ch = good;
+  wrong_ch.input_shapes[1] = {4, 2, 3, 3};
+  NodeDesc no_const = good;
+  no_const.constants = {nullptr, nullptr, nullptr};
+  for (const char* name : {"conventional", "segregated_unified", "segregated_gemm", "flipped_conv"}) {
+    const KernelVariant& v = variant(name);
+    CHECK(!v.applicable(wrong_out));
+    CHECK(!v.applicable(wrong_ch));
+    CHECK(!v.applicable(no_const));
+    CHECK_THROWS_AS(v.prepare(wrong_out), Error);
+    std::vector<float> y(162);
+    KernelCall unprepared{good, {x.data(), w.data(), b.data()}, {y.data()}, nullptr, nullptr};
+    CHECK_THROWS_AS(v.run(unprepared), Error);
+  }
+  CHECK_THROWS_AS(cpu::conv_transpose2d_upsampled_bytes(c.p, {1, 3, 4}, c.w), Error);
+  ConvTranspose2DParams big_pad = c.p;
+  big_pad.pad = {3, 3, 3, 3};
+  CHECK_THROWS_AS(cpu::conv_transpose2d_upsampled_bytes(big_pad, c.x, c.w), Error);
+}

@@ -1,0 +1,360 @@
+// Tests of the fast CPU kernels (kernels/cpu, engineer G's part: conv2d im2col_gemm, dense gemm,
+// pool2d / activation / add / batchnorm / softmax / concat / flatten / reshape direct): every variant
+// against the reference kernel through KernelRegistry::global() on many seeded random shapes, outputs
+// and workspaces poisoned with NaN before each run, relative error <= 1e-5; the heuristic picks the
+// fast variants; malformed calls are Errors; and whole zoo models on backend "cpu" vs "reference".
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "infer/error.h"
+#include "infer/infer.h"
+#include "kernels/kernel_api.h"
+#include "test_util.h"
+#include "zoo.h"
+
+using namespace infer;
+using infer::test::poison;
+using infer::test::random_vector;
+using infer::test::rel_error;
+
+namespace {
+
+constexpr double kTol = 1e-5;
+
+// Runs variant `name` of `op` on backend cpu through the registry: workspace of workspace_bytes()
+// (poisoned), prepare() if present, output poisoned. Returns the output.
+std::vector<float> run_variant(const std::string& name, const NodeDesc& node,
+                               const std::vector<std::vector<float>>& inputs) {
+  const std::string op = op_name(op_type(node.params));
+  const KernelVariant* v = KernelRegistry::global().find("cpu", op, name);
+  REQUIRE_MESSAGE(v != nullptr, "no variant cpu/" << op << "/" << name);
+  if (v->applicable) REQUIRE_MESSAGE(v->applicable(node), op << "/" << name << " not applicable");
+  std::vector<float> workspace;
+  if (v->workspace_bytes) {
+    workspace.resize(v->workspace_bytes(node) / sizeof(float) + 1);
+    poison(workspace);
+  }
+  std::shared_ptr<void> prepared = v->prepare ? v->prepare(node) : nullptr;
+  std::vector<float> out(static_cast<size_t>(shape_numel(node.output_shapes.at(0))));
+  poison(out);
+  KernelCall call{node, {}, {out.data()}, workspace.empty() ? nullptr : workspace.data(), prepared.get()};
+  for (const auto& in : inputs) call.inputs.push_back(in.data());
+  v->run(call);
+  return out;
+}
+
+// Runs `fast` and the reference on the same node and inputs; checks the relative error.
+void check_against_reference(const std::string& fast, const NodeDesc& node,
+                             const std::vector<std::vector<float>>& inputs, double tol = kTol) {
+  const std::vector<float> ref = run_variant("reference", node, inputs);
+  const std::vector<float> got = run_variant(fast, node, inputs);
+  CHECK(rel_error(got, ref) <= tol);
+}
+
+NodeDesc make_node(OpParams params, std::vector<Shape> inputs, Shape output) {
+  NodeDesc node;
+  node.params = std::move(params);
+  node.input_shapes = std::move(inputs);
+  node.output_shapes = {std::move(output)};
+  node.constants.assign(node.input_shapes.size(), nullptr);
+  return node;
+}
+
+std::vector<std::vector<float>> random_inputs(const std::vector<Shape>& shapes, uint64_t seed) {
+  std::vector<std::vector<float>> v;
+  for (const Shape& s : shapes) v.push_back(random_vector(static_cast<size_t>(shape_numel(s)), seed++));
+  return v;
+}
+
+Activation random_activation(std::mt19937_64& rng) {
+  Activation a;
+  a.kind = static_cast<ActivationKind>(rng() % 5);
+  a.alpha = 0.1f;
+  return a;
+}
+
+int uniform(std::mt19937_64& rng, int lo, int hi) {  // inclusive
+  return lo + int(rng() % uint64_t(hi - lo + 1));
+}
+
+std::string describe(const NodeDesc& node) {
+  std::string s;
+  for (const Shape& in : node.input_shapes) s += shape_str(in) + " ";
+  return s + "-> " + shape_str(node.output_shapes[0]);
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------------
+TEST_CASE("the heuristic picks the fast cpu variants") {
+  const std::vector<std::pair<std::string, std::string>> expected = {
+      {"conv2d", "im2col_gemm"}, {"dense", "gemm"},       {"pool2d", "direct"},
+      {"activation", "direct"},  {"add", "direct"},       {"batchnorm", "direct"},
+      {"softmax", "direct"},     {"concat", "direct"},    {"flatten", "direct"},
+      {"reshape", "direct"}};
+  for (const auto& entry : expected) {
+    const std::string op = entry.first, name = entry.second;
+    CAPTURE(op);
+    const auto variants = KernelRegistry::global().variants("cpu", op);
+    REQUIRE(!variants.empty());
+    const KernelVariant* v = KernelRegistry::global().find("cpu", op, name);
+    REQUIRE(v != nullptr);
+    CHECK(v->priority == 10);
+    CHECK(v->priority > KernelRegistry::global().find("cpu", op, "reference")->priority);
+  }
+}
+
+TEST_CASE("conv2d im2col_gemm matches the reference on 250 random shapes") {
+  std::mt19937_64 rng(20261122);
+  int identity_cases = 0, asymmetric = 0, strided = 0, batched = 0;
+  for (int t = 0; t < 250; ++t) {
+    Conv2DParams p;
+    int kh = uniform(rng, 1, 7), kw = rng() % 4 == 0 ? uniform(rng, 1, 7) : kh;
+    p.stride_h = uniform(rng, 1, 3);
+    p.stride_w = rng() % 4 == 0 ? uniform(rng, 1, 3) : p.stride_h;
+    p.pad.top = uniform(rng, 0, kh - 1);
+    p.pad.bottom = rng() % 3 == 0 ? uniform(rng, 0, kh - 1) : p.pad.top;
+    p.pad.left = uniform(rng, 0, kw - 1);
+    p.pad.right = rng() % 3 == 0 ? uniform(rng, 0, kw - 1) : p.pad.left;
+    const bool force_identity = t % 12 == 0;  // the 1x1 stride-1 unpadded path that skips im2col
+    if (force_identity) {
+      kh = kw = 1;
+      p.stride_h = p.stride_w = 1;
+      p.pad = Padding2D{};
+    }
+    p.activation = random_activation(rng);
+    const int64_t N = uniform(rng, 1, 3);
+    int64_t CI = uniform(rng, 1, 67), CO = uniform(rng, 1, 67);
+    int64_t H, W, HO, WO;
+    // Redraw the image size until the output is non-empty and the oracle's work stays small; large
+    // paddings force a large output, so every 20 misses halve the channels.
+    for (int attempt = 1;; ++attempt) {
+      if (attempt % 20 == 0) CI = std::max<int64_t>(1, CI / 2), CO = std::max<int64_t>(1, CO / 2);
+      H = uniform(rng, 1, 16), W = uniform(rng, 1, 16);
+      HO = (H + p.pad.top + p.pad.bottom - kh) / p.stride_h + 1;
+      WO = (W + p.pad.left + p.pad.right - kw) / p.stride_w + 1;
+      const bool valid = H + p.pad.top + p.pad.bottom >= kh && W + p.pad.left + p.pad.right >= kw;
+      if (valid && N * CI * CO * kh * kw * HO * WO <= 3'000'000) break;
+    }
+    const bool bias = rng() % 4 != 0;
+    std::vector<Shape> in{{N, CI, H, W}, {CO, CI, kh, kw}};
+    if (bias) in.push_back({CO});
+    const NodeDesc node = make_node(p, in, {N, CO, HO, WO});
+    CAPTURE(t);
+    const std::string desc = describe(node);
+    CAPTURE(desc);
+    INFO("k " << kh << "x" << kw << " s " << p.stride_h << "x" << p.stride_w << " pad " << p.pad.top
+              << "," << p.pad.left << "," << p.pad.bottom << "," << p.pad.right);
+    check_against_reference("im2col_gemm", node, random_inputs(in, 1000 + t));
+    identity_cases += force_identity;
+    asymmetric += p.pad.top != p.pad.bottom || p.pad.left != p.pad.right;
+    strided += p.stride_h > 1 || p.stride_w > 1;
+    batched += N > 1;
+  }
+  // the generator really covers what the issue lists
+  CHECK(identity_cases >= 20);
+  CHECK(asymmetric >= 50);
+  CHECK(strided >= 100);
+  CHECK(batched >= 100);
+}
+
+TEST_CASE("conv2d im2col_gemm: workspace, 1x1 shortcut, applicability, errors") {
+  Conv2DParams p;
+  const KernelVariant* v = KernelRegistry::global().find("cpu", "conv2d", "im2col_gemm");
+  REQUIRE(v != nullptr);
+  // 1x1 stride 1 unpadded: no workspace; 3x3 pad 1: C*9*H*W floats
+  CHECK(v->workspace_bytes(make_node(p, {{2, 8, 5, 6}, {4, 8, 1, 1}}, {2, 4, 5, 6})) == 0);
+  p.pad = Padding2D{1, 1, 1, 1};
+  CHECK(v->workspace_bytes(make_node(p, {{2, 8, 5, 6}, {4, 8, 3, 3}}, {2, 4, 5, 6})) ==
+        8 * 9 * 5 * 6 * sizeof(float));
+  Conv2DParams dilated;
+  dilated.dilation_h = 2;
+  CHECK_FALSE(v->applicable(make_node(dilated, {{1, 1, 5, 5}, {1, 1, 3, 3}}, {1, 1, 1, 1})));
+  // no workspace where one is needed, or too few inputs: an Error, not a crash
+  const NodeDesc node = make_node(p, {{1, 2, 4, 4}, {3, 2, 3, 3}}, {1, 3, 4, 4});
+  auto in = random_inputs(node.input_shapes, 7);
+  std::vector<float> out(48);
+  CHECK_THROWS_AS(v->run(KernelCall{node, {in[0].data(), in[1].data()}, {out.data()}}), Error);
+  CHECK_THROWS_AS(v->run(KernelCall{node, {in[0].data()}, {out.data()}}), Error);
+}
+
+TEST_CASE("dense gemm matches the reference (sgemv at batch 1, sgemm above)") {
+  std::mt19937_64 rng(7);
+  for (int t = 0; t < 120; ++t) {
+    DenseParams p;
+    p.activation = random_activation(rng);
+    const int64_t N = t % 3 == 0 ? 1 : uniform(rng, 1, 5), FI = uniform(rng, 1, 300),
+                  FO = uniform(rng, 1, 300);
+    std::vector<Shape> in{{N, FI}, {FO, FI}};
+    if (rng() % 4 != 0) in.push_back({FO});
+    const NodeDesc node = make_node(p, in, {N, FO});
+    CAPTURE(t);
+    const std::string desc = describe(node);
+    CAPTURE(desc);
+    check_against_reference("gemm", node, random_inputs(in, 50 + t));
+  }
+}
+
+TEST_CASE("pool2d direct matches the reference on 250 random shapes") {
+  std::mt19937_64 rng(11);
+  for (int t = 0; t < 250; ++t) {
+    Pool2DParams p;
+    p.kind = rng() % 2 ? PoolKind::Max : PoolKind::Average;
+    p.kernel_h = uniform(rng, 1, 5);
+    p.kernel_w = rng() % 3 == 0 ? uniform(rng, 1, 5) : p.kernel_h;
+    p.stride_h = uniform(rng, 1, 3);
+    p.stride_w = rng() % 3 == 0 ? uniform(rng, 1, 3) : p.stride_h;
+    p.pad.top = uniform(rng, 0, p.kernel_h - 1);
+    p.pad.bottom = uniform(rng, 0, p.kernel_h - 1);
+    p.pad.left = uniform(rng, 0, p.kernel_w - 1);
+    p.pad.right = uniform(rng, 0, p.kernel_w - 1);
+    p.count_include_pad = rng() % 2;
+    const int64_t N = uniform(rng, 1, 3), C = uniform(rng, 1, 20);
+    int64_t H, W;
+    do {
+      H = uniform(rng, 1, 17), W = uniform(rng, 1, 17);
+    } while (H + p.pad.top + p.pad.bottom < p.kernel_h || W + p.pad.left + p.pad.right < p.kernel_w);
+    const int64_t HO = (H + p.pad.top + p.pad.bottom - p.kernel_h) / p.stride_h + 1;
+    const int64_t WO = (W + p.pad.left + p.pad.right - p.kernel_w) / p.stride_w + 1;
+    const NodeDesc node = make_node(p, {{N, C, H, W}}, {N, C, HO, WO});
+    CAPTURE(t);
+    const std::string desc = describe(node);
+    CAPTURE(desc);
+    check_against_reference("direct", node, random_inputs(node.input_shapes, 300 + t));
+  }
+}
+
+TEST_CASE("activation, add and batchnorm direct match the reference") {
+  std::mt19937_64 rng(13);
+  for (int t = 0; t < 60; ++t) {
+    const Shape s = t % 2 ? Shape{uniform(rng, 1, 3), uniform(rng, 1, 40), uniform(rng, 1, 30),
+                                  uniform(rng, 1, 30)}
+                          : Shape{uniform(rng, 1, 4), uniform(rng, 1, 2000)};
+    CAPTURE(t);
+    const std::string shape = shape_str(s);
+    CAPTURE(shape);
+    ActivationParams ap;
+    ap.activation = random_activation(rng);
+    ap.activation.kind = static_cast<ActivationKind>(t % 5);  // every kind, incl. none (a copy)
+    check_against_reference("direct", make_node(ap, {s}, s), random_inputs({s}, 400 + t));
+
+    AddParams addp;
+    addp.activation = random_activation(rng);
+    check_against_reference("direct", make_node(addp, {s, s}, s), random_inputs({s, s}, 500 + t));
+
+    BatchNormParams bn;
+    bn.activation = random_activation(rng);
+    bn.epsilon = 1e-3f;
+    const Shape c{s[1]};
+    auto in = random_inputs({s, c, c, c, c}, 600 + t);
+    for (float& v : in[4]) v = v * v + 0.1f;  // variances > 0
+    check_against_reference("direct", make_node(bn, {s, c, c, c, c}, s), in);
+  }
+}
+
+TEST_CASE("elementwise direct kernels run in place") {
+  const Shape s{2, 3, 5, 7};
+  const auto x = random_vector(210, 3);
+  ActivationParams ap;
+  ap.activation.kind = ActivationKind::Tanh;
+  const NodeDesc node = make_node(ap, {s}, s);
+  const std::vector<float> want = run_variant("reference", node, {x});
+  std::vector<float> buf = x;
+  const KernelVariant* v = KernelRegistry::global().find("cpu", "activation", "direct");
+  v->run(KernelCall{node, {buf.data()}, {buf.data()}});
+  CHECK(rel_error(buf, want) <= kTol);
+}
+
+TEST_CASE("softmax, concat, flatten and reshape direct match the reference") {
+  std::mt19937_64 rng(17);
+  for (int t = 0; t < 80; ++t) {
+    const int rank = uniform(rng, 1, 4);
+    Shape s;
+    for (int d = 0; d < rank; ++d) s.push_back(uniform(rng, 1, d == rank - 1 ? 40 : 6));
+    CAPTURE(t);
+    const std::string shape = shape_str(s);
+    CAPTURE(shape);
+    SoftmaxParams sp;
+    sp.axis = uniform(rng, -rank, rank - 1);
+    auto x = random_inputs({s}, 700 + t);
+    for (float& v : x[0]) v *= 20.f;  // large logits: the max subtraction matters
+    check_against_reference("direct", make_node(sp, {s}, s), x);
+
+    ConcatParams cp;
+    cp.axis = uniform(rng, -rank, rank - 1);
+    const int axis = cp.axis < 0 ? cp.axis + rank : cp.axis;
+    const int k = uniform(rng, 1, 4);
+    std::vector<Shape> ins;
+    Shape out = s;
+    out[axis] = 0;
+    for (int i = 0; i < k; ++i) {
+      Shape si = s;
+      si[axis] = uniform(rng, 1, 5);
+      out[axis] += si[axis];
+      ins.push_back(si);
+    }
+    check_against_reference("direct", make_node(cp, ins, out), random_inputs(ins, 800 + t));
+
+    const int64_t n = shape_numel(s);
+    check_against_reference("direct", make_node(FlattenParams{}, {s}, {s[0], n / s[0]}), x);
+    ReshapeParams rp;
+    rp.shape = {n};
+    check_against_reference("direct", make_node(rp, {s}, {n}), x);
+  }
+}
+
+TEST_CASE("malformed calls are Errors") {
+  const Shape s{2, 3};
+  std::vector<float> a(6, 1.f), y(6);
+  const KernelVariant* add = KernelRegistry::global().find("cpu", "add", "direct");
+  CHECK_THROWS_AS(add->run(KernelCall{make_node(AddParams{}, {s, {3, 2}}, s), {a.data(), a.data()},
+                                      {y.data()}}),
+                  Error);
+  CHECK_THROWS_AS(add->run(KernelCall{make_node(AddParams{}, {s, s}, s), {a.data(), nullptr}, {y.data()}}),
+                  Error);
+  const KernelVariant* sm = KernelRegistry::global().find("cpu", "softmax", "direct");
+  SoftmaxParams bad;
+  bad.axis = 2;
+  CHECK_THROWS_AS(sm->run(KernelCall{make_node(bad, {s}, s), {a.data()}, {y.data()}}), Error);
+  const KernelVariant* dense = KernelRegistry::global().find("cpu", "dense", "gemm");
+  CHECK_THROWS_AS(dense->run(KernelCall{make_node(DenseParams{}, {{1, 3}, {2, 4}}, {1, 2}),
+                                        {a.data(), a.data()}, {y.data()}}),
+                  Error);
+  const KernelVariant* fl = KernelRegistry::global().find("cpu", "flatten", "direct");
+  CHECK_THROWS_AS(fl->run(KernelCall{make_node(FlattenParams{}, {s}, {7}), {a.data()}, {y.data()}}), Error);
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Whole zoo models, built once each at batch 1: backend "cpu" (fast variants) vs "reference".
+TEST_CASE("zoo models on backend cpu match the reference backend") {
+  const std::vector<std::pair<std::string, int>> models = {
+      {"lenet5", 28}, {"alexnet", 63}, {"vgg11", 32}, {"dcgan", 0}};
+  for (const auto& entry : models) {
+    const std::string name = entry.first;
+    const int size = entry.second;
+    CAPTURE(name);
+    zoo::ZooOptions zo;
+    zo.image_size = size;
+    const Model model = Model::from_bytes(zoo::build(name, zo).finish(), name);
+    SessionOptions cpu_opts, ref_opts;
+    cpu_opts.backend = "cpu";
+    ref_opts.backend = "reference";
+    Session cpu(model, cpu_opts), ref(model, ref_opts);
+    bool fast_used = false;
+    for (const NodeInfo& n : cpu.nodes()) fast_used |= n.variant != "reference";
+    CHECK(fast_used);
+    Shape in_shape = model.inputs()[0].shape;
+    in_shape[0] = 1;
+    const Tensor x(in_shape, random_vector(static_cast<size_t>(shape_numel(in_shape)), 99));
+    const std::vector<Tensor> got = cpu.run({x}), want = ref.run({x});
+    REQUIRE(got.size() == 1);
+    REQUIRE(want.size() == 1);
+    CHECK(got[0].shape == want[0].shape);
+    CHECK(rel_error(got[0].data, want[0].data) <= 1e-4);
+  }
+}
