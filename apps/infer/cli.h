@@ -12,6 +12,10 @@
 
 #include "infer/infer.h"
 
+namespace CLI {
+class App;
+}
+
 namespace infer::cli {
 
 struct Options {
@@ -27,6 +31,7 @@ struct Options {
   std::string profile_json;
   std::string trace;
   std::map<std::string, std::string> kernels;  // --kernel op=variant
+  PassOptions passes;                          // --no-fuse, --pass NAME=off
   bool verbose = false;
 
   bool profiling() const { return profile || !profile_json.empty() || !trace.empty(); }
@@ -69,5 +74,19 @@ void print_summary(const Session& session, const std::vector<Tensor>& outputs);
 // The whole command after parsing: load, check paths, build the session, run / profile, write.
 // Returns the process exit code (0); throws infer::Error for anything wrong.
 int run(const Options& options);
+
+// `infer eval` (eval.cc): a classifier's accuracy on IDX images + labels.
+struct EvalOptions {
+  std::string model, images, labels;
+  int64_t batch = 256;
+  std::string backend = "auto";
+  std::string predictions;  // optional: one uint8 predicted class per image
+};
+
+// Adds the `eval` subcommand to `app`, parsing into `options`.
+CLI::App* add_eval_command(CLI::App& app, EvalOptions& options);
+
+// Runs the evaluation; returns the exit code (0); throws infer::Error for anything wrong.
+int run_eval(const EvalOptions& options);
 
 }  // namespace infer::cli

@@ -101,10 +101,12 @@ int run(const Options& o) {
   session_options.backend = o.backend;
   session_options.batch = o.batch;
   session_options.kernels = o.kernels;
+  session_options.passes = o.passes;
   start = std::chrono::steady_clock::now();
   Session session(model, session_options);
   spdlog::debug("session created in {:.1f} ms", ms_since(start));
   log_plan(session);
+  for (const std::string& line : session.passes()) spdlog::debug("pass {}", line);
 
   const std::vector<Tensor> inputs = make_inputs(o, meta, session);
 

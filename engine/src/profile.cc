@@ -70,6 +70,12 @@ std::string mib(uint64_t bytes) {
   return fmt::format("{:.2f}", static_cast<double>(bytes) / (1024.0 * 1024.0));
 }
 
+std::string join(const std::vector<std::string>& parts, const char* sep) {
+  std::string out;
+  for (const std::string& p : parts) out += (out.empty() ? "" : sep) + p;
+  return out;
+}
+
 }  // namespace
 
 std::string Profile::table() const {
@@ -87,7 +93,7 @@ std::string Profile::table() const {
   out += section("Run order");
   TextTable order({{"node", false}, {"op", false}, {"variant", false}, {"act", false},
                    {"output", false}, {"time ms"}, {"%"}, {"cum %"}, {"MFLOPs"}, {"GFLOP/s"},
-                   {"GB/s"}, {"live KiB"}, {"ws KiB"}});
+                   {"GB/s"}, {"live KiB"}, {"ws KiB"}, {"fused", false}});
   double cumulative = 0;
   for (const NodeProfile& n : nodes) {
     cumulative += n.time_ms;
@@ -97,9 +103,14 @@ std::string Profile::table() const {
                fmt::format("{:.3f}", n.flops / 1e6),
                fmt::format("{:.2f}", giga_per_s(n.flops, n.time_ms)),
                fmt::format("{:.2f}", giga_per_s(n.bytes, n.time_ms)), kib(n.live_bytes),
-               kib(n.workspace_bytes)});
+               kib(n.workspace_bytes), join(n.fused, "+")});
   }
   out += order.str();
+
+  if (!passes.empty()) {  // what the graph passes did to produce the nodes above
+    out += section("Graph passes");
+    for (const std::string& line : passes) out += line + "\n";
+  }
 
   out += section("Top by time");
   std::vector<size_t> by_time(nodes.size());
@@ -172,6 +183,7 @@ std::string Profile::json() const {
   j["batch"] = batch;
   j["runs"] = runs;
   j["total_ms"] = total_ms;
+  j["passes"] = passes;
   nlohmann::ordered_json list = nlohmann::ordered_json::array();
   for (const NodeProfile& n : nodes) {
     nlohmann::ordered_json node;
@@ -217,6 +229,7 @@ std::string Profile::chrome_trace() const {
                       {"pid", 1}, {"tid", 1},
                       {"args", {{"variant", n.variant},
                                 {"shape", shape_str(n.output_shape)},
+                                {"fused", n.fused},
                                 {"flops", n.flops}}}});
   }
   json trace = {{"traceEvents", std::move(events)}, {"displayTimeUnit", "ms"}};

@@ -1,6 +1,6 @@
 // Session: binds a model to a backend and a batch size. Creation does everything that does not depend
-// on input values: shape inference, kernel selection (forced or by priority), prepare(), workspace
-// sizes, the memory plan, the one arena allocation and the pre-built kernel calls (every pointer
+// on input values: graph passes, shape inference, kernel selection (forced or by priority), prepare(),
+// workspace sizes, the memory plan, the one arena allocation and the pre-built kernel calls (every pointer
 // resolved), so run() only copies inputs in, calls kernels in order and copies outputs out: no
 // allocation but the returned Tensors. profile() times the same calls with the backend's timer.
 #include "infer/session.h"
@@ -22,6 +22,7 @@
 #include "infer/error.h"
 #include "kernels/kernel_api.h"
 #include "plan.h"
+#include "passes.h"
 #include "planner.h"
 #include "shape_inference.h"
 
@@ -46,6 +47,7 @@ struct Session::Impl {
   std::vector<KernelCall> calls;
   std::vector<detail::NodeCost> costs;
   std::vector<uint64_t> live_bytes;  // activation bytes live at each step
+  std::vector<std::string> pass_log;  // one line per graph pass (Session::passes())
 
   detail::Plan plan;
   std::vector<int> tensor_value;      // per plan.tensors entry: its value id (-1 for workspaces)
@@ -127,7 +129,9 @@ std::string Session::Impl::variant_list(const std::string& op) const {
 }
 
 Session::Impl::Impl(const Model& model, const SessionOptions& options) {
-  graph = std::make_shared<const detail::Graph>(model.graph());
+  // Passes rewrite our copy; the Model (and its mmapped weights) stays untouched.
+  graph = std::make_shared<const detail::Graph>(
+      detail::run_passes(model.graph(), options.passes, &pass_log));
 
   if (options.backend == "auto" || options.backend == "cpu") {
     backend_name = "cpu";
@@ -450,6 +454,7 @@ Profile Session::profile(const std::vector<Tensor>& inputs, int runs) {
   p.runs = runs;
   p.total_ms = median(total_ms);
   p.memory = s.plan.report;
+  p.passes = s.pass_log;
   for (size_t i = 0; i < n; ++i) {
     const NodeInfo& info = s.nodes[i];
     NodeProfile np;
@@ -476,6 +481,7 @@ const std::vector<TensorInfo>& Session::inputs() const { return checked(impl_).i
 const std::vector<TensorInfo>& Session::outputs() const { return checked(impl_).outputs; }
 const std::vector<NodeInfo>& Session::nodes() const { return checked(impl_).nodes; }
 const MemoryReport& Session::memory() const { return checked(impl_).plan.report; }
+const std::vector<std::string>& Session::passes() const { return checked(impl_).pass_log; }
 
 namespace detail {
 

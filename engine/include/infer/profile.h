@@ -43,6 +43,7 @@ struct Profile {
   double total_ms = 0;  // median of whole runs
   std::vector<NodeProfile> nodes;
   MemoryReport memory;
+  std::vector<std::string> passes;  // what each graph pass did, e.g. "fuse_activation: 2 ... fused into dense"
 
   std::string table() const;         // per-node table, top nodes by time, summary by op, totals
   std::string json() const;          // everything above as one JSON object

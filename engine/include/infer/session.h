@@ -14,12 +14,27 @@
 
 namespace infer {
 
+// Graph passes run on the session's copy of the graph before shape inference (engine/src/passes.h,
+// docs/kernels.md "Graph passes"), in this order; each can be switched off. What they did is listed
+// by Session::passes() and Profile::passes.
+struct PassOptions {
+  bool fold_batchnorm = true;     // BatchNorm after conv2d / conv_transpose2d / dense -> weights + bias
+  bool fuse_conv_avgpool = true;  // conv2d -> p x p average pool at stride p -> conv_pool2d
+  bool fuse_activation = true;    // activation node -> its producer's fused epilogue
+
+  static const std::vector<std::string>& names();  // "fold_batchnorm", "fuse_conv_avgpool", ...
+  // Switches one pass by name; an unknown name is an Error listing the known ones.
+  void set(const std::string& name, bool on);
+  void set_all(bool on);
+};
+
 struct SessionOptions {
   std::string backend = "auto";  // "cpu", "cuda", "reference" (cpu with reference kernels only), "auto"
   int64_t batch = 1;             // replaces the leading -1 of every activation
   // Forced kernel variants, op name -> variant name (e.g. {"conv_transpose2d", "reference"}).
   // An unknown op or variant, or one not applicable to a node of that op, is an Error.
   std::map<std::string, std::string> kernels;
+  PassOptions passes;  // all on by default
 };
 
 // One executed node as the session planned it.
@@ -51,6 +66,8 @@ class Session {
   const std::vector<TensorInfo>& outputs() const;
   const std::vector<NodeInfo>& nodes() const;
   const MemoryReport& memory() const;
+  // One line per graph pass saying what it did (or that it was off), in the order they ran.
+  const std::vector<std::string>& passes() const;
 
   struct Impl;
   // The engine's view of the session (engine/src/plan.h); not part of the stable API.

@@ -1,0 +1,385 @@
+// Graph passes (see passes.h and docs/kernels.md "Graph passes"). Every fusion merges a consumer node
+// into the node producing its data input, and only when that intermediate value has exactly one reader
+// and is not a graph output: the producer then writes the consumer's output value directly, so the
+// order stays topological (the consumer's readers all come after the producer) and graph outputs keep
+// their names. Removed nodes and values no node uses are compacted away, ids remapped.
+#include "passes.h"
+
+#include <cmath>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "infer/error.h"
+#include "shape_inference.h"
+
+namespace infer {
+
+// --- PassOptions (declared in the public session.h) -------------------------------------------------
+
+const std::vector<std::string>& PassOptions::names() {
+  static const std::vector<std::string> kNames = {"fold_batchnorm", "fuse_conv_avgpool",
+                                                  "fuse_activation"};
+  return kNames;
+}
+
+void PassOptions::set(const std::string& name, bool on) {
+  if (name == "fold_batchnorm") {
+    fold_batchnorm = on;
+  } else if (name == "fuse_conv_avgpool") {
+    fuse_conv_avgpool = on;
+  } else if (name == "fuse_activation") {
+    fuse_activation = on;
+  } else {
+    std::string known;
+    for (const std::string& n : names()) known += (known.empty() ? "" : ", ") + n;
+    throw Error("unknown graph pass '" + name + "' (passes: " + known + ")");
+  }
+}
+
+void PassOptions::set_all(bool on) { fold_batchnorm = fuse_conv_avgpool = fuse_activation = on; }
+
+namespace detail {
+namespace {
+
+// Who reads and writes each value, kept current while a pass merges nodes.
+struct Uses {
+  std::vector<int> readers;   // number of node inputs naming the value (a node reading it twice counts 2)
+  std::vector<int> producer;  // node index writing the value, -1 for none
+  std::vector<bool> is_output;
+
+  explicit Uses(const Graph& g)
+      : readers(g.values.size(), 0), producer(g.values.size(), -1), is_output(g.values.size(), false) {
+    for (size_t i = 0; i < g.nodes.size(); ++i) {
+      for (int id : g.nodes[i].inputs) ++readers.at(static_cast<size_t>(id));
+      for (int id : g.nodes[i].outputs) producer.at(static_cast<size_t>(id)) = static_cast<int>(i);
+    }
+    for (int id : g.outputs) is_output.at(static_cast<size_t>(id)) = true;
+  }
+
+  // The node producing `consumer`'s data input when that value may be fused away (its only reader is
+  // `consumer` and it is not a graph output), else -1.
+  int fusable_producer(const Node& consumer) const {
+    if (consumer.inputs.empty()) return -1;
+    const auto x = static_cast<size_t>(consumer.inputs[0]);
+    if (readers[x] != 1 || is_output[x]) return -1;
+    return producer[x];
+  }
+};
+
+// The fused activation slot of ops that have one, nullptr for the others.
+Activation* epilogue(OpParams& p) {
+  if (auto* c = std::get_if<Conv2DParams>(&p)) return &c->activation;
+  if (auto* c = std::get_if<ConvTranspose2DParams>(&p)) return &c->activation;
+  if (auto* c = std::get_if<DenseParams>(&p)) return &c->activation;
+  if (auto* c = std::get_if<BatchNormParams>(&p)) return &c->activation;
+  if (auto* c = std::get_if<AddParams>(&p)) return &c->activation;
+  if (auto* c = std::get_if<ConvPool2DParams>(&p)) return &c->conv.activation;
+  return nullptr;
+}
+
+bool has_no_activation(OpParams& p) {
+  const Activation* a = epilogue(p);
+  return a && a->kind == ActivationKind::None;
+}
+
+// Node `c` disappears into node `p`: p now writes c's output and lists c (and what c had absorbed).
+void merge(Graph& g, Uses& uses, size_t p, size_t c, std::vector<bool>& removed) {
+  Node& producer = g.nodes[p];
+  Node& consumer = g.nodes[c];
+  const int out = consumer.outputs.at(0);
+  producer.outputs.at(0) = out;
+  uses.producer[static_cast<size_t>(out)] = static_cast<int>(p);
+  producer.fused.push_back(consumer.name);
+  producer.fused.insert(producer.fused.end(), consumer.fused.begin(), consumer.fused.end());
+  removed[c] = true;
+}
+
+// Drops removed nodes and every value that is no longer a graph input/output nor named by a node,
+// remapping ids so that nothing dangles.
+void compact(Graph& g, const std::vector<bool>& removed) {
+  std::vector<Node> nodes;
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    if (!removed[i]) nodes.push_back(std::move(g.nodes[i]));
+  g.nodes = std::move(nodes);
+
+  std::vector<bool> used(g.values.size(), false);
+  for (int id : g.inputs) used.at(static_cast<size_t>(id)) = true;
+  for (int id : g.outputs) used.at(static_cast<size_t>(id)) = true;
+  for (const Node& n : g.nodes) {
+    for (int id : n.inputs) used.at(static_cast<size_t>(id)) = true;
+    for (int id : n.outputs) used.at(static_cast<size_t>(id)) = true;
+  }
+  std::vector<int> remap(g.values.size(), -1);
+  std::vector<Value> values;
+  for (size_t id = 0; id < g.values.size(); ++id) {
+    if (!used[id]) continue;
+    remap[id] = static_cast<int>(values.size());
+    values.push_back(std::move(g.values[id]));
+  }
+  g.values = std::move(values);
+  auto fix = [&](std::vector<int>& ids) {
+    for (int& id : ids) id = remap[static_cast<size_t>(id)];
+  };
+  fix(g.inputs);
+  fix(g.outputs);
+  for (Node& n : g.nodes) {
+    fix(n.inputs);
+    fix(n.outputs);
+  }
+}
+
+// "3 BatchNorm nodes folded into conv2d (2), dense (1)" style counts, in first-seen order.
+struct Tally {
+  std::vector<std::pair<std::string, int>> by_op;
+  int total = 0;
+
+  void add(const std::string& op) {
+    ++total;
+    for (auto& [name, count] : by_op)
+      if (name == op) {
+        ++count;
+        return;
+      }
+    by_op.emplace_back(op, 1);
+  }
+  std::string into() const {
+    if (by_op.size() == 1) return by_op[0].first;
+    std::string out;
+    for (const auto& [name, count] : by_op)
+      out += fmt::format("{}{} ({})", out.empty() ? "" : ", ", name, count);
+    return out;
+  }
+};
+
+const char* plural(int n, const char* one, const char* many) { return n == 1 ? one : many; }
+
+const Value& value(const Graph& g, int id) { return g.values.at(static_cast<size_t>(id)); }
+
+}  // namespace
+
+// --- fold_batchnorm -----------------------------------------------------------------------------------
+// y = (conv(x) + b - mean) * s + beta with s = scale / sqrt(var + eps) per output channel, which is
+// conv with weights W * s (per output channel) and bias (b - mean) * s + beta. Computed in double,
+// stored as float32 constants owned by the graph.
+Graph fold_batchnorm(Graph g, std::vector<std::string>* log) {
+  Uses uses(g);
+  std::vector<bool> removed(g.nodes.size(), false);
+  Tally tally;
+  for (size_t c = 0; c < g.nodes.size(); ++c) {
+    const Node& bn = g.nodes[c];
+    if (bn.op() != OpType::BatchNorm || bn.inputs.size() != 5) continue;
+    const int p_index = uses.fusable_producer(bn);
+    if (p_index < 0) continue;
+    const auto p = static_cast<size_t>(p_index);
+    Node& prod = g.nodes[p];
+    const OpType op = prod.op();
+    if (op != OpType::Conv2D && op != OpType::ConvTranspose2D && op != OpType::Dense) continue;
+    if (!has_no_activation(prod.params) || prod.inputs.size() < 2 || prod.inputs.size() > 3) continue;
+
+    // Weight layout: conv [C_out, C_in, KH, KW] and dense [F_out, F_in] have the output channel
+    // outermost; tconv [C_in, C_out, KH, KW] has it second.
+    const Value& w = value(g, prod.inputs[1]);
+    if (!w.is_constant() || w.shape.size() < 2) continue;
+    const bool tconv = op == OpType::ConvTranspose2D;
+    const int64_t outer = tconv ? w.shape[0] : 1;
+    const int64_t channels = tconv ? w.shape[1] : w.shape[0];
+    const int64_t inner = shape_numel(w.shape) / (outer * channels);
+
+    const float* params[4];  // BN scale, bias, mean, var
+    bool ok = true;
+    for (int k = 0; k < 4; ++k) {
+      const Value& v = value(g, bn.inputs[static_cast<size_t>(k) + 1]);
+      ok = ok && v.is_constant() && shape_numel(v.shape) == channels;
+      params[k] = v.data;
+    }
+    const float* old_bias = nullptr;
+    if (prod.inputs.size() == 3) {
+      const Value& b = value(g, prod.inputs[2]);
+      ok = ok && b.is_constant() && shape_numel(b.shape) == channels;
+      old_bias = b.data;
+    }
+    if (!ok) continue;  // malformed for folding; leave it to shape inference to report
+
+    const auto& bnp = std::get<BatchNormParams>(bn.params);
+    std::vector<double> s(static_cast<size_t>(channels));
+    std::vector<float> bias(static_cast<size_t>(channels));
+    for (int64_t ch = 0; ch < channels; ++ch) {
+      const double sc = double(params[0][ch]) / std::sqrt(double(params[3][ch]) + double(bnp.epsilon));
+      const double b = old_bias ? old_bias[ch] : 0.0;
+      s[static_cast<size_t>(ch)] = sc;
+      bias[static_cast<size_t>(ch)] = float((b - double(params[2][ch])) * sc + double(params[1][ch]));
+    }
+    std::vector<float> weight(static_cast<size_t>(shape_numel(w.shape)));
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t ch = 0; ch < channels; ++ch)
+        for (int64_t i = 0; i < inner; ++i) {
+          const int64_t at = (o * channels + ch) * inner + i;
+          weight[static_cast<size_t>(at)] = float(double(w.data[at]) * s[static_cast<size_t>(ch)]);
+        }
+
+    // add_constant grows g.values, so `w` must not be used past this point.
+    const Shape w_shape = w.shape;
+    const int w_id = g.add_constant(bn.name + ".folded_weight", w_shape, std::move(weight));
+    const int b_id = g.add_constant(bn.name + ".folded_bias", Shape{channels}, std::move(bias));
+    uses.readers.resize(g.values.size(), 1);  // constants: never a fusable data input
+    uses.producer.resize(g.values.size(), -1);
+    uses.is_output.resize(g.values.size(), false);
+    prod.inputs.resize(3);
+    prod.inputs[1] = w_id;
+    prod.inputs[2] = b_id;
+    *epilogue(prod.params) = bnp.activation;  // the BN's activation moves to the producer
+    tally.add(op_name(op));
+    merge(g, uses, p, c, removed);
+  }
+  if (tally.total) compact(g, removed);
+  if (log)
+    log->push_back(tally.total ? fmt::format("fold_batchnorm: {} BatchNorm {} folded into {}",
+                                             tally.total, plural(tally.total, "node", "nodes"),
+                                             tally.into())
+                               : "fold_batchnorm: no BatchNorm to fold");
+  return g;
+}
+
+// --- fuse_conv_avgpool --------------------------------------------------------------------------------
+// conv (no activation) -> p x p average pool at stride p without padding is linear end to end, so it
+// becomes one ConvPool2D{conv, p} (conv_pool2d kernels: unfused, fused_filter, direct_sum). A square,
+// unpadded window equal to its stride is exactly what ConvPool2D computes (output floor(H/p)).
+Graph fuse_conv_avgpool(Graph g, std::vector<std::string>* log) {
+  Uses uses(g);
+  std::vector<bool> removed(g.nodes.size(), false);
+  int count = 0;
+  for (size_t c = 0; c < g.nodes.size(); ++c) {
+    const Node& pool = g.nodes[c];
+    if (pool.op() != OpType::Pool2D) continue;
+    const auto& pp = std::get<Pool2DParams>(pool.params);
+    const int k = pp.kernel_h;
+    const bool square = pp.kind == PoolKind::Average && k >= 1 && pp.kernel_w == k &&
+                        pp.stride_h == k && pp.stride_w == k;
+    const bool unpadded = pp.pad.top == 0 && pp.pad.left == 0 && pp.pad.bottom == 0 &&
+                          pp.pad.right == 0;
+    if (!square || !unpadded) continue;
+    const int p = uses.fusable_producer(pool);
+    if (p < 0) continue;
+    Node& conv = g.nodes[static_cast<size_t>(p)];
+    if (conv.op() != OpType::Conv2D || !has_no_activation(conv.params)) continue;
+    conv.params = ConvPool2DParams{std::get<Conv2DParams>(conv.params), k};
+    merge(g, uses, static_cast<size_t>(p), c, removed);
+    ++count;
+  }
+  if (count) compact(g, removed);
+  if (log)
+    log->push_back(count ? fmt::format("fuse_conv_avgpool: {} conv2d + average pool {} rewritten "
+                                       "into conv_pool2d",
+                                       count, plural(count, "pair", "pairs"))
+                         : "fuse_conv_avgpool: no conv2d + average pool pair to rewrite");
+  return g;
+}
+
+// --- fuse_activation ----------------------------------------------------------------------------------
+// An Activation node becomes its producer's epilogue (applied to each output element as it is
+// written), saving one pass over the tensor and its memory.
+Graph fuse_activation(Graph g, std::vector<std::string>* log) {
+  Uses uses(g);
+  std::vector<bool> removed(g.nodes.size(), false);
+  Tally tally;
+  for (size_t c = 0; c < g.nodes.size(); ++c) {
+    const Node& act = g.nodes[c];
+    if (act.op() != OpType::Activation) continue;
+    const int p = uses.fusable_producer(act);
+    if (p < 0) continue;
+    Node& prod = g.nodes[static_cast<size_t>(p)];
+    if (!has_no_activation(prod.params)) continue;
+    *epilogue(prod.params) = std::get<ActivationParams>(act.params).activation;
+    tally.add(op_name(prod.op()));
+    merge(g, uses, static_cast<size_t>(p), c, removed);
+  }
+  if (tally.total) compact(g, removed);
+  if (log)
+    log->push_back(tally.total ? fmt::format("fuse_activation: {} activation {} fused into {}",
+                                             tally.total, plural(tally.total, "node", "nodes"),
+                                             tally.into())
+                               : "fuse_activation: no activation to fuse");
+  return g;
+}
+
+Graph run_passes(Graph g, const PassOptions& options, std::vector<std::string>* log) {
+  const size_t nodes_before = g.nodes.size();
+  if (options.fold_batchnorm)
+    g = fold_batchnorm(std::move(g), log);
+  else if (log)
+    log->push_back("fold_batchnorm: off");
+  if (options.fuse_conv_avgpool)
+    g = fuse_conv_avgpool(std::move(g), log);
+  else if (log)
+    log->push_back("fuse_conv_avgpool: off");
+  if (options.fuse_activation)
+    g = fuse_activation(std::move(g), log);
+  else if (log)
+    log->push_back("fuse_activation: off");
+  if (g.nodes.size() != nodes_before) validate_graph(g);  // a broken rewrite fails here, not in a kernel
+  return g;
+}
+
+// --- validate_graph -----------------------------------------------------------------------------------
+
+namespace {
+
+// Same rule as the loader: which inputs of an op hold parameters (constants).
+bool is_parameter_input(OpType op, size_t i) {
+  switch (op) {
+    case OpType::Conv2D:
+    case OpType::ConvTranspose2D:
+    case OpType::ConvPool2D:
+    case OpType::Dense:
+    case OpType::BatchNorm: return i >= 1;
+    default: return false;
+  }
+}
+
+}  // namespace
+
+void validate_graph(const Graph& g) {
+  const size_t nv = g.values.size();
+  auto fail = [&](const std::string& what) { throw Error(g.origin + ": after graph passes: " + what); };
+  auto check_id = [&](int id, const std::string& what) {
+    if (id < 0 || static_cast<size_t>(id) >= nv)
+      fail(fmt::format("{} is value {} but the graph has {} values", what, id, nv));
+    return static_cast<size_t>(id);
+  };
+  std::vector<bool> written(nv, false);
+  for (size_t k = 0; k < g.inputs.size(); ++k) {
+    const size_t id = check_id(g.inputs[k], fmt::format("input {}", k));
+    if (g.values[id].is_constant()) fail(fmt::format("input {} '{}' is a constant", k, g.values[id].name));
+    if (written[id]) fail(fmt::format("input {} '{}' is listed twice", k, g.values[id].name));
+    written[id] = true;
+  }
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& n = g.nodes[i];
+    const std::string where = fmt::format("node {} '{}' ({})", i, n.name, op_name(n.op()));
+    for (size_t k = 0; k < n.inputs.size(); ++k) {
+      const size_t id = check_id(n.inputs[k], fmt::format("{}: input {}", where, k));
+      const bool constant = g.values[id].is_constant();
+      if (is_parameter_input(n.op(), k) != constant)
+        fail(fmt::format("{}: input {} '{}' is {}", where, k, g.values[id].name,
+                         constant ? "a constant where data is expected" : "an activation where a "
+                                                                          "constant is expected"));
+      if (!constant && !written[id])
+        fail(fmt::format("{}: reads '{}' before any node writes it", where, g.values[id].name));
+    }
+    if (n.outputs.size() != 1) fail(fmt::format("{}: has {} outputs (expected 1)", where, n.outputs.size()));
+    const size_t out = check_id(n.outputs[0], where + ": output");
+    if (g.values[out].is_constant()) fail(where + ": writes the constant '" + g.values[out].name + "'");
+    if (written[out]) fail(where + ": writes '" + g.values[out].name + "', which is already written");
+    written[out] = true;
+  }
+  for (size_t k = 0; k < g.outputs.size(); ++k) {
+    const size_t id = check_id(g.outputs[k], fmt::format("output {}", k));
+    if (!written[id] || g.values[id].is_constant())
+      fail(fmt::format("output {} '{}' is never written", k, g.values[id].name));
+  }
+  infer_shapes(g, 1);  // declared shapes still match the (possibly fused) ops
+}
+
+}  // namespace detail
+}  // namespace infer

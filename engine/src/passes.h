@@ -1,0 +1,32 @@
+// Graph passes: rewrites of a loaded Graph that keep its outputs (up to float rounding) and make it
+// cheaper to run: fold inference BatchNorm into the preceding conv / tconv / dense, rewrite conv ->
+// p x p average pool into conv_pool2d, fuse element-wise activations into their producer. Each pass is
+// Graph -> Graph, never touches the mmapped weights (new constants go through Graph::add_constant),
+// and leaves a graph that satisfies the loader's invariants (checked by validate_graph).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "graph.h"
+#include "infer/session.h"
+
+namespace infer::detail {
+
+// Each pass appends one line to `log` saying what it did ("fold_batchnorm: 4 BatchNorm nodes folded
+// into conv_transpose2d"). The surviving node keeps the first node's name and lists the merged nodes
+// in Node::fused; graph outputs keep their value names; values no node uses any more are removed.
+Graph fold_batchnorm(Graph graph, std::vector<std::string>* log = nullptr);
+Graph fuse_conv_avgpool(Graph graph, std::vector<std::string>* log = nullptr);
+Graph fuse_activation(Graph graph, std::vector<std::string>* log = nullptr);
+
+// The enabled passes in order (fold_batchnorm, fuse_conv_avgpool, fuse_activation); a disabled pass
+// logs "<name>: off".
+Graph run_passes(Graph graph, const PassOptions& options, std::vector<std::string>* log = nullptr);
+
+// Throws infer::Error unless the graph satisfies the loader's invariants: every id in range, parameter
+// inputs constant and data inputs activations, one output per node written once and never a constant
+// or a model input, nodes in execution order, outputs produced, shapes consistent at batch 1.
+void validate_graph(const Graph& graph);
+
+}  // namespace infer::detail

@@ -1,0 +1,461 @@
+// Graph passes (engine/src/passes.h): each pass on small built graphs (node lists, fused names,
+// activations, folded constants, no dangling ids: validate_graph after every run), the cases where
+// nothing may fuse, and numerics: a session with passes on equals one with passes off (rel err
+// <= 1e-5, every output finite) on lenet5, dcgan, the non-fusing graphs and every zoo model. NaN
+// poisoning of kernel outputs lives in the kernel tests; here two whole sessions are compared.
+#include <doctest/doctest.h>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "graph.h"
+#include "infer/infer.h"
+#include "kernels/kernel_api.h"
+#include "models/zoo.h"
+#include "passes.h"
+#include "test_util.h"
+
+using namespace infer;
+using infer::test::random_vector;
+using infer::test::rel_error;
+
+namespace {
+
+// "name:op" per node, e.g. {"conv:conv_pool2d", "fc:dense"}.
+std::vector<std::string> node_list(const detail::Graph& g) {
+  std::vector<std::string> out;
+  for (const detail::Node& n : g.nodes) out.push_back(n.name + ":" + op_name(n.op()));
+  return out;
+}
+
+std::vector<std::string> node_list(const Session& s) {
+  std::vector<std::string> out;
+  for (const NodeInfo& n : s.nodes()) out.push_back(n.name + ":" + n.op);
+  return out;
+}
+
+const detail::Node& node_named(const detail::Graph& g, const std::string& name) {
+  for (const detail::Node& n : g.nodes)
+    if (n.name == name) return n;
+  FAIL("no node named " << name);
+  return g.nodes.front();
+}
+
+ActivationKind act_of(const detail::Node& n) { return fused_activation(n.params).kind; }
+
+PassOptions all(bool on) {
+  PassOptions p;
+  p.set_all(on);
+  return p;
+}
+
+detail::Graph passed(const Model& m, std::vector<std::string>* log = nullptr,
+                     const PassOptions& options = {}) {
+  detail::Graph g = detail::run_passes(m.graph(), options, log);
+  detail::validate_graph(g);
+  return g;
+}
+
+std::vector<Tensor> random_inputs(const Session& s, uint64_t seed) {
+  std::vector<Tensor> in;
+  for (const TensorInfo& t : s.inputs())
+    in.emplace_back(t.shape, random_vector(static_cast<size_t>(shape_numel(t.shape)), seed++));
+  return in;
+}
+
+// Runs the model with passes on and off on `backend` and compares every output.
+void check_on_equals_off(const Model& m, const std::string& backend, int64_t batch = 1,
+                         const std::vector<std::string>& expect_nodes = {}) {
+  SessionOptions on, off;
+  on.backend = off.backend = backend;
+  on.batch = off.batch = batch;
+  off.passes = all(false);
+  Session fused(m, on), plain(m, off);
+  if (!expect_nodes.empty()) CHECK(node_list(fused) == expect_nodes);
+  CHECK(plain.nodes().size() == m.num_nodes());
+  const std::vector<Tensor> in = random_inputs(plain, 7);
+  const std::vector<Tensor> a = fused.run(in), b = plain.run(in);
+  REQUIRE(a.size() == b.size());
+  for (size_t k = 0; k < a.size(); ++k) {
+    CAPTURE(k);
+    CHECK(a[k].shape == b[k].shape);
+    CHECK(infer::test::all_finite(a[k].data));
+    CHECK(rel_error(a[k].data, b[k].data) <= 1e-5);
+  }
+}
+
+std::vector<float> positive_vector(size_t n, uint64_t seed) { return random_vector(n, seed, 0.5f, 1.5f); }
+
+// BatchNorm parameters [C] (scale, bias, mean, var) as constants; returns their ids.
+std::vector<int> bn_params(ModelBuilder& b, const std::string& name, int64_t c, uint64_t seed) {
+  return {b.constant(name + ".scale", {c}, random_vector(size_t(c), seed)),
+          b.constant(name + ".bias", {c}, random_vector(size_t(c), seed + 1)),
+          b.constant(name + ".mean", {c}, random_vector(size_t(c), seed + 2)),
+          b.constant(name + ".var", {c}, positive_vector(size_t(c), seed + 3))};
+}
+
+int batchnorm(ModelBuilder& b, const std::string& name, int x, int64_t c, uint64_t seed,
+              ActivationKind act = ActivationKind::None) {
+  BatchNormParams p;
+  p.epsilon = 1e-3f;
+  p.activation.kind = act;
+  std::vector<int> in = {x};
+  for (int id : bn_params(b, name, c, seed)) in.push_back(id);
+  return b.node(name, p, in);
+}
+
+int conv(ModelBuilder& b, const std::string& name, int x, int64_t cin, int64_t cout, int k, int pad,
+         bool bias, uint64_t seed, ActivationKind act = ActivationKind::None) {
+  Conv2DParams p;
+  p.pad = {pad, pad, pad, pad};
+  p.activation.kind = act;
+  std::vector<int> in = {x, b.constant(name + ".w", {cout, cin, k, k},
+                                       random_vector(size_t(cout * cin * k * k), seed))};
+  if (bias) in.push_back(b.constant(name + ".b", {cout}, random_vector(size_t(cout), seed + 1)));
+  return b.node(name, p, in);
+}
+
+int avgpool(ModelBuilder& b, const std::string& name, int x, int k, int stride, int pad = 0) {
+  Pool2DParams p;
+  p.kind = PoolKind::Average;
+  p.kernel_h = p.kernel_w = k;
+  p.stride_h = p.stride_w = stride;
+  p.pad = {pad, pad, pad, pad};
+  return b.node(name, p, {x});
+}
+
+int act(ModelBuilder& b, const std::string& name, int x, ActivationKind kind) {
+  ActivationParams p;
+  p.activation.kind = kind;
+  return b.node(name, p, {x});
+}
+
+}  // namespace
+
+TEST_CASE("PassOptions: names, set by name, unknown names are errors") {
+  CHECK(PassOptions::names() ==
+        std::vector<std::string>{"fold_batchnorm", "fuse_conv_avgpool", "fuse_activation"});
+  PassOptions p;
+  CHECK(p.fold_batchnorm);
+  CHECK(p.fuse_conv_avgpool);
+  CHECK(p.fuse_activation);
+  p.set("fuse_conv_avgpool", false);
+  CHECK_FALSE(p.fuse_conv_avgpool);
+  CHECK(p.fold_batchnorm);
+  p.set_all(false);
+  CHECK_FALSE(p.fold_batchnorm);
+  p.set("fold_batchnorm", true);
+  CHECK(p.fold_batchnorm);
+  CHECK_THROWS_WITH_AS(p.set("fuse_everything", false),
+                       doctest::Contains("unknown graph pass 'fuse_everything'"), Error);
+}
+
+TEST_CASE("fold_batchnorm: conv2d (no bias) + BN(relu) -> one conv2d with the BN's relu and a bias") {
+  ModelBuilder b("conv_bn");
+  int x = b.input("x", {-1, 3, 7, 7});
+  int c = conv(b, "conv", x, 3, 5, 3, 1, false, 1);
+  int y = batchnorm(b, "bn", c, 5, 10, ActivationKind::Relu);
+  b.output(y);
+  Model m = Model::from_bytes(b.finish(), "conv_bn.fb");
+  const detail::Graph& original = m.graph();
+  REQUIRE(original.values[1].name == "conv.w");
+  const std::vector<float> weight_before(original.values[1].data, original.values[1].data + 5 * 3 * 9);
+
+  std::vector<std::string> log;
+  detail::Graph g = passed(m, &log);
+  CHECK(node_list(g) == std::vector<std::string>{"conv:conv2d"});
+  const detail::Node& n = g.nodes[0];
+  CHECK(n.fused == std::vector<std::string>{"bn"});
+  CHECK(act_of(n) == ActivationKind::Relu);
+  REQUIRE(n.inputs.size() == 3);  // a bias was created
+  CHECK(g.values[size_t(n.inputs[2])].shape == Shape{5});
+  CHECK(g.values[size_t(n.outputs[0])].name == m.outputs()[0].name);  // output keeps its name
+  // x, folded weight, folded bias, y: the old weight, BN parameters and the conv output are gone.
+  CHECK(g.values.size() == 4);
+  REQUIRE(log.size() == 3);
+  CHECK(log[0] == "fold_batchnorm: 1 BatchNorm node folded into conv2d");
+  CHECK(log[1] == "fuse_conv_avgpool: no conv2d + average pool pair to rewrite");
+  CHECK(log[2] == "fuse_activation: no activation to fuse");
+  // The model's (file-backed) weights are untouched.
+  CHECK(std::memcmp(weight_before.data(), m.graph().values[1].data, weight_before.size() * 4) == 0);
+  check_on_equals_off(m, "reference", 2, {"conv:conv2d"});
+}
+
+TEST_CASE("fold_batchnorm: conv_transpose2d with C_in != C_out (weight [C_in,C_out,KH,KW]) and dense") {
+  ModelBuilder b("tconv_dense_bn");
+  int x = b.input("z", {-1, 4, 3, 3});
+  ConvTranspose2DParams tp;
+  tp.stride_h = tp.stride_w = 2;
+  tp.pad = {1, 1, 1, 1};
+  int tw = b.constant("t.w", {4, 6, 4, 4}, random_vector(4 * 6 * 16, 3));
+  int tb = b.constant("t.b", {6}, random_vector(6, 4));
+  int t = b.node("tconv", tp, {x, tw, tb});
+  t = batchnorm(b, "bn1", t, 6, 20);
+  t = act(b, "relu1", t, ActivationKind::Relu);
+  int f = b.node("flatten", FlattenParams{}, {t});
+  const int64_t features = 6 * 6 * 6;
+  int dw = b.constant("fc.w", {7, features}, random_vector(size_t(7 * features), 5));
+  int d = b.node("fc", DenseParams{}, {f, dw});
+  d = batchnorm(b, "bn2", d, 7, 30, ActivationKind::Tanh);
+  b.output(d);
+  Model m = Model::from_bytes(b.finish(), "tconv_dense_bn.fb");
+
+  std::vector<std::string> log;
+  detail::Graph g = passed(m, &log);
+  CHECK(node_list(g) ==
+        std::vector<std::string>{"tconv:conv_transpose2d", "flatten:flatten", "fc:dense"});
+  CHECK(node_named(g, "tconv").fused == std::vector<std::string>{"bn1", "relu1"});
+  CHECK(act_of(node_named(g, "tconv")) == ActivationKind::Relu);
+  CHECK(node_named(g, "fc").fused == std::vector<std::string>{"bn2"});
+  CHECK(act_of(node_named(g, "fc")) == ActivationKind::Tanh);
+  CHECK(log[0] == "fold_batchnorm: 2 BatchNorm nodes folded into conv_transpose2d (1), dense (1)");
+  CHECK(log[2] == "fuse_activation: 1 activation node fused into conv_transpose2d");
+  check_on_equals_off(m, "reference", 3);
+
+  SUBCASE("each pass can be switched off alone") {
+    PassOptions no_fold;
+    no_fold.fold_batchnorm = false;
+    log.clear();
+    detail::Graph h = passed(m, &log, no_fold);
+    CHECK(log[0] == "fold_batchnorm: off");
+    // relu1 fuses into bn1 instead; bn2 keeps its own tanh.
+    CHECK(node_list(h) == std::vector<std::string>{"tconv:conv_transpose2d", "bn1:batchnorm",
+                                                   "flatten:flatten", "fc:dense", "bn2:batchnorm"});
+    CHECK(node_named(h, "bn1").fused == std::vector<std::string>{"relu1"});
+    PassOptions no_act;
+    no_act.fuse_activation = false;
+    CHECK(node_list(passed(m, nullptr, no_act)).size() == 4);
+    CHECK(node_list(passed(m, nullptr, all(false))) == node_list(m.graph()));
+  }
+}
+
+TEST_CASE("fuse_conv_avgpool + fuse_activation: conv -> avgpool 2 -> tanh becomes one conv_pool2d") {
+  ModelBuilder b("conv_pool");
+  int x = b.input("x", {-1, 2, 9, 9});
+  int c = conv(b, "conv", x, 2, 4, 3, 1, true, 1);
+  int p = avgpool(b, "pool", c, 2, 2);  // 9 -> 4: the odd row and column are dropped
+  int y = act(b, "tanh", p, ActivationKind::Tanh);
+  b.output(y);
+  Model m = Model::from_bytes(b.finish(), "conv_pool.fb");
+
+  std::vector<std::string> log;
+  detail::Graph g = passed(m, &log);
+  REQUIRE(node_list(g) == std::vector<std::string>{"conv:conv_pool2d"});
+  const auto& params = std::get<ConvPool2DParams>(g.nodes[0].params);
+  CHECK(params.pool == 2);
+  CHECK(params.conv.pad.top == 1);
+  CHECK(params.conv.activation.kind == ActivationKind::Tanh);
+  CHECK(g.nodes[0].fused == std::vector<std::string>{"pool", "tanh"});
+  CHECK(log[1] == "fuse_conv_avgpool: 1 conv2d + average pool pair rewritten into conv_pool2d");
+  CHECK(log[2] == "fuse_activation: 1 activation node fused into conv_pool2d");
+  check_on_equals_off(m, "reference", 2);
+}
+
+TEST_CASE("fuse_activation: into dense, add and a BatchNorm that follows a pool (not foldable)") {
+  ModelBuilder b("act_targets");
+  int x = b.input("x", {-1, 3, 6, 6});
+  Pool2DParams maxp;  // max 2x2
+  int p = b.node("pool", maxp, {x});
+  int n = batchnorm(b, "bn", p, 3, 40);  // after a pool: must not be folded
+  n = act(b, "relu", n, ActivationKind::Relu);
+  int s = b.node("add", AddParams{}, {n, p});
+  s = act(b, "leaky", s, ActivationKind::LeakyRelu);
+  int f = b.node("flatten", FlattenParams{}, {s});
+  int dw = b.constant("fc.w", {5, 27}, random_vector(5 * 27, 9));
+  int db = b.constant("fc.b", {5}, random_vector(5, 10));
+  int d = b.node("fc", DenseParams{}, {f, dw, db});
+  d = act(b, "sigmoid", d, ActivationKind::Sigmoid);
+  b.output(d);
+  Model m = Model::from_bytes(b.finish(), "act_targets.fb");
+
+  std::vector<std::string> log;
+  detail::Graph g = passed(m, &log);
+  CHECK(node_list(g) == std::vector<std::string>{"pool:pool2d", "bn:batchnorm", "add:add",
+                                                 "flatten:flatten", "fc:dense"});
+  CHECK(act_of(node_named(g, "bn")) == ActivationKind::Relu);
+  CHECK(act_of(node_named(g, "add")) == ActivationKind::LeakyRelu);
+  CHECK(act_of(node_named(g, "fc")) == ActivationKind::Sigmoid);
+  CHECK(log[0] == "fold_batchnorm: no BatchNorm to fold");
+  CHECK(log[2] == "fuse_activation: 3 activation nodes fused into batchnorm (1), add (1), dense (1)");
+  check_on_equals_off(m, "reference", 2);
+}
+
+TEST_CASE("no fusion where it would change the result or lose a tensor") {
+  SUBCASE("conv output read twice") {
+    ModelBuilder b("read_twice");
+    int x = b.input("x", {-1, 2, 6, 6});
+    int c = conv(b, "conv", x, 2, 2, 3, 1, true, 1);
+    int r = act(b, "relu", c, ActivationKind::Relu);
+    int q = avgpool(b, "pool", c, 2, 2);  // a second reader of conv's output
+    int n = batchnorm(b, "bn", c, 2, 50);  // and a third
+    int s = b.node("add", AddParams{}, {r, n});
+    b.output(s);
+    b.output(q);
+    Model m = Model::from_bytes(b.finish(), "read_twice.fb");
+    detail::Graph g = passed(m);
+    CHECK(node_list(g) == node_list(m.graph()));
+    check_on_equals_off(m, "reference", 2);
+  }
+  SUBCASE("average pool with padding, or with kernel != stride, or max pool") {
+    ModelBuilder b("pool_kinds");
+    int x = b.input("x", {-1, 2, 8, 8});
+    int c1 = conv(b, "conv1", x, 2, 3, 3, 1, true, 1);
+    int p1 = avgpool(b, "padded", c1, 2, 2, 1);
+    int c2 = conv(b, "conv2", p1, 3, 3, 1, 0, true, 3);
+    int p2 = avgpool(b, "overlap", c2, 3, 2);
+    int c3 = conv(b, "conv3", p2, 3, 3, 1, 0, true, 5);
+    Pool2DParams maxp;
+    int p3 = b.node("max", maxp, {c3});
+    b.output(p3);
+    Model m = Model::from_bytes(b.finish(), "pool_kinds.fb");
+    CHECK(node_list(passed(m)) == node_list(m.graph()));
+    check_on_equals_off(m, "reference", 2);
+  }
+  SUBCASE("relu between conv and avgpool: the relu fuses, the pool stays") {
+    ModelBuilder b("relu_pool");
+    int x = b.input("x", {-1, 2, 8, 8});
+    int c = conv(b, "conv", x, 2, 3, 3, 1, true, 1);
+    int r = act(b, "relu", c, ActivationKind::Relu);
+    int p = avgpool(b, "pool", r, 2, 2);
+    b.output(p);
+    Model m = Model::from_bytes(b.finish(), "relu_pool.fb");
+    detail::Graph g = passed(m);
+    CHECK(node_list(g) == std::vector<std::string>{"conv:conv2d", "pool:pool2d"});
+    CHECK(act_of(g.nodes[0]) == ActivationKind::Relu);
+    check_on_equals_off(m, "reference", 2);
+  }
+  SUBCASE("conv with a fused relu is neither folded with BN nor fused with a pool") {
+    ModelBuilder b("conv_relu_bn");
+    int x = b.input("x", {-1, 2, 8, 8});
+    int c = conv(b, "conv", x, 2, 3, 3, 1, true, 1, ActivationKind::Relu);
+    int n = batchnorm(b, "bn", c, 3, 60);
+    int c2 = conv(b, "conv2", n, 3, 3, 3, 1, true, 2, ActivationKind::Relu);
+    int p = avgpool(b, "pool", c2, 2, 2);
+    b.output(p);
+    Model m = Model::from_bytes(b.finish(), "conv_relu_bn.fb");
+    CHECK(node_list(passed(m)) == node_list(m.graph()));
+    check_on_equals_off(m, "reference", 2);
+  }
+  SUBCASE("an intermediate that is a graph output is kept") {
+    ModelBuilder b("output_kept");
+    int x = b.input("x", {-1, 2, 6, 6});
+    int c = conv(b, "conv", x, 2, 2, 3, 1, false, 1);
+    int n = batchnorm(b, "bn", c, 2, 70);
+    int r = act(b, "relu", n, ActivationKind::Relu);
+    b.output(c);
+    b.output(r);
+    Model m = Model::from_bytes(b.finish(), "output_kept.fb");
+    detail::Graph g = passed(m);
+    // bn cannot fold (conv's output is a graph output), but relu still fuses into bn.
+    CHECK(node_list(g) == std::vector<std::string>{"conv:conv2d", "bn:batchnorm"});
+    CHECK(g.values[size_t(g.outputs[0])].name == m.outputs()[0].name);
+    CHECK(g.values[size_t(g.outputs[1])].name == m.outputs()[1].name);
+    check_on_equals_off(m, "reference", 2);
+  }
+}
+
+TEST_CASE("lenet5 and dcgan: the expected fused graphs, equal outputs on the reference backend") {
+  const Model lenet = Model::from_bytes(zoo::build("lenet5").finish(), "lenet5.fb");
+  check_on_equals_off(lenet, "reference", 2,
+                      {"conv1:conv_pool2d", "conv2:conv_pool2d", "flatten:flatten", "fc1:dense",
+                       "fc2:dense", "fc3:dense"});
+  detail::Graph g = passed(lenet);
+  CHECK(node_named(g, "conv1").fused == std::vector<std::string>{"pool1", "tanh1"});
+  CHECK(act_of(node_named(g, "conv2")) == ActivationKind::Tanh);
+  CHECK(act_of(node_named(g, "fc3")) == ActivationKind::None);
+
+  const Model dcgan = Model::from_bytes(zoo::build("dcgan").finish(), "dcgan.fb");
+  std::vector<std::string> log;
+  g = passed(dcgan, &log);
+  CHECK(log[0] == "fold_batchnorm: 4 BatchNorm nodes folded into conv_transpose2d");
+  CHECK(log[2] == "fuse_activation: 5 activation nodes fused into conv_transpose2d");
+  CHECK(node_named(g, "tconv2").fused == std::vector<std::string>{"bn2", "relu2"});
+  CHECK(act_of(node_named(g, "tconv5")) == ActivationKind::Tanh);
+  check_on_equals_off(dcgan, "reference", 1,
+                      {"tconv1:conv_transpose2d", "tconv2:conv_transpose2d",
+                       "tconv3:conv_transpose2d", "tconv4:conv_transpose2d",
+                       "tconv5:conv_transpose2d"});
+}
+
+TEST_CASE("session and profile report what the passes did") {
+  const Model lenet = Model::from_bytes(zoo::build("lenet5").finish(), "lenet5.fb");
+  Session s(lenet, SessionOptions{});
+  REQUIRE(s.passes().size() == 3);
+  CHECK(s.passes()[1] == "fuse_conv_avgpool: 2 conv2d + average pool pairs rewritten into conv_pool2d");
+  CHECK(s.nodes()[0].fused == std::vector<std::string>{"pool1", "tanh1"});
+  const Profile p = s.profile(random_inputs(s, 3), 1);
+  CHECK(p.passes == s.passes());
+  CHECK(p.nodes[0].fused == std::vector<std::string>{"pool1", "tanh1"});
+  const std::string table = p.table();
+  CHECK(table.find("Graph passes") != std::string::npos);
+  CHECK(table.find("pool1+tanh1") != std::string::npos);
+  CHECK(p.json().find("\"passes\"") != std::string::npos);
+
+  SessionOptions off;
+  off.passes = all(false);
+  Session plain(lenet, off);
+  CHECK(plain.passes() == std::vector<std::string>{"fold_batchnorm: off", "fuse_conv_avgpool: off",
+                                                   "fuse_activation: off"});
+  CHECK(plain.nodes().size() == lenet.num_nodes());
+}
+
+// Classifiers at small image sizes, generators at full size; backend "cpu" picks the fast kernels
+// where they exist (the reference ones otherwise), so the fused kernels are exercised too.
+TEST_CASE("every zoo model: passes on equal passes off") {
+  for (const std::string& name : zoo::names()) {
+    CAPTURE(name);
+    zoo::ZooOptions options;
+    if (name == "lenet5") options.image_size = 28;
+    if (name == "alexnet") options.image_size = 63;
+    if (name == "vgg11" || name == "vgg16") options.image_size = 32;
+    const Model m = Model::from_bytes(zoo::build(name, options).finish(), name + ".fb");
+    check_on_equals_off(m, "cpu");
+  }
+}
+
+// The CLI switches: --no-fuse turns every pass off, --pass NAME=off|on one (after --no-fuse); bad
+// names and states are usage errors (exit 1).
+TEST_CASE("infer CLI: --no-fuse and --pass") {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path(INFER_BINARY_DIR) / ("test_passes_tmp_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string model = (dir / "lenet5.fb").string();
+  zoo::build("lenet5").save(model);
+  auto cli = [&](const std::string& args, std::string* out) {
+    const std::string log = (dir / "out.txt").string();
+    const std::string cmd =
+        std::string(INFER_BIN) + " --model " + model + " " + args + " > " + log + " 2>&1";
+    const int status = std::system(cmd.c_str());
+    std::ifstream f(log);
+    std::stringstream text;
+    text << f.rdbuf();
+    *out = text.str();
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  };
+  std::string out;
+  CHECK(cli("--backend reference --profile --runs 1", &out) == 0);
+  CHECK(out.find("conv_pool2d") != std::string::npos);
+  CHECK(out.find("pool1+tanh1") != std::string::npos);
+  CHECK(cli("--backend reference --profile --runs 1 --no-fuse", &out) == 0);
+  CHECK(out.find("conv_pool2d") == std::string::npos);
+  CHECK(out.find("fuse_conv_avgpool: off") != std::string::npos);
+  CHECK(cli("--backend reference --profile --runs 1 --no-fuse --pass fuse_activation=on", &out) == 0);
+  CHECK(out.find("fuse_activation: 2 activation nodes fused into dense") != std::string::npos);
+  CHECK(cli("--backend reference --profile --runs 1 --pass fuse_conv_avgpool=off", &out) == 0);
+  CHECK(out.find("fuse_conv_avgpool: off") != std::string::npos);
+  CHECK(out.find("fuse_activation: 2 activation nodes fused into dense") != std::string::npos);
+  CHECK(cli("--pass bogus=off", &out) == 1);
+  CHECK(out.find("unknown graph pass 'bogus'") != std::string::npos);
+  CHECK(cli("--pass fold_batchnorm=maybe", &out) == 1);
+  CHECK(out.find("expected NAME=off or NAME=on") != std::string::npos);
+  fs::remove_all(dir);
+}
