@@ -1,0 +1,1086 @@
+// ONNX -> infer importer (onnx_import.h). One pass over the nodes in graph order, after a first pass
+// that rejects every unsupported op type at once. Values are either activations (builder tensor ids)
+// or constants held here; constant-only subgraphs (the Shape/Gather/Unsqueeze/Concat chains that
+// exporters emit for Reshape targets) are folded on the fly, with the batch dimension carried as a
+// sentinel so that a shape computed from it stays "the batch". Weights reach the builder only when a
+// real op consumes them, already in infer's layout (Gemm/MatMul transposed and scaled).
+#include "onnx_import.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <map>
+#include <memory>
+#include <set>
+
+#include <onnx/onnx_pb.h>
+
+#include "infer/error.h"
+
+namespace infer::onnx_import {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Largest constant or shape product accepted (elements); keeps every byte count far below overflow and
+// within the format's 2 GiB limit.
+constexpr int64_t kMaxElements = int64_t{1} << 29;
+// Largest kernel / stride / padding value accepted before conversion to int.
+constexpr int64_t kMaxParam = int64_t{1} << 20;
+// The batch dimension inside folded integer shape tensors. Never a real dim (those are >= 0 or -1).
+constexpr int64_t kBatch = std::numeric_limits<int64_t>::min() + 7;
+// ONNX files are parsed from one buffer; protobuf takes an int size.
+constexpr uint64_t kMaxFileBytes = (uint64_t{1} << 31) - 1;
+
+// A constant known at import time: float data (weights) or int64 data (shapes, indices, axes).
+struct Const {
+  bool is_int = false;
+  Shape dims;  // empty = scalar
+  std::vector<float> f;
+  std::vector<int64_t> i;
+  int64_t numel() const { return is_int ? static_cast<int64_t>(i.size()) : static_cast<int64_t>(f.size()); }
+};
+
+// What an ONNX value name stands for.
+struct Val {
+  int id = -1;                         // builder tensor id when an activation
+  std::shared_ptr<const Const> c;      // when a constant
+  std::string const_name;              // the ONNX name of a constant (for builder names)
+  bool is_const() const { return c != nullptr; }
+};
+
+const std::set<std::string>& op_set() {
+  static const std::set<std::string> ops{
+      // converted
+      "Conv", "ConvTranspose", "Gemm", "MatMul", "MaxPool", "AveragePool", "GlobalAveragePool",
+      "BatchNormalization", "Relu", "LeakyRelu", "Tanh", "Sigmoid", "Softmax", "Flatten", "Reshape",
+      "Add", "Concat",
+      // removed (Pad: when all zero, or merged into the AveragePool after it)
+      "Dropout", "Identity", "Pad",
+      // folded (constant inputs only; Shape also of activations)
+      "Constant", "Shape", "Gather", "Unsqueeze", "Squeeze", "Cast", "Slice"};
+  return ops;
+}
+
+std::string str_dims(const Shape& s) {
+  std::string out = "[";
+  for (size_t k = 0; k < s.size(); ++k) out += (k ? "," : "") + std::to_string(s[k]);
+  return out + "]";
+}
+
+// Product of dims, each >= 0, refusing more than kMaxElements.
+int64_t checked_numel(const Shape& dims, const std::string& what) {
+  int64_t n = 1;
+  for (int64_t d : dims) {
+    if (d < 0) throw Error(what + ": negative dimension in " + str_dims(dims));
+    if (d != 0 && n > kMaxElements / d)
+      throw Error(what + ": shape " + str_dims(dims) + " has more than 2^29 elements");
+    n *= d;
+  }
+  return n;
+}
+
+float half_to_float(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  const int exp = (h >> 10) & 0x1f;
+  const uint32_t mant = h & 0x3ffu;
+  float v;
+  if (exp == 0) {
+    v = std::ldexp(static_cast<float>(mant), -24);  // subnormal (or zero)
+  } else if (exp == 31) {
+    v = mant ? std::numeric_limits<float>::quiet_NaN() : std::numeric_limits<float>::infinity();
+  } else {
+    v = std::ldexp(static_cast<float>(mant | 0x400u), exp - 25);
+  }
+  uint32_t bits;
+  std::memcpy(&bits, &v, 4);
+  bits |= sign;
+  std::memcpy(&v, &bits, 4);
+  return v;
+}
+
+class Importer {
+ public:
+  Importer(const onnx::ModelProto& model, std::string origin, std::string base_dir,
+           const ImportOptions& options, std::string default_name)
+      : m_(model), origin_(std::move(origin)), base_dir_(std::move(base_dir)), opt_(options),
+        b_(pick_name(options, default_name, model)) {}
+
+  ModelBuilder run() {
+    check_opset();
+    check_supported();
+    set_header();
+    const onnx::GraphProto& g = m_.graph();
+    for (const onnx::TensorProto& t : g.initializer())
+      define(t.name(), constant(decode(t, "initializer '" + t.name() + "'"), t.name()));
+    add_inputs();
+    count_consumers();
+    for (int k = 0; k < g.node_size(); ++k) {
+      if (skip_.count(k)) continue;
+      convert(k);
+    }
+    for (const onnx::ValueInfoProto& o : g.output()) {
+      const Val& v = lookup(o.name(), "graph output");
+      if (v.is_const())
+        throw Error(origin_ + ": graph output '" + o.name() + "' is a constant (not computed from an input)");
+      b_.output(v.id);
+    }
+    if (g.output_size() == 0) throw Error(origin_ + ": the graph has no outputs");
+    return std::move(b_);
+  }
+
+ private:
+  // ---- model-level checks ----------------------------------------------------------------------
+
+  static std::string pick_name(const ImportOptions& o, const std::string& fallback,
+                               const onnx::ModelProto& m) {
+    if (!o.name.empty()) return o.name;
+    if (!fallback.empty()) return fallback;
+    if (!m.graph().name().empty()) return m.graph().name();
+    return "model";
+  }
+
+  void check_opset() {
+    opset_ = -1;
+    for (const onnx::OperatorSetIdProto& s : m_.opset_import())
+      if (s.domain().empty() || s.domain() == "ai.onnx") opset_ = s.version();
+    if (opset_ < 0) throw Error(origin_ + ": no opset_import for the default ONNX domain");
+    if (opset_ < 9 || opset_ > 18)
+      throw Error(origin_ + ": opset " + std::to_string(opset_) +
+                  " is not supported (supported: 9-18; tested: 11-17)");
+  }
+
+  // One error naming every unsupported op type and the nodes that use it.
+  void check_supported() {
+    std::map<std::string, std::vector<std::string>> bad;
+    const onnx::GraphProto& g = m_.graph();
+    for (int k = 0; k < g.node_size(); ++k) {
+      const onnx::NodeProto& n = g.node(k);
+      const bool std_domain = n.domain().empty() || n.domain() == "ai.onnx";
+      if (std_domain && op_set().count(n.op_type())) continue;
+      const std::string type = std_domain ? n.op_type() : n.domain() + "." + n.op_type();
+      bad[type].push_back(n.name().empty() ? "#" + std::to_string(k) : n.name());
+    }
+    if (bad.empty()) return;
+    std::string msg = origin_ + ": unsupported ONNX ops: ";
+    bool first = true;
+    for (const auto& [type, nodes] : bad) {
+      msg += (first ? "" : "; ") + type + " (";
+      for (size_t k = 0; k < nodes.size(); ++k) msg += (k ? ", " : "") + nodes[k];
+      msg += ")";
+      first = false;
+    }
+    throw Error(msg);
+  }
+
+  void set_header() {
+    std::string producer = "onnx2fb";
+    if (!m_.producer_name().empty()) {
+      producer += " (from " + m_.producer_name();
+      if (!m_.producer_version().empty()) producer += " " + m_.producer_version();
+      producer += ", opset " + std::to_string(opset_) + ")";
+    }
+    b_.set_producer(producer);
+    b_.set_description(!m_.doc_string().empty() ? m_.doc_string() : "imported from ONNX by onnx2fb");
+    // Metadata passes through byte for byte; --metadata entries come after, so they win.
+    for (const onnx::StringStringEntryProto& e : m_.metadata_props()) b_.set_metadata(e.key(), e.value());
+    for (const auto& [k, v] : opt_.metadata) b_.set_metadata(k, v);
+  }
+
+  void add_inputs() {
+    const onnx::GraphProto& g = m_.graph();
+    for (const onnx::ValueInfoProto& in : g.input()) {
+      if (values_.count(in.name())) continue;  // old exporters list initializers as inputs too
+      const std::string what = origin_ + ": input '" + in.name() + "'";
+      if (!in.type().has_tensor_type()) throw Error(what + " is not a tensor");
+      const onnx::TypeProto::Tensor& tt = in.type().tensor_type();
+      if (tt.elem_type() != onnx::TensorProto::FLOAT)
+        throw Error(what + " has element type " + std::to_string(tt.elem_type()) +
+                    "; only float32 inputs are supported");
+      if (!tt.has_shape() || tt.shape().dim_size() < 2)
+        throw Error(what + " needs a known shape of rank >= 2 (batch first)");
+      Shape shape;
+      for (int d = 0; d < tt.shape().dim_size(); ++d) {
+        const onnx::TensorShapeProto::Dimension& dim = tt.shape().dim(d);
+        const bool known = dim.has_dim_value();
+        if (d == 0) {
+          if (known && dim.dim_value() != 1)
+            throw Error(what + " has a fixed batch of " + std::to_string(dim.dim_value()) +
+                        "; export with batch 1 or a dynamic batch axis");
+          shape.push_back(-1);  // symbolic or 1: the batch
+          continue;
+        }
+        if (!known || dim.dim_value() < 1 || dim.dim_value() > kMaxElements)
+          throw Error(what + ": dimension " + std::to_string(d) + " must be a fixed positive size");
+        shape.push_back(dim.dim_value());
+      }
+      checked_numel(Shape(shape.begin() + 1, shape.end()), what);
+      Val v;
+      v.id = b_.input(unique(in.name(), "input"), shape);
+      define(in.name(), v);
+    }
+  }
+
+  void count_consumers() {
+    const onnx::GraphProto& g = m_.graph();
+    for (int k = 0; k < g.node_size(); ++k)
+      for (const std::string& in : g.node(k).input())
+        if (!in.empty()) consumers_[in].push_back(k);
+    for (const onnx::ValueInfoProto& o : g.output()) graph_outputs_.insert(o.name());
+  }
+
+  // ---- values ----------------------------------------------------------------------------------
+
+  void define(const std::string& name, Val v) {
+    if (name.empty()) return;
+    values_[name] = std::move(v);
+  }
+
+  static Val constant(Const c, const std::string& name) {
+    Val v;
+    v.c = std::make_shared<const Const>(std::move(c));
+    v.const_name = name;
+    return v;
+  }
+
+  const Val& lookup(const std::string& name, const std::string& what) {
+    auto it = values_.find(name);
+    if (it == values_.end())
+      throw Error(origin_ + ": " + what + " '" + name + "' is not defined before it is used");
+    return it->second;
+  }
+
+  // A name unused so far in the builder (tensor and node names share one namespace).
+  std::string unique(const std::string& base, const std::string& fallback) {
+    std::string name = base.empty() ? fallback : base;
+    std::string candidate = name;
+    for (int k = 1; used_.count(candidate); ++k) candidate = name + "_" + std::to_string(k);
+    used_.insert(candidate);
+    return candidate;
+  }
+
+  // ---- tensors ---------------------------------------------------------------------------------
+
+  // Reads `length` bytes at `offset` of an external-data file named by a TensorProto.
+  std::string external_bytes(const onnx::TensorProto& t, const std::string& what) {
+    std::string location;
+    int64_t offset = 0, length = -1;
+    for (const onnx::StringStringEntryProto& e : t.external_data()) {
+      const auto as_int = [&](const std::string& s) {
+        int64_t v = 0;
+        if (s.empty() || s.size() > 18 || s.find_first_not_of("0123456789") != std::string::npos)
+          throw Error(what + ": external data " + e.key() + " '" + s + "' is not a valid number");
+        v = std::stoll(s);
+        return v;
+      };
+      if (e.key() == "location") location = e.value();
+      else if (e.key() == "offset") offset = as_int(e.value());
+      else if (e.key() == "length") length = as_int(e.value());
+    }
+    if (location.empty()) throw Error(what + ": external data without a location");
+    if (base_dir_.empty()) throw Error(what + ": external data is not allowed for in-memory models");
+    const fs::path rel(location);
+    if (rel.is_absolute()) throw Error(what + ": external data location '" + location + "' is absolute");
+    for (const fs::path& part : rel)
+      if (part == "..")
+        throw Error(what + ": external data location '" + location + "' leaves the model's folder");
+    const fs::path path = fs::path(base_dir_) / rel;
+    std::error_code ec;
+    const uintmax_t size = fs::file_size(path, ec);
+    if (ec) throw Error(what + ": cannot read external data '" + path.string() + "': " + ec.message());
+    if (static_cast<uintmax_t>(offset) > size)
+      throw Error(what + ": external data offset " + std::to_string(offset) + " is past the end of '" +
+                  path.string() + "' (" + std::to_string(size) + " bytes)");
+    if (length < 0) length = static_cast<int64_t>(size - static_cast<uintmax_t>(offset));
+    if (static_cast<uintmax_t>(length) > size - static_cast<uintmax_t>(offset))
+      throw Error(what + ": external data range " + std::to_string(offset) + "+" + std::to_string(length) +
+                  " is past the end of '" + path.string() + "' (" + std::to_string(size) + " bytes)");
+    if (static_cast<uint64_t>(length) > kMaxFileBytes) throw Error(what + ": external data is too large");
+    std::ifstream f(path, std::ios::binary);
+    std::string bytes(static_cast<size_t>(length), '\0');
+    f.seekg(offset);
+    if (!f || !f.read(bytes.data(), length))
+      throw Error(what + ": cannot read external data '" + path.string() + "'");
+    return bytes;
+  }
+
+  // TensorProto -> Const: FLOAT, DOUBLE, FLOAT16 as floats; INT64, INT32 as ints.
+  Const decode(const onnx::TensorProto& t, const std::string& what_in) {
+    const std::string what = origin_ + ": " + what_in;
+    Const c;
+    for (int64_t d : t.dims()) c.dims.push_back(d);
+    const int64_t n = checked_numel(c.dims, what);
+    if (t.has_segment()) throw Error(what + ": segmented tensors are not supported");
+    size_t elem = 0;
+    switch (t.data_type()) {
+      case onnx::TensorProto::FLOAT: elem = 4; break;
+      case onnx::TensorProto::DOUBLE: elem = 8; break;
+      case onnx::TensorProto::FLOAT16: elem = 2; break;
+      case onnx::TensorProto::INT64: elem = 8; c.is_int = true; break;
+      case onnx::TensorProto::INT32: elem = 4; c.is_int = true; break;
+      default:
+        throw Error(what + ": element type " + std::to_string(t.data_type()) +
+                    " is not supported (float32, float64, float16, int32, int64)");
+    }
+    const size_t count = static_cast<size_t>(n);
+    if (c.is_int) c.i.resize(count); else c.f.resize(count);
+
+    std::string external;
+    const std::string* raw = nullptr;
+    if (t.data_location() == onnx::TensorProto::EXTERNAL) {
+      external = external_bytes(t, what);
+      raw = &external;
+    } else if (t.has_raw_data()) {
+      raw = &t.raw_data();
+    }
+    if (raw) {
+      if (raw->size() != count * elem)
+        throw Error(what + ": has " + std::to_string(raw->size()) + " bytes of data but shape " +
+                    str_dims(c.dims) + " needs " + std::to_string(count * elem));
+      const char* p = raw->data();
+      for (size_t k = 0; k < count; ++k, p += elem) {  // little-endian, as ONNX specifies
+        switch (t.data_type()) {
+          case onnx::TensorProto::FLOAT: std::memcpy(&c.f[k], p, 4); break;
+          case onnx::TensorProto::DOUBLE: { double d; std::memcpy(&d, p, 8); c.f[k] = static_cast<float>(d); break; }
+          case onnx::TensorProto::FLOAT16: { uint16_t h; std::memcpy(&h, p, 2); c.f[k] = half_to_float(h); break; }
+          case onnx::TensorProto::INT64: std::memcpy(&c.i[k], p, 8); break;
+          default: { int32_t v; std::memcpy(&v, p, 4); c.i[k] = v; break; }
+        }
+      }
+      return c;
+    }
+    const auto check_count = [&](int have) {
+      if (static_cast<size_t>(have) != count)
+        throw Error(what + ": has " + std::to_string(have) + " values but shape " + str_dims(c.dims) +
+                    " needs " + std::to_string(count));
+    };
+    switch (t.data_type()) {
+      case onnx::TensorProto::FLOAT:
+        check_count(t.float_data_size());
+        for (size_t k = 0; k < count; ++k) c.f[k] = t.float_data(static_cast<int>(k));
+        break;
+      case onnx::TensorProto::DOUBLE:
+        check_count(t.double_data_size());
+        for (size_t k = 0; k < count; ++k) c.f[k] = static_cast<float>(t.double_data(static_cast<int>(k)));
+        break;
+      case onnx::TensorProto::FLOAT16:  // the 16 bits sit in int32_data
+        check_count(t.int32_data_size());
+        for (size_t k = 0; k < count; ++k)
+          c.f[k] = half_to_float(static_cast<uint16_t>(t.int32_data(static_cast<int>(k))));
+        break;
+      case onnx::TensorProto::INT64:
+        check_count(t.int64_data_size());
+        for (size_t k = 0; k < count; ++k) c.i[k] = t.int64_data(static_cast<int>(k));
+        break;
+      default:
+        check_count(t.int32_data_size());
+        for (size_t k = 0; k < count; ++k) c.i[k] = t.int32_data(static_cast<int>(k));
+        break;
+    }
+    return c;
+  }
+
+  // ---- node helpers ----------------------------------------------------------------------------
+
+  const onnx::NodeProto* n_ = nullptr;  // the node being converted
+  int k_ = 0;
+
+  std::string node_label() const {
+    return "node '" + (n_->name().empty() ? "#" + std::to_string(k_) : n_->name()) + "' (" +
+           n_->op_type() + ")";
+  }
+  [[noreturn]] void fail(const std::string& msg) const { throw Error(origin_ + ": " + node_label() + ": " + msg); }
+  [[noreturn]] void unsupported(const std::string& msg) const {
+    throw Error(origin_ + ": " + node_label() + ": unsupported: " + msg);
+  }
+
+  const onnx::AttributeProto* attr(const char* name, onnx::AttributeProto::AttributeType type) const {
+    for (const onnx::AttributeProto& a : n_->attribute()) {
+      if (a.name() != name) continue;
+      if (a.type() != type && a.type() != onnx::AttributeProto::UNDEFINED) fail(std::string("attribute ") + name + " has the wrong type");
+      return &a;
+    }
+    return nullptr;
+  }
+  int64_t attr_int(const char* name, int64_t fallback) const {
+    const onnx::AttributeProto* a = attr(name, onnx::AttributeProto::INT);
+    return a ? a->i() : fallback;
+  }
+  float attr_float(const char* name, float fallback) const {
+    const onnx::AttributeProto* a = attr(name, onnx::AttributeProto::FLOAT);
+    return a ? a->f() : fallback;
+  }
+  std::vector<int64_t> attr_ints(const char* name, std::vector<int64_t> fallback) const {
+    const onnx::AttributeProto* a = attr(name, onnx::AttributeProto::INTS);
+    if (!a) return fallback;
+    return std::vector<int64_t>(a->ints().begin(), a->ints().end());
+  }
+  std::string attr_string(const char* name, const std::string& fallback) const {
+    const onnx::AttributeProto* a = attr(name, onnx::AttributeProto::STRING);
+    return a ? a->s() : fallback;
+  }
+
+  bool has_input(int k) const { return k < n_->input_size() && !n_->input(k).empty(); }
+  const Val& in(int k) {
+    if (!has_input(k)) fail("input " + std::to_string(k) + " is missing");
+    return lookup(n_->input(k), node_label() + " input");
+  }
+  // An activation input: a builder tensor id.
+  int act(int k) {
+    const Val& v = in(k);
+    if (v.is_const())
+      unsupported("input " + std::to_string(k) + " '" + n_->input(k) +
+                  "' is a constant; only shape computations are folded");
+    return v.id;
+  }
+  // A float constant input (weights).
+  const Const& weight(int k) {
+    const Val& v = in(k);
+    if (!v.is_const()) unsupported("input " + std::to_string(k) + " '" + n_->input(k) + "' must be a constant");
+    if (v.c->is_int) fail("input " + std::to_string(k) + " '" + n_->input(k) + "' must be a float tensor");
+    return *v.c;
+  }
+  const Const& ints(int k) {
+    const Val& v = in(k);
+    if (!v.is_const()) unsupported("input " + std::to_string(k) + " '" + n_->input(k) + "' must be a constant");
+    if (!v.c->is_int) fail("input " + std::to_string(k) + " '" + n_->input(k) + "' must be an integer tensor");
+    return *v.c;
+  }
+  int add_weight(int k, Shape shape, std::vector<float> data, const std::string& suffix = "") {
+    const std::string base = n_->input(k) + suffix;
+    return b_.constant(unique(base, "const"), std::move(shape), data, opt_.weight_dtype);
+  }
+  int add_weight(int k) {
+    const Const& c = weight(k);
+    return add_weight(k, c.dims, c.f);
+  }
+  int param(int64_t v, const char* what, int64_t lo) const {
+    if (v < lo || v > kMaxParam)
+      fail(std::string(what) + " " + std::to_string(v) + " is out of range [" + std::to_string(lo) +
+           ", " + std::to_string(kMaxParam) + "]");
+    return static_cast<int>(v);
+  }
+  void output(int id) {
+    if (n_->output_size() < 1) fail("has no output");
+    Val v;
+    v.id = id;
+    define(n_->output(0), v);
+    for (int k = 1; k < n_->output_size(); ++k)
+      if (!n_->output(k).empty() && (consumers_.count(n_->output(k)) || graph_outputs_.count(n_->output(k))))
+        unsupported("output " + std::to_string(k) + " '" + n_->output(k) + "' is used");
+  }
+  std::string node_name() { return unique(n_->name(), n_->op_type() + "_" + std::to_string(k_)); }
+  int rank_of(int id) const { return static_cast<int>(b_.shape(id).size()); }
+  int norm_axis(int64_t axis, int rank) const {
+    if (axis < -rank || axis >= rank) fail("axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
+    return static_cast<int>(axis < 0 ? axis + rank : axis);
+  }
+
+  // 2-D spatial attributes shared by Conv, ConvTranspose and the pools.
+  struct Spatial {
+    int kh = 0, kw = 0, sh = 1, sw = 1;
+    Padding2D pad;
+  };
+  Spatial spatial(bool need_kernel) {
+    Spatial s;
+    const std::vector<int64_t> k = attr_ints("kernel_shape", {});
+    if (need_kernel && k.size() != 2) unsupported("kernel_shape must have 2 values (2-D only)");
+    if (k.size() == 2) {
+      s.kh = param(k[0], "kernel_shape", 1);
+      s.kw = param(k[1], "kernel_shape", 1);
+    }
+    const std::vector<int64_t> st = attr_ints("strides", {1, 1});
+    if (st.size() != 2) unsupported("strides must have 2 values (2-D only)");
+    s.sh = param(st[0], "stride", 1);
+    s.sw = param(st[1], "stride", 1);
+    for (int64_t d : attr_ints("dilations", {1, 1}))
+      if (d != 1) unsupported("dilation " + std::to_string(d) + " (only 1)");
+    const std::string auto_pad = attr_string("auto_pad", "NOTSET");
+    if (auto_pad != "NOTSET" && auto_pad != "VALID") unsupported("auto_pad " + auto_pad + " (give explicit pads)");
+    const std::vector<int64_t> p = attr_ints("pads", {0, 0, 0, 0});
+    if (p.size() != 4) unsupported("pads must have 4 values (2-D only)");
+    if (auto_pad != "VALID")  // ONNX order: x1_begin, x2_begin, x1_end, x2_end
+      s.pad = {param(p[0], "pad", 0), param(p[1], "pad", 0), param(p[2], "pad", 0), param(p[3], "pad", 0)};
+    return s;
+  }
+  void check_rank4(int id) {
+    if (rank_of(id) != 4) unsupported("input of rank " + std::to_string(rank_of(id)) + " (only NCHW)");
+  }
+
+  // ---- conversion ------------------------------------------------------------------------------
+
+  void convert(int k) {
+    n_ = &m_.graph().node(k);
+    k_ = k;
+    const std::string& op = n_->op_type();
+
+    if (op == "Constant") return define_outputs(fold_constant());
+    if (op == "Identity" || op == "Dropout") {
+      if (op == "Dropout" && attr_int("training_mode", 0) != 0) unsupported("training mode");
+      if (op == "Dropout" && has_input(2) && in(2).is_const() && !in(2).c->i.empty() && in(2).c->i[0] != 0)
+        unsupported("training mode");
+      const Val v = in(0);
+      for (int o = 1; o < n_->output_size(); ++o)
+        if (!n_->output(o).empty() && (consumers_.count(n_->output(o)) || graph_outputs_.count(n_->output(o))))
+          unsupported("output " + std::to_string(o) + " '" + n_->output(o) + "' (the dropout mask) is used");
+      if (n_->output_size() > 0) define(n_->output(0), v);
+      return;
+    }
+    if (op == "Shape" || op == "Gather" || op == "Unsqueeze" || op == "Squeeze" || op == "Cast" ||
+        op == "Slice")
+      return define_outputs(fold());
+    if (op == "Concat" || op == "Reshape") {
+      bool all_const = true;
+      for (int i = 0; i < n_->input_size(); ++i)
+        if (has_input(i) && !in(i).is_const()) all_const = false;
+      if (all_const) return define_outputs(fold());
+    }
+
+    if (op == "Pad") return pad();
+    if (op == "Conv") return conv();
+    if (op == "ConvTranspose") return conv_transpose();
+    if (op == "Gemm") return gemm();
+    if (op == "MatMul") return matmul();
+    if (op == "MaxPool" || op == "AveragePool") return pool(op == "MaxPool");
+    if (op == "GlobalAveragePool") return global_pool();
+    if (op == "BatchNormalization") return batchnorm();
+    if (op == "Relu") return activation(ActivationKind::Relu, 0.01f);
+    if (op == "LeakyRelu") return activation(ActivationKind::LeakyRelu, attr_float("alpha", 0.01f));
+    if (op == "Tanh") return activation(ActivationKind::Tanh, 0.01f);
+    if (op == "Sigmoid") return activation(ActivationKind::Sigmoid, 0.01f);
+    if (op == "Softmax") return softmax();
+    if (op == "Flatten") return flatten();
+    if (op == "Reshape") return reshape();
+    if (op == "Add") return add();
+    if (op == "Concat") return concat();
+    unsupported("op");  // not reached: check_supported() listed every other op
+  }
+
+  void define_outputs(Const c) {
+    if (n_->output_size() < 1) fail("has no output");
+    define(n_->output(0), constant(std::move(c), n_->output(0)));
+  }
+
+  void conv() {
+    const int x = act(0);
+    check_rank4(x);
+    if (attr_int("group", 1) != 1) unsupported("group " + std::to_string(attr_int("group", 1)) + " (only 1)");
+    const Const& w = weight(1);
+    if (w.dims.size() != 4) fail("weight must have rank 4 (got " + str_dims(w.dims) + ")");
+    Spatial s = spatial(false);
+    if (s.kh && (s.kh != w.dims[2] || s.kw != w.dims[3])) fail("kernel_shape does not match the weight");
+    Conv2DParams p;
+    p.stride_h = s.sh;
+    p.stride_w = s.sw;
+    p.pad = s.pad;
+    std::vector<int> inputs{x, add_weight(1)};
+    if (has_input(2)) inputs.push_back(add_weight(2));
+    output(b_.node(node_name(), p, inputs));
+  }
+
+  void conv_transpose() {
+    const int x = act(0);
+    check_rank4(x);
+    if (attr_int("group", 1) != 1) unsupported("group " + std::to_string(attr_int("group", 1)) + " (only 1)");
+    if (attr("output_shape", onnx::AttributeProto::INTS)) unsupported("output_shape (give pads and output_padding)");
+    const Const& w = weight(1);
+    if (w.dims.size() != 4) fail("weight must have rank 4 (got " + str_dims(w.dims) + ")");
+    Spatial s = spatial(false);
+    if (s.kh && (s.kh != w.dims[2] || s.kw != w.dims[3])) fail("kernel_shape does not match the weight");
+    const std::vector<int64_t> op = attr_ints("output_padding", {0, 0});
+    if (op.size() != 2) unsupported("output_padding must have 2 values (2-D only)");
+    ConvTranspose2DParams p;
+    p.stride_h = s.sh;
+    p.stride_w = s.sw;
+    p.pad = s.pad;
+    p.output_padding_h = param(op[0], "output_padding", 0);
+    p.output_padding_w = param(op[1], "output_padding", 0);
+    std::vector<int> inputs{x, add_weight(1)};
+    if (has_input(2)) inputs.push_back(add_weight(2));
+    output(b_.node(node_name(), p, inputs));
+  }
+
+  // y = alpha * A B' + beta * C with A the activation [N, K]: infer's dense weight is [F_out, F_in].
+  void gemm() {
+    const int x = act(0);
+    if (rank_of(x) != 2) unsupported("input of rank " + std::to_string(rank_of(x)) + " (only 2)");
+    if (attr_int("transA", 0) != 0) unsupported("transA = 1");
+    const Const& bm = weight(1);
+    if (bm.dims.size() != 2) fail("B must have rank 2 (got " + str_dims(bm.dims) + ")");
+    const bool trans_b = attr_int("transB", 0) != 0;
+    const float alpha = attr_float("alpha", 1.f), beta = attr_float("beta", 1.f);
+    const int64_t f_out = trans_b ? bm.dims[0] : bm.dims[1], f_in = trans_b ? bm.dims[1] : bm.dims[0];
+    std::vector<float> w(bm.f.size());
+    for (int64_t o = 0; o < f_out; ++o)
+      for (int64_t i = 0; i < f_in; ++i) {
+        const float v = trans_b ? bm.f[o * f_in + i] : bm.f[i * f_out + o];
+        w[o * f_in + i] = alpha == 1.f ? v : alpha * v;
+      }
+    const bool scaled = alpha != 1.f || !trans_b;
+    std::vector<int> inputs{x, add_weight(1, {f_out, f_in}, std::move(w), scaled ? ".dense" : "")};
+    if (has_input(2)) {
+      const Const& c = weight(2);
+      std::vector<float> bias;
+      if (c.numel() == f_out && (c.dims.size() == 1 || (c.dims.size() == 2 && c.dims[0] == 1))) {
+        bias = c.f;
+      } else if (c.numel() == 1) {
+        bias.assign(static_cast<size_t>(f_out), c.f[0]);
+      } else {
+        unsupported("C of shape " + str_dims(c.dims) + " (only [F_out], [1,F_out] or a scalar)");
+      }
+      if (beta != 1.f)
+        for (float& v : bias) v *= beta;
+      inputs.push_back(add_weight(2, {f_out}, std::move(bias), beta != 1.f || c.dims.size() != 1 ? ".dense" : ""));
+    }
+    output(b_.node(node_name(), DenseParams{}, inputs));
+  }
+
+  // MatMul(A, B) with B a constant [K, N]; a following Add of a constant [N] (its only consumer)
+  // becomes the bias, the pair one dense node.
+  void matmul() {
+    const int x = act(0);
+    if (rank_of(x) != 2) unsupported("input of rank " + std::to_string(rank_of(x)) + " (only 2)");
+    const Const& bm = weight(1);
+    if (bm.dims.size() != 2) unsupported("B of shape " + str_dims(bm.dims) + " (only rank 2)");
+    const int64_t f_in = bm.dims[0], f_out = bm.dims[1];
+    std::vector<float> w(bm.f.size());
+    for (int64_t o = 0; o < f_out; ++o)
+      for (int64_t i = 0; i < f_in; ++i) w[o * f_in + i] = bm.f[i * f_out + o];
+    std::vector<int> inputs{x, add_weight(1, {f_out, f_in}, std::move(w), ".T")};
+
+    const std::string out = n_->output_size() ? n_->output(0) : "";
+    const auto& users = consumers_[out];
+    int add_node = -1;
+    if (users.size() == 1 && !graph_outputs_.count(out)) {
+      const onnx::NodeProto& a = m_.graph().node(users[0]);
+      if (a.op_type() == "Add" && a.input_size() == 2) {
+        const std::string other = a.input(0) == out ? a.input(1) : a.input(0);
+        auto it = values_.find(other);
+        if (it != values_.end() && it->second.is_const() && !it->second.c->is_int &&
+            it->second.c->numel() == f_out && it->second.c->dims.size() <= 2 &&
+            !it->second.c->dims.empty() && it->second.c->dims.back() == f_out) {
+          add_node = users[0];
+          inputs.push_back(b_.constant(unique(other, "bias"), {f_out}, it->second.c->f, opt_.weight_dtype));
+        }
+      }
+    }
+    std::string name = node_name();
+    const int id = b_.node(name, DenseParams{}, inputs);
+    output(id);
+    if (add_node >= 0) {
+      skip_.insert(add_node);
+      Val v;
+      v.id = id;
+      define(m_.graph().node(add_node).output(0), v);
+    }
+  }
+
+  // torch exports avg_pool2d(count_include_pad=True) as a zero Pad (constant mode) + AveragePool.
+  // An all-zero Pad is dropped; a spatial one feeding only an AveragePool becomes that pool's padding
+  // (counted in the average, exactly what zero padding means there).
+  void pad() {
+    const int x = act(0);
+    check_rank4(x);
+    if (attr_string("mode", "constant") != "constant") unsupported("mode " + attr_string("mode", ""));
+    const std::vector<int64_t> pads = has_input(1) ? ints(1).i : attr_ints("pads", {});
+    float value = attr_float("value", 0.f);
+    if (has_input(2)) {
+      const Const& v = weight(2);
+      if (v.numel() != 1) fail("constant_value must be a scalar");
+      value = v.f[0];
+    }
+    if (has_input(3)) unsupported("axes input");
+    if (pads.size() != 8) fail("pads must have 8 values for a rank-4 input");
+    bool zero = true;
+    for (int64_t p : pads) {
+      if (p < 0) unsupported("negative pads (cropping)");
+      zero = zero && p == 0;
+    }
+    Val v;
+    v.id = x;
+    const std::string out = n_->output_size() ? n_->output(0) : "";
+    if (zero) return define(out, v);
+    const auto& users = consumers_[out];
+    if (value != 0.f || pads[0] || pads[1] || pads[4] || pads[5] || users.size() != 1 ||
+        graph_outputs_.count(out) || m_.graph().node(users[0]).op_type() != "AveragePool")
+      unsupported("Pad other than all zero or zero spatial padding into an AveragePool");
+    pending_pad_[out] = {param(pads[2], "pad", 0), param(pads[3], "pad", 0), param(pads[6], "pad", 0),
+                         param(pads[7], "pad", 0)};
+    define(out, v);
+  }
+
+  void pool(bool max) {
+    const int x = act(0);
+    check_rank4(x);
+    if (attr_int("ceil_mode", 0) != 0) unsupported("ceil_mode = 1");
+    if (max && attr_int("storage_order", 0) != 0) unsupported("storage_order = 1");
+    Spatial s = spatial(true);
+    Pool2DParams p;
+    p.kind = max ? PoolKind::Max : PoolKind::Average;
+    p.kernel_h = s.kh;
+    p.kernel_w = s.kw;
+    p.stride_h = s.sh;
+    p.stride_w = s.sw;
+    p.pad = s.pad;
+    p.count_include_pad = !max && attr_int("count_include_pad", 0) != 0;
+    auto padded = pending_pad_.find(n_->input(0));
+    if (padded != pending_pad_.end()) {
+      const Padding2D& e = padded->second;
+      const bool own = p.pad.top || p.pad.left || p.pad.bottom || p.pad.right;
+      if (own && !p.count_include_pad) unsupported("a Pad before an AveragePool that excludes its own padding");
+      p.pad = {p.pad.top + e.top, p.pad.left + e.left, p.pad.bottom + e.bottom, p.pad.right + e.right};
+      p.count_include_pad = true;
+    }
+    output(b_.node(node_name(), p, {x}));
+  }
+
+  void global_pool() {
+    const int x = act(0);
+    check_rank4(x);
+    const Shape& s = b_.shape(x);
+    Pool2DParams p;
+    p.kind = PoolKind::Average;
+    p.kernel_h = p.stride_h = param(s[2], "height", 1);
+    p.kernel_w = p.stride_w = param(s[3], "width", 1);
+    output(b_.node(node_name(), p, {x}));
+  }
+
+  void batchnorm() {
+    const int x = act(0);
+    if (attr_int("training_mode", 0) != 0) unsupported("training_mode = 1");
+    BatchNormParams p;
+    p.epsilon = attr_float("epsilon", 1e-5f);
+    std::vector<int> inputs{x};
+    for (int k = 1; k <= 4; ++k) inputs.push_back(add_weight(k));
+    output(b_.node(node_name(), p, inputs));
+  }
+
+  void activation(ActivationKind kind, float alpha) {
+    ActivationParams p;
+    p.activation.kind = kind;
+    p.activation.alpha = alpha;
+    output(b_.node(node_name(), p, {act(0)}));
+  }
+
+  void softmax() {
+    const int x = act(0);
+    const int rank = rank_of(x);
+    // Before opset 13 Softmax flattened to 2-D at `axis` (default 1): the same as a softmax over the
+    // last axis only when axis is the last one.
+    const int64_t axis = attr_int("axis", opset_ < 13 ? 1 : -1);
+    const int a = norm_axis(axis, rank);
+    if (opset_ < 13 && a != rank - 1) unsupported("opset < 13 softmax over more than the last axis");
+    SoftmaxParams p;
+    p.axis = a;
+    output(b_.node(node_name(), p, {x}));
+  }
+
+  void flatten() {
+    const int x = act(0);
+    // ONNX Flatten always gives 2-D [prod(dims < axis), prod(dims >= axis)]: infer's flatten keeps
+    // the batch, so only axis 1 means the same.
+    const int64_t axis = attr_int("axis", 1);
+    if (axis != 1 && axis != 1 - rank_of(x)) unsupported("axis " + std::to_string(axis) + " (only 1)");
+    FlattenParams p;
+    p.axis = 1;
+    output(b_.node(node_name(), p, {x}));
+  }
+
+  // Target shapes keep the batch: their first entry must be the batch (the folded batch sentinel, 0
+  // = copy, the ONNX batch of 1, or -1 where the rest fixes the per-sample size).
+  void reshape() {
+    const int x = act(0);
+    const Const& t = ints(1);
+    if (t.dims.size() != 1) fail("shape must be a 1-D tensor");
+    const Shape& xs = b_.shape(x);
+    const bool allow_zero = attr_int("allowzero", 0) != 0;
+    if (t.i.empty()) unsupported("reshape to a scalar");
+    Shape rest;
+    bool minus_one = false;
+    for (size_t k = 1; k < t.i.size(); ++k) {
+      int64_t d = t.i[k];
+      if (d == kBatch) unsupported("the batch dimension moves inside the shape");
+      if (d == 0 && !allow_zero) {
+        if (k >= xs.size()) fail("shape[" + std::to_string(k) + "] = 0 copies a dimension the input lacks");
+        d = xs[k];
+      }
+      if (d == -1) minus_one = true;
+      else if (d < 1) fail("shape[" + std::to_string(k) + "] = " + std::to_string(d) + " is invalid");
+      rest.push_back(d);
+    }
+    const int64_t first = t.i[0];
+    bool batch = first == kBatch || (first == 0 && !allow_zero) || first == 1;
+    if (first == -1 && !minus_one) {
+      const int64_t per_sample = checked_numel(Shape(xs.begin() + 1, xs.end()), node_label());
+      const int64_t want = checked_numel(rest, node_label());
+      batch = want == per_sample;
+    }
+    if (!batch) unsupported("shape " + str_dims(t.i) + " changes the batch dimension");
+    ReshapeParams p;
+    p.shape = rest;
+    output(b_.node(node_name(), p, {x}));
+  }
+
+  void add() {
+    const int a = act(0), bb = act(1);
+    output(b_.node(node_name(), AddParams{}, {a, bb}));
+  }
+
+  void concat() {
+    std::vector<int> inputs;
+    for (int k = 0; k < n_->input_size(); ++k) inputs.push_back(act(k));
+    if (inputs.empty()) fail("has no inputs");
+    ConcatParams p;
+    p.axis = norm_axis(attr_int("axis", 1), rank_of(inputs[0]));
+    output(b_.node(node_name(), p, inputs));
+  }
+
+  // ---- constant folding (integer shape math, constant weights) ---------------------------------
+
+  Const fold_constant() {
+    for (const onnx::AttributeProto& a : n_->attribute()) {
+      Const c;
+      if (a.name() == "value") {
+        if (a.type() != onnx::AttributeProto::TENSOR) fail("attribute value must be a tensor");
+        return decode(a.t(), node_label());
+      } else if (a.name() == "value_float") {
+        c.f = {a.f()};
+      } else if (a.name() == "value_floats") {
+        c.f.assign(a.floats().begin(), a.floats().end());
+        c.dims = {static_cast<int64_t>(c.f.size())};
+      } else if (a.name() == "value_int") {
+        c.is_int = true;
+        c.i = {a.i()};
+      } else if (a.name() == "value_ints") {
+        c.is_int = true;
+        c.i.assign(a.ints().begin(), a.ints().end());
+        c.dims = {static_cast<int64_t>(c.i.size())};
+      } else {
+        unsupported("attribute " + a.name());
+      }
+      return c;
+    }
+    fail("has no value");
+  }
+
+  // Reads an axes list from an attribute (older opsets) or input 1 (newer).
+  std::vector<int64_t> axes_arg(int input) {
+    if (has_input(input)) return ints(input).i;
+    return attr_ints("axes", {});
+  }
+
+  Const fold() {
+    const std::string& op = n_->op_type();
+    if (op == "Shape") {
+      Const c;
+      c.is_int = true;
+      const Val& v = in(0);
+      Shape s = v.is_const() ? v.c->dims : b_.shape(v.id);
+      if (!v.is_const() && !s.empty()) s[0] = kBatch;
+      const int64_t r = static_cast<int64_t>(s.size());
+      int64_t start = attr_int("start", 0), end = attr_int("end", r);
+      if (start < 0) start += r;
+      if (end < 0) end += r;
+      start = std::clamp<int64_t>(start, 0, r);
+      end = std::clamp<int64_t>(end, 0, r);
+      for (int64_t k = start; k < end; ++k) c.i.push_back(s[static_cast<size_t>(k)]);
+      c.dims = {static_cast<int64_t>(c.i.size())};
+      return c;
+    }
+    if (op == "Cast") {
+      const Val& v = in(0);
+      if (!v.is_const()) unsupported("Cast of a computed tensor");
+      Const c = *v.c;
+      const int64_t to = attr_int("to", 0);
+      const bool to_int = to == onnx::TensorProto::INT64 || to == onnx::TensorProto::INT32;
+      const bool to_float = to == onnx::TensorProto::FLOAT || to == onnx::TensorProto::DOUBLE;
+      if (!to_int && !to_float) unsupported("Cast to type " + std::to_string(to));
+      if (to_int && !c.is_int) {
+        for (float f : c.f) {
+          if (!(std::fabs(f) < 9e18f)) fail("cannot cast " + std::to_string(f) + " to an integer");
+          c.i.push_back(static_cast<int64_t>(f));
+        }
+        c.f.clear();
+      } else if (to_float && c.is_int) {
+        for (int64_t i : c.i) {
+          if (i == kBatch) unsupported("the batch dimension used as a number");
+          c.f.push_back(static_cast<float>(i));
+        }
+        c.i.clear();
+      }
+      c.is_int = to_int;
+      return c;
+    }
+    // Everything below works on constant inputs only.
+    for (int k = 0; k < n_->input_size(); ++k)
+      if (has_input(k) && !in(k).is_const()) unsupported("input " + std::to_string(k) + " is not a constant");
+    const Const& x = *in(0).c;
+    if (op == "Gather") {
+      const Const& idx = ints(1);
+      if (x.dims.size() != 1 || norm_axis(attr_int("axis", 0), 1) != 0)
+        unsupported("Gather of constants other than 1-D along axis 0");
+      Const c;
+      c.is_int = x.is_int;
+      c.dims = idx.dims;
+      const int64_t n = x.dims[0];
+      for (int64_t i : idx.i) {
+        if (i < -n || i >= n) fail("index " + std::to_string(i) + " is out of range");
+        const size_t j = static_cast<size_t>(i < 0 ? i + n : i);
+        if (x.is_int) c.i.push_back(x.i[j]); else c.f.push_back(x.f[j]);
+      }
+      return c;
+    }
+    if (op == "Unsqueeze") {
+      Const c = x;
+      const std::vector<int64_t> axes = axes_arg(1);
+      const int r = static_cast<int>(x.dims.size() + axes.size());
+      std::vector<int> sorted;
+      for (int64_t a : axes) sorted.push_back(norm_axis(a, r));
+      std::sort(sorted.begin(), sorted.end());
+      for (int a : sorted) {
+        if (a > static_cast<int>(c.dims.size())) fail("axes are invalid");
+        c.dims.insert(c.dims.begin() + a, 1);
+      }
+      return c;
+    }
+    if (op == "Squeeze") {
+      Const c = x;
+      const std::vector<int64_t> axes = axes_arg(1);
+      const int r = static_cast<int>(x.dims.size());
+      std::vector<bool> drop(static_cast<size_t>(r), false);
+      for (int64_t a : axes) drop[static_cast<size_t>(norm_axis(a, r))] = true;
+      c.dims.clear();
+      for (int d = 0; d < r; ++d) {
+        const bool squeeze = axes.empty() ? x.dims[d] == 1 : drop[static_cast<size_t>(d)];
+        if (squeeze && x.dims[d] != 1) fail("cannot squeeze a dimension of size " + std::to_string(x.dims[d]));
+        if (!squeeze) c.dims.push_back(x.dims[d]);
+      }
+      return c;
+    }
+    if (op == "Concat") {
+      Const c;
+      c.is_int = x.is_int;
+      for (int k = 0; k < n_->input_size(); ++k) {
+        if (!has_input(k)) continue;
+        const Const& p = *in(k).c;
+        if (p.dims.size() != 1 || p.is_int != c.is_int) unsupported("Concat of constants other than 1-D of one type");
+        c.i.insert(c.i.end(), p.i.begin(), p.i.end());
+        c.f.insert(c.f.end(), p.f.begin(), p.f.end());
+      }
+      c.dims = {c.numel()};
+      return c;
+    }
+    if (op == "Slice") {
+      if (x.dims.size() != 1) unsupported("Slice of constants other than 1-D");
+      std::vector<int64_t> starts, ends, axes, steps;
+      if (opset_ < 10) {
+        starts = attr_ints("starts", {});
+        ends = attr_ints("ends", {});
+        axes = attr_ints("axes", {});
+      } else {
+        starts = ints(1).i;
+        ends = ints(2).i;
+        if (has_input(3)) axes = ints(3).i;
+        if (has_input(4)) steps = ints(4).i;
+      }
+      if (starts.size() != 1 || ends.size() != 1) unsupported("Slice over more than one axis");
+      if (!axes.empty() && norm_axis(axes[0], 1) != 0) fail("axes are invalid");
+      const int64_t n = x.dims[0];
+      // A step beyond the length takes one element either way; clamping it keeps s + step in range.
+      const int64_t step = std::clamp<int64_t>(steps.empty() ? 1 : steps[0], -(n + 1), n + 1);
+      if (step == 0) fail("step 0");
+      auto clampi = [&](int64_t v, int64_t lo, int64_t hi) {
+        if (v < 0) v = v < -n ? lo : v + n;  // (v < -n also covers INT64_MIN without overflow)
+        return std::clamp(v, lo, hi);
+      };
+      int64_t s = step > 0 ? clampi(starts[0], 0, n) : clampi(starts[0], -1, n - 1);
+      const int64_t e = step > 0 ? clampi(ends[0], 0, n) : clampi(ends[0], -1, n - 1);
+      Const c;
+      c.is_int = x.is_int;
+      for (; step > 0 ? s < e : s > e; s += step) {
+        if (x.is_int) c.i.push_back(x.i[static_cast<size_t>(s)]); else c.f.push_back(x.f[static_cast<size_t>(s)]);
+      }
+      c.dims = {c.numel()};
+      return c;
+    }
+    if (op == "Reshape") {
+      const Const& t = ints(1);
+      Const c = x;
+      Shape dims;
+      int64_t known = 1;
+      int unknown = -1;
+      for (size_t k = 0; k < t.i.size(); ++k) {
+        int64_t d = t.i[k];
+        if (d == 0) d = k < x.dims.size() ? x.dims[k] : -2;
+        if (d == -1 && unknown < 0) { unknown = static_cast<int>(k); dims.push_back(1); continue; }
+        if (d < 1 || d > kMaxElements) fail("shape " + str_dims(t.i) + " is invalid");
+        known *= d;
+        if (known > kMaxElements) fail("shape " + str_dims(t.i) + " is too large");
+        dims.push_back(d);
+      }
+      if (unknown >= 0) {
+        if (known == 0 || x.numel() % known) fail("shape " + str_dims(t.i) + " does not fit");
+        dims[static_cast<size_t>(unknown)] = x.numel() / known;
+      } else if (known != x.numel()) {
+        fail("shape " + str_dims(t.i) + " does not fit " + str_dims(x.dims));
+      }
+      c.dims = dims;
+      return c;
+    }
+    unsupported("folding");
+  }
+
+  const onnx::ModelProto& m_;
+  std::string origin_, base_dir_;
+  ImportOptions opt_;
+  ModelBuilder b_;
+  int64_t opset_ = -1;
+  std::map<std::string, Val> values_;
+  std::set<std::string> used_;
+  std::map<std::string, std::vector<int>> consumers_;
+  std::set<std::string> graph_outputs_;
+  std::set<int> skip_;
+  std::map<std::string, Padding2D> pending_pad_;  // Pad outputs merged into the AveragePool after them
+};
+
+ModelBuilder import_impl(const std::vector<uint8_t>& bytes, const std::string& origin,
+                         const std::string& base_dir, const ImportOptions& options,
+                         const std::string& default_name) {
+  if (bytes.size() > kMaxFileBytes) throw Error(origin + ": larger than 2 GiB");
+  onnx::ModelProto model;
+  if (bytes.empty() || !model.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())))
+    throw Error(origin + ": not a valid ONNX model (protobuf parse failed)");
+  if (!model.has_graph()) throw Error(origin + ": the ONNX model has no graph");
+  return Importer(model, origin, base_dir, options, default_name).run();
+}
+
+}  // namespace
+
+const std::vector<std::string>& supported_ops() {
+  static const std::vector<std::string> ops(op_set().begin(), op_set().end());
+  return ops;
+}
+
+ModelBuilder import_bytes(const std::vector<uint8_t>& bytes, const std::string& origin,
+                          const std::string& base_dir, const ImportOptions& options) {
+  return import_impl(bytes, origin, base_dir, options, "");
+}
+
+ModelBuilder import_file(const std::string& path, const ImportOptions& options) {
+  std::error_code ec;
+  const uintmax_t size = fs::file_size(path, ec);
+  if (ec) throw Error("cannot read '" + path + "': " + ec.message());
+  if (size > kMaxFileBytes) throw Error(path + ": larger than 2 GiB");
+  std::vector<uint8_t> bytes(static_cast<size_t>(size));
+  std::ifstream f(path, std::ios::binary);
+  if (!f || !f.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(size)))
+    throw Error("cannot read '" + path + "'");
+  fs::path dir = fs::path(path).parent_path();
+  if (dir.empty()) dir = ".";
+  return import_impl(bytes, path, dir.string(), options, fs::path(path).stem().string());
+}
+
+}  // namespace infer::onnx_import

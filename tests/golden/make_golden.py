@@ -1,0 +1,410 @@
+#!/usr/bin/python3
+"""Golden data for tests/test_onnx.cc: PyTorch models exported to ONNX with reference outputs.
+
+Run with Debian's interpreter (/usr/bin/python3: python3-torch, python3-onnx, python3-numpy); ctest runs
+it as a fixture: `make_golden.py OUT_DIR`. Writes into OUT_DIR:
+  - the DESIGN.md zoo architectures in PyTorch with the zoo's layer names (classifiers at small image
+    sizes: lenet5 28, alexnet 63, vgg11/vgg16 32; generators full size), seeded weights, BatchNorm with
+    non-trivial running statistics, eval mode; exported at opset 13 (a few also at 11 and 17); their
+    weights as <state_dict key>.npy folders for `model-zoo --weights` (the zoo/onnx2fb identity test);
+  - >= 20 random small nets of conv / tconv / pool / dense layers (random kernel, stride, padding,
+    output_padding, odd sizes), opsets 11-17, some with a dynamic batch axis;
+  - hand-written ONNX graphs (Gemm alpha/beta/transB=0, MatMul+Add, Constant, Identity, Dropout),
+    a model with external data, one with metadata_props, one with unsupported ops;
+  - manifest.json listing every case (file names, expected output, tolerance notes).
+Reference outputs are computed in float64 (the nets are run in double) and stored as float32 .npy.
+Deterministic: fixed seeds, single-threaded torch.
+"""
+import json
+import os
+import random
+import sys
+import time
+
+import numpy as np
+import onnx
+import torch
+import torch.nn as nn
+from onnx import TensorProto, helper, numpy_helper
+
+torch.set_num_threads(1)
+OUT = sys.argv[1] if len(sys.argv) > 1 else "golden"
+os.makedirs(OUT, exist_ok=True)
+MANIFEST = {"cases": [], "unsupported": None, "metadata": None}
+T0 = time.time()
+
+
+def save_npy(name, array):
+    np.save(os.path.join(OUT, name), np.ascontiguousarray(array, dtype=np.float32))
+    return name
+
+
+# ---- the zoo architectures, with the zoo's layer names (models/zoo.cc) ------------------------------
+
+class LeNet5(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 6, 5, padding=2)
+        self.conv2 = nn.Conv2d(6, 16, 5)
+        self.fc1, self.fc2, self.fc3 = nn.Linear(400, 120), nn.Linear(120, 84), nn.Linear(84, 10)
+
+    def forward(self, x):
+        x = torch.tanh(nn.functional.avg_pool2d(self.conv1(x), 2))
+        x = torch.tanh(nn.functional.avg_pool2d(self.conv2(x), 2))
+        x = torch.flatten(x, 1)
+        return self.fc3(torch.tanh(self.fc2(torch.tanh(self.fc1(x)))))
+
+
+class AlexNet(nn.Module):
+    def __init__(self, size):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 64, 11, 4, 2)
+        self.conv2 = nn.Conv2d(64, 192, 5, padding=2)
+        self.conv3 = nn.Conv2d(192, 384, 3, padding=1)
+        self.conv4 = nn.Conv2d(384, 256, 3, padding=1)
+        self.conv5 = nn.Conv2d(256, 256, 3, padding=1)
+        s = (size - 7) // 4 + 1
+        for _ in range(3):
+            s = (s - 3) // 2 + 1
+        self.fc1, self.fc2, self.fc3 = nn.Linear(256 * s * s, 4096), nn.Linear(4096, 4096), nn.Linear(4096, 1000)
+
+    def forward(self, x):
+        relu, mp = torch.relu, nn.functional.max_pool2d
+        x = mp(relu(self.conv1(x)), 3, 2)
+        x = mp(relu(self.conv2(x)), 3, 2)
+        x = relu(self.conv5(relu(self.conv4(relu(self.conv3(x))))))
+        x = torch.flatten(mp(x, 3, 2), 1)
+        return self.fc3(relu(self.fc2(relu(self.fc1(x)))))
+
+
+VGG_CFG = {"vgg11": [64, 0, 128, 0, 256, 256, 0, 512, 512, 0, 512, 512, 0],
+           "vgg16": [64, 64, 0, 128, 128, 0, 256, 256, 256, 0, 512, 512, 512, 0, 512, 512, 512, 0]}
+
+
+class VGG(nn.Module):
+    def __init__(self, name, size):
+        super().__init__()
+        self.cfg, c, block, conv = VGG_CFG[name], 3, 1, 1
+        self.order = []
+        for v in self.cfg:
+            if v == 0:
+                self.order.append(None)
+                block, conv = block + 1, 1
+            else:
+                layer = f"conv{block}_{conv}"
+                setattr(self, layer, nn.Conv2d(c, v, 3, padding=1))
+                self.order.append(layer)
+                c, conv = v, conv + 1
+        s = size // 32
+        self.fc1, self.fc2, self.fc3 = nn.Linear(512 * s * s, 4096), nn.Linear(4096, 4096), nn.Linear(4096, 1000)
+
+    def forward(self, x):
+        for layer in self.order:
+            x = nn.functional.max_pool2d(x, 2) if layer is None else torch.relu(getattr(self, layer)(x))
+        x = torch.flatten(x, 1)
+        return self.fc3(torch.relu(self.fc2(torch.relu(self.fc1(x)))))
+
+
+class Generator(nn.Module):
+    """zoo generator_body: tconv k4 (s1 p0 first, then s2 p1) + BN + relu, no bias; then a head."""
+
+    def __init__(self, widths, head):
+        super().__init__()
+        self.n = len(widths)
+        c = 100
+        for i, w in enumerate(widths):
+            first = i == 0
+            setattr(self, f"tconv{i + 1}", nn.ConvTranspose2d(c, w, 4, 1 if first else 2, 0 if first else 1, bias=False))
+            setattr(self, f"bn{i + 1}", nn.BatchNorm2d(w, eps=1e-5))
+            c = w
+        self.head = head
+        if head == "dcgan":
+            self.tconv5 = nn.ConvTranspose2d(c, 3, 4, 2, 1)
+        else:
+            self.conv8 = nn.Conv2d(c, 3, 3, padding=1)
+
+    def forward(self, x):
+        for i in range(1, self.n + 1):
+            x = torch.relu(getattr(self, f"bn{i}")(getattr(self, f"tconv{i}")(x)))
+        return torch.tanh(self.tconv5(x) if self.head == "dcgan" else self.conv8(x))
+
+
+def init_weights(net, seed):
+    """Seeded weights; BatchNorm gets non-trivial affine parameters and running statistics."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for m in net.modules():
+            if isinstance(m, (nn.Conv2d, nn.ConvTranspose2d, nn.Linear)):
+                fan_in = m.weight[0].numel() if not isinstance(m, nn.ConvTranspose2d) else \
+                    m.weight.shape[0] * m.weight.shape[2] * m.weight.shape[3] / (m.stride[0] * m.stride[1])
+                m.weight.copy_(torch.randn(m.weight.shape, generator=g) * (2.0 / fan_in) ** 0.5)
+                if m.bias is not None:
+                    m.bias.copy_(torch.randn(m.bias.shape, generator=g) * 0.05)
+            elif isinstance(m, nn.BatchNorm2d):
+                c = m.num_features
+                m.weight.copy_(1 + 0.1 * torch.randn(c, generator=g))
+                m.bias.copy_(0.1 * torch.randn(c, generator=g))
+                m.running_mean.copy_(0.1 * torch.randn(c, generator=g))
+                m.running_var.copy_(0.5 + torch.rand(c, generator=g))
+    return net.eval()
+
+
+def export(net, example, path, opset, dynamic=False):
+    torch.onnx.export(net, example, os.path.join(OUT, path), opset_version=opset,
+                      input_names=["input"], output_names=["output"],
+                      dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}} if dynamic else None)
+
+
+def reference(net, x):
+    """The float64 forward of a float32 net (so the golden output carries no float32 rounding)."""
+    with torch.no_grad():
+        y = net.double()(x.double())
+    net.float()
+    return y.numpy()
+
+
+def save_weights(net, folder):
+    """state_dict as <key>.npy (model-zoo --weights); BN's num_batches_tracked is not a parameter."""
+    path = os.path.join(OUT, folder)
+    os.makedirs(path, exist_ok=True)
+    for key, value in net.state_dict().items():
+        if not key.endswith("num_batches_tracked"):
+            np.save(os.path.join(path, key + ".npy"), value.detach().float().numpy())
+    return folder
+
+
+def add_case(name, onnx_file, inp, out, **extra):
+    case = {"name": name, "onnx": onnx_file, "input": inp, "output": out}
+    case.update(extra)
+    MANIFEST["cases"].append(case)
+
+
+def zoo_cases():
+    specs = [("lenet5", LeNet5, 28, 1, [13, 11, 17]), ("alexnet", None, 63, 3, [13]),
+             ("vgg11", None, 32, 3, [13]), ("vgg16", None, 32, 3, [13]), ("dcgan", None, 0, 100, [13, 11, 17]),
+             ("ebgan", None, 0, 100, [13])]
+    for i, (name, _, size, channels, opsets) in enumerate(specs):
+        torch.manual_seed(100 + i)
+        if name == "lenet5":
+            net = LeNet5()
+        elif name == "alexnet":
+            net = AlexNet(size)
+        elif name.startswith("vgg"):
+            net = VGG(name, size)
+        else:
+            net = Generator([1024, 512, 256, 128] if name == "dcgan" else [2048, 1024, 512, 256, 128, 64, 64],
+                            name)
+        init_weights(net, 1000 + i)
+        shape = (2, channels, size, size) if size else (2, 100, 1, 1)
+        x = torch.randn(shape, generator=torch.Generator().manual_seed(2000 + i))
+        inp = save_npy(f"{name}.in.npy", x.numpy())
+        out = save_npy(f"{name}.out.npy", reference(net, x))
+        # The zoo/onnx2fb identity test reads these; vgg16 and ebgan (most of the bytes) are left out.
+        weights = save_weights(net, f"weights_{name}") if name not in ("vgg16", "ebgan") else None
+        for opset in opsets:
+            # Batch 1 export for the big ones (the importer turns a batch of 1 into -1), dynamic for others.
+            dynamic = name in ("lenet5", "dcgan", "alexnet") and opset != 11
+            export(net, x[:1], f"{name}_op{opset}.onnx", opset, dynamic)
+            add_case(f"{name}_op{opset}", f"{name}_op{opset}.onnx", inp, out, zoo=name, image_size=size,
+                     weights=weights, opset=opset)
+        print(f"make_golden: {name} done at {time.time() - T0:.1f} s", flush=True)
+
+
+# ---- random small nets ------------------------------------------------------------------------------
+
+class RandomNet(nn.Module):
+    """A random stack of conv / tconv / pool / BN / activation layers, optionally a dense head."""
+
+    def __init__(self, rng, c, h, w):
+        super().__init__()
+        self.steps, self.layers = [], nn.ModuleList()
+        self.branch = None
+        for _ in range(rng.randint(2, 5)):
+            kind = rng.choice(["conv", "conv", "tconv", "tconv", "pool", "bn_act"])
+            if kind == "conv":
+                k = rng.randint(1, 5)
+                s, p = rng.randint(1, 3), rng.randint(0, k - 1)
+                if (h + 2 * p - k) // s + 1 < 1 or (w + 2 * p - k) // s + 1 < 1:
+                    continue
+                co = rng.randint(1, 7)
+                self.layers.append(nn.Conv2d(c, co, k, s, p, bias=rng.random() < 0.7))
+                c, h, w = co, (h + 2 * p - k) // s + 1, (w + 2 * p - k) // s + 1
+            elif kind == "tconv":
+                k = rng.randint(1, 5)
+                s = rng.randint(1, 3)
+                p = rng.randint(0, k - 1)
+                op = rng.randint(0, s - 1)
+                ho, wo = (h - 1) * s - 2 * p + k + op, (w - 1) * s - 2 * p + k + op
+                if ho < 1 or wo < 1 or ho > 40 or wo > 40:
+                    continue
+                co = rng.randint(1, 7)
+                self.layers.append(nn.ConvTranspose2d(c, co, k, s, p, op, bias=rng.random() < 0.7))
+                c, h, w = co, ho, wo
+            elif kind == "pool":
+                k = rng.randint(1, 3)
+                s, p = rng.randint(1, 3), rng.randint(0, k // 2)
+                if (h + 2 * p - k) // s + 1 < 1 or (w + 2 * p - k) // s + 1 < 1:
+                    continue
+                if rng.random() < 0.5:
+                    self.layers.append(nn.MaxPool2d(k, s, p))
+                else:
+                    self.layers.append(nn.AvgPool2d(k, s, p, count_include_pad=rng.random() < 0.5))
+                h, w = (h + 2 * p - k) // s + 1, (w + 2 * p - k) // s + 1
+            else:
+                self.layers.append(nn.BatchNorm2d(c))
+                self.layers.append(rng.choice([nn.ReLU(), nn.LeakyReLU(rng.choice([0.01, 0.2])), nn.Tanh(),
+                                               nn.Sigmoid()]))
+        self.c, self.h, self.w = c, h, w
+        self.head = rng.choice(["none", "dense", "dense_softmax", "matmul", "gap", "view", "residual"])
+        if self.head in ("dense", "dense_softmax", "view"):
+            self.fc = nn.Linear(c * h * w, rng.randint(1, 9))
+        elif self.head == "matmul":
+            self.wm = nn.Parameter(torch.randn(c * h * w, 5))
+            self.bm = nn.Parameter(torch.randn(5))
+        elif self.head == "residual":
+            self.ra = nn.Conv2d(c, c, 3, 1, 1)
+            self.rb = nn.Conv2d(c, 2, 1)
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = layer(x)
+        if self.head == "dense":
+            return self.fc(torch.flatten(x, 1))
+        if self.head == "dense_softmax":
+            return torch.softmax(self.fc(torch.flatten(x, 1)), dim=1)
+        if self.head == "view":  # exporters emit Shape/Gather/Unsqueeze/Concat for this
+            return self.fc(x.view(x.size(0), -1))
+        if self.head == "matmul":
+            return torch.flatten(x, 1) @ self.wm + self.bm
+        if self.head == "gap":
+            return nn.functional.adaptive_avg_pool2d(x, 1)
+        if self.head == "residual":
+            return torch.cat([torch.relu(x + self.ra(x)), self.rb(x)], dim=1)
+        return x
+
+
+def random_cases(count=24):
+    rng = random.Random(7)
+    made = 0
+    while made < count:
+        c, h, w = rng.randint(1, 4), rng.randint(3, 13), rng.randint(3, 13)
+        net = RandomNet(rng, c, h, w)
+        if len(net.layers) == 0:
+            continue
+        torch.manual_seed(made)
+        init_weights(net, 3000 + made)
+        opset = [11, 12, 13, 14, 15, 16, 17][made % 7]
+        dynamic = made % 2 == 0
+        x = torch.randn((3, c, h, w), generator=torch.Generator().manual_seed(4000 + made))
+        name = f"random{made:02d}"
+        inp = save_npy(f"{name}.in.npy", x.numpy())
+        out = save_npy(f"{name}.out.npy", reference(net, x))
+        export(net, x if dynamic else x[:1], f"{name}.onnx", opset, dynamic)
+        add_case(name, f"{name}.onnx", inp, out, opset=opset, layers=repr(net))
+        made += 1
+    print(f"make_golden: {count} random nets done at {time.time() - T0:.1f} s", flush=True)
+
+
+# ---- hand-written graphs ----------------------------------------------------------------------------
+
+def handmade_case():
+    """Gemm (transB=0, alpha, beta) -> Identity -> Relu -> MatMul + Add -> Dropout -> Softmax, with
+    weights from Constant nodes and initializers; the expected output computed in numpy (float64)."""
+    rng = np.random.default_rng(11)
+    b = rng.standard_normal((8, 6)).astype(np.float32)
+    c = rng.standard_normal((6,)).astype(np.float32)
+    m = rng.standard_normal((6, 4)).astype(np.float32)
+    d = rng.standard_normal((4,)).astype(np.float32)
+    nodes = [
+        helper.make_node("Constant", [], ["B"], value=numpy_helper.from_array(b, "B"), name="const_b"),
+        helper.make_node("Gemm", ["x", "B", "C"], ["g"], alpha=0.5, beta=2.0, transB=0, name="gemm"),
+        helper.make_node("Identity", ["g"], ["gi"], name="identity"),
+        helper.make_node("Relu", ["gi"], ["r"], name="relu"),
+        helper.make_node("MatMul", ["r", "M"], ["mm"], name="matmul"),
+        helper.make_node("Add", ["mm", "D"], ["a"], name="add_bias"),
+        helper.make_node("Dropout", ["a"], ["dr"], name="dropout"),
+        helper.make_node("Softmax", ["dr"], ["y"], axis=1, name="softmax"),
+    ]
+    graph = helper.make_graph(
+        nodes, "handmade", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 4])],
+        [numpy_helper.from_array(c, "C"), numpy_helper.from_array(m, "M"), numpy_helper.from_array(d, "D")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    onnx.checker.check_model(model)
+    onnx.save(model, os.path.join(OUT, "handmade.onnx"))
+    x = rng.standard_normal((5, 8)).astype(np.float32)
+    g = 0.5 * x.astype(np.float64) @ b + 2.0 * c
+    a = np.maximum(g, 0) @ m + d
+    e = np.exp(a - a.max(axis=1, keepdims=True))
+    add_case("handmade", "handmade.onnx", save_npy("handmade.in.npy", x),
+             save_npy("handmade.out.npy", e / e.sum(axis=1, keepdims=True)), opset=13)
+
+
+def external_data_case():
+    """A small conv net (LeakyRelu, Sigmoid) saved with its weights in a separate file (data_location
+    EXTERNAL)."""
+    torch.manual_seed(5)
+    net = init_weights(nn.Sequential(nn.Conv2d(3, 8, 3, 1, 1), nn.BatchNorm2d(8), nn.LeakyReLU(0.1),
+                                     nn.ConvTranspose2d(8, 4, 4, 2, 1), nn.Sigmoid()), 5)
+    x = torch.randn((2, 3, 7, 9), generator=torch.Generator().manual_seed(5))
+    os.makedirs(os.path.join(OUT, "external"), exist_ok=True)
+    tmp = os.path.join(OUT, "external", "tmp.onnx")
+    torch.onnx.export(net, x, tmp, opset_version=13, input_names=["input"], output_names=["output"],
+                      dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}})
+    model = onnx.load(tmp)
+    os.remove(tmp)
+    onnx.save_model(model, os.path.join(OUT, "external", "model.onnx"), save_as_external_data=True,
+                    all_tensors_to_one_file=True, location="model.weights", size_threshold=0)
+    add_case("external", "external/model.onnx", save_npy("external.in.npy", x.numpy()),
+             save_npy("external.out.npy", reference(net, x)), opset=13, external=True)
+
+
+def metadata_case():
+    """lenet5 (opset 13) with metadata_props the importer must pass through byte for byte."""
+    model = onnx.load(os.path.join(OUT, "lenet5_op13.onnx"))
+    props = {"task": "classifier", "labels": "T-shirt\nTrouser\nPullover\n", "input.mean": "0.5",
+             "input.std": "0.5", "unicode": "h\u00e9llo \u2713 \u65e5\u672c", "spaces": "  a = b  ",
+             "empty": "", "json": '{"a": [1, 2], "b": "c"}'}
+    onnx.helper.set_model_props(model, props)
+    onnx.save(model, os.path.join(OUT, "metadata.onnx"))
+    MANIFEST["metadata"] = {"onnx": "metadata.onnx", "keys": sorted(props)}
+
+
+def unsupported_case():
+    """A net with ops infer does not import: Resize (twice), Sin, Exp."""
+
+    class Bad(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2d(3, 4, 3)
+            self.up = nn.Upsample(scale_factor=2)
+
+        def forward(self, x):
+            x = self.up(torch.sin(self.conv(x)))
+            return torch.exp(self.up(x))
+
+    torch.manual_seed(9)
+    net = Bad().eval()
+    export(net, torch.randn(1, 3, 8, 8), "unsupported.onnx", 13)
+    model = onnx.load(os.path.join(OUT, "unsupported.onnx"))
+    bad = {}
+    for node in model.graph.node:
+        if node.op_type in ("Resize", "Sin", "Exp"):
+            bad.setdefault(node.op_type, []).append(node.name)
+    MANIFEST["unsupported"] = {"onnx": "unsupported.onnx", "ops": bad}
+
+
+def main():
+    zoo_cases()
+    random_cases()
+    handmade_case()
+    external_data_case()
+    metadata_case()
+    unsupported_case()
+    with open(os.path.join(OUT, "manifest.json"), "w") as f:
+        json.dump(MANIFEST, f, indent=1)
+    print(f"make_golden: {len(MANIFEST['cases'])} cases in {OUT} ({time.time() - T0:.1f} s)")
+
+
+if __name__ == "__main__":
+    main()
