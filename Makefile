@@ -27,11 +27,11 @@ test-asan:
 	cmake --build $(ASAN_DIR) -j$(JOBS)
 	ctest --test-dir $(ASAN_DIR) --output-on-failure -j$(JOBS)
 
+# demo: an 8x8 grid of garments from the shipped EB-GAN generator (models/README.md) in img.png.
 demo:
 	scripts/install-deps.sh
 	$(MAKE) --no-print-directory build
-	./$(BUILD_DIR)/model-zoo dcgan --out $(BUILD_DIR)/dcgan.fb --seed 1
-	./$(BUILD_DIR)/infer --model $(BUILD_DIR)/dcgan.fb --out img.png --batch 16 --seed 1
+	./$(BUILD_DIR)/infer --model models/ebgan_fashion.fb --out img.png --batch 64 --seed 1
 
 clean:
 	rm -rf $(BUILD_DIR) $(ASAN_DIR) img.png

@@ -2,7 +2,8 @@
 // layer is its own node (conv, BatchNorm, activation, pooling): fusing them is the graph passes' job.
 // Weights come from splitmix64 through integer arithmetic and one final rounding per value, so a seed
 // gives the same bytes on every IEEE-754 platform: no <random>, no libm transcendental (whose last bit
-// differs between C libraries).
+// differs between C libraries). With options.weights every constant comes from that source instead
+// (trained weights), checked for shape and range here.
 #include "zoo.h"
 
 #include <cmath>
@@ -177,6 +178,7 @@ class Net {
   int normal_constant(const std::string& name, Shape shape, int layer, Role role, double mean,
                       double std) {
     const int64_t n = reserve(name, shape);
+    if (options_.weights) return trained_constant(name, std::move(shape));
     Stream stream(options_.seed, layer, role);
     std::vector<float> data(static_cast<size_t>(n));
     for (float& v : data) {
@@ -191,6 +193,7 @@ class Net {
   int uniform_constant(const std::string& name, Shape shape, int layer, Role role, double lo,
                        double hi) {
     const int64_t n = reserve(name, shape);
+    if (options_.weights) return trained_constant(name, std::move(shape));
     Stream stream(options_.seed, layer, role);
     std::vector<float> data(static_cast<size_t>(n));
     for (float& v : data) {
@@ -199,6 +202,26 @@ class Net {
       v = static_cast<float>(value);
     }
     return builder_.constant(name, std::move(shape), data, options_.weight_dtype);
+  }
+
+  // The constant from options.weights under its PyTorch key, checked: exactly `shape`, every value
+  // finite and (stored as f16) within float16's range, so a wrong file never becomes a silent inf.
+  int trained_constant(const std::string& name, Shape shape) {
+    const std::string key = pytorch_key(name);
+    const Tensor t = options_.weights(key, shape);
+    if (t.shape != shape)
+      throw Error("zoo: " + name_ + ": trained weight '" + key + "' has shape " + shape_str(t.shape) +
+                  ", the architecture needs " + shape_str(shape));
+    if (static_cast<int64_t>(t.data.size()) != shape_numel(shape))
+      throw Error("zoo: " + name_ + ": trained weight '" + key + "' holds " +
+                  std::to_string(t.data.size()) + " values for shape " + shape_str(shape));
+    const float limit = options_.weight_dtype == DType::F16 ? 65504.f : 3.4028235e38f;
+    for (size_t i = 0; i < t.data.size(); ++i)
+      if (!(std::fabs(t.data[i]) <= limit))
+        throw Error("zoo: " + name_ + ": trained weight '" + key + "' value " + std::to_string(i) +
+                    " (" + std::to_string(t.data[i]) + ") is not finite in " +
+                    dtype_name(options_.weight_dtype));
+    return builder_.constant(name, std::move(shape), t.data, options_.weight_dtype);
   }
 
   ModelBuilder builder_;
@@ -233,6 +256,7 @@ void generator_has_no_size(const std::string& name, const ZooOptions& options) {
 std::string size_note(int size) { return " at image size " + std::to_string(size); }
 
 std::string seed_note(const ZooOptions& options) {
+  if (options.weights) return std::string("; trained weights (") + dtype_name(options.weight_dtype) + ")";
   return "; seeded random weights (seed " + std::to_string(options.seed) + ", " +
          dtype_name(options.weight_dtype) + ")";
 }
@@ -412,7 +436,37 @@ ModelBuilder ebgan(const ZooOptions& o) {
   return std::move(b);
 }
 
+// The shipped EB-GAN generator trained on Fashion-MNIST (models/train/train_ebgan.py; widths and BN
+// epsilon from its manifest.json): 512x4x4 -> 256x8x8 -> 128x16x16 -> 64x32x32, then tconv 64->1 k4
+// s2 p1 with bias to 1x64x64, tanh. Grayscale, unlike the Table 4 geometries above.
+ModelBuilder ebgan_fashion(const ZooOptions& o) {
+  generator_has_no_size("ebgan_fashion", o);
+  Net net("ebgan_fashion", o, "");
+  int x = generator_body(net, {512, 256, 128, 64});
+  x = net.tconv("tconv5", x, 1, 4, 2, 1, true);
+  x = net.activation("tanh", x, ActivationKind::Tanh);
+  net.builder().output(x);
+
+  ModelBuilder& b = net.builder();
+  b.set_description("EB-GAN generator for Fashion-MNIST: z 100 -> 1x64x64 grayscale in [-1,1]" +
+                    seed_note(o));
+  generator_metadata(b);
+  return std::move(b);
+}
+
 }  // namespace
+
+std::string pytorch_key(const std::string& zoo_name) {
+  const std::pair<const char*, const char*> renames[] = {
+      {".scale", ".weight"}, {".mean", ".running_mean"}, {".var", ".running_var"}};
+  for (const auto& [zoo_suffix, torch_suffix] : renames) {
+    const std::string suffix = zoo_suffix;
+    if (zoo_name.size() > suffix.size() &&
+        zoo_name.compare(zoo_name.size() - suffix.size(), suffix.size(), suffix) == 0)
+      return zoo_name.substr(0, zoo_name.size() - suffix.size()) + torch_suffix;
+  }
+  return zoo_name;
+}
 
 const std::vector<std::string>& names() {
   static const std::vector<std::string> kNames{"lenet5", "alexnet", "vgg11", "vgg16", "dcgan", "ebgan"};
@@ -431,9 +485,11 @@ ModelBuilder build(const std::string& name, const ZooOptions& options) {
                options);
   if (name == "dcgan") return dcgan(options);
   if (name == "ebgan") return ebgan(options);
+  if (name == "ebgan_fashion") return ebgan_fashion(options);
 
   std::string known;
   for (const std::string& n : names()) known += (known.empty() ? "" : ", ") + n;
+  known += ", ebgan_fashion";
   throw Error("zoo: unknown model '" + name + "' (known: " + known + ")");
 }
 

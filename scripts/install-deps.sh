@@ -9,6 +9,8 @@ packages=(
   libspdlog-dev libfmt-dev
   doctest-dev libstb-dev libcli11-dev nlohmann-json3-dev
   libopenblas-dev zlib1g-dev
+  dataset-fashion-mnist
+  libonnx-dev libprotobuf-dev protobuf-compiler python3-torch python3-onnx python3-numpy
 )
 
 missing=()

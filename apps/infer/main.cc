@@ -1,4 +1,5 @@
-// `infer`: run or profile a model file from the command line (see `infer --help`). Exit codes: 0 done,
+// `infer`: run or profile a model file from the command line (see `infer --help`); `infer eval` (eval.cc)
+// evaluates a classifier on an IDX data set. Exit codes: 0 done,
 // 1 usage error (CLI11's message), 2 anything else, printed as exactly one line "error: <message>" on
 // stderr. Nothing escapes main(): every exception is caught here.
 #include <CLI/CLI.hpp>
@@ -36,10 +37,12 @@ int fail(const std::string& message) {
 int main(int argc, char** argv) {
   infer::cli::Options o;
   std::vector<std::string> kernel_choices;
+  std::vector<std::string> pass_choices;
+  bool no_fuse = false;
 
   CLI::App app{"Run or profile an infer model (.fb)", "infer"};
   app.set_version_flag("--version", std::string("infer ") + infer::version());
-  app.add_option("--model", o.model, "Model file (.fb)")->required();
+  app.add_option("--model", o.model, "Model file (.fb)");  // required unless a subcommand runs
   app.add_option("--out", o.out,
                  "Output file: a PNG grid for a generator, else .npy (several outputs: FILE_<i>.ext)");
   app.add_option("--input", o.inputs, "Input file per model input: .npy, or an image (PNG/JPEG/BMP)");
@@ -54,15 +57,34 @@ int main(int argc, char** argv) {
   app.add_option("--trace", o.trace, "Write a Chrome trace (chrome://tracing, ui.perfetto.dev)");
   app.add_option("--kernel", kernel_choices, "Force a kernel variant: op=variant (repeatable)")
       ->check(CLI::Validator(check_kernel_choice, "OP=VARIANT"));
+  app.add_flag("--no-fuse", no_fuse, "Run no graph pass (no BatchNorm folding, no fusion)");
+  app.add_option("--pass", pass_choices,
+                 "Switch one graph pass: NAME=off|on (fold_batchnorm, fuse_conv_avgpool, "
+                 "fuse_activation; repeatable, applied after --no-fuse)");
   app.add_flag("-v,--verbose", o.verbose, "Debug logging: kernel per node, timings");
+  infer::cli::EvalOptions eval_options;
+  CLI::App* eval = infer::cli::add_eval_command(app, eval_options);
 
   try {
     app.parse(argc, argv);
+    if (!eval->parsed() && o.model.empty()) throw CLI::RequiredError("--model");
     o.runs_given = runs->count() > 0;
     for (const std::string& choice : kernel_choices) {
       const size_t eq = choice.find('=');
       if (!o.kernels.emplace(choice.substr(0, eq), choice.substr(eq + 1)).second)
         throw CLI::ValidationError("--kernel", "op '" + choice.substr(0, eq) + "' given twice");
+    }
+    if (no_fuse) o.passes.set_all(false);
+    for (const std::string& choice : pass_choices) {
+      const size_t eq = choice.find('=');
+      const std::string state = eq == std::string::npos ? "" : choice.substr(eq + 1);
+      if (state != "off" && state != "on")
+        throw CLI::ValidationError("--pass", "expected NAME=off or NAME=on, got '" + choice + "'");
+      try {
+        o.passes.set(choice.substr(0, eq), state == "on");
+      } catch (const infer::Error& e) {
+        throw CLI::ValidationError("--pass", e.what());
+      }
     }
   } catch (const CLI::ParseError& e) {
     const int code = app.exit(e);  // prints help, the version, or the usage error
@@ -76,6 +98,7 @@ int main(int argc, char** argv) {
     logger->set_pattern("[%l] %v");
     spdlog::set_default_logger(logger);
     spdlog::set_level(o.verbose ? spdlog::level::debug : spdlog::level::warn);
+    if (eval->parsed()) return infer::cli::run_eval(eval_options);
     return infer::cli::run(o);
   } catch (const std::exception& e) {
     // infer::Error and everything else (bad_alloc, filesystem errors): one line, exit 2.

@@ -1,6 +1,10 @@
 // model-zoo: writes a zoo model (models/zoo.h) to a .fb file, or lists the zoo.
 //   model-zoo NAME --out FILE [--seed N] [--image-size N] [--fp16]
+//             [--weights DIR] [--labels A,B,..] [--description TEXT] [--meta KEY=VALUE]...
 //   model-zoo --list
+// --weights exports trained weights: every constant is read from DIR/<PyTorch state_dict key>.npy
+// (models/README.md); a missing file, a wrong shape, or a parameter file in DIR the model does not use
+// (a stem with a '.', e.g. fc4.weight.npy) is an error. The zoo stays I/O free: the arrays are read here.
 // Exit status: 0 done, 1 usage error (reported by CLI11), 2 anything infer refuses (unknown model, bad
 // image size, unwritable path), reported as one `error: ...` line on stderr.
 #include <charconv>
@@ -8,13 +12,63 @@
 #include <exception>
 #include <filesystem>
 #include <iostream>
+#include <set>
 #include <string>
 #include <system_error>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
 #include "infer/infer.h"
+#include "npy.h"
 #include "zoo.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// "key=value" with a non-empty key; CLI11 reports a non-empty return as a usage error.
+std::string check_meta(std::string& text) {
+  const size_t eq = text.find('=');
+  if (eq == std::string::npos || eq == 0) return "expected KEY=VALUE, got '" + text + "'";
+  return "";
+}
+
+// Labels are stored one per line (docs/format.md); the command line gives them comma-separated.
+std::string labels_lines(const std::string& list) {
+  std::string lines = list;
+  for (char& c : lines)
+    if (c == ',') c = '\n';
+  return lines;
+}
+
+// The WeightSource for --weights DIR: reads DIR/<key>.npy and records which keys were used.
+infer::zoo::WeightSource folder_weights(const std::string& dir, std::set<std::string>& used) {
+  return [dir, &used](const std::string& key, const infer::Shape&) {
+    const fs::path file = fs::path(dir) / (key + ".npy");
+    std::error_code ec;
+    if (!fs::is_regular_file(file, ec))
+      throw infer::Error("--weights '" + dir + "': no '" + file.filename().string() +
+                         "' for parameter '" + key + "'");
+    used.insert(key);
+    return infer::read_npy(file.string());  // the zoo checks the shape
+  };
+}
+
+// Parameter files (stem with a '.', as PyTorch keys have) in `dir` that the model did not ask for:
+// a folder for another architecture must not half-match silently.
+void check_all_used(const std::string& dir, const std::set<std::string>& used) {
+  for (const fs::directory_entry& e : fs::directory_iterator(dir)) {
+    const fs::path p = e.path();
+    if (p.extension() != ".npy") continue;
+    const std::string stem = p.stem().string();
+    if (stem.find('.') != std::string::npos && used.count(stem) == 0)
+      throw infer::Error("--weights '" + dir + "': '" + p.filename().string() +
+                         "' is not a parameter of this model");
+  }
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"Writes a model of the infer zoo (seeded random weights) to a .fb file."};
@@ -22,6 +76,8 @@ int main(int argc, char** argv) {
   uint64_t seed = 1;
   int image_size = 0;
   bool fp16 = false, list = false;
+  std::string weights_dir, labels, description;
+  std::vector<std::string> meta;
 
   CLI::Option* name_option =
       app.add_option("name", name, "zoo model: lenet5, alexnet, vgg11, vgg16, dcgan, ebgan");
@@ -44,6 +100,13 @@ int main(int argc, char** argv) {
                  "classifiers: input height = width (0 = the architecture's own: 28 lenet5, 224 others)")
       ->capture_default_str();
   app.add_flag("--fp16", fp16, "store weights as float16");
+  app.add_option("--weights", weights_dir,
+                 "trained weights: a folder of <PyTorch state_dict key>.npy files (models/README.md)")
+      ->check(CLI::ExistingDirectory);
+  app.add_option("--labels", labels, "metadata 'labels': class names, comma-separated");
+  app.add_option("--description", description, "the model's description (replaces the zoo's)");
+  app.add_option("--meta", meta, "extra metadata KEY=VALUE (repeatable; replaces the zoo's KEY)")
+      ->check(CLI::Validator(check_meta, "KEY=VALUE"));
   app.add_flag("--list", list, "print the zoo's model names, one per line")
       ->excludes(name_option)
       ->excludes(out_option);
@@ -67,8 +130,18 @@ int main(int argc, char** argv) {
     options.seed = seed;
     options.image_size = image_size;
     options.weight_dtype = fp16 ? infer::DType::F16 : infer::DType::F32;
+    std::set<std::string> used;
+    if (!weights_dir.empty()) options.weights = folder_weights(weights_dir, used);
 
-    infer::zoo::build(name, options).save(out);
+    infer::ModelBuilder builder = infer::zoo::build(name, options);
+    if (!weights_dir.empty()) check_all_used(weights_dir, used);
+    if (!labels.empty()) builder.set_metadata("labels", labels_lines(labels));
+    if (!description.empty()) builder.set_description(description);
+    for (const std::string& kv : meta) {
+      const size_t eq = kv.find('=');
+      builder.set_metadata(kv.substr(0, eq), kv.substr(eq + 1));
+    }
+    builder.save(out);
 
     // Read the file back: it proves the file loads, and gives the parameter count (every zoo constant
     // is stored as options.weight_dtype, so the count is weight bytes over that size).

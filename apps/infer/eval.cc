@@ -1,0 +1,238 @@
+// `infer eval`: a classifier's accuracy on an IDX data set (e.g. Fashion-MNIST's t10k files). Images
+// are normalised per the model's metadata (x = (p/255 - mean)/std), run in batches of --batch through
+// one Session (a second, smaller one for the last partial batch), and the argmax of each row is the
+// prediction. Prints accuracy, a confusion matrix with label names and images/s to stdout; a progress
+// bar goes to stderr only when stderr is a terminal. Bad files or a model that does not fit the data
+// are infer::Errors (main() exits 2).
+#include <fmt/core.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <optional>
+
+#include "cli.h"
+#include "idx.h"
+#include "npy.h"
+
+namespace infer::cli {
+namespace {
+namespace fs = std::filesystem;
+
+// The model's one input must be [-1, 1, H, W] (IDX images are grayscale) and its one output
+// [-1, classes]; returns {H, W, classes}.
+struct Geometry {
+  int64_t height, width, classes;
+};
+
+Geometry check_model(const Model& model, const AppMetadata& meta, const std::string& path) {
+  if (meta.task != "classifier")
+    throw Error("model '" + path + "' is not a classifier (metadata task '" + meta.task +
+                "'); eval needs one");
+  if (model.inputs().size() != 1 || model.outputs().size() != 1)
+    throw Error("model '" + path + "' has " + std::to_string(model.inputs().size()) + " inputs and " +
+                std::to_string(model.outputs().size()) + " outputs; eval needs one of each");
+  const Shape& in = model.inputs()[0].shape;
+  if (in.size() != 4 || in[1] != 1)
+    throw Error("model '" + path + "' input '" + model.inputs()[0].name + "' is " + shape_str(in) +
+                "; eval needs a one-channel image input [N,1,H,W]");
+  const Shape& out = model.outputs()[0].shape;
+  if (out.size() != 2 || out[1] < 1)
+    throw Error("model '" + path + "' output '" + model.outputs()[0].name + "' is " + shape_str(out) +
+                "; eval needs [N, classes]");
+  if (meta.mean.size() > 1 || meta.std.size() > 1)
+    throw Error("model '" + path + "': input.mean / input.std have more than one value for a "
+                "one-channel input");
+  return {in[2], in[3], out[1]};
+}
+
+// The output must not overwrite an input file, and its directory must exist (checked before work).
+void check_predictions_path(const EvalOptions& o) {
+  if (o.predictions.empty()) return;
+  std::error_code ec;
+  for (const std::string& in : {o.model, o.images, o.labels})
+    if (fs::equivalent(o.predictions, in, ec))
+      throw Error("--predictions '" + o.predictions + "' is an input file; refusing to overwrite it");
+  fs::path dir = fs::path(o.predictions).parent_path();
+  if (dir.empty()) dir = ".";
+  if (!fs::is_directory(dir, ec))
+    throw Error("cannot write '" + o.predictions + "': directory '" + dir.string() +
+                "' does not exist");
+  if (fs::is_directory(o.predictions, ec))
+    throw Error("cannot write '" + o.predictions + "': it is a directory");
+}
+
+// "[#####-----]  4096/10000" on stderr, redrawn in place; only used when stderr is a terminal.
+class Progress {
+ public:
+  explicit Progress(int64_t total) : total_(total), enabled_(isatty(fileno(stderr)) != 0) {}
+  void update(int64_t done) const {
+    if (!enabled_) return;
+    constexpr int kWidth = 40;
+    const int filled = int(kWidth * done / std::max<int64_t>(total_, 1));
+    std::fprintf(stderr, "\r[%s%s] %lld/%lld", std::string(size_t(filled), '#').c_str(),
+                 std::string(size_t(kWidth - filled), '-').c_str(), static_cast<long long>(done),
+                 static_cast<long long>(total_));
+    std::fflush(stderr);
+  }
+  void finish() const {
+    if (!enabled_) return;
+    std::fprintf(stderr, "\r%*s\r", 70, "");  // erase the bar: stdout's results stay clean
+    std::fflush(stderr);
+  }
+
+ private:
+  int64_t total_;
+  bool enabled_;
+};
+
+std::string label_of(const AppMetadata& meta, int64_t c) {
+  if (size_t(c) < meta.labels.size() && !meta.labels[size_t(c)].empty()) return meta.labels[size_t(c)];
+  return std::to_string(c);
+}
+
+void print_confusion(const AppMetadata& meta, const std::vector<int64_t>& confusion, int64_t classes) {
+  size_t name_width = 5;
+  for (int64_t c = 0; c < classes; ++c) name_width = std::max(name_width, label_of(meta, c).size());
+  const int cell = 6;
+  fmt::print("confusion matrix (rows: true class, columns: predicted class index):\n");
+  fmt::print("{:>3} {:<{}}", "", "", name_width);
+  for (int64_t c = 0; c < classes; ++c) fmt::print("{:>{}}", c, cell);
+  fmt::print("{:>9}\n", "recall");
+  for (int64_t t = 0; t < classes; ++t) {
+    fmt::print("{:>3} {:<{}}", t, label_of(meta, t), name_width);
+    int64_t row = 0;
+    for (int64_t p = 0; p < classes; ++p) {
+      const int64_t n = confusion[size_t(t * classes + p)];
+      row += n;
+      fmt::print("{:>{}}", n, cell);
+    }
+    const int64_t hit = confusion[size_t(t * classes + t)];
+    if (row > 0)
+      fmt::print("{:>8.2f}%\n", 100.0 * double(hit) / double(row));
+    else
+      fmt::print("{:>9}\n", "-");
+  }
+}
+
+}  // namespace
+
+CLI::App* add_eval_command(CLI::App& app, EvalOptions& o) {
+  CLI::App* eval = app.add_subcommand(
+      "eval", "Evaluate a classifier on an IDX data set (gzip or plain): accuracy, confusion matrix");
+  eval->add_option("--model", o.model, "Classifier model file (.fb)")->required();
+  eval->add_option("--images", o.images, "IDX images [N,H,W] uint8 (e.g. t10k-images-idx3-ubyte.gz)")
+      ->required();
+  eval->add_option("--labels", o.labels, "IDX labels [N] uint8 (e.g. t10k-labels-idx1-ubyte.gz)")
+      ->required();
+  eval->add_option("--batch", o.batch, "Batch size")
+      ->check(CLI::Range(int64_t(1), int64_t(65536)))
+      ->capture_default_str();
+  eval->add_option("--backend", o.backend, "Backend")
+      ->check(CLI::IsMember({"cpu", "cuda", "reference", "auto"}))
+      ->capture_default_str();
+  eval->add_option("--predictions", o.predictions, "Write the predicted classes, one uint8 per image");
+  return eval;
+}
+
+int run_eval(const EvalOptions& o) {
+  const Model model = Model::load(o.model);
+  const AppMetadata meta = read_metadata(model, o.model);
+  const Geometry g = check_model(model, meta, o.model);
+  check_predictions_path(o);
+  if (g.classes > 256 && !o.predictions.empty())
+    throw Error("--predictions stores one byte per image; the model has " + std::to_string(g.classes) +
+                " classes");
+
+  const IdxArray images = read_idx(o.images);
+  const IdxArray labels = read_idx(o.labels);
+  if (images.dims.size() != 3)
+    throw Error("IDX file '" + o.images + "' has " + std::to_string(images.dims.size()) +
+                " dimensions; images need 3 [N,H,W]");
+  if (labels.dims.size() != 1)
+    throw Error("IDX file '" + o.labels + "' has " + std::to_string(labels.dims.size()) +
+                " dimensions; labels need 1 [N]");
+  const int64_t count = images.dims[0];
+  if (labels.dims[0] != count)
+    throw Error("'" + o.images + "' holds " + std::to_string(count) + " images but '" + o.labels +
+                "' holds " + std::to_string(labels.dims[0]) + " labels");
+  if (images.dims[1] != g.height || images.dims[2] != g.width)
+    throw Error("'" + o.images + "' images are " + std::to_string(images.dims[1]) + "x" +
+                std::to_string(images.dims[2]) + "; model '" + o.model + "' takes " +
+                std::to_string(g.height) + "x" + std::to_string(g.width));
+  for (int64_t i = 0; i < count; ++i)
+    if (labels.data[size_t(i)] >= g.classes)
+      throw Error("'" + o.labels + "': label " + std::to_string(labels.data[size_t(i)]) + " of image " +
+                  std::to_string(i) + " is not a class of the model (" + std::to_string(g.classes) +
+                  " classes)");
+
+  // x = (p/255 - mean)/std as one multiply-add per pixel, computed as the image loader does.
+  const float mean = meta.mean.empty() ? 0.f : meta.mean[0];
+  const float stddev = meta.std.empty() ? 1.f : meta.std[0];
+
+  const int64_t batch = std::min(o.batch, count);
+  SessionOptions so;
+  so.backend = o.backend;
+  so.batch = batch;
+  Session full(model, so);
+  std::optional<Session> tail;  // the last partial batch, made when needed
+  fmt::print("eval: model '{}' on backend {}, {} images {}x{} in batches of {}\n", o.model,
+             full.backend(), count, g.height, g.width, batch);
+
+  const int64_t pixels = g.height * g.width;
+  std::vector<uint8_t> predicted(static_cast<size_t>(count));
+  std::vector<int64_t> confusion(size_t(g.classes * g.classes), 0);
+  int64_t correct = 0;
+  Progress progress(count);
+  const auto start = std::chrono::steady_clock::now();
+  for (int64_t first = 0; first < count; first += batch) {
+    const int64_t n = std::min(batch, count - first);
+    Session* session = &full;
+    if (n != batch) {
+      so.batch = n;
+      tail.emplace(model, so);
+      session = &*tail;
+    }
+    Tensor input(session->inputs()[0].shape);
+    const uint8_t* src = images.data.data() + first * pixels;
+    for (int64_t i = 0; i < n * pixels; ++i)
+      input.data[size_t(i)] = (float(src[i]) / 255.f - mean) / stddev;
+    const std::vector<Tensor> outputs = session->run({input});
+    if (outputs.size() != 1 || outputs[0].numel() != n * g.classes)
+      throw Error("session returned an unexpected output for batch at image " + std::to_string(first));
+    for (int64_t r = 0; r < n; ++r) {
+      // The first maximum wins ties; a NaN logit never compares greater, so it is never chosen
+      // unless the whole row is NaN (then class 0, counted wrong unless the label is 0).
+      const float* row = outputs[0].data.data() + r * g.classes;
+      int64_t best = 0;
+      for (int64_t c = 1; c < g.classes; ++c)
+        if (row[c] > row[best] || std::isnan(row[best])) best = c;
+      const int64_t truth = labels.data[size_t(first + r)];
+      predicted[size_t(first + r)] = uint8_t(best);
+      confusion[size_t(truth * g.classes + best)] += 1;
+      correct += best == truth;
+    }
+    progress.update(first + n);
+  }
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  progress.finish();
+
+  fmt::print("accuracy: {:.2f}% ({}/{})\n", 100.0 * double(correct) / double(count), correct, count);
+  print_confusion(meta, confusion, g.classes);
+  fmt::print("speed: {:.0f} images/s ({} images in {:.3f} s, normalisation included)\n",
+             double(count) / std::max(seconds, 1e-9), count, seconds);
+  if (!o.predictions.empty()) {
+    write_file_atomic(o.predictions, predicted);
+    fmt::print("wrote {}: {} predicted classes (uint8)\n", o.predictions, count);
+  }
+  return 0;
+}
+
+}  // namespace infer::cli
