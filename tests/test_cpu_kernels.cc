@@ -185,7 +185,7 @@ TEST_CASE("conv2d im2col_gemm: workspace, 1x1 shortcut, applicability, errors") 
 
 TEST_CASE("dense gemm matches the reference (sgemv at batch 1, sgemm above)") {
   std::mt19937_64 rng(7);
-  for (int t = 0; t < 120; ++t) {
+  for (int t = 0; t < 200; ++t) {
     DenseParams p;
     p.activation = random_activation(rng);
     const int64_t N = t % 3 == 0 ? 1 : uniform(rng, 1, 5), FI = uniform(rng, 1, 300),
@@ -231,7 +231,7 @@ TEST_CASE("pool2d direct matches the reference on 250 random shapes") {
 
 TEST_CASE("activation, add and batchnorm direct match the reference") {
   std::mt19937_64 rng(13);
-  for (int t = 0; t < 60; ++t) {
+  for (int t = 0; t < 200; ++t) {
     const Shape s = t % 2 ? Shape{uniform(rng, 1, 3), uniform(rng, 1, 40), uniform(rng, 1, 30),
                                   uniform(rng, 1, 30)}
                           : Shape{uniform(rng, 1, 4), uniform(rng, 1, 2000)};
@@ -272,7 +272,7 @@ TEST_CASE("elementwise direct kernels run in place") {
 
 TEST_CASE("softmax, concat, flatten and reshape direct match the reference") {
   std::mt19937_64 rng(17);
-  for (int t = 0; t < 80; ++t) {
+  for (int t = 0; t < 200; ++t) {
     const int rank = uniform(rng, 1, 4);
     Shape s;
     for (int d = 0; d < rank; ++d) s.push_back(uniform(rng, 1, d == rank - 1 ? 40 : 6));
