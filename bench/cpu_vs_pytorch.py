@@ -13,6 +13,7 @@ Parts (each timed as the median of --runs after --warmup untimed runs, both side
       conv_pool2d) vs torch conv2d + avg_pool2d.
 infer's numbers come from infer-bench --json (steady_clock around Session::run). Writes
 <out>/cpu-<date>.md (tables), <out>/cpu-<date>.json (everything) and <out>/cpu-<date>.png (plot).
+--replot JSON redraws only the plot of an earlier results JSON (e.g. after installing matplotlib).
 """
 import argparse
 import datetime
@@ -413,7 +414,17 @@ def main():
     p.add_argument("--models", default=",".join(ZOO), help="zoo models for part (b)")
     p.add_argument("--variants", action="store_true", help="(b): also force every other variant per op")
     p.add_argument("--tag", default="", help="suffix of the result file names")
+    p.add_argument("--replot", metavar="JSON", help="only redraw the plot of a results JSON written by this "
+                   "script (next to it, .png instead of .json); runs nothing")
     a = p.parse_args()
+    if a.replot:
+        with open(a.replot) as f:
+            results = json.load(f)
+        png = os.path.splitext(a.replot)[0] + ".png"
+        if not plot(results, png):
+            sys.exit("error: no plot written (matplotlib missing)")
+        log("wrote %s" % png)
+        return
     a.models = [m for m in a.models.split(",") if m]
     parts = set(a.parts.split(","))
 
