@@ -1,6 +1,8 @@
 # Top-level shortcuts around CMake + ctest. `make build` only builds (dependencies must be present);
 # test, test-asan and demo install missing Debian packages first (scripts/install-deps.sh, idempotent).
-# Builds use -j2 and Ninja; build/ is Release, build-asan/ is ASan + UBSan (RelWithDebInfo).
+# Builds use -j2 and Ninja; build/ is Release (with the CUDA backend when a toolkit is found),
+# build-asan/ is ASan + UBSan (RelWithDebInfo) of the host code without CUDA: ASan cannot see device
+# memory, and the CUDA code is checked with compute-sanitizer on a GPU machine instead.
 
 JOBS ?= 2
 BUILD_DIR := build
@@ -23,7 +25,7 @@ test:
 
 test-asan:
 	scripts/install-deps.sh
-	cmake -S . -B $(ASAN_DIR) -G Ninja -DINFER_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo
+	cmake -S . -B $(ASAN_DIR) -G Ninja -DINFER_SANITIZE=ON -DINFER_CUDA=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo
 	cmake --build $(ASAN_DIR) -j$(JOBS)
 	ctest --test-dir $(ASAN_DIR) --output-on-failure -j$(JOBS)
 

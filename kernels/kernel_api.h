@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -20,16 +21,21 @@ struct NodeDesc {
   OpParams params;
   std::vector<Shape> input_shapes;
   std::vector<Shape> output_shapes;
-  std::vector<const float*> constants;  // one per input
+  std::vector<const float*> constants;  // one per input; always float32 host data
+  Precision precision = Precision::FP32;  // infer/ops.h; the cpu backend runs FP32 only
 };
 
-// One call of a kernel: device-side pointers for its backend (host pointers on cpu).
+// One call of a kernel: device-side pointers for its backend (host pointers on cpu). The pointers are
+// typed float*, but under Precision::FP16 they point at IEEE half data (activations and constants
+// alike) and the kernel reinterprets them.
 struct KernelCall {
   const NodeDesc& node;
   std::vector<const float*> inputs;   // activations and constants, in node input order
   std::vector<float*> outputs;
   void* workspace = nullptr;          // workspace_bytes(node) bytes, 256-byte aligned, from the arena
   const void* prepared = nullptr;     // what prepare() returned, if any
+  void* context = nullptr;            // the backend's execution context: nullptr on cpu; on cuda a
+                                      // cuda::Context* (stream, cuBLAS handles; kernels/cuda/context.h)
 };
 
 struct KernelVariant {
@@ -37,6 +43,9 @@ struct KernelVariant {
   std::string name;     // e.g. "reference", "segregated_unified"
   std::string backend;  // "cpu" or "cuda"
   int priority = 0;     // default heuristic: the applicable variant with the highest priority runs
+  // A shape-dependent priority that replaces `priority` when set (e.g. a variant that wins only on
+  // small spatial sizes); ties keep registration order.
+  std::function<int(const NodeDesc&)> priority_for;
   std::function<bool(const NodeDesc&)> applicable;          // empty: always applicable
   std::function<size_t(const NodeDesc&)> workspace_bytes;   // empty: none
   std::function<std::shared_ptr<void>(const NodeDesc&)> prepare;  // empty: nothing to prepare
@@ -62,5 +71,8 @@ class KernelRegistry {
 // Registration entry points, one per kernel folder; called by KernelRegistry::global().
 void register_reference_kernels(KernelRegistry& registry);
 void register_cpu_kernels(KernelRegistry& registry);
+#ifdef INFER_WITH_CUDA
+void register_cuda_kernels(KernelRegistry& registry);  // kernels/cuda/register.cc
+#endif
 
 }  // namespace infer

@@ -12,6 +12,9 @@ const KernelRegistry& KernelRegistry::global() {
     KernelRegistry r;
     register_reference_kernels(r);
     register_cpu_kernels(r);
+#ifdef INFER_WITH_CUDA
+    register_cuda_kernels(r);
+#endif
     return r;
   }();
   return registry;

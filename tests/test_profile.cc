@@ -44,6 +44,7 @@ const std::vector<std::string> kNames = {"conv1", "pool1", "flat", "fc", "prob"}
 
 TEST_CASE("profile: one entry per node with positive medians and the cost model's counts") {
   SessionOptions options;
+  options.backend = "cpu";  // "auto" would pick cuda on a GPU machine (test_cuda_models covers it)
   options.batch = 2;
   Session session(small_model(), options);
   Tensor x({2, 2, 6, 6}, random_vector(144, 4));

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "backend.h"
 #include "infer/infer.h"
 #include "plan.h"
 #include "planner.h"
@@ -128,7 +129,11 @@ TEST_CASE("session: conv/relu/pool/flatten/dense/softmax matches the loops, cpu 
     options.backend = backend;
     options.passes.set_all(false);  // the node list checked below is the model's own
     Session session(model, options);
-    CHECK(session.backend() == (std::string(backend) == "reference" ? "reference" : "cpu"));
+    std::string expected = std::string(backend) == "reference" ? "reference" : "cpu";
+#ifdef INFER_WITH_CUDA
+    if (std::string(backend) == "auto" && detail::cuda_device_available()) expected = "cuda";
+#endif
+    CHECK(session.backend() == expected);
     REQUIRE(session.inputs().size() == 1);
     CHECK(session.inputs()[0].shape == Shape{1, 1, 6, 6});
     CHECK(session.outputs()[0].shape == Shape{1, 4});
@@ -252,7 +257,27 @@ TEST_CASE("session: bad options are errors") {
   o.backend = "tpu";
   CHECK_THROWS_WITH_AS(make(o), "unknown backend 'tpu' (choices: auto, cpu, cuda, reference)", Error);
   o.backend = "cuda";
-  CHECK_THROWS_WITH_AS(make(o), "this build of infer has no CUDA backend", Error);
+#ifdef INFER_WITH_CUDA
+  if (!detail::cuda_device_available())
+    CHECK_THROWS_WITH_AS(make(o), "backend cuda: no CUDA device is available (use --backend cpu or auto)",
+                         Error);
+#else
+  CHECK_THROWS_WITH_AS(make(o), "this build of infer has no CUDA backend (built without a CUDA toolkit)",
+                       Error);
+#endif
+
+  // tf32 and fp16 exist on cuda only; the cpu backends say so instead of silently running fp32.
+  o = {};
+  o.backend = "cpu";
+  o.precision = Precision::FP16;
+  CHECK_THROWS_WITH_AS(make(o), "precision fp16 needs the cuda backend (backend cpu runs fp32 only)",
+                       Error);
+  o.backend = "reference";
+  o.precision = Precision::TF32;
+  CHECK_THROWS_WITH_AS(make(o),
+                       "precision tf32 needs the cuda backend (backend reference runs fp32 only)", Error);
+  o.precision = static_cast<Precision>(7);
+  CHECK_THROWS_WITH_AS(make(o), "unknown precision value 7", Error);
 
   o = {};
   o.batch = 0;
@@ -261,6 +286,7 @@ TEST_CASE("session: bad options are errors") {
   CHECK_THROWS_AS(make(o), Error);
 
   o = {};
+  o.backend = "cpu";  // the variant lists checked below are the cpu backend's
   o.kernels = {{"convolution", "reference"}};
   try {
     make(o);

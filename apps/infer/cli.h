@@ -25,6 +25,8 @@ struct Options {
   int64_t batch = 1;
   uint64_t seed = 1;
   std::string backend = "auto";
+  Precision precision = Precision::FP32;  // --precision fp32|tf32|fp16
+  bool autotune = false;                  // --autotune
   int runs = 1;
   bool runs_given = false;  // --runs on the command line (profiling defaults to 10)
   bool profile = false;
@@ -80,6 +82,7 @@ struct EvalOptions {
   std::string model, images, labels;
   int64_t batch = 256;
   std::string backend = "auto";
+  Precision precision = Precision::FP32;
   std::string predictions;  // optional: one uint8 predicted class per image
 };
 

@@ -134,9 +134,13 @@ CLI::App* add_eval_command(CLI::App& app, EvalOptions& o) {
   eval->add_option("--batch", o.batch, "Batch size")
       ->check(CLI::Range(int64_t(1), int64_t(65536)))
       ->capture_default_str();
-  eval->add_option("--backend", o.backend, "Backend")
+  eval->add_option("--backend", o.backend, "Backend (auto: cuda when a GPU is present, else cpu)")
       ->check(CLI::IsMember({"cpu", "cuda", "reference", "auto"}))
       ->capture_default_str();
+  const std::map<std::string, Precision> precisions{
+      {"fp32", Precision::FP32}, {"tf32", Precision::TF32}, {"fp16", Precision::FP16}};
+  eval->add_option("--precision", o.precision, "fp32, tf32 or fp16 (tf32 and fp16 need cuda)")
+      ->transform(CLI::CheckedTransformer(precisions, CLI::ignore_case));
   eval->add_option("--predictions", o.predictions, "Write the predicted classes, one uint8 per image");
   return eval;
 }
@@ -179,6 +183,7 @@ int run_eval(const EvalOptions& o) {
   const int64_t batch = std::min(o.batch, count);
   SessionOptions so;
   so.backend = o.backend;
+  so.precision = o.precision;
   so.batch = batch;
   Session full(model, so);
   std::optional<Session> tail;  // the last partial batch, made when needed

@@ -48,8 +48,15 @@ int main(int argc, char** argv) {
   app.add_option("--input", o.inputs, "Input file per model input: .npy, or an image (PNG/JPEG/BMP)");
   app.add_option("--batch", o.batch, "Batch size")->check(CLI::Range(int64_t(1), int64_t(65536)));
   app.add_option("--seed", o.seed, "Seed of the random input when no --input is given");
-  app.add_option("--backend", o.backend, "Backend")
+  app.add_option("--backend", o.backend, "Backend (auto: cuda when a GPU is present, else cpu)")
       ->check(CLI::IsMember({"cpu", "cuda", "reference", "auto"}));
+  const std::map<std::string, infer::Precision> precisions{
+      {"fp32", infer::Precision::FP32}, {"tf32", infer::Precision::TF32}, {"fp16", infer::Precision::FP16}};
+  app.add_option("--precision", o.precision,
+                 "fp32 (strict), tf32 or fp16 (half storage, fp32 accumulation); tf32 and fp16 need cuda")
+      ->transform(CLI::CheckedTransformer(precisions, CLI::ignore_case));
+  app.add_flag("--autotune", o.autotune,
+               "Time every applicable kernel variant per node once and keep the fastest");
   auto* runs = app.add_option("--runs", o.runs, "Runs (profiling default 10)")
                    ->check(CLI::Range(1, 1000000));
   app.add_flag("--profile", o.profile, "Print the per-node profile table");

@@ -70,7 +70,8 @@ void check_output_paths(const Options& o, const Model& model, const AppMetadata&
 }
 
 void log_plan(const Session& session) {
-  spdlog::debug("session: backend {}, batch {}, {} nodes", session.backend(), session.batch(),
+  spdlog::debug("session: backend {} ({}), precision {}, batch {}, {} nodes", session.backend(),
+                session.device(), precision_name(session.precision()), session.batch(),
                 session.nodes().size());
   for (const NodeInfo& n : session.nodes()) {
     std::string fused;
@@ -80,8 +81,10 @@ void log_plan(const Session& session) {
                   fused);
   }
   const MemoryReport& m = session.memory();
-  spdlog::debug("memory: arena {} B, naive {} B, lower bound {} B, workspace {} B, weights {} B",
-                m.arena_bytes, m.naive_bytes, m.lower_bound_bytes, m.workspace_bytes, m.weight_bytes);
+  spdlog::debug("memory: arena {} B, naive {} B, lower bound {} B, workspace {} B, weights {} B, "
+                "prepared {} B, device peak {} B of {} B",
+                m.arena_bytes, m.naive_bytes, m.lower_bound_bytes, m.workspace_bytes, m.weight_bytes,
+                m.prepared_bytes, m.device_peak_bytes, m.device_total_bytes);
 }
 
 std::vector<uint8_t> as_bytes(const std::string& text) { return {text.begin(), text.end()}; }
@@ -99,6 +102,8 @@ int run(const Options& o) {
 
   SessionOptions session_options;
   session_options.backend = o.backend;
+  session_options.precision = o.precision;
+  session_options.autotune = o.autotune;
   session_options.batch = o.batch;
   session_options.kernels = o.kernels;
   session_options.passes = o.passes;

@@ -8,6 +8,9 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
+
+#include "infer/ops.h"
 
 namespace infer::detail {
 
@@ -28,29 +31,71 @@ class Timer {
   virtual double elapsed_ms(int from, int to) const = 0;  // valid after Backend::synchronize()
 };
 
+// A graph input or output as the arena holds it: `count` elements at `device`, stored in the session's
+// precision (float32, or half under fp16). The user always sees float32.
+struct IoSlot {
+  void* device = nullptr;
+  size_t count = 0;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
 
   // The registry's backend name of the kernels this backend runs ("cpu", "cuda").
   virtual const std::string& name() const = 0;
+  // What runs the work, for reports: "NVIDIA H100 80GB HBM3 (sm_90, 132 SMs)" or the CPU model.
+  virtual const std::string& device() const = 0;
+  // The execution context kernels receive in KernelCall::context (nullptr on cpu).
+  virtual void* context() { return nullptr; }
 
   // One allocation of `bytes` (may be 0: returns an empty buffer with data() == nullptr).
   // Throws infer::Error naming the bytes asked for when the device is out of memory.
   virtual std::unique_ptr<DeviceBuffer> allocate(uint64_t bytes) = 0;
+  // Sets `bytes` bytes at `device` to zero (creation time only).
+  virtual void zero(void* device, size_t bytes) = 0;
 
   // A pointer kernels can read `count` floats of a host constant through (CPU: `host` itself; a GPU
-  // backend uploads once and owns the copy for its lifetime).
+  // backend uploads once, in the session's precision, and owns the copy for its lifetime).
   virtual const float* constant(const float* host, size_t count) = 0;
 
-  // Host <-> device copies of `bytes` bytes; may be asynchronous until synchronize().
-  virtual void copy_in(void* device_dst, const void* host_src, size_t bytes) = 0;
-  virtual void copy_out(void* host_dst, const void* device_src, size_t bytes) = 0;
+  // Graph inputs and outputs, bound once after the arena exists. A run is: write_input() for each
+  // input (host side), upload_inputs(), the forward, download_outputs(), synchronize(), read_output()
+  // for each output. Only the forward and the two transfers are device work; the cuda backend stages
+  // through pinned host buffers (and float32 <-> half conversion kernels under fp16).
+  virtual void bind_io(const std::vector<IoSlot>& inputs, const std::vector<IoSlot>& outputs) = 0;
+  virtual void write_input(size_t k, const float* host) = 0;
+  virtual void upload_inputs() = 0;
+  virtual void download_outputs() = 0;
+  virtual void read_output(size_t k, float* host) = 0;
   virtual void synchronize() = 0;
 
+  // Records the work issued between begin_capture() and end_capture() (cuda: a CUDA graph) so that
+  // replay() re-issues it; a backend that cannot capture returns false from begin_capture() and the
+  // executor calls the kernels itself every run. abort_capture() discards a capture after an error.
+  virtual bool begin_capture() { return false; }
+  virtual void end_capture() {}
+  virtual void abort_capture() {}
+  virtual bool replay() { return false; }
+
   virtual std::unique_ptr<Timer> make_timer(int slots) = 0;
+
+  // Bytes this backend's device allocations of the process hold now (cuda: every DeviceArray); the
+  // session reads it around prepare() to report prepared weights. 0 where not tracked (cpu).
+  virtual uint64_t allocated_bytes() { return 0; }
+
+  // Device memory in use (every process) and the device's total, in bytes; 0 and 0 where not known.
+  virtual void device_memory(uint64_t* used, uint64_t* total) {
+    *used = 0;
+    *total = 0;
+  }
 };
 
 std::unique_ptr<Backend> make_cpu_backend();
+#ifdef INFER_WITH_CUDA
+// The CUDA backend (cuda_backend.cc) for a session of the given precision; Error if no GPU.
+std::unique_ptr<Backend> make_cuda_backend(Precision precision);
+bool cuda_device_available();
+#endif
 
 }  // namespace infer::detail

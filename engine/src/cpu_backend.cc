@@ -1,8 +1,10 @@
 // The CPU backend: the arena is 256-byte aligned host memory, constants are used in place (the
-// kernels read the mmapped file or the graph's own storage), copies are memcpy, work is synchronous
-// and nodes are timed with std::chrono::steady_clock.
+// kernels read the mmapped file or the graph's own storage), inputs and outputs are memcpy'd straight
+// into and out of the arena, work is synchronous (nothing to capture) and nodes are timed with
+// std::chrono::steady_clock.
 #include <chrono>
 #include <cstring>
+#include <fstream>
 #include <limits>
 #include <new>
 #include <string>
@@ -60,24 +62,51 @@ class CpuTimer final : public Timer {
   std::vector<std::chrono::steady_clock::time_point> marks_;
 };
 
+// The CPU model from /proc/cpuinfo ("model name"), or "cpu" where it cannot be read.
+std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) != 0) continue;
+    size_t colon = line.find(':');
+    if (colon != std::string::npos && colon + 2 <= line.size()) return line.substr(colon + 2);
+  }
+  return "cpu";
+}
+
 class CpuBackend final : public Backend {
  public:
   const std::string& name() const override { return name_; }
+  const std::string& device() const override { return device_; }
   std::unique_ptr<DeviceBuffer> allocate(uint64_t bytes) override {
     return std::make_unique<CpuBuffer>(bytes);
   }
-  const float* constant(const float* host, size_t) override { return host; }
-  void copy_in(void* device_dst, const void* host_src, size_t bytes) override {
-    if (bytes) std::memcpy(device_dst, host_src, bytes);
+  void zero(void* device, size_t bytes) override {
+    if (bytes) std::memset(device, 0, bytes);
   }
-  void copy_out(void* host_dst, const void* device_src, size_t bytes) override {
-    if (bytes) std::memcpy(host_dst, device_src, bytes);
+  const float* constant(const float* host, size_t) override { return host; }
+  // Inputs and outputs are float32 in the arena: the host copies are the whole transfer.
+  void bind_io(const std::vector<IoSlot>& inputs, const std::vector<IoSlot>& outputs) override {
+    inputs_ = inputs;
+    outputs_ = outputs;
+  }
+  void write_input(size_t k, const float* host) override {
+    const IoSlot& s = inputs_.at(k);
+    if (s.count) std::memcpy(s.device, host, s.count * sizeof(float));
+  }
+  void upload_inputs() override {}
+  void download_outputs() override {}
+  void read_output(size_t k, float* host) override {
+    const IoSlot& s = outputs_.at(k);
+    if (s.count) std::memcpy(host, s.device, s.count * sizeof(float));
   }
   void synchronize() override {}
   std::unique_ptr<Timer> make_timer(int slots) override { return std::make_unique<CpuTimer>(slots); }
 
  private:
   std::string name_ = "cpu";
+  std::string device_ = cpu_model();
+  std::vector<IoSlot> inputs_, outputs_;
 };
 
 }  // namespace

@@ -50,6 +50,15 @@ Activation fused_activation(const OpParams& p) {
   return {};
 }
 
+const char* precision_name(Precision p) {
+  switch (p) {
+    case Precision::FP32: return "fp32";
+    case Precision::TF32: return "tf32";
+    case Precision::FP16: return "fp16";
+  }
+  return "?";
+}
+
 int64_t shape_numel(const Shape& s) {
   int64_t n = 1;
   for (int64_t d : s) n *= d;

@@ -89,6 +89,7 @@ std::string Profile::table() const {
   std::string out = fmt::format(
       "Profile of '{}' on {}: batch {}, {} run(s), median run {:.3f} ms, {} node(s)\n", model,
       backend, batch, runs, total_ms, nodes.size());
+  if (!device.empty()) out += fmt::format("Device: {}, precision {}\n", device, precision);
 
   out += section("Run order");
   TextTable order({{"node", false}, {"op", false}, {"variant", false}, {"act", false},
@@ -172,6 +173,11 @@ std::string Profile::table() const {
   mem_row("lower bound (max live)", memory.lower_bound_bytes);
   mem_row("workspaces (in the arena)", memory.workspace_bytes);
   mem_row("weights", memory.weight_bytes);
+  if (memory.prepared_bytes) mem_row("prepared weights (sub-kernels, fused filters)", memory.prepared_bytes);
+  if (memory.device_total_bytes) {
+    mem_row("device in use, peak (cudaMemGetInfo)", memory.device_peak_bytes);
+    mem_row("device total", memory.device_total_bytes);
+  }
   out += mem.str();
   return out;
 }
@@ -180,6 +186,8 @@ std::string Profile::json() const {
   nlohmann::ordered_json j;
   j["model"] = model;
   j["backend"] = backend;
+  j["device"] = device;
+  j["precision"] = precision;
   j["batch"] = batch;
   j["runs"] = runs;
   j["total_ms"] = total_ms;
@@ -206,7 +214,10 @@ std::string Profile::json() const {
                  {"naive_bytes", memory.naive_bytes},
                  {"lower_bound_bytes", memory.lower_bound_bytes},
                  {"workspace_bytes", memory.workspace_bytes},
-                 {"weight_bytes", memory.weight_bytes}};
+                 {"weight_bytes", memory.weight_bytes},
+                 {"prepared_bytes", memory.prepared_bytes},
+                 {"device_peak_bytes", memory.device_peak_bytes},
+                 {"device_total_bytes", memory.device_total_bytes}};
   // Node names come from model files: replace invalid UTF-8 rather than throw while printing.
   return j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
 }

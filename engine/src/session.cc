@@ -1,8 +1,9 @@
-// Session: binds a model to a backend and a batch size. Creation does everything that does not depend
-// on input values: graph passes, shape inference, kernel selection (forced or by priority), prepare(),
-// workspace sizes, the memory plan, the one arena allocation and the pre-built kernel calls (every pointer
-// resolved), so run() only copies inputs in, calls kernels in order and copies outputs out: no
-// allocation but the returned Tensors. profile() times the same calls with the backend's timer.
+// Session: binds a model to a backend, a precision and a batch size. Creation does everything that does
+// not depend on input values: graph passes, shape inference, kernel selection (forced, by priority, or
+// timed with autotune), prepare(), workspace sizes, the memory plan, the one arena allocation, the
+// pre-built kernel calls (every pointer resolved) and, on cuda, the capture of the forward into a CUDA
+// graph. run() then only stages inputs in, replays (or calls kernels in order) and stages outputs out:
+// no allocation but the returned Tensors. profile() calls the nodes one by one with the backend's timer.
 #include "infer/session.h"
 
 #include <algorithm>
@@ -30,9 +31,12 @@ namespace infer {
 
 struct Session::Impl {
   std::shared_ptr<const detail::Graph> graph;  // our own copy: the Model may be destroyed
-  std::string backend_name;                    // "cpu" or "reference", as reported
+  std::string backend_name;                    // "cpu", "cuda" or "reference", as reported
   bool reference_only = false;
   int64_t batch = 1;
+  Precision precision = Precision::FP32;
+  uint64_t element_bytes = 4;                  // of every activation and constant: 2 under fp16
+  bool captured = false;                       // the forward is a CUDA graph: run() replays it
   std::unique_ptr<detail::Backend> backend;
 
   std::vector<Shape> shapes;  // concrete shape of every value
@@ -48,6 +52,9 @@ struct Session::Impl {
   std::vector<detail::NodeCost> costs;
   std::vector<uint64_t> live_bytes;  // activation bytes live at each step
   std::vector<std::string> pass_log;  // one line per graph pass (Session::passes())
+  std::set<size_t> forced_step;       // steps whose variant --kernel forced (autotune keeps them)
+  std::vector<uint64_t> prepared_size;  // device bytes each step's prepare() allocated (cuda)
+  uint64_t prepared_bytes_now = 0;      // their sum
 
   detail::Plan plan;
   std::vector<int> tensor_value;      // per plan.tensors entry: its value id (-1 for workspaces)
@@ -57,18 +64,24 @@ struct Session::Impl {
 
   Impl(const Model& model, const SessionOptions& options);
   void check_inputs(const std::vector<Tensor>& in, const char* caller) const;
-  // Copies in, runs every node, copies out into `out` (already shaped). With a timer: slot 0 at the
-  // start, slot i+1 before node i, slot n+1 after the last node.
+  // Copies in, runs the forward, copies out into `out` (already shaped). With a timer the nodes run one
+  // by one (never the captured graph): slot 0 at the start, slot i+1 before node i, slot n+1 after the
+  // last node.
   void execute(const std::vector<Tensor>& in, std::vector<Tensor>& out, detail::Timer* timer);
+  // The forward alone: graph replay when captured (and no timer), else every node in order.
+  void forward(detail::Timer* timer);
   std::vector<Tensor> make_outputs() const;
+  void note_device_memory();
 
  private:
   std::string where(size_t step) const;
   bool allowed(const KernelVariant& v) const { return !reference_only || v.name == "reference"; }
   std::string variant_list(const std::string& op) const;
   void select_kernels(const SessionOptions& options);
+  void autotune();
   void plan_memory();
   void build_calls();
+  void capture();
 };
 
 namespace {
@@ -93,7 +106,8 @@ bool is_op_name(const std::string& name) {
   return false;
 }
 
-uint64_t activation_bytes(const Shape& shape, const std::string& what) {
+// Bytes of an activation of `shape` stored as `element` bytes per value (4, or 2 under fp16).
+uint64_t activation_bytes(const Shape& shape, uint64_t element, const std::string& what) {
   uint64_t n = 1;
   for (int64_t d : shape) {
     if (d < 0) throw Error(what + ": negative dimension in shape " + shape_str(shape));
@@ -101,7 +115,7 @@ uint64_t activation_bytes(const Shape& shape, const std::string& what) {
       throw Error(what + ": shape " + shape_str(shape) + " is too large");
     n *= static_cast<uint64_t>(d);
   }
-  return n * 4;  // activations are float32 on every backend of this build
+  return n * element;
 }
 
 double median(std::vector<double> v) {
@@ -133,17 +147,35 @@ Session::Impl::Impl(const Model& model, const SessionOptions& options) {
   graph = std::make_shared<const detail::Graph>(
       detail::run_passes(model.graph(), options.passes, &pass_log));
 
-  if (options.backend == "auto" || options.backend == "cpu") {
-    backend_name = "cpu";
-  } else if (options.backend == "reference") {
-    backend_name = "reference";
-    reference_only = true;
-  } else if (options.backend == "cuda") {
-    throw Error("this build of infer has no CUDA backend");
+  std::string chosen = options.backend;
+  if (chosen == "auto") {
+#ifdef INFER_WITH_CUDA
+    chosen = detail::cuda_device_available() ? "cuda" : "cpu";
+#else
+    chosen = "cpu";
+#endif
+  }
+  precision = options.precision;
+  if (precision != Precision::FP32 && precision != Precision::TF32 && precision != Precision::FP16)
+    throw Error("unknown precision value " + std::to_string(static_cast<int>(precision)));
+  if (chosen == "cpu" || chosen == "reference") {
+    backend_name = chosen;
+    reference_only = chosen == "reference";
+    if (precision != Precision::FP32)
+      throw Error(fmt::format("precision {} needs the cuda backend (backend {} runs fp32 only)",
+                              precision_name(precision), chosen));
+    backend = detail::make_cpu_backend();
+  } else if (chosen == "cuda") {
+#ifdef INFER_WITH_CUDA
+    backend_name = "cuda";
+    backend = detail::make_cuda_backend(precision);
+#else
+    throw Error("this build of infer has no CUDA backend (built without a CUDA toolkit)");
+#endif
   } else {
     throw Error("unknown backend '" + options.backend + "' (choices: auto, cpu, cuda, reference)");
   }
-  backend = detail::make_cpu_backend();
+  element_bytes = precision == Precision::FP16 ? 2 : 4;
 
   if (options.batch < 1)
     throw Error("batch must be >= 1, got " + std::to_string(options.batch));
@@ -165,6 +197,13 @@ Session::Impl::Impl(const Model& model, const SessionOptions& options) {
   select_kernels(options);
   plan_memory();
   build_calls();
+  if (options.autotune) {
+    autotune();  // may change variants: plan and calls again with their workspaces
+    plan_memory();
+    build_calls();
+  }
+  capture();
+  note_device_memory();
 }
 
 void Session::Impl::select_kernels(const SessionOptions& options) {
@@ -187,7 +226,7 @@ void Session::Impl::select_kernels(const SessionOptions& options) {
   descs.reserve(n);
   for (size_t i = 0; i < n; ++i) {
     const detail::Node& node = graph->nodes[i];
-    NodeDesc desc{node.params, {}, {}, {}};
+    NodeDesc desc{node.params, {}, {}, {}, precision};
     for (int id : node.inputs) {
       if (id < 0 || static_cast<size_t>(id) >= graph->values.size())
         throw Error(where(i) + ": input value id " + std::to_string(id) + " out of range");
@@ -213,10 +252,14 @@ void Session::Impl::select_kernels(const SessionOptions& options) {
         throw Error(fmt::format("kernels: variant '{}' of {} does not apply to {}", chosen->name, op,
                                 where(i)));
     } else {
+      int best = 0;
       for (const KernelVariant* v : registry.variants(kernel_backend, op)) {
         if (!allowed(*v) || (v->applicable && !v->applicable(desc))) continue;
-        chosen = v;  // variants() lists the highest priority first
-        break;
+        const int priority = v->priority_for ? v->priority_for(desc) : v->priority;
+        if (!chosen || priority > best) {  // strictly greater: ties keep the registry's order
+          chosen = v;
+          best = priority;
+        }
       }
       if (!chosen)
         throw Error(fmt::format("{}: no applicable kernel variant on backend {} (variants: {})",
@@ -225,8 +268,12 @@ void Session::Impl::select_kernels(const SessionOptions& options) {
     if (!chosen->run)
       throw Error(fmt::format("{}: kernel variant '{}' has no run function", where(i), chosen->name));
     spdlog::debug("{}: kernel variant {}", where(i), chosen->name);
+    if (forced.count(op)) forced_step.insert(i);
     variants.push_back(chosen);
+    const uint64_t before = backend->allocated_bytes();
     prepared.push_back(chosen->prepare ? chosen->prepare(desc) : nullptr);
+    prepared_size.push_back(backend->allocated_bytes() - before);
+    prepared_bytes_now += prepared_size.back();
 
     const detail::Node& node = graph->nodes[i];
     NodeInfo ni;
@@ -244,6 +291,8 @@ void Session::Impl::select_kernels(const SessionOptions& options) {
 // Lifetimes over execution order (graph inputs from step -1, graph outputs to step n), one request
 // per activation and per non-empty workspace, then offsets from the planner.
 void Session::Impl::plan_memory() {
+  plan = {};
+  tensor_value.clear();
   const int n = static_cast<int>(graph->nodes.size());
   const size_t num_values = graph->values.size();
   constexpr int kUnset = std::numeric_limits<int>::min();
@@ -288,7 +337,8 @@ void Session::Impl::plan_memory() {
   for (size_t id = 0; id < num_values; ++id) {
     if (first[id] == kUnset) continue;  // constants and values no node touches
     const detail::Value& v = graph->values[id];
-    value_bytes[id] = activation_bytes(shapes[id], graph->origin + ": value '" + v.name + "'");
+    value_bytes[id] =
+        activation_bytes(shapes[id], element_bytes, graph->origin + ": value '" + v.name + "'");
     requests.push_back({value_bytes[id], first[id], last[id]});
     plan.tensors.push_back({v.name, 0, value_bytes[id], first[id], last[id], false});
     tensor_value.push_back(static_cast<int>(id));
@@ -308,15 +358,16 @@ void Session::Impl::plan_memory() {
   for (size_t k = 0; k < plan.tensors.size(); ++k) plan.tensors[k].offset = mp.offsets[k];
   plan.report = mp.report;
   plan.report.workspace_bytes = workspace_total;
+  plan.report.prepared_bytes = prepared_bytes_now;
 
-  // Weights as this backend holds them: every constant a node reads, once, as float32.
+  // Weights as this backend holds them: every constant a node reads, once, as float32 (half in fp16).
   std::set<int> constants;
   for (const detail::Node& node : graph->nodes)
     for (int id : node.inputs)
       if (graph->values[static_cast<size_t>(id)].is_constant()) constants.insert(id);
   for (int id : constants) {
-    plan.report.weight_bytes +=
-        4 * static_cast<uint64_t>(shape_numel(graph->values[static_cast<size_t>(id)].shape));
+    plan.report.weight_bytes += element_bytes * static_cast<uint64_t>(shape_numel(
+                                                    graph->values[static_cast<size_t>(id)].shape));
   }
 
   live_bytes.assign(static_cast<size_t>(n), 0);
@@ -328,6 +379,8 @@ void Session::Impl::plan_memory() {
 }
 
 void Session::Impl::build_calls() {
+  calls.clear();
+  arena.reset();  // an autotuned re-plan frees the first arena before taking the second
   arena = backend->allocate(plan.report.arena_bytes);
   auto* base = static_cast<uint8_t*>(arena->data());
 
@@ -358,7 +411,94 @@ void Session::Impl::build_calls() {
     for (int id : node.outputs)
       out.push_back(static_cast<float*>(value_ptrs[static_cast<size_t>(id)]));
     calls.push_back(KernelCall{descs[i], std::move(in), std::move(out), workspace_ptrs[i],
-                               prepared[i].get()});
+                               prepared[i].get(), backend->context()});
+  }
+
+  std::vector<detail::IoSlot> in_slots, out_slots;
+  for (size_t k = 0; k < graph->inputs.size(); ++k)
+    in_slots.push_back({value_ptrs[static_cast<size_t>(graph->inputs[k])],
+                        static_cast<size_t>(shape_numel(inputs[k].shape))});
+  for (size_t k = 0; k < graph->outputs.size(); ++k)
+    out_slots.push_back({value_ptrs[static_cast<size_t>(graph->outputs[k])],
+                         static_cast<size_t>(shape_numel(outputs[k].shape))});
+  backend->bind_io(in_slots, out_slots);
+}
+
+// The forward as one CUDA graph (on backends that capture): kernels are issued once here and replayed
+// by every run(). A kernel that throws while being captured ends the capture before the error leaves.
+void Session::Impl::capture() {
+  if (!backend->begin_capture()) return;
+  try {
+    for (size_t i = 0; i < calls.size(); ++i) variants[i]->run(calls[i]);
+    backend->end_capture();
+  } catch (...) {
+    backend->abort_capture();
+    throw;
+  }
+  captured = true;
+}
+
+void Session::Impl::note_device_memory() {
+  uint64_t used = 0, total = 0;
+  backend->device_memory(&used, &total);
+  plan.report.device_peak_bytes = std::max(plan.report.device_peak_bytes, used);
+  plan.report.device_total_bytes = total;
+}
+
+// Times every applicable variant of each node with more than one (forced nodes excepted) on the
+// session's own arena (zeroed first so that no variant meets NaNs or denormals) and keeps the fastest:
+// one warm-up call, then the median of three timed calls. Each candidate gets its own workspace.
+void Session::Impl::autotune() {
+  constexpr int kTimed = 3;
+  const KernelRegistry& registry = KernelRegistry::global();
+  backend->zero(arena->data(), static_cast<size_t>(arena->bytes()));
+  std::unique_ptr<detail::Timer> timer = backend->make_timer(2 * kTimed);
+  for (size_t i = 0; i < calls.size(); ++i) {
+    if (forced_step.count(i)) continue;
+    const std::string op = op_name(graph->nodes[i].op());
+    std::vector<const KernelVariant*> candidates;
+    for (const KernelVariant* v : registry.variants(backend->name(), op))
+      if (allowed(*v) && (!v->applicable || v->applicable(descs[i])) && v->run) candidates.push_back(v);
+    if (candidates.size() < 2) continue;
+    const KernelVariant* best = nullptr;
+    std::shared_ptr<void> best_prepared;
+    uint64_t best_prep_bytes = 0;
+    double best_ms = 0;
+    std::string log;
+    for (const KernelVariant* v : candidates) {
+      const uint64_t before = backend->allocated_bytes();
+      std::shared_ptr<void> prep =
+          v == variants[i] ? prepared[i] : (v->prepare ? v->prepare(descs[i]) : nullptr);
+      const uint64_t prep_bytes = v == variants[i] ? prepared_size[i] : backend->allocated_bytes() - before;
+      const size_t ws = v->workspace_bytes ? v->workspace_bytes(descs[i]) : 0;
+      std::unique_ptr<detail::DeviceBuffer> workspace = backend->allocate(ws);
+      KernelCall call{descs[i], calls[i].inputs, calls[i].outputs, workspace->data(), prep.get(),
+                      backend->context()};
+      v->run(call);  // warm-up
+      for (int r = 0; r < kTimed; ++r) {
+        timer->mark(2 * r);
+        v->run(call);
+        timer->mark(2 * r + 1);
+      }
+      backend->synchronize();
+      std::vector<double> ms;
+      for (int r = 0; r < kTimed; ++r) ms.push_back(timer->elapsed_ms(2 * r, 2 * r + 1));
+      const double t = median(ms);
+      log += fmt::format(" {}={:.4f}ms", v->name, t);
+      if (!best || t < best_ms) {
+        best = v;
+        best_ms = t;
+        best_prepared = prep;
+        best_prep_bytes = prep_bytes;
+      }
+    }
+    spdlog::debug("{}: autotune:{} -> {}", where(i), log, best->name);
+    variants[i] = best;
+    prepared[i] = best_prepared;
+    prepared_bytes_now = prepared_bytes_now - prepared_size[i] + best_prep_bytes;
+    prepared_size[i] = best_prep_bytes;
+    nodes[i].variant = best->name;
+    nodes[i].workspace_bytes = best->workspace_bytes ? best->workspace_bytes(descs[i]) : 0;
   }
 }
 
@@ -388,23 +528,24 @@ std::vector<Tensor> Session::Impl::make_outputs() const {
   return out;
 }
 
-void Session::Impl::execute(const std::vector<Tensor>& in, std::vector<Tensor>& out,
-                            detail::Timer* timer) {
-  if (timer) timer->mark(0);
-  for (size_t k = 0; k < in.size(); ++k) {
-    size_t id = static_cast<size_t>(graph->inputs[k]);
-    backend->copy_in(value_ptrs[id], in[k].data.data(), in[k].data.size() * sizeof(float));
-  }
+void Session::Impl::forward(detail::Timer* timer) {
+  if (!timer && captured && backend->replay()) return;
   for (size_t i = 0; i < calls.size(); ++i) {
     if (timer) timer->mark(static_cast<int>(i) + 1);
     variants[i]->run(calls[i]);
   }
   if (timer) timer->mark(static_cast<int>(calls.size()) + 1);
-  for (size_t k = 0; k < out.size(); ++k) {
-    size_t id = static_cast<size_t>(graph->outputs[k]);
-    backend->copy_out(out[k].data.data(), value_ptrs[id], out[k].data.size() * sizeof(float));
-  }
+}
+
+void Session::Impl::execute(const std::vector<Tensor>& in, std::vector<Tensor>& out,
+                            detail::Timer* timer) {
+  for (size_t k = 0; k < in.size(); ++k) backend->write_input(k, in[k].data.data());
+  if (timer) timer->mark(0);
+  backend->upload_inputs();
+  forward(timer);
+  backend->download_outputs();
   backend->synchronize();
+  for (size_t k = 0; k < out.size(); ++k) backend->read_output(k, out[k].data.data());
 }
 
 // --- Session ---------------------------------------------------------------------------------------
@@ -446,10 +587,13 @@ Profile Session::profile(const std::vector<Tensor>& inputs, int runs) {
       start_ms[i].push_back(timer->elapsed_ms(0, slot));
     }
   }
+  s.note_device_memory();
 
   Profile p;
   p.model = s.graph->name;
   p.backend = s.backend_name;
+  p.device = s.backend->device();
+  p.precision = precision_name(s.precision);
   p.batch = s.batch;
   p.runs = runs;
   p.total_ms = median(total_ms);
@@ -475,7 +619,30 @@ Profile Session::profile(const std::vector<Tensor>& inputs, int runs) {
   return p;
 }
 
+std::vector<double> Session::benchmark(const std::vector<Tensor>& inputs, int runs, int warmup) {
+  Impl& s = checked(impl_);
+  if (runs < 1) throw Error("benchmark: runs must be >= 1, got " + std::to_string(runs));
+  if (warmup < 0) throw Error("benchmark: warmup must be >= 0, got " + std::to_string(warmup));
+  s.check_inputs(inputs, "benchmark");
+  for (size_t k = 0; k < inputs.size(); ++k) s.backend->write_input(k, inputs[k].data.data());
+  s.backend->upload_inputs();
+  for (int r = 0; r < warmup; ++r) s.forward(nullptr);
+  std::unique_ptr<detail::Timer> timer = s.backend->make_timer(runs + 1);
+  timer->mark(0);
+  for (int r = 0; r < runs; ++r) {
+    s.forward(nullptr);
+    timer->mark(r + 1);
+  }
+  s.backend->synchronize();
+  s.note_device_memory();
+  std::vector<double> ms;
+  for (int r = 0; r < runs; ++r) ms.push_back(timer->elapsed_ms(r, r + 1));
+  return ms;
+}
+
 const std::string& Session::backend() const { return checked(impl_).backend_name; }
+Precision Session::precision() const { return checked(impl_).precision; }
+const std::string& Session::device() const { return checked(impl_).backend->device(); }
 int64_t Session::batch() const { return checked(impl_).batch; }
 const std::vector<TensorInfo>& Session::inputs() const { return checked(impl_).inputs; }
 const std::vector<TensorInfo>& Session::outputs() const { return checked(impl_).outputs; }

@@ -14,6 +14,13 @@ using Shape = std::vector<int64_t>;
 
 enum class DType : uint8_t { F32 = 0, F16 = 1 };
 
+// The arithmetic a session runs in (SessionOptions::precision). FP32 is strict IEEE float32 (no TF32
+// tensor-core rounding); TF32 lets GEMMs round their inputs to TF32 on tensor cores (activations and
+// weights stay float32); FP16 stores every activation and constant on the device as IEEE half and
+// accumulates in float32. The cpu backend runs FP32 only.
+enum class Precision : uint8_t { FP32 = 0, TF32 = 1, FP16 = 2 };
+const char* precision_name(Precision p);  // "fp32", "tf32", "fp16"
+
 enum class ActivationKind : uint8_t { None = 0, Relu = 1, LeakyRelu = 2, Tanh = 3, Sigmoid = 4 };
 
 struct Activation {

@@ -17,7 +17,12 @@ struct MemoryReport {
   uint64_t naive_bytes = 0;        // every activation and workspace in its own allocation
   uint64_t lower_bound_bytes = 0;  // largest set of simultaneously live tensors
   uint64_t workspace_bytes = 0;    // sum of node workspaces (they live inside the arena)
-  uint64_t weight_bytes = 0;       // constants as the backend holds them
+  uint64_t weight_bytes = 0;       // constants as the backend holds them (float32, or half under fp16)
+  uint64_t prepared_bytes = 0;     // weights re-laid out by kernels at creation (sub-kernels, fused filters)
+  // cuda only (0 on cpu): the device memory in use (cudaMemGetInfo: total - free, every process on
+  // the GPU included) at its highest seen at creation and during runs, and the device's total.
+  uint64_t device_peak_bytes = 0;
+  uint64_t device_total_bytes = 0;
 };
 
 struct NodeProfile {
@@ -38,6 +43,8 @@ struct NodeProfile {
 struct Profile {
   std::string model;
   std::string backend;
+  std::string device;     // "NVIDIA H100 80GB HBM3 (sm_90, 132 SMs)" or the CPU model
+  std::string precision;  // "fp32", "tf32", "fp16"
   int64_t batch = 1;
   int runs = 0;
   double total_ms = 0;  // median of whole runs

@@ -29,8 +29,15 @@ struct PassOptions {
 };
 
 struct SessionOptions {
-  std::string backend = "auto";  // "cpu", "cuda", "reference" (cpu with reference kernels only), "auto"
+  // "cpu", "cuda", "reference" (cpu with reference kernels only), or "auto" (cuda when this build has
+  // the CUDA backend and a GPU is present, else cpu).
+  std::string backend = "auto";
   int64_t batch = 1;             // replaces the leading -1 of every activation
+  // fp32 (strict), tf32 or fp16 (infer/ops.h); anything but fp32 needs the cuda backend.
+  Precision precision = Precision::FP32;
+  // Time every applicable variant of each node once at creation and keep the fastest (instead of the
+  // default heuristic). Forced variants (`kernels`) are kept as forced.
+  bool autotune = false;
   // Forced kernel variants, op name -> variant name (e.g. {"conv_transpose2d", "reference"}).
   // An unknown op or variant, or one not applicable to a node of that op, is an Error.
   std::map<std::string, std::string> kernels;
@@ -57,11 +64,19 @@ class Session {
   // Runs the model. `inputs` in the model's input order, each with the session's shape.
   std::vector<Tensor> run(const std::vector<Tensor>& inputs);
 
-  // Runs `runs` times (after one warm-up) timing every node; medians per node and in total.
+  // Runs `runs` times (after one warm-up) timing every node; medians per node and in total. On cuda
+  // the nodes run one by one (not as the CUDA graph) with events between them.
   Profile profile(const std::vector<Tensor>& inputs, int runs);
+
+  // The device time of whole forwards, as TensorRT's trtexec reports "GPU Compute Time": inputs are
+  // copied in once, then `warmup` untimed and `runs` timed forwards (on cuda: CUDA-graph replays between
+  // two events; on cpu: steady_clock), without the host copies of inputs and outputs. Milliseconds per run.
+  std::vector<double> benchmark(const std::vector<Tensor>& inputs, int runs, int warmup = 3);
 
   const std::string& backend() const;
   int64_t batch() const;
+  Precision precision() const;
+  const std::string& device() const;  // e.g. "NVIDIA H100 80GB HBM3 (sm_90, 132 SMs)", or the CPU model
   const std::vector<TensorInfo>& inputs() const;   // shapes with the batch fixed
   const std::vector<TensorInfo>& outputs() const;
   const std::vector<NodeInfo>& nodes() const;

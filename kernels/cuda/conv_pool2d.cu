@@ -1,0 +1,365 @@
+// CUDA fused conv + p x p average pooling (stride p, floor; activation after the pooling), Tokura et
+// al.: both are linear, so the pair is one strided linear map. As kernels/cpu/conv_pool2d.cc:
+// unfused (conv via im2col + GEMM into the workspace, then a pool + bias + act kernel), fused_filter
+// (the ((p-1)*s + k)^2 pre-convolved filter / p^2 at stride p*s via im2col + GEMM), direct_sum (the
+// k x k kernel at stride p*s over box sums of the padded input: one im2col that gathers the p x p
+// sums straight into the columns, then the GEMM with alpha = 1/p^2).
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "infer/error.h"
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/epilogue.h"
+#include "kernels/cuda/im2col.cuh"
+
+namespace infer::cuda {
+namespace {
+
+// The node's validated sizes (as the CPU backend's; every loop bound comes from here).
+// HC x WC is the conv's own output, PH x PW the pooled output, P the pool size.
+struct PoolDims {
+  int64_t N, CI, H, W, CO, KH, KW, HC, WC, PH, PW, P;
+  int sh, sw, pt, pl;
+  const ConvPool2DParams* p;
+};
+
+int64_t conv_out(int64_t in, int64_t pad_a, int64_t pad_b, int64_t k, int64_t s) {
+  const int64_t span = in + pad_a + pad_b - k;
+  return span < 0 ? 0 : span / s + 1;
+}
+
+PoolDims pool_dims(const NodeDesc& node) {
+  const auto* p = std::get_if<ConvPool2DParams>(&node.params);
+  const std::string where = "cuda conv_pool2d: ";
+  if (!p) throw Error(where + "node parameters are for op '" + op_name(op_type(node.params)) + "'");
+  if (node.input_shapes.size() < 2 || node.input_shapes.size() > 3 ||
+      node.output_shapes.size() != 1)
+    throw Error(where + "expected 2 or 3 inputs and 1 output");
+  const Shape &xs = node.input_shapes[0], &ws = node.input_shapes[1], &ys = node.output_shapes[0];
+  if (xs.size() != 4 || ws.size() != 4 || ys.size() != 4)
+    throw Error(where + "expected rank-4 input, weight and output");
+  for (const Shape* s : {&xs, &ws, &ys})
+    for (int64_t d : *s)
+      if (d < 0) throw Error(where + "negative dimension in " + shape_str(*s));
+  const Conv2DParams& c = p->conv;
+  if (c.stride_h <= 0 || c.stride_w <= 0) throw Error(where + "stride must be > 0");
+  if (c.dilation_h != 1 || c.dilation_w != 1) throw Error(where + "dilation must be 1");
+  if (c.pad.top < 0 || c.pad.left < 0 || c.pad.bottom < 0 || c.pad.right < 0)
+    throw Error(where + "negative padding");
+  if (p->pool <= 0) throw Error(where + "pool must be > 0");
+  PoolDims d{xs[0], xs[1], xs[2], xs[3], ws[0], ws[2], ws[3], 0, 0, ys[2], ys[3], p->pool,
+             c.stride_h, c.stride_w, c.pad.top, c.pad.left, p};
+  if (ws[1] != d.CI || ys[0] != d.N || ys[1] != d.CO)
+    throw Error(where + "inconsistent shapes input " + shape_str(xs) + ", weight " + shape_str(ws) +
+                ", output " + shape_str(ys));
+  if (d.KH == 0 || d.KW == 0) throw Error(where + "empty kernel");
+  d.HC = conv_out(d.H, c.pad.top, c.pad.bottom, d.KH, d.sh);
+  d.WC = conv_out(d.W, c.pad.left, c.pad.right, d.KW, d.sw);
+  if (d.PH != d.HC / d.P || d.PW != d.WC / d.P)
+    throw Error(where + "output " + shape_str(ys) + " does not match the parameters (expected " +
+                std::to_string(d.HC / d.P) + "x" + std::to_string(d.WC / d.P) + ")");
+  if (node.input_shapes.size() == 3 &&
+      (node.input_shapes[2].size() != 1 || node.input_shapes[2][0] != d.CO))
+    throw Error(where + "bias shape " + shape_str(node.input_shapes[2]) + ", expected [" +
+                std::to_string(d.CO) + "]");
+  return d;
+}
+
+bool valid_node(const NodeDesc& node) {
+  try {
+    pool_dims(node);
+  } catch (const Error&) {
+    return false;
+  }
+  return true;
+}
+
+bool valid_with_constant_weight(const NodeDesc& node) {
+  return valid_node(node) && node.constants.size() >= 2 && node.constants[1] != nullptr;
+}
+
+struct PoolCall {
+  PoolDims d;
+  const void *x, *w, *bias;
+  void* y;
+};
+
+PoolCall pool_call(const KernelCall& call) {
+  PoolCall c{pool_dims(call.node), nullptr, nullptr, nullptr, nullptr};
+  if (call.inputs.size() != call.node.input_shapes.size() || call.outputs.size() != 1)
+    throw Error("cuda conv_pool2d: call has the wrong number of inputs or outputs");
+  for (const float* in : call.inputs)
+    if (!in) throw Error("cuda conv_pool2d: null input");
+  if (!call.outputs[0]) throw Error("cuda conv_pool2d: null output");
+  c.x = call.inputs[0];
+  c.w = call.inputs[1];
+  c.bias = call.inputs.size() == 3 ? call.inputs[2] : nullptr;
+  c.y = call.outputs[0];
+  return c;
+}
+
+// ---- unfused ------------------------------------------------------------------------------------
+// Only the PH*p x PW*p conv outputs that some pooling window reads are computed (the floor-dropped
+// partial window costs nothing). Per chunk of images: conv plane [n][CO][PH*p][PW*p] (bias and
+// activation deferred), then one thread per pooled output averages its p x p cells, adds the bias
+// and activates. The chunk keeps plane + columns <= kMaxColumnBytes (1 GiB; at least one image).
+
+ConvGeometry plain_geometry(const PoolDims& d) {
+  ConvGeometry g;
+  g.C = d.CI;
+  g.H = d.H;
+  g.W = d.W;
+  g.KH = d.KH;
+  g.KW = d.KW;
+  g.stride_h = d.sh;
+  g.stride_w = d.sw;
+  g.pad_top = d.pt;
+  g.pad_left = d.pl;
+  g.HO = d.PH * d.P;
+  g.WO = d.PW * d.P;
+  return g;
+}
+
+struct UnfusedPlan {
+  ConvGeometry g;
+  int64_t chunk;
+  size_t plane_bytes, col_bytes;  // per chunk; the column matrices start at align256(plane_bytes)
+};
+
+UnfusedPlan unfused_plan(const PoolDims& d, Precision p) {
+  UnfusedPlan u;
+  u.g = plain_geometry(d);
+  const size_t es = element_size(p);
+  const size_t plane = static_cast<size_t>(d.CO * u.g.HO * u.g.WO) * es;
+  const size_t col = im2col_is_identity(u.g) ? 0 : static_cast<size_t>(u.g.col_elements()) * es;
+  u.chunk = images_per_chunk(d.N, plane + col);
+  u.plane_bytes = static_cast<size_t>(u.chunk) * plane;
+  u.col_bytes = static_cast<size_t>(u.chunk) * col;
+  return u;
+}
+
+size_t unfused_workspace_bytes(const NodeDesc& node) {
+  if (!valid_node(node)) return 0;
+  const UnfusedPlan u = unfused_plan(pool_dims(node), node.precision);
+  return u.col_bytes ? align256(u.plane_bytes) + u.col_bytes : u.plane_bytes;
+}
+
+// One thread per pooled output (n, co, py, px) of a chunk, grid-stride.
+template <class T>
+__global__ void avg_pool_bias_act_kernel(const T* __restrict__ conv, const T* __restrict__ bias,
+                                         T* __restrict__ y, int64_t total, int64_t CO, int64_t PH,
+                                         int64_t PW, int64_t P, float inv_area, DeviceActivation act) {
+  const int64_t WCp = PW * P, HCp = PH * P;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t px = i % PW, py = (i / PW) % PH, plane = i / (PW * PH);  // plane = n*CO + co
+    const T* cp = conv + plane * HCp * WCp + (py * P) * WCp + px * P;
+    float s = 0.f;
+    for (int64_t dy = 0; dy < P; ++dy)
+      for (int64_t dx = 0; dx < P; ++dx) s += to_float(cp[dy * WCp + dx]);
+    float v = s * inv_area;
+    if (bias) v += to_float(bias[plane % CO]);
+    y[i] = from_float<T>(activate(act, v));
+  }
+}
+
+void run_unfused(const KernelCall& call) {
+  const PoolCall c = pool_call(call);
+  const PoolDims& d = c.d;
+  const Precision p = call.node.precision;
+  Context& ctx = context_of(call);
+  const UnfusedPlan u = unfused_plan(d, p);
+  if (d.N == 0 || d.CO == 0 || d.PH == 0 || d.PW == 0) return;
+  if (!call.workspace) throw Error("cuda conv_pool2d.unfused: missing workspace");
+  const size_t es = element_size(p);
+  void* conv = call.workspace;
+  void* col = u.col_bytes ? static_cast<char*>(call.workspace) + align256(u.plane_bytes) : nullptr;
+  const int64_t plane = d.CO * u.g.HO * u.g.WO, x_image = d.CI * d.H * d.W, y_image = d.CO * d.PH * d.PW;
+  const DeviceActivation act = device_activation(d.p->conv.activation);
+  for (int64_t n0 = 0; n0 < d.N; n0 += u.chunk) {
+    const int64_t n = std::min(u.chunk, d.N - n0);
+    conv_gemm(ctx, p, u.g, c.w, d.CO, static_cast<const char*>(c.x) + n0 * x_image * es, x_image, conv,
+              plane, n, col, n);
+    const int64_t total = n * y_image;
+    dispatch(p, [&](auto tag) {
+      using T = decltype(tag);
+      avg_pool_bias_act_kernel<T><<<grid_for(total), 256, 0, ctx.stream>>>(
+          static_cast<const T*>(conv), static_cast<const T*>(c.bias),
+          reinterpret_cast<T*>(static_cast<char*>(c.y) + n0 * y_image * es), total, d.CO, d.PH, d.PW,
+          d.P, 1.f / float(d.P * d.P), act);
+    });
+    INFER_CUDA_CHECK_LAUNCH();
+  }
+}
+
+// ---- fused_filter -------------------------------------------------------------------------------
+// Pooled output (py, px) averages conv outputs (py*p + dy, px*p + dx), which read padded input rows
+// (py*p + dy)*s + ky: offset u = dy*s + ky in [0, (p-1)*s + KH). Summing the kernel over every
+// (dy, ky) with the same u gives F[u][v] = (1/p^2) * sum w[u - dy*s][v - dx*s], applied at stride
+// p*s with the conv's own top/left padding. Built in double on the host, uploaded once.
+
+struct FusedFilter {
+  int64_t kh = 0, kw = 0, co = 0, ci = 0;
+  Precision precision = Precision::FP32;
+  std::unique_ptr<DeviceArray> w;  // [CO][CI][kh][kw] in the precision's storage type
+};
+
+std::shared_ptr<void> prepare_fused_filter(const NodeDesc& node) {
+  const PoolDims d = pool_dims(node);
+  const float* w = node.constants.size() >= 2 ? node.constants[1] : nullptr;
+  if (!w) throw Error("cuda conv_pool2d.fused_filter: the weight must be a constant");
+  auto f = std::make_shared<FusedFilter>();
+  f->kh = (d.P - 1) * d.sh + d.KH;
+  f->kw = (d.P - 1) * d.sw + d.KW;
+  f->co = d.CO;
+  f->ci = d.CI;
+  f->precision = node.precision;
+  const size_t taps = static_cast<size_t>(f->kh * f->kw);
+  std::vector<double> acc(taps);
+  std::vector<float> host(static_cast<size_t>(d.CO * d.CI) * taps);
+  const double inv_area = 1.0 / double(d.P * d.P);
+  for (int64_t co = 0; co < d.CO; ++co)
+    for (int64_t ci = 0; ci < d.CI; ++ci) {
+      std::fill(acc.begin(), acc.end(), 0.0);
+      const float* wp = w + (co * d.CI + ci) * d.KH * d.KW;
+      for (int64_t dy = 0; dy < d.P; ++dy)
+        for (int64_t dx = 0; dx < d.P; ++dx)
+          for (int64_t ky = 0; ky < d.KH; ++ky)
+            for (int64_t kx = 0; kx < d.KW; ++kx)
+              acc[(dy * d.sh + ky) * f->kw + dx * d.sw + kx] += double(wp[ky * d.KW + kx]);
+      float* fp = host.data() + static_cast<size_t>(co * d.CI + ci) * taps;
+      for (size_t t = 0; t < taps; ++t) fp[t] = static_cast<float>(acc[t] * inv_area);
+    }
+  f->w = upload(host.data(), host.size(), node.precision);
+  return f;
+}
+
+ConvGeometry fused_geometry(const PoolDims& d) {
+  ConvGeometry g;
+  g.C = d.CI;
+  g.H = d.H;
+  g.W = d.W;
+  g.KH = (d.P - 1) * d.sh + d.KH;
+  g.KW = (d.P - 1) * d.sw + d.KW;
+  g.stride_h = d.P * d.sh;
+  g.stride_w = d.P * d.sw;
+  g.pad_top = d.pt;
+  g.pad_left = d.pl;
+  g.HO = d.PH;
+  g.WO = d.PW;
+  return g;
+}
+
+size_t fused_filter_workspace_bytes(const NodeDesc& node) {
+  if (!valid_node(node)) return 0;
+  const PoolDims d = pool_dims(node);
+  return conv_gemm_workspace_bytes(fused_geometry(d), d.N, node.precision);
+}
+
+void run_fused_filter(const KernelCall& call) {
+  const PoolCall c = pool_call(call);
+  const PoolDims& d = c.d;
+  const Precision p = call.node.precision;
+  const auto* f = static_cast<const FusedFilter*>(call.prepared);
+  const ConvGeometry g = fused_geometry(d);
+  if (!f || !f->w || f->kh != g.KH || f->kw != g.KW || f->co != d.CO || f->ci != d.CI ||
+      f->precision != p)
+    throw Error("cuda conv_pool2d.fused_filter: not prepared for this node");
+  Context& ctx = context_of(call);
+  if (d.N == 0 || d.CO == 0 || d.PH == 0 || d.PW == 0) return;
+  if (!call.workspace && conv_gemm_workspace_bytes(g, d.N, p) > 0)
+    throw Error("cuda conv_pool2d.fused_filter: missing workspace");
+  const int64_t y_image = d.CO * d.PH * d.PW;
+  conv_gemm(ctx, p, g, f->w->data(), d.CO, c.x, d.CI * d.H * d.W, c.y, y_image, d.N, call.workspace,
+            conv_gemm_chunk(g, d.N, p));
+  bias_activation(ctx, p, c.y, c.bias, d.N, d.CO, d.PH * d.PW, d.p->conv.activation);
+}
+
+// ---- direct_sum ---------------------------------------------------------------------------------
+// B[a][b] = sum_{dy,dx < p} xpad[a + dy*s][b + dx*s] (dilated by the conv stride s), so that
+// y[py][px] = bias + (1/p^2) * sum_{ci,ky,kx} w[ky][kx] * B[py*p*s + ky][px*p*s + kx]: the original
+// kernel at stride p*s over B, scaled through the GEMM's alpha (no prepared weight copy). B is never
+// stored: the column matrix of that strided conv is gathered straight from x, each element the float
+// sum of its p x p cells (im2col with ConvGeometry::box = p), so one launch and the box-sum buffer's
+// write + read are saved; cells of xpad outside the image are 0, as the convolution sees them.
+
+ConvGeometry sum_geometry(const PoolDims& d) {
+  ConvGeometry g;
+  g.C = d.CI;
+  g.H = d.H;
+  g.W = d.W;
+  g.KH = d.KH;
+  g.KW = d.KW;
+  g.stride_h = d.P * d.sh;
+  g.stride_w = d.P * d.sw;
+  g.pad_top = d.pt;
+  g.pad_left = d.pl;
+  g.HO = d.PH;
+  g.WO = d.PW;
+  g.box = d.P;
+  g.box_stride_h = d.sh;
+  g.box_stride_w = d.sw;
+  return g;
+}
+
+size_t direct_sum_workspace_bytes(const NodeDesc& node) {
+  if (!valid_node(node)) return 0;
+  const PoolDims d = pool_dims(node);
+  return conv_gemm_workspace_bytes(sum_geometry(d), d.N, node.precision);
+}
+
+void run_direct_sum(const KernelCall& call) {
+  const PoolCall c = pool_call(call);
+  const PoolDims& d = c.d;
+  const Precision p = call.node.precision;
+  Context& ctx = context_of(call);
+  const ConvGeometry g = sum_geometry(d);
+  if (d.N == 0 || d.CO == 0 || d.PH == 0 || d.PW == 0) return;
+  if (!call.workspace && conv_gemm_workspace_bytes(g, d.N, p) > 0)
+    throw Error("cuda conv_pool2d.direct_sum: missing workspace");
+  conv_gemm(ctx, p, g, c.w, d.CO, c.x, d.CI * d.H * d.W, c.y, d.CO * d.PH * d.PW, d.N, call.workspace,
+            conv_gemm_chunk(g, d.N, p), 1.f / float(d.P * d.P));
+  bias_activation(ctx, p, c.y, c.bias, d.N, d.CO, d.PH * d.PW, d.p->conv.activation);
+}
+
+}  // namespace
+
+void register_conv_pool2d(KernelRegistry& registry) {
+  // Same order as the CPU backend: direct_sum (fewest FLOPs), fused_filter, unfused.
+  KernelVariant direct;
+  direct.op = "conv_pool2d";
+  direct.name = "direct_sum";
+  direct.backend = "cuda";
+  direct.priority = 20;
+  direct.applicable = valid_with_constant_weight;
+  direct.workspace_bytes = direct_sum_workspace_bytes;
+  direct.run = run_direct_sum;
+  registry.add(std::move(direct));
+
+  KernelVariant fused;
+  fused.op = "conv_pool2d";
+  fused.name = "fused_filter";
+  fused.backend = "cuda";
+  fused.priority = 10;
+  fused.applicable = valid_with_constant_weight;
+  fused.workspace_bytes = fused_filter_workspace_bytes;
+  fused.prepare = prepare_fused_filter;
+  fused.run = run_fused_filter;
+  registry.add(std::move(fused));
+
+  KernelVariant unfused;
+  unfused.op = "conv_pool2d";
+  unfused.name = "unfused";
+  unfused.backend = "cuda";
+  unfused.priority = 5;
+  unfused.applicable = valid_node;
+  unfused.workspace_bytes = unfused_workspace_bytes;
+  unfused.run = run_unfused;
+  registry.add(std::move(unfused));
+}
+
+}  // namespace infer::cuda

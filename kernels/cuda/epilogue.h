@@ -1,0 +1,20 @@
+// Shared CUDA epilogues and conversions: per-channel bias + fused activation over an NCHW tensor in
+// place (after a cuBLAS GEMM, which cannot add a per-row bias in NCHW order), and float32 <-> half
+// conversion of graph inputs and outputs under Precision::FP16. All asynchronous on the given stream.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/cuda/context.h"
+
+namespace infer::cuda {
+
+// y[n][c][i] = act(y[n][c][i] + bias[c]) for n < batch, c < channels, i < inner. bias may be null;
+// with no bias and no activation nothing is launched. y and bias are in p's storage type.
+void bias_activation(Context& ctx, Precision p, void* y, const void* bias, int64_t batch,
+                     int64_t channels, int64_t inner, Activation act);
+
+void convert_f32_to_f16(const float* in, void* out_half, int64_t n, cudaStream_t stream);
+void convert_f16_to_f32(const void* in_half, float* out, int64_t n, cudaStream_t stream);
+
+}  // namespace infer::cuda

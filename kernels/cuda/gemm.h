@@ -1,0 +1,28 @@
+// Row-major GEMM through cuBLAS for every CUDA kernel that has GEMM-shaped work (conv2d after im2col,
+// dense, the conventional and GEMM transposed convolutions, conv_pool2d): C = alpha op(A) op(B) + beta C,
+// optionally strided-batched, in the session's precision: fp32 strict (CUBLAS_COMPUTE_32F, no TF32),
+// tf32 (CUBLAS_COMPUTE_32F_FAST_TF32), fp16 (half A/B/C, float accumulation). Capture-safe.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/cuda/context.h"
+
+namespace infer::cuda {
+
+// Row-major operands: op(A) is m x k, op(B) is k x n, C is m x n. With trans_a, A is stored k x m
+// (lda >= m); without, m x k (lda >= k). Likewise B. ldc >= n. Strides are in elements between the
+// matrices of consecutive batch entries (0 broadcasts one matrix to every entry).
+struct GemmArgs {
+  int64_t m = 0, n = 0, k = 0;
+  const void* a = nullptr; int64_t lda = 0; int64_t stride_a = 0; bool trans_a = false;
+  const void* b = nullptr; int64_t ldb = 0; int64_t stride_b = 0; bool trans_b = false;
+  void* c = nullptr; int64_t ldc = 0; int64_t stride_c = 0;
+  int64_t batch = 1;
+  float alpha = 1.f, beta = 0.f;
+};
+
+// Throws infer::Error on a cuBLAS failure or on dimensions cuBLAS cannot take (over INT_MAX).
+void gemm(Context& ctx, Precision p, const GemmArgs& g);
+
+}  // namespace infer::cuda

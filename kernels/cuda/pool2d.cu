@@ -1,0 +1,111 @@
+// CUDA pool2d "direct": max / average pooling over NCHW, any kernel and stride, asymmetric padding,
+// count_include_pad; float or half storage, float arithmetic. One thread per output element (grid-stride,
+// int64 indices; adjacent threads take adjacent output columns). Reference semantics: the window is
+// clipped to the image (padded cells never win a max), an average divides by the window clipped to the
+// padded image (count_include_pad) or by the real cells read, a window wholly in the padding gives 0.
+#include <string>
+
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/cuda_kernels.h"
+
+namespace infer::cuda {
+namespace {
+
+// The parameters a thread needs, by value as one launch argument.
+struct PoolGeometry {
+  int64_t H, W, HO, WO;
+  int kh, kw, sh, sw, pad_top, pad_left, pad_bottom, pad_right;
+  bool is_max, count_include_pad;
+};
+
+template <class T>
+__global__ void pool2d_kernel(const T* x, T* y, int64_t total, PoolGeometry g) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t ox = i % g.WO;
+    const int64_t oy = (i / g.WO) % g.HO;
+    const int64_t plane = i / (g.WO * g.HO);  // n * C + c
+    const T* xp = x + plane * g.H * g.W;
+
+    const int64_t y0 = oy * g.sh - g.pad_top, x0 = ox * g.sw - g.pad_left;
+    const int64_t yb = y0 > 0 ? y0 : 0, ye = y0 + g.kh < g.H ? y0 + g.kh : g.H;
+    const int64_t xb = x0 > 0 ? x0 : 0, xe = x0 + g.kw < g.W ? x0 + g.kw : g.W;
+
+    float out = 0.f;  // a window entirely in the padding (only when padding >= kernel)
+    if (yb < ye && xb < xe) {
+      if (g.is_max) {
+        float m = -INFINITY;
+        for (int64_t iy = yb; iy < ye; ++iy)
+          for (int64_t ix = xb; ix < xe; ++ix) m = fmaxf(m, to_float(xp[iy * g.W + ix]));
+        out = m;
+      } else {
+        float s = 0.f;
+        for (int64_t iy = yb; iy < ye; ++iy)
+          for (int64_t ix = xb; ix < xe; ++ix) s += to_float(xp[iy * g.W + ix]);
+        int64_t divisor = (ye - yb) * (xe - xb);
+        if (g.count_include_pad) {
+          const int64_t py_end = y0 + g.kh < g.H + g.pad_bottom ? y0 + g.kh : g.H + g.pad_bottom;
+          const int64_t px_end = x0 + g.kw < g.W + g.pad_right ? x0 + g.kw : g.W + g.pad_right;
+          divisor = (py_end - y0) * (px_end - x0);
+        }
+        out = s / float(divisor);
+      }
+    }
+    y[i] = from_float<T>(out);
+  }
+}
+
+bool pool2d_applicable(const NodeDesc& node) {
+  const auto* p = std::get_if<Pool2DParams>(&node.params);
+  return p && node.input_shapes.size() == 1 && node.output_shapes.size() == 1 &&
+         node.input_shapes[0].size() == 4 && node.output_shapes[0].size() == 4 && p->kernel_h > 0 &&
+         p->kernel_w > 0 && p->stride_h > 0 && p->stride_w > 0 && p->pad.top >= 0 &&
+         p->pad.left >= 0 && p->pad.bottom >= 0 && p->pad.right >= 0;
+}
+
+void pool2d_run(const KernelCall& call) {
+  const std::string where = "cuda pool2d: ";
+  if (call.inputs.size() != 1 || call.outputs.size() != 1)
+    throw Error(where + "expected 1 input and 1 output, got " + std::to_string(call.inputs.size()) +
+                " and " + std::to_string(call.outputs.size()));
+  if (!pool2d_applicable(call.node))
+    throw Error(where + "direct needs Pool2D parameters, rank-4 shapes, kernel and stride > 0 and "
+                "padding >= 0");
+  if (!call.inputs[0] || !call.outputs[0]) throw Error(where + "null input or output");
+  const auto& p = std::get<Pool2DParams>(call.node.params);
+  const Shape &xs = call.node.input_shapes[0], &ys = call.node.output_shapes[0];
+  for (const Shape* s : {&xs, &ys})
+    for (int64_t d : *s)
+      if (d < 0) throw Error(where + "shape " + shape_str(*s) + " has a negative dimension");
+  if (ys[0] != xs[0] || ys[1] != xs[1])
+    throw Error(where + "output " + shape_str(ys) + " does not match input " + shape_str(xs));
+
+  const int64_t total = shape_numel(ys);
+  if (total == 0) return;
+  const PoolGeometry g{xs[2],           xs[3],          ys[2],         ys[3],
+                       p.kernel_h,      p.kernel_w,     p.stride_h,    p.stride_w,
+                       p.pad.top,       p.pad.left,     p.pad.bottom,  p.pad.right,
+                       p.kind == PoolKind::Max, p.count_include_pad};
+  Context& ctx = context_of(call);
+  dispatch(call.node.precision, [&](auto tag) {
+    using T = decltype(tag);
+    pool2d_kernel<T><<<grid_for(total), 256, 0, ctx.stream>>>(
+        reinterpret_cast<const T*>(call.inputs[0]), reinterpret_cast<T*>(call.outputs[0]), total, g);
+  });
+  INFER_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+void register_pool2d(KernelRegistry& registry) {
+  KernelVariant v;
+  v.op = "pool2d";
+  v.name = "direct";
+  v.backend = "cuda";
+  v.priority = 10;
+  v.applicable = pool2d_applicable;
+  v.run = pool2d_run;
+  registry.add(std::move(v));
+}
+
+}  // namespace infer::cuda

@@ -1,0 +1,16 @@
+// The CUDA backend's registration entry point: every op family's variants (backend "cuda").
+#include "kernels/cuda/cuda_kernels.h"
+
+namespace infer {
+
+void register_cuda_kernels(KernelRegistry& registry) {
+  cuda::register_conv2d(registry);
+  cuda::register_dense(registry);
+  cuda::register_pool2d(registry);
+  cuda::register_elementwise(registry);
+  cuda::register_tensor_ops(registry);
+  cuda::register_conv_transpose2d(registry);
+  cuda::register_conv_pool2d(registry);
+}
+
+}  // namespace infer

@@ -1,0 +1,286 @@
+// CUDA shape/tensor "direct" kernels, float or half storage: flatten and reshape are one device-to-device
+// cudaMemcpyAsync (skipped when in == out); softmax along any axis as [outer, len, inner], stable in float
+// via the one-pass online max-and-sum (Milakov & Gimelshein 2018) then a write pass, a warp, block or
+// thread per line; concat along any axis as one strided slab copy per input (16/8/4/2-byte units, as
+// alignment allows). No workspace; all asynchronous on the context's stream.
+#include <cstdint>
+#include <limits>
+#include <string>
+
+#include "kernels/cuda/call_util.h"
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/cuda_kernels.h"
+
+namespace infer::cuda {
+namespace {
+
+// Argument checks (params_of, check_call): kernels/cuda/call_util.h.
+
+// Resolves a possibly negative axis against the rank of s; an Error naming op when out of range.
+int resolve_axis(const char* op, int axis, const Shape& s) {
+  const int rank = static_cast<int>(s.size());
+  const int a = axis < 0 ? axis + rank : axis;
+  if (a < 0 || a >= rank)
+    throw Error(std::string("cuda ") + op + ": axis " + std::to_string(axis) +
+                " is out of range for shape " + shape_str(s));
+  return a;
+}
+
+// --- flatten, reshape ---
+
+void copy_relabelled(const KernelCall& call, const char* op) {
+  check_call(call, op, 1, 1);
+  const Shape &xs = call.node.input_shapes[0], &ys = call.node.output_shapes[0];
+  if (shape_numel(xs) != shape_numel(ys))
+    throw Error(std::string("cuda ") + op + ": output " + shape_str(ys) +
+                " has a different element count than input " + shape_str(xs));
+  const int64_t n = shape_numel(xs);
+  if (n > 0 && call.inputs[0] != call.outputs[0])
+    INFER_CUDA_CHECK(cudaMemcpyAsync(call.outputs[0], call.inputs[0],
+                                     size_t(n) * element_size(call.node.precision),
+                                     cudaMemcpyDeviceToDevice, context_of(call).stream));
+}
+
+void flatten_run(const KernelCall& call) {
+  params_of<FlattenParams>(call.node, "flatten");
+  copy_relabelled(call, "flatten");
+}
+
+void reshape_run(const KernelCall& call) {
+  params_of<ReshapeParams>(call.node, "reshape");
+  copy_relabelled(call, "reshape");
+}
+
+// --- softmax ---
+// Line l of the [outer, len, inner] view holds the elements base(l) + k * inner, k < len, with
+// base(l) = (l / inner) * len * inner + l % inner. Three mappings of lines to threads, same arithmetic:
+//   warp per line   (len <= 1024): lanes stride over k; for inner == 1 ([N, 1000] logits) the loads
+//                   of a warp are contiguous and the line is re-read from L1 by the write pass;
+//   block per line  (len > 1024): 256 threads stride over k, reduced through shared memory;
+//   thread per line (inner > 1 with enough lines to fill the GPU, or short lines): adjacent threads
+//                   take adjacent i, so every load of a warp is contiguous across the warp.
+// Each mapping first finishes its line's reduction (a warp shuffle or __syncthreads) and then writes,
+// so running in place (y == x) is safe.
+
+// The running maximum m and sum s = sum exp(x - m) of part of a line.
+struct MaxSum {
+  float m = -INFINITY;
+  float s = 0.f;
+};
+
+__device__ __forceinline__ void add_element(MaxSum& a, float x) {
+  if (x > a.m) {  // a new maximum rescales the sum (exp(-inf) = 0 covers the empty start)
+    a.s = a.s * expf(a.m - x) + 1.f;
+    a.m = x;
+  } else if (x != -INFINITY) {  // -inf contributes exp(-inf) = 0; skipping it avoids -inf - -inf
+    a.s += expf(x - a.m);
+  }
+}
+
+__device__ __forceinline__ MaxSum merge(MaxSum a, MaxSum b) {
+  const float m = fmaxf(a.m, b.m);
+  if (m == -INFINITY) return MaxSum{m, a.s + b.s};
+  return MaxSum{m, a.s * expf(a.m - m) + b.s * expf(b.m - m)};
+}
+
+__device__ __forceinline__ MaxSum warp_merge(MaxSum v) {
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) {
+    MaxSum o;
+    o.m = __shfl_xor_sync(0xffffffffu, v.m, off);
+    o.s = __shfl_xor_sync(0xffffffffu, v.s, off);
+    v = merge(v, o);
+  }
+  return v;
+}
+
+// Writes y = exp(x - m) / s over k = first, first + step, ... < len of the line at base.
+template <class T>
+__device__ __forceinline__ void write_line(const T* x, T* y, int64_t base, int64_t len, int64_t inner,
+                                           int64_t first, int64_t step, MaxSum r) {
+  const float inv = 1.f / r.s;
+  for (int64_t k = first; k < len; k += step) {
+    const int64_t j = base + k * inner;
+    y[j] = from_float<T>(expf(to_float(x[j]) - r.m) * inv);
+  }
+}
+
+constexpr int kSoftmaxThreads = 256;
+constexpr int kWarpLineMax = 1024;  // longest line a warp takes; longer ones get a block
+
+template <class T>
+__global__ void softmax_warp_kernel(const T* x, T* y, int64_t lines, int64_t len, int64_t inner) {
+  const int lane = threadIdx.x % 32;
+  const int64_t warps_per_grid = int64_t(gridDim.x) * (blockDim.x / 32);
+  for (int64_t l = blockIdx.x * int64_t(blockDim.x / 32) + threadIdx.x / 32; l < lines;
+       l += warps_per_grid) {
+    const int64_t base = (l / inner) * len * inner + l % inner;
+    MaxSum r;
+    for (int64_t k = lane; k < len; k += 32) add_element(r, to_float(x[base + k * inner]));
+    r = warp_merge(r);
+    write_line(x, y, base, len, inner, lane, 32, r);
+  }
+}
+
+template <class T>
+__global__ void softmax_block_kernel(const T* x, T* y, int64_t lines, int64_t len, int64_t inner) {
+  __shared__ float partial_m[kSoftmaxThreads / 32], partial_s[kSoftmaxThreads / 32];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+  for (int64_t l = blockIdx.x; l < lines; l += gridDim.x) {
+    const int64_t base = (l / inner) * len * inner + l % inner;
+    MaxSum r;
+    for (int64_t k = threadIdx.x; k < len; k += blockDim.x) add_element(r, to_float(x[base + k * inner]));
+    r = warp_merge(r);
+    if (lane == 0) {
+      partial_m[warp] = r.m;
+      partial_s[warp] = r.s;
+    }
+    __syncthreads();
+    MaxSum total;  // every thread merges the warps' partials in the same order: identical results
+    for (int w = 0; w < warps; ++w) total = merge(total, MaxSum{partial_m[w], partial_s[w]});
+    write_line(x, y, base, len, inner, threadIdx.x, blockDim.x, total);
+    __syncthreads();  // partial_m/_s are reused by the next line
+  }
+}
+
+template <class T>
+__global__ void softmax_thread_kernel(const T* x, T* y, int64_t lines, int64_t len, int64_t inner) {
+  for (int64_t l = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; l < lines;
+       l += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t base = (l / inner) * len * inner + l % inner;
+    MaxSum r;
+    for (int64_t k = 0; k < len; ++k) add_element(r, to_float(x[base + k * inner]));
+    write_line(x, y, base, len, inner, 0, 1, r);
+  }
+}
+
+void softmax_run(const KernelCall& call) {
+  check_call(call, "softmax", 1, 1);
+  const Shape& s = call.node.input_shapes[0];
+  if (s != call.node.output_shapes[0])
+    throw Error("cuda softmax: input shape " + shape_str(s) + " differs from output shape " +
+                shape_str(call.node.output_shapes[0]));
+  const int axis = resolve_axis("softmax", params_of<SoftmaxParams>(call.node, "softmax").axis, s);
+  int64_t outer = 1, inner = 1;
+  for (int d = 0; d < axis; ++d) outer *= s[size_t(d)];
+  for (size_t d = size_t(axis) + 1; d < s.size(); ++d) inner *= s[d];
+  const int64_t len = s[size_t(axis)], lines = outer * inner;
+  if (lines == 0 || len == 0) return;
+
+  Context& ctx = context_of(call);
+  // Enough independent lines to give every SM a full complement of threads (2048 on sm_80/90).
+  const int64_t fill = int64_t(ctx.sm_count > 0 ? ctx.sm_count : 1) * 2048;
+  dispatch(call.node.precision, [&](auto tag) {
+    using T = decltype(tag);
+    const T* x = reinterpret_cast<const T*>(call.inputs[0]);
+    T* y = reinterpret_cast<T*>(call.outputs[0]);
+    if (inner > 1 && (lines >= fill || len < 32)) {
+      softmax_thread_kernel<T><<<grid_for(lines, kSoftmaxThreads), kSoftmaxThreads, 0, ctx.stream>>>(
+          x, y, lines, len, inner);
+    } else if (len <= kWarpLineMax) {
+      constexpr int kWarps = kSoftmaxThreads / 32;
+      softmax_warp_kernel<T><<<grid_for(lines, kWarps), kSoftmaxThreads, 0, ctx.stream>>>(
+          x, y, lines, len, inner);
+    } else {
+      softmax_block_kernel<T><<<grid_for(lines, 1), kSoftmaxThreads, 0, ctx.stream>>>(x, y, lines, len,
+                                                                                       inner);
+    }
+  });
+  INFER_CUDA_CHECK_LAUNCH();
+}
+
+// --- concat ---
+// Per input k, the output viewed as [outer, out_block] receives the input's [outer, block] at column
+// offset: one launch per input, one thread per copy unit (U = 16, 8, 4 or 2 bytes), grid-stride.
+
+template <class U>
+__global__ void copy_slab_kernel(const U* x, U* y, int64_t outer, int64_t block, int64_t out_block) {
+  const int64_t total = outer * block;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t o = i / block;
+    y[o * out_block + (i - o * block)] = x[i];
+  }
+}
+
+template <class U>
+void launch_copy_slab(Context& ctx, const void* x, void* y, int64_t outer, int64_t block_bytes,
+                      int64_t out_block_bytes) {
+  const int64_t block = block_bytes / int64_t(sizeof(U)), out_block = out_block_bytes / int64_t(sizeof(U));
+  copy_slab_kernel<U><<<grid_for(outer * block), 256, 0, ctx.stream>>>(
+      static_cast<const U*>(x), static_cast<U*>(y), outer, block, out_block);
+  INFER_CUDA_CHECK_LAUNCH();
+}
+
+void concat_run(const KernelCall& call) {
+  check_call(call, "concat", 1, std::numeric_limits<size_t>::max());
+  const Shape& ys = call.node.output_shapes[0];
+  const int axis = resolve_axis("concat", params_of<ConcatParams>(call.node, "concat").axis, ys);
+  int64_t axis_total = 0;
+  for (const Shape& s : call.node.input_shapes) {
+    bool ok = s.size() == ys.size();
+    for (size_t d = 0; ok && d < s.size(); ++d) ok = int(d) == axis || s[d] == ys[d];
+    if (!ok)
+      throw Error("cuda concat: input " + shape_str(s) + " is incompatible with output " + shape_str(ys) +
+                  " along axis " + std::to_string(axis));
+    axis_total += s[size_t(axis)];
+  }
+  if (axis_total != ys[size_t(axis)])
+    throw Error("cuda concat: inputs sum to " + std::to_string(axis_total) + " along axis " +
+                std::to_string(axis) + ", output has " + std::to_string(ys[size_t(axis)]));
+  int64_t outer = 1, inner = 1;
+  for (int d = 0; d < axis; ++d) outer *= ys[size_t(d)];
+  for (size_t d = size_t(axis) + 1; d < ys.size(); ++d) inner *= ys[d];
+  if (outer == 0 || inner == 0) return;
+
+  Context& ctx = context_of(call);
+  const int64_t es = int64_t(element_size(call.node.precision));
+  const int64_t out_block_bytes = ys[size_t(axis)] * inner * es;
+  char* y = reinterpret_cast<char*>(call.outputs[0]);
+  int64_t offset_bytes = 0;  // of input k's slab within an output block
+  for (size_t k = 0; k < call.inputs.size(); ++k) {
+    const int64_t block_bytes = call.node.input_shapes[k][size_t(axis)] * inner * es;
+    const void* src = call.inputs[k];
+    void* dst = y + offset_bytes;
+    offset_bytes += block_bytes;
+    if (block_bytes == 0) continue;
+    if (outer == 1 || block_bytes == out_block_bytes) {  // one contiguous range
+      if (src != dst)
+        INFER_CUDA_CHECK(cudaMemcpyAsync(dst, src, size_t(outer * block_bytes), cudaMemcpyDeviceToDevice,
+                                         ctx.stream));
+      continue;
+    }
+    // The widest unit that divides both pointers, the slab width and the output row pitch.
+    const uint64_t bits = reinterpret_cast<uintptr_t>(src) | reinterpret_cast<uintptr_t>(dst) |
+                          uint64_t(block_bytes) | uint64_t(out_block_bytes);
+    if (bits % 16 == 0)
+      launch_copy_slab<int4>(ctx, src, dst, outer, block_bytes, out_block_bytes);
+    else if (bits % 8 == 0)
+      launch_copy_slab<int2>(ctx, src, dst, outer, block_bytes, out_block_bytes);
+    else if (bits % 4 == 0)
+      launch_copy_slab<int>(ctx, src, dst, outer, block_bytes, out_block_bytes);
+    else
+      launch_copy_slab<short>(ctx, src, dst, outer, block_bytes, out_block_bytes);
+  }
+}
+
+}  // namespace
+
+void register_tensor_ops(KernelRegistry& registry) {
+  struct Entry {
+    const char* op;
+    void (*run)(const KernelCall&);
+  };
+  for (const Entry& e : {Entry{"flatten", flatten_run}, Entry{"reshape", reshape_run},
+                         Entry{"softmax", softmax_run}, Entry{"concat", concat_run}}) {
+    KernelVariant v;
+    v.op = e.op;
+    v.name = "direct";
+    v.backend = "cuda";
+    v.priority = 10;
+    v.run = e.run;
+    registry.add(std::move(v));
+  }
+}
+
+}  // namespace infer::cuda
