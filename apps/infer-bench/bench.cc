@@ -1,6 +1,9 @@
 // infer-bench's shared pieces (see bench.h): timing, random data, one-op models, the variant loop,
-// tables and JSON. Timing is wall-clock (std::chrono::steady_clock) around the whole Session::run,
-// input copy-in and output copy-out included, as an application sees it.
+// tables and JSON. On cpu, timing is wall-clock (std::chrono::steady_clock) around the whole
+// Session::run, input copy-in and output copy-out included, as an application sees it. On cuda it is
+// Session::benchmark: device time per forward between CUDA events around CUDA-graph replays, without
+// host copies (what TensorRT's trtexec reports as "GPU Compute Time"), since a host round trip per run
+// would hide sub-millisecond kernels behind PCIe and synchronisation latency.
 #include "bench.h"
 
 #include <omp.h>
@@ -29,15 +32,36 @@ int apply_threads(int n) {
   return omp_get_max_threads();
 }
 
+Precision parse_precision(const std::string& text) {
+  for (Precision p : {Precision::FP32, Precision::TF32, Precision::FP16})
+    if (text == precision_name(p)) return p;
+  throw Error("unknown precision '" + text + "' (choices: fp32, tf32, fp16)");
+}
+
+std::string timing_name(const std::string& backend) {
+  return backend == "cuda" ? "cuda_events_graph_replay" : "steady_clock_run";
+}
+
+std::string timing_description(const std::string& backend) {
+  if (backend == "cuda")
+    return "Session::benchmark: device time per forward, CUDA events around CUDA-graph replays, inputs "
+           "copied in once, no host copies (trtexec's GPU Compute Time)";
+  return "std::chrono::steady_clock around Session::run (input copy-in and output copy-out included)";
+}
+
 Stats time_runs(Session& session, const std::vector<Tensor>& inputs, const RunSettings& settings) {
-  for (int i = 0; i < settings.warmup; ++i) session.run(inputs);
   std::vector<double> ms;
-  ms.reserve(static_cast<size_t>(settings.runs));
-  for (int i = 0; i < settings.runs; ++i) {
-    const auto t0 = std::chrono::steady_clock::now();
-    session.run(inputs);
-    const auto t1 = std::chrono::steady_clock::now();
-    ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+  if (session.backend() == "cuda") {
+    ms = session.benchmark(inputs, settings.runs, settings.warmup);
+  } else {
+    for (int i = 0; i < settings.warmup; ++i) session.run(inputs);
+    ms.reserve(static_cast<size_t>(settings.runs));
+    for (int i = 0; i < settings.runs; ++i) {
+      const auto t0 = std::chrono::steady_clock::now();
+      session.run(inputs);
+      const auto t1 = std::chrono::steady_clock::now();
+      ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+    }
   }
   Stats s;
   s.runs = settings.runs;
@@ -161,9 +185,10 @@ std::vector<uint8_t> build_op_file(const OpSpec& spec, uint64_t seed) {
   return b.finish();
 }
 
-std::vector<std::string> candidate_variants(const std::string& op, bool with_reference) {
+std::vector<std::string> candidate_variants(const std::string& backend, const std::string& op,
+                                            bool with_reference) {
   std::vector<std::string> names;
-  for (const KernelVariant* v : KernelRegistry::global().variants("cpu", op))
+  for (const KernelVariant* v : KernelRegistry::global().variants(backend, op))
     if (with_reference || v->name != "reference") names.push_back(v->name);
   return names;
 }
@@ -175,12 +200,15 @@ VariantResult bench_one(const Model& model, int64_t batch, const std::string& la
   r.label = label;
   r.kernels = kernels;
   SessionOptions options;
-  options.backend = "cpu";
+  options.backend = settings.backend;
+  options.precision = settings.precision;
+  options.autotune = settings.autotune;
   options.batch = batch;
   options.kernels = kernels;
   options.passes.set_all(passes);
   try {
     Session session(model, options);
+    r.device = session.device();
     for (const NodeInfo& n : session.nodes()) {
       r.workspace_bytes += n.workspace_bytes;
       r.node_variants.push_back(n.variant);
@@ -195,6 +223,12 @@ VariantResult bench_one(const Model& model, int64_t batch, const std::string& la
     r.note = e.what();
   }
   return r;
+}
+
+std::string device_of(const std::vector<VariantResult>& results) {
+  for (const VariantResult& r : results)
+    if (!r.device.empty()) return r.device;
+  return "";
 }
 
 std::string fill_speedups(std::vector<VariantResult>& results, const std::string& baseline) {
@@ -251,7 +285,7 @@ void write_json(const std::string& path, const nlohmann::json& j) {
   write_file_atomic(path, std::vector<uint8_t>(text.begin(), text.end()));
 }
 
-nlohmann::json environment(int threads) {
+nlohmann::json environment(int threads, const RunSettings& settings, const std::string& device) {
   std::string cpu = "unknown";
   std::ifstream cpuinfo("/proc/cpuinfo");
   for (std::string line; std::getline(cpuinfo, line);) {
@@ -268,8 +302,25 @@ nlohmann::json environment(int threads) {
   std::tm tm{};
   gmtime_r(&now, &tm);
   std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return {{"threads", threads}, {"cpu", cpu}, {"loadavg", load}, {"utc", when},
-          {"infer_version", version()}};
+  return {{"threads", threads},
+          {"cpu", cpu},
+          {"loadavg", load},
+          {"utc", when},
+          {"infer_version", version()},
+          {"backend", settings.backend},
+          {"precision", precision_name(settings.precision)},
+          {"autotune", settings.autotune},
+          {"device", device},
+          {"timing", timing_name(settings.backend)},
+          {"timing_description", timing_description(settings.backend)}};
+}
+
+std::string run_context(int threads, const RunSettings& settings, const std::string& device) {
+  const char* autotune = settings.autotune ? "  autotune" : "";
+  if (settings.backend == "cpu") return fmt::format("threads {}{}", threads, autotune);
+  return fmt::format("backend {}  precision {}{}  device {}  timing: {}", settings.backend,
+                     precision_name(settings.precision), autotune,
+                     device.empty() ? "(no session created)" : device, timing_name(settings.backend));
 }
 
 }  // namespace infer::bench

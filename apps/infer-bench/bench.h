@@ -1,8 +1,10 @@
-// infer-bench's shared pieces: run settings, the timer (std::chrono::steady_clock around Session::run,
-// median/min/max of the timed runs after untimed warm-up runs), seeded non-zero random data, one-op
-// models built through the public ModelBuilder, and the loop that forces each kernel variant of an op
-// in turn (SessionOptions::kernels) and times it. Variants come from the registry, so new kernels are
-// benchmarked without touching this tool. Results print as aligned tables and serialise as JSON.
+// infer-bench's shared pieces: run settings (backend, precision), the timer (cpu: std::chrono::steady_clock
+// around Session::run; cuda: Session::benchmark, the device time of CUDA-graph replays between CUDA
+// events; median/min/max of the timed runs after untimed warm-up runs), seeded non-zero random data,
+// one-op models built through the public ModelBuilder, and the loop that forces each kernel variant of an
+// op in turn (SessionOptions::kernels) and times it. Variants come from the registry of the chosen
+// backend, so new kernels are benchmarked without touching this tool. Results print as aligned tables
+// and serialise as JSON.
 #pragma once
 
 #include <cstdint>
@@ -19,10 +21,21 @@ namespace infer::bench {
 struct RunSettings {
   int runs = 50;
   int warmup = 5;
-  int threads = 0;             // 0: leave OpenMP's / OpenBLAS's defaults
+  int threads = 0;             // 0: leave OpenMP's / OpenBLAS's defaults (cpu only)
   uint64_t seed = 1;
   bool with_reference = false;  // also time the (slow) reference variants in "all" mode
+  std::string backend = "cpu";  // every session's SessionOptions::backend, and the registry looked up
+  Precision precision = Precision::FP32;  // every session's SessionOptions::precision (not fp32: cuda)
+  bool autotune = false;        // every session's SessionOptions::autotune
 };
+
+// "fp32" / "tf32" / "fp16" -> Precision; Error naming the text otherwise.
+Precision parse_precision(const std::string& text);
+
+// How time_runs() times a session of this backend, one word for JSON ("steady_clock_run" on cpu,
+// "cuda_events_graph_replay" on cuda) and one sentence for reports.
+std::string timing_name(const std::string& backend);
+std::string timing_description(const std::string& backend);
 
 // Sets the OpenMP and OpenBLAS thread counts (n > 0); returns the OpenMP count now in effect.
 int apply_threads(int n);
@@ -32,7 +45,10 @@ struct Stats {
   int runs = 0;
 };
 
-// Times session.run(inputs): settings.warmup untimed runs, then settings.runs timed ones.
+// settings.warmup untimed runs, then settings.runs timed ones. cpu: steady_clock around each
+// session.run(inputs) (host copies included); cuda: Session::benchmark (inputs copied in once, then
+// device time per forward from CUDA events around CUDA-graph replays, no host copies: trtexec's
+// "GPU Compute Time").
 Stats time_runs(Session& session, const std::vector<Tensor>& inputs, const RunSettings& settings);
 
 // n seeded values, uniform in [-scale, -0.01 scale] U [0.01 scale, scale]: never zero, so no kernel
@@ -62,8 +78,9 @@ Model build_op_model(const OpSpec& spec, uint64_t seed);
 // The same model as a .fb file's bytes (for `infer-bench op --save`, so `infer --profile` can run it).
 std::vector<uint8_t> build_op_file(const OpSpec& spec, uint64_t seed);
 
-// The cpu variants of `op`, highest priority first; the reference variant only when asked for.
-std::vector<std::string> candidate_variants(const std::string& op, bool with_reference);
+// The variants of `op` on `backend`, highest priority first; the reference variant only when asked for.
+std::vector<std::string> candidate_variants(const std::string& backend, const std::string& op,
+                                            bool with_reference);
 
 struct VariantResult {
   std::string label;     // "segregated_gemm", or "op=variant" in model benchmarks
@@ -76,7 +93,11 @@ struct VariantResult {
   double speedup = 0;    // baseline median / this median (> 1: faster than the baseline)
   uint64_t workspace_bytes = 0;  // sum of node workspaces in this session
   std::vector<std::string> node_variants;  // the variant each node ran, in execution order
+  std::string device;    // Session::device() of the session that ran ("" when none was created)
 };
+
+// The device of the first result whose session was created ("" when none was).
+std::string device_of(const std::vector<VariantResult>& results);
 
 // Creates a session with `kernels` forced (and every graph pass off unless `passes`) and times it; a
 // variant that is not applicable (Session creation throws infer::Error) comes back with ran = false
@@ -97,8 +118,14 @@ nlohmann::json to_json(const VariantResult& result);
 // Writes JSON (indented) to path through a temp file; Error when it cannot.
 void write_json(const std::string& path, const nlohmann::json& j);
 
-// Environment facts every JSON report carries: threads, CPU model, load average, UTC time.
-nlohmann::json environment(int threads);
+// Environment facts every JSON report carries: threads, CPU model, load average, UTC time, and what
+// was measured how: backend, precision, device (Session::device(); "" when no session was created)
+// and the timing used (timing_name / timing_description).
+nlohmann::json environment(int threads, const RunSettings& settings, const std::string& device);
+
+// The printed run context after "runs N (warm-up W)": "threads N" on cpu; backend, precision, device
+// and the timing on cuda.
+std::string run_context(int threads, const RunSettings& settings, const std::string& device);
 
 // ---- the subcommands (op.cc, model.cc, table4.cc) ----
 

@@ -1,8 +1,10 @@
-// `infer-bench`: kernel and model benchmarks of the cpu backend (see `infer-bench --help`).
+// `infer-bench`: kernel and model benchmarks of the cpu or cuda backend (see `infer-bench --help`).
 //   infer-bench op OP --input NxCxHxW --out-channels C --kernel K --stride S --padding P [--variant V|all]
 //   infer-bench model FILE [--batch N] [--dump DIR]
 //   infer-bench --table4 [--batch N] [--memory-only]
 //   infer-bench weights FILE --out DIR
+// Global options: --backend cpu|cuda (default cpu), --precision fp32|tf32|fp16 (default fp32; tf32 and
+// fp16 need cuda), --autotune; --threads is cpu-only.
 // Exit codes as `infer`: 0 done, 1 usage error, 2 anything else ("error: <message>" on stderr).
 #include <CLI/CLI.hpp>
 
@@ -32,7 +34,7 @@ int main(int argc, char** argv) {
   Table4Options t4;
   int64_t batch = 1;
 
-  CLI::App app{"Benchmark infer's cpu kernel variants on one op, a model, or the Table-4 layers",
+  CLI::App app{"Benchmark infer's kernel variants (cpu or cuda) on one op, a model, or the Table-4 layers",
                "infer-bench"};
   app.set_version_flag("--version", std::string("infer-bench ") + infer::version());
   app.require_subcommand(0, 1);
@@ -40,8 +42,18 @@ int main(int argc, char** argv) {
   app.add_option("--runs", settings.runs, "Timed runs (median/min/max over them)")
       ->check(CLI::Range(1, 1000000));
   app.add_option("--warmup", settings.warmup, "Untimed runs first")->check(CLI::Range(0, 1000000));
-  app.add_option("--threads", settings.threads, "OpenMP and OpenBLAS threads (default: theirs)")
-      ->check(CLI::Range(1, 4096));
+  CLI::Option* threads_option =
+      app.add_option("--threads", settings.threads, "cpu only: OpenMP and OpenBLAS threads (default: theirs)")
+          ->check(CLI::Range(1, 4096));
+  std::string precision = "fp32";
+  app.add_option("--backend", settings.backend,
+                 "cpu (timing: steady_clock around Session::run) or cuda (timing: device time of CUDA-graph "
+                 "replays, Session::benchmark)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
+  app.add_option("--precision", precision, "fp32 (strict), tf32 or fp16; tf32 and fp16 need --backend cuda")
+      ->check(CLI::IsMember({"fp32", "tf32", "fp16"}));
+  app.add_flag("--autotune", settings.autotune,
+               "Sessions time every applicable variant per node at creation and keep the fastest");
   app.add_option("--seed", settings.seed, "Seed of the random weights and inputs");
   app.add_flag("--with-reference", settings.with_reference, "Also time the reference kernels in 'all' mode");
   app.add_option("--json", json_path, "Write the results as JSON to this file");
@@ -94,12 +106,18 @@ int main(int argc, char** argv) {
       throw CLI::RequiredError("a subcommand (op, model, weights) or --table4");
     if (table4 && !app.get_subcommands().empty())
       throw CLI::ValidationError("--table4", "runs on its own, not with a subcommand");
+    if (settings.backend != "cpu" && threads_option->count() > 0)
+      throw CLI::ValidationError("--threads", "is cpu-only (OpenMP and OpenBLAS threads)");
+    if (settings.backend == "cpu" && precision != "fp32")
+      throw CLI::ValidationError("--precision",
+                                 precision + " needs --backend cuda (the cpu backend runs fp32)");
   } catch (const CLI::ParseError& e) {
     const int code = app.exit(e);
     return code == 0 ? 0 : 1;
   }
 
   try {
+    settings.precision = parse_precision(precision);
     apply_threads(settings.threads);
     if (table4) {
       t4.batch = batch;

@@ -1,6 +1,7 @@
 // `infer-bench model FILE`: the whole model with the engine's default choices (passes and kernel
-// heuristic), the same with every graph pass off, then for every op in the planned graph each other applicable cpu variant forced for all
-// nodes of that op, one op at a time; ratios against the default. `infer-bench weights` dumps a model's
+// heuristic), the same with every graph pass off, then for every op in the planned graph each other
+// applicable variant of the chosen backend forced for all nodes of that op, one op at a time; ratios
+// against the default. `infer-bench weights` dumps a model's
 // constants as .npy files named after their tensors, so another framework can load the same weights.
 #include <cstdio>
 #include <filesystem>
@@ -16,7 +17,9 @@ namespace infer::bench {
 int run_model(const ModelBenchOptions& options, const RunSettings& settings, const std::string& json_path) {
   const Model model = Model::load(options.file);
   SessionOptions session_options;
-  session_options.backend = "cpu";
+  session_options.backend = settings.backend;
+  session_options.precision = settings.precision;
+  session_options.autotune = settings.autotune;
   session_options.batch = options.batch;
   Session session(model, session_options);
   const std::vector<Tensor> inputs = random_inputs(session, settings.seed);
@@ -34,7 +37,7 @@ int run_model(const ModelBenchOptions& options, const RunSettings& settings, con
   results.push_back(bench_one(model, options.batch, "no passes", {}, inputs, settings, false));
   if (options.variants) {
     for (const std::string& op : ops) {
-      for (const std::string& v : candidate_variants(op, settings.with_reference)) {
+      for (const std::string& v : candidate_variants(settings.backend, op, settings.with_reference)) {
         const auto& counts = used[op];
         if (counts.size() == 1 && counts.begin()->first == v) continue;  // already the default
         results.push_back(bench_one(model, options.batch, op + "=" + v, {{op, v}}, inputs, settings));
@@ -44,9 +47,9 @@ int run_model(const ModelBenchOptions& options, const RunSettings& settings, con
   fill_speedups(results, "default");
 
   const int threads = apply_threads(0);
-  std::printf("model %s (%s)  batch %lld  nodes %zu  runs %d (warm-up %d)  threads %d\n",
-              options.file.c_str(), model.name().c_str(), static_cast<long long>(options.batch),
-              session.nodes().size(), settings.runs, settings.warmup, threads);
+  std::printf("model %s (%s)  batch %lld  nodes %zu  runs %d (warm-up %d)  %s\n", options.file.c_str(),
+              model.name().c_str(), static_cast<long long>(options.batch), session.nodes().size(),
+              settings.runs, settings.warmup, run_context(threads, settings, session.device()).c_str());
   std::printf("default kernels:");
   for (const std::string& op : ops) {
     std::printf(" %s=", op.c_str());
@@ -72,7 +75,7 @@ int run_model(const ModelBenchOptions& options, const RunSettings& settings, con
   if (!json_path.empty()) {
     nlohmann::json j{{"command", "model"},  {"file", options.file},   {"model", model.name()},
                      {"batch", options.batch}, {"runs", settings.runs}, {"warmup", settings.warmup},
-                     {"environment", environment(threads)}};
+                     {"environment", environment(threads, settings, session.device())}};
     j["nodes"] = nlohmann::json::array();
     for (const NodeInfo& n : session.nodes())
       j["nodes"].push_back({{"name", n.name}, {"op", n.op}, {"variant", n.variant}, {"fused", n.fused},

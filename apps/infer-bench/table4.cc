@@ -1,10 +1,12 @@
 // `infer-bench --table4`: the transposed-convolution layers of Table 4 of the unified kernel-segregation
 // paper (Tida et al.; DESIGN.md lists them: input NxNxC_in, kernel 4x4, stride 2, padding 1, output
-// 2Nx2NxC_out, no bias) with every cpu conv_transpose2d variant: per-layer median time, speedup of each
+// 2Nx2NxC_out, no bias) with every conv_transpose2d variant of the chosen backend (--backend cpu|cuda,
+// --precision): per-layer median time, speedup of each
 // variant over `conventional`, per-model totals, and the memory column: the bytes of the zero-upsampled
 // and padded input the conventional method allocates (segregated variants allocate none of it), as the
 // conventional kernel sizes it (cpu::conv_transpose2d_upsampled_bytes), checked against the paper's
-// formula; the whole workspace each variant asks for is reported beside it.
+// formula (one float32 sample, whatever the backend and precision: the paper's column); the whole
+// workspace each variant asks for (on this backend, in this precision) is reported beside it.
 #include <algorithm>
 #include <cstdio>
 #include <map>
@@ -56,12 +58,12 @@ uint64_t kernel_upsampled_bytes(const OpSpec& s) {
 // --memory-only: what the variant's workspace_bytes() asks for on this layer, straight from the
 // registry (no model, no weight preparation: the column costs nothing to compute). The weight is
 // zeros: applicability and workspace depend on shapes, not values.
-VariantResult workspace_only(const OpSpec& s, const std::string& variant) {
+VariantResult workspace_only(const OpSpec& s, const std::string& variant, const RunSettings& settings) {
   VariantResult r;
   r.label = variant;
-  const KernelVariant* v = KernelRegistry::global().find("cpu", "conv_transpose2d", variant);
+  const KernelVariant* v = KernelRegistry::global().find(settings.backend, "conv_transpose2d", variant);
   if (!v) {
-    r.note = "no cpu conv_transpose2d variant named '" + variant + "'";
+    r.note = "no " + settings.backend + " conv_transpose2d variant named '" + variant + "'";
     return r;
   }
   ConvTranspose2DParams p;
@@ -76,6 +78,7 @@ VariantResult workspace_only(const OpSpec& s, const std::string& variant) {
   node.input_shapes = {s.input, w_shape};
   node.output_shapes = {{s.input[0], s.out_channels, ho, ho}};
   node.constants = {nullptr, weight.data()};
+  node.precision = settings.precision;
   if (v->applicable && !v->applicable(node)) {
     r.note = "not applicable";
     return r;
@@ -100,8 +103,9 @@ std::string ms(double v) { return fmt::format("{:.3f}", v); }
 
 int run_table4(const Table4Options& options, const RunSettings& settings, const std::string& json_path) {
   std::vector<std::string> variants = options.variants;
-  if (variants.empty()) variants = table_order(candidate_variants("conv_transpose2d", settings.with_reference));
-  if (variants.empty()) throw Error("no cpu conv_transpose2d variant is registered");
+  if (variants.empty())
+    variants = table_order(candidate_variants(settings.backend, "conv_transpose2d", settings.with_reference));
+  if (variants.empty()) throw Error("no " + settings.backend + " conv_transpose2d variant is registered");
   const std::string baseline = "conventional";
   for (const std::string& m : options.models) {
     bool known = false;
@@ -112,7 +116,8 @@ int run_table4(const Table4Options& options, const RunSettings& settings, const 
 
   nlohmann::json j{{"command", "table4"},  {"batch", options.batch},    {"runs", settings.runs},
                    {"warmup", settings.warmup}, {"memory_only", options.memory_only},
-                   {"variants", variants}, {"baseline", baseline}, {"environment", environment(threads)}};
+                   {"variants", variants}, {"baseline", baseline}};
+  std::string device;  // of the first session created (none in --memory-only)
   j["layers"] = nlohmann::json::array();
 
   struct Totals {
@@ -126,11 +131,17 @@ int run_table4(const Table4Options& options, const RunSettings& settings, const 
   bool mismatches = false;  // kernel's upsampled buffer != the paper's formula somewhere
   std::map<std::string, Totals> totals;
 
-  std::printf("Table 4 transposed-conv layers: kernel 4x4, stride 2, padding 1, batch %lld, %s, threads %d\n",
+  // cpu: threads; cuda: backend and precision (the device follows at the end, once a session has said
+  // which it is).
+  const std::string where =
+      settings.backend == "cpu"
+          ? fmt::format("threads {}", threads)
+          : fmt::format("backend {}  precision {}", settings.backend, precision_name(settings.precision));
+  std::printf("Table 4 transposed-conv layers: kernel 4x4, stride 2, padding 1, batch %lld, %s, %s\n",
               static_cast<long long>(options.batch),
               options.memory_only ? "memory only"
                                   : fmt::format("runs {} (warm-up {})", settings.runs, settings.warmup).c_str(),
-              threads);
+              where.c_str());
   std::string header = fmt::format("{:<7} {:>16} {:>16}", "model", "input NxNxC_in", "output");
   if (!options.memory_only)
     for (const std::string& v : variants) header += fmt::format(" {:>24}", v + " ms (x)");
@@ -152,7 +163,7 @@ int run_table4(const Table4Options& options, const RunSettings& settings, const 
     spec.bias = false;
     std::vector<VariantResult> results;
     if (options.memory_only) {
-      for (const std::string& v : variants) results.push_back(workspace_only(spec, v));
+      for (const std::string& v : variants) results.push_back(workspace_only(spec, v, settings));
     } else {
       const Model model = build_op_model(spec, settings.seed);
       const std::vector<Tensor> inputs{random_tensor(spec.input, settings.seed)};
@@ -160,6 +171,7 @@ int run_table4(const Table4Options& options, const RunSettings& settings, const 
         results.push_back(bench_one(model, options.batch, v, {{"conv_transpose2d", v}}, inputs, settings));
     }
     if (!options.memory_only) fill_speedups(results, baseline);
+    if (device.empty()) device = device_of(results);
 
     const uint64_t upsampled = kernel_upsampled_bytes(spec), paper = paper_upsampled_bytes(spec);
     if (upsampled != paper) mismatches = true;
@@ -224,6 +236,8 @@ int run_table4(const Table4Options& options, const RunSettings& settings, const 
     std::printf("%s\n", line.c_str());
     j["totals"].push_back(tj);
   }
+  if (settings.backend != "cpu") std::printf("%s\n", run_context(threads, settings, device).c_str());
+  j["environment"] = environment(threads, settings, device);
   j["upsampled_matches_paper"] = !mismatches;
   if (!json_path.empty()) write_json(json_path, j);
   if (mismatches) throw Error("the conventional kernel's upsampled buffer differs from the paper's formula (marked '!=')");
