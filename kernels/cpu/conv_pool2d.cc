@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "infer/error.h"
+#include "kernels/conv_shapes.h"
 #include "kernels/cpu/conv_transpose2d.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/im2col.h"
@@ -25,54 +26,9 @@ namespace {
 // Loops with less work than this run on one thread (see kernels/cpu/conv_transpose2d.cc).
 constexpr int64_t kParallelMin = int64_t(1) << 15;
 
-// The node's validated sizes (every loop bound comes from here: a malformed node is an Error).
-struct PoolDims {
-  int64_t N, CI, H, W, CO, KH, KW, HC, WC, PH, PW, P;
-  int sh, sw, pt, pl;
-  const ConvPool2DParams* p;
-};
-
-int64_t conv_out(int64_t in, int64_t pad_a, int64_t pad_b, int64_t k, int64_t s) {
-  const int64_t span = in + pad_a + pad_b - k;
-  return span < 0 ? 0 : span / s + 1;
-}
-
-PoolDims pool_dims(const NodeDesc& node) {
-  const auto* p = std::get_if<ConvPool2DParams>(&node.params);
-  const std::string where = "cpu conv_pool2d: ";
-  if (!p) throw Error(where + "node parameters are for op '" + op_name(op_type(node.params)) + "'");
-  if (node.input_shapes.size() < 2 || node.input_shapes.size() > 3 ||
-      node.output_shapes.size() != 1)
-    throw Error(where + "expected 2 or 3 inputs and 1 output");
-  const Shape &xs = node.input_shapes[0], &ws = node.input_shapes[1], &ys = node.output_shapes[0];
-  if (xs.size() != 4 || ws.size() != 4 || ys.size() != 4)
-    throw Error(where + "expected rank-4 input, weight and output");
-  for (const Shape* s : {&xs, &ws, &ys})
-    for (int64_t d : *s)
-      if (d < 0) throw Error(where + "negative dimension in " + shape_str(*s));
-  const Conv2DParams& c = p->conv;
-  if (c.stride_h <= 0 || c.stride_w <= 0) throw Error(where + "stride must be > 0");
-  if (c.dilation_h != 1 || c.dilation_w != 1) throw Error(where + "dilation must be 1");
-  if (c.pad.top < 0 || c.pad.left < 0 || c.pad.bottom < 0 || c.pad.right < 0)
-    throw Error(where + "negative padding");
-  if (p->pool <= 0) throw Error(where + "pool must be > 0");
-  PoolDims d{xs[0], xs[1], xs[2], xs[3], ws[0], ws[2], ws[3], 0, 0, ys[2], ys[3], p->pool,
-             c.stride_h, c.stride_w, c.pad.top, c.pad.left, p};
-  if (ws[1] != d.CI || ys[0] != d.N || ys[1] != d.CO)
-    throw Error(where + "inconsistent shapes input " + shape_str(xs) + ", weight " + shape_str(ws) +
-                ", output " + shape_str(ys));
-  if (d.KH == 0 || d.KW == 0) throw Error(where + "empty kernel");
-  d.HC = conv_out(d.H, c.pad.top, c.pad.bottom, d.KH, d.sh);
-  d.WC = conv_out(d.W, c.pad.left, c.pad.right, d.KW, d.sw);
-  if (d.PH != d.HC / d.P || d.PW != d.WC / d.P)
-    throw Error(where + "output " + shape_str(ys) + " does not match the parameters (expected " +
-                std::to_string(d.HC / d.P) + "x" + std::to_string(d.WC / d.P) + ")");
-  if (node.input_shapes.size() == 3 &&
-      (node.input_shapes[2].size() != 1 || node.input_shapes[2][0] != d.CO))
-    throw Error(where + "bias shape " + shape_str(node.input_shapes[2]) + ", expected [" +
-                std::to_string(d.CO) + "]");
-  return d;
-}
+// The node's validated sizes (kernels/conv_shapes.h): every loop bound comes from there.
+using PoolDims = ConvPool2DDims;
+PoolDims pool_dims(const NodeDesc& node) { return conv_pool2d_dims(node, "cpu"); }
 
 struct PoolCall {
   PoolDims d;

@@ -13,6 +13,7 @@
 //                       over the phases, one epilogue interleaving them into y (bias + activation).
 //   flipped_conv        stride 1: im2col + cuBLAS GEMM with the flipped, transposed kernel.
 //   gemm_col2im         any stride: cols = W^T x (cuBLAS), then a gathering col2im + bias + activation.
+#include "kernels/conv_shapes.h"
 #include "kernels/cuda/conv_transpose2d.h"
 
 #include <cooperative_groups.h>
@@ -36,50 +37,11 @@
 namespace infer::cuda {
 namespace {
 
-// ---- the node, validated (checks ported from kernels/cpu/conv_transpose2d.cc) ---------------------
+// ---- the node, validated -----------------------------------------------------------------------
 
-struct TconvDims {
-  int64_t N, CI, H, W, CO, KH, KW, HO, WO;
-  int sh, sw, pt, pl, pb, pr;
-  Activation act;
-};
-
-TconvDims tconv_dims(const NodeDesc& node) {
-  const auto* p = std::get_if<ConvTranspose2DParams>(&node.params);
-  const std::string where = "cuda conv_transpose2d: ";
-  if (!p) throw Error(where + "node parameters are for op '" + op_name(op_type(node.params)) + "'");
-  if (node.input_shapes.size() < 2 || node.input_shapes.size() > 3 ||
-      node.output_shapes.size() != 1)
-    throw Error(where + "expected 2 or 3 inputs and 1 output");
-  const Shape &xs = node.input_shapes[0], &ws = node.input_shapes[1], &ys = node.output_shapes[0];
-  if (xs.size() != 4 || ws.size() != 4 || ys.size() != 4)
-    throw Error(where + "expected rank-4 input, weight and output");
-  for (const Shape* s : {&xs, &ws, &ys})
-    for (int64_t d : *s)
-      if (d < 0) throw Error(where + "negative dimension in " + shape_str(*s));
-  if (p->stride_h <= 0 || p->stride_w <= 0) throw Error(where + "stride must be > 0");
-  if (p->dilation_h != 1 || p->dilation_w != 1) throw Error(where + "dilation must be 1");
-  if (p->pad.top < 0 || p->pad.left < 0 || p->pad.bottom < 0 || p->pad.right < 0 ||
-      p->output_padding_h < 0 || p->output_padding_w < 0)
-    throw Error(where + "negative padding or output_padding");
-  TconvDims d{xs[0], xs[1], xs[2], xs[3], ws[1], ws[2], ws[3], ys[2], ys[3],
-              p->stride_h, p->stride_w, p->pad.top, p->pad.left, p->pad.bottom, p->pad.right,
-              p->activation};
-  if (ws[0] != d.CI || ys[0] != d.N || ys[1] != d.CO)
-    throw Error(where + "inconsistent shapes input " + shape_str(xs) + ", weight " + shape_str(ws) +
-                ", output " + shape_str(ys));
-  if (d.H == 0 || d.W == 0 || d.KH == 0 || d.KW == 0) throw Error(where + "empty input or kernel");
-  const int64_t ho = (d.H - 1) * d.sh - p->pad.top - p->pad.bottom + d.KH + p->output_padding_h;
-  const int64_t wo = (d.W - 1) * d.sw - p->pad.left - p->pad.right + d.KW + p->output_padding_w;
-  if (ho != d.HO || wo != d.WO)
-    throw Error(where + "output " + shape_str(ys) + " does not match the parameters (expected " +
-                std::to_string(ho) + "x" + std::to_string(wo) + ")");
-  if (node.input_shapes.size() == 3 &&
-      (node.input_shapes[2].size() != 1 || node.input_shapes[2][0] != d.CO))
-    throw Error(where + "bias shape " + shape_str(node.input_shapes[2]) + ", expected [" +
-                std::to_string(d.CO) + "]");
-  return d;
-}
+// The node's validated sizes (kernels/conv_shapes.h), shared with the cpu kernels.
+using TconvDims = ConvTranspose2DDims;
+TconvDims tconv_dims(const NodeDesc& node) { return conv_transpose2d_dims(node, "cuda"); }
 
 // Run-time unpacking: dims plus non-null device pointers for every input the node declares.
 struct TconvCall {
@@ -133,17 +95,7 @@ const float* host_weight(const NodeDesc& node, const char* variant) {
 // un-upsampled input with the taps r, r+s, ... (ceil((K-r)/s) of them) stored flipped; its outputs
 // are first + s*m, and tap t of the flipped sub-kernel reads input q0 + m - (taps-1) + t.
 
-struct PhaseAxis {
-  int64_t first, count, q0;
-};
-
-PhaseAxis phase_axis(int64_t r, int64_t s, int64_t pad, int64_t out) {
-  const int64_t first = ((r - pad) % s + s) % s;
-  const int64_t count = first < out ? (out - 1 - first) / s + 1 : 0;
-  return {first, count, (first + pad) / s};
-}
-
-int64_t phase_taps(int64_t r, int64_t s, int64_t k) { return r < k ? (k - r + s - 1) / s : 0; }
+// phase_axis / phase_taps / PhaseAxis: kernels/conv_shapes.h.
 
 // ---- flipped weights: [C_out][C_in][KH][KW] = w[ci][co][KH-1-ky][KW-1-kx] (conventional, flipped_conv)
 

@@ -1,0 +1,101 @@
+// Node validation for conv_transpose2d and conv_pool2d, and the segregation phase math
+// (kernels/conv_shapes.h), shared by the cpu and cuda kernels.
+#include "kernels/conv_shapes.h"
+
+#include <string>
+#include <variant>
+
+#include "infer/error.h"
+
+namespace infer {
+namespace {
+
+// Checks common to both ops: 2 or 3 inputs and 1 output, rank-4 x/weight/y without negative
+// dimensions, stride > 0, dilation 1.
+void check_conv_like(const NodeDesc& node, const std::string& where, int stride_h, int stride_w,
+                     int dilation_h, int dilation_w) {
+  if (node.input_shapes.size() < 2 || node.input_shapes.size() > 3 ||
+      node.output_shapes.size() != 1)
+    throw Error(where + "expected 2 or 3 inputs and 1 output");
+  const Shape &xs = node.input_shapes[0], &ws = node.input_shapes[1], &ys = node.output_shapes[0];
+  if (xs.size() != 4 || ws.size() != 4 || ys.size() != 4)
+    throw Error(where + "expected rank-4 input, weight and output");
+  for (const Shape* s : {&xs, &ws, &ys})
+    for (int64_t d : *s)
+      if (d < 0) throw Error(where + "negative dimension in " + shape_str(*s));
+  if (stride_h <= 0 || stride_w <= 0) throw Error(where + "stride must be > 0");
+  if (dilation_h != 1 || dilation_w != 1) throw Error(where + "dilation must be 1");
+}
+
+void check_bias(const NodeDesc& node, const std::string& where, int64_t co) {
+  if (node.input_shapes.size() == 3 &&
+      (node.input_shapes[2].size() != 1 || node.input_shapes[2][0] != co))
+    throw Error(where + "bias shape " + shape_str(node.input_shapes[2]) + ", expected [" +
+                std::to_string(co) + "]");
+}
+
+std::string inconsistent(const Shape& xs, const Shape& ws, const Shape& ys) {
+  return "inconsistent shapes input " + shape_str(xs) + ", weight " + shape_str(ws) + ", output " +
+         shape_str(ys);
+}
+
+int64_t conv_out(int64_t in, int64_t pad_a, int64_t pad_b, int64_t k, int64_t s) {
+  const int64_t span = in + pad_a + pad_b - k;
+  return span < 0 ? 0 : span / s + 1;
+}
+
+}  // namespace
+
+ConvTranspose2DDims conv_transpose2d_dims(const NodeDesc& node, const char* backend) {
+  const std::string where = std::string(backend) + " conv_transpose2d: ";
+  const auto* p = std::get_if<ConvTranspose2DParams>(&node.params);
+  if (!p) throw Error(where + "node parameters are for op '" + op_name(op_type(node.params)) + "'");
+  check_conv_like(node, where, p->stride_h, p->stride_w, p->dilation_h, p->dilation_w);
+  if (p->pad.top < 0 || p->pad.left < 0 || p->pad.bottom < 0 || p->pad.right < 0 ||
+      p->output_padding_h < 0 || p->output_padding_w < 0)
+    throw Error(where + "negative padding or output_padding");
+  const Shape &xs = node.input_shapes[0], &ws = node.input_shapes[1], &ys = node.output_shapes[0];
+  ConvTranspose2DDims d{xs[0], xs[1], xs[2], xs[3], ws[1], ws[2], ws[3], ys[2], ys[3],
+                        p->stride_h, p->stride_w, p->pad.top, p->pad.left, p->pad.bottom,
+                        p->pad.right, p->activation, p};
+  if (ws[0] != d.CI || ys[0] != d.N || ys[1] != d.CO) throw Error(where + inconsistent(xs, ws, ys));
+  if (d.H == 0 || d.W == 0 || d.KH == 0 || d.KW == 0) throw Error(where + "empty input or kernel");
+  const int64_t ho = (d.H - 1) * d.sh - p->pad.top - p->pad.bottom + d.KH + p->output_padding_h;
+  const int64_t wo = (d.W - 1) * d.sw - p->pad.left - p->pad.right + d.KW + p->output_padding_w;
+  if (ho != d.HO || wo != d.WO)
+    throw Error(where + "output " + shape_str(ys) + " does not match the parameters (expected " +
+                std::to_string(ho) + "x" + std::to_string(wo) + ")");
+  check_bias(node, where, d.CO);
+  return d;
+}
+
+ConvPool2DDims conv_pool2d_dims(const NodeDesc& node, const char* backend) {
+  const std::string where = std::string(backend) + " conv_pool2d: ";
+  const auto* p = std::get_if<ConvPool2DParams>(&node.params);
+  if (!p) throw Error(where + "node parameters are for op '" + op_name(op_type(node.params)) + "'");
+  const Conv2DParams& c = p->conv;
+  check_conv_like(node, where, c.stride_h, c.stride_w, c.dilation_h, c.dilation_w);
+  if (c.pad.top < 0 || c.pad.left < 0 || c.pad.bottom < 0 || c.pad.right < 0)
+    throw Error(where + "negative padding");
+  if (p->pool <= 0) throw Error(where + "pool must be > 0");
+  const Shape &xs = node.input_shapes[0], &ws = node.input_shapes[1], &ys = node.output_shapes[0];
+  ConvPool2DDims d{xs[0], xs[1], xs[2], xs[3], ws[0], ws[2], ws[3], 0, 0, ys[2], ys[3], p->pool,
+                   c.stride_h, c.stride_w, c.pad.top, c.pad.left, p};
+  if (ws[1] != d.CI || ys[0] != d.N || ys[1] != d.CO) throw Error(where + inconsistent(xs, ws, ys));
+  if (d.KH == 0 || d.KW == 0) throw Error(where + "empty kernel");
+  d.HC = conv_out(d.H, c.pad.top, c.pad.bottom, d.KH, d.sh);
+  d.WC = conv_out(d.W, c.pad.left, c.pad.right, d.KW, d.sw);
+  if (d.PH != d.HC / d.P || d.PW != d.WC / d.P)
+    throw Error(where + "output " + shape_str(ys) + " does not match the parameters (expected " +
+                std::to_string(d.HC / d.P) + "x" + std::to_string(d.WC / d.P) + ")");
+  check_bias(node, where, d.CO);
+  return d;
+}
+
+PhaseAxis phase_axis(int64_t r, int64_t s, int64_t pad, int64_t out) {
+  const int64_t first = ((r - pad) % s + s) % s;
+  const int64_t count = first < out ? (out - 1 - first) / s + 1 : 0;
+  return {first, count, (first + pad) / s};
+}
+
+}  // namespace infer

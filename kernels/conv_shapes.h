@@ -1,0 +1,41 @@
+// Validated sizes of the transposed-convolution and conv+pool nodes, shared by every backend's
+// kernels (cpu and cuda) so that each checks a node the same way: every size a kernel loop uses comes
+// from here, and a malformed node is an infer::Error naming the backend and op ("cpu conv_pool2d:
+// ..."), never an out-of-bounds access. Also the kernel-segregation phase math. Host code only.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/kernel_api.h"
+
+namespace infer {
+
+// conv_transpose2d: x [N,CI,H,W], weight [CI,CO,KH,KW], optional bias [CO], y [N,CO,HO,WO].
+struct ConvTranspose2DDims {
+  int64_t N, CI, H, W, CO, KH, KW, HO, WO;
+  int sh, sw, pt, pl, pb, pr;
+  Activation act;
+  const ConvTranspose2DParams* p;
+};
+ConvTranspose2DDims conv_transpose2d_dims(const NodeDesc& node, const char* backend);
+
+// conv_pool2d: HC x WC is the conv's own output, PH x PW the pooled output, P the pool size.
+struct ConvPool2DDims {
+  int64_t N, CI, H, W, CO, KH, KW, HC, WC, PH, PW, P;
+  int sh, sw, pt, pl;
+  const ConvPool2DParams* p;
+};
+ConvPool2DDims conv_pool2d_dims(const NodeDesc& node, const char* backend);
+
+// The phase decomposition of a transposed convolution (docs/kernels.md): output row oy receives
+// x[iy] * w[ky] exactly when iy*s - pad + ky = oy, i.e. ky = r + s*j with phase r = (oy + pad) % s.
+// Along one axis, phase r's outputs are first + s*m for m < count; q0 is the input index of tap
+// j = 0 for m = 0 (tap t of the flipped sub-kernel reads q0 + m - (taps-1) + t).
+struct PhaseAxis {
+  int64_t first, count, q0;
+};
+PhaseAxis phase_axis(int64_t r, int64_t s, int64_t pad, int64_t out);
+// Taps of phase r: r, r+s, ... below k (0 when s > k leaves the phase without taps).
+inline int64_t phase_taps(int64_t r, int64_t s, int64_t k) { return r < k ? (k - r + s - 1) / s : 0; }
+
+}  // namespace infer
