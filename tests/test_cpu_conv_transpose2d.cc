@@ -1,7 +1,8 @@
 // Tests of the CPU transposed-convolution variants (kernels/cpu/conv_transpose2d.cc) against the
 // reference kernel: >= 200 random shapes per variant (kernel 1-7, asymmetric padding 0..k-1,
-// output_padding, odd and even sizes, channels 1..67, batch 1..3, every activation), the paper's
-// 4x4-input / 5x5-kernel / padding-2 example, Table 4's upsampled-buffer sizes, and bad calls.
+// output_padding, odd and even sizes, channels 1..67, batch 1..3, every activation), gemm_col2im on
+// shapes that need several row bands, the paper's 4x4-input / 5x5-kernel / padding-2 example,
+// Table 4's upsampled-buffer sizes, and bad calls.
 // Outputs and workspaces are NaN-poisoned before each run so an unwritten element fails.
 #include <doctest/doctest.h>
 
@@ -137,7 +138,8 @@ TEST_CASE("every variant matches the reference on >= 200 random shapes") {
   const std::vector<Plan> plans = {{"conventional", {1, 2, 2, 3}},
                                    {"segregated_unified", {1, 2, 2, 3}},
                                    {"segregated_gemm", {1, 2, 2, 3}},
-                                   {"flipped_conv", {1}}};
+                                   {"flipped_conv", {1}},
+                                   {"gemm_col2im", {1, 2, 2, 3}}};
   for (const auto& plan : plans) {
     int ran = 0;
     for (int i = 0; i < 210; ++i) ran += check_case(random_case(rng, plan.strides), {plan.name}, 77 + 3 * i);
@@ -156,7 +158,7 @@ TEST_CASE("the paper's 4x4 input, 5x5 kernel, stride 2, padding 2 example throug
       c.w = {1, 1, 5, 5};
       const int64_t o = out_size(4, 2, pad, pad, 5, op);
       c.y = {1, 1, o, o};
-      CHECK(check_case(c, {"conventional", "segregated_unified", "segregated_gemm"}, 5) == 3);
+      CHECK(check_case(c, {"conventional", "segregated_unified", "segregated_gemm", "gemm_col2im"}, 5) == 4);
     }
 }
 
@@ -168,13 +170,65 @@ TEST_CASE("zoo-like layers: DCGAN k4 s2 p1 and the stride-1 4x4 projection") {
   c.x = {1, 64, 8, 8};
   c.w = {64, 32, 4, 4};
   c.y = {1, 32, 16, 16};
-  CHECK(check_case(c, {"conventional", "segregated_unified", "segregated_gemm"}, 9) == 3);
+  CHECK(check_case(c, {"conventional", "segregated_unified", "segregated_gemm", "gemm_col2im"}, 9) == 4);
   Case z;  // z 1x1 -> 4x4, k4 s1 p0
   z.x = {2, 100, 1, 1};
   z.w = {100, 48, 4, 4};
   z.y = {2, 48, 4, 4};
-  CHECK(check_case(z, {"flipped_conv", "conventional", "segregated_gemm", "segregated_unified"}, 11) ==
-        4);
+  CHECK(check_case(z, {"flipped_conv", "conventional", "segregated_gemm", "segregated_unified", "gemm_col2im"},
+                   11) == 5);
+}
+
+TEST_CASE("gemm_col2im: several bands of output rows, one-row bands, stride 3 with asymmetric padding") {
+  // The random shapes above fit one band; these make the columns of one band exceed the 4 MiB tile
+  // so that bands (and the input rows they share) are exercised.
+  Case a;  // M*W = 3136*64 floats per input row: 5 input rows, 4 output rows per band
+  a.p.stride_h = a.p.stride_w = 2;
+  a.p.pad = {3, 2, 1, 3};
+  a.p.activation.kind = ActivationKind::Tanh;
+  a.x = {1, 8, 40, 64};
+  a.w = {8, 64, 7, 7};
+  a.y = {1, 64, out_size(40, 2, 3, 1, 7, 0), out_size(64, 2, 2, 3, 7, 0)};
+  CHECK(check_case(a, {"gemm_col2im"}, 21) == 1);
+  Case b = a;  // a single input row's columns exceed the tile: one output row per band
+  b.p.output_padding_h = 1;
+  b.x = {1, 4, 6, 300};
+  b.w = {4, 64, 7, 7};
+  b.y = {1, 64, out_size(6, 2, 3, 1, 7, 1), out_size(300, 2, 2, 3, 7, 0)};
+  CHECK(check_case(b, {"gemm_col2im"}, 22) == 1);
+  Case c;  // stride 3 x 2, output_padding: two bands
+  c.p.stride_h = 3;
+  c.p.stride_w = 2;
+  c.p.pad = {2, 1, 4, 3};
+  c.p.output_padding_h = c.p.output_padding_w = 1;
+  c.p.activation.kind = ActivationKind::LeakyRelu;
+  c.p.activation.alpha = 0.2f;
+  c.x = {2, 5, 30, 50};
+  c.w = {5, 40, 5, 4};
+  c.y = {2, 40, out_size(30, 3, 2, 4, 5, 1), out_size(50, 2, 1, 3, 4, 1)};
+  CHECK(check_case(c, {"gemm_col2im", "segregated_gemm"}, 23) == 2);
+}
+
+TEST_CASE("the default heuristic: unified on 1x1, 4x4 and 128x128 inputs, gemm_col2im where C_out <= C_in/2") {
+  std::vector<float> w(1), b(1);
+  // As the session chooses (test::default_variant): the highest (shape-dependent) priority.
+  auto pick = [&](int stride, int pad, const Shape& x, const Shape& ws) -> std::string {
+    Case c;
+    c.p.stride_h = c.p.stride_w = stride;
+    c.p.pad = {pad, pad, pad, pad};
+    c.x = x;
+    c.w = ws;
+    c.y = {x[0], ws[1], out_size(x[2], stride, pad, pad, ws[2], 0), out_size(x[3], stride, pad, pad, ws[3], 0)};
+    return test::default_variant("cpu", "conv_transpose2d", make_node(c, w, b));
+  };
+  CHECK(pick(1, 0, {1, 100, 1, 1}, {100, 1024, 4, 4}) == "segregated_unified");  // the z projection
+  CHECK(pick(1, 1, {1, 64, 16, 16}, {64, 32, 3, 3}) == "flipped_conv");
+  CHECK(pick(2, 1, {1, 1024, 4, 4}, {1024, 512, 4, 4}) == "segregated_unified");
+  CHECK(pick(2, 1, {1, 256, 16, 16}, {256, 128, 4, 4}) == "gemm_col2im");
+  CHECK(pick(2, 1, {1, 128, 32, 32}, {128, 3, 4, 4}) == "gemm_col2im");
+  CHECK(pick(2, 1, {1, 128, 16, 16}, {128, 128, 4, 4}) == "segregated_gemm");  // C_out > C_in / 2
+  CHECK(pick(2, 1, {1, 64, 128, 128}, {64, 64, 4, 4}) == "segregated_unified");
+  CHECK(pick(3, 1, {1, 64, 16, 16}, {64, 8, 4, 4}) == "segregated_gemm");  // other strides
 }
 
 TEST_CASE("Table 4 memory column: the conventional upsampled buffer") {
@@ -215,6 +269,7 @@ TEST_CASE("bad nodes are not applicable and bad calls throw infer::Error") {
   for (const char* name : {"conventional", "segregated_unified", "segregated_gemm"})
     CHECK(variant(name).applicable(good));
   CHECK(!variant("flipped_conv").applicable(good));
+  CHECK(variant("gemm_col2im").applicable(good));
 
   NodeDesc wrong_out = good;
   wrong_out.output_shapes = {{1, 2, 8, 9}};
@@ -231,6 +286,22 @@ TEST_CASE("bad nodes are not applicable and bad calls throw infer::Error") {
     std::vector<float> y(162);
     KernelCall unprepared{good, {x.data(), w.data(), b.data()}, {y.data()}, nullptr, nullptr};
     CHECK_THROWS_AS(v.run(unprepared), Error);
+  }
+  // gemm_col2im reads the weight at run time (no prepare): a non-constant weight is fine, a bad node
+  // is not, and a call without its workspace or with a null input throws
+  const KernelVariant& col2im = variant("gemm_col2im");
+  CHECK(col2im.applicable(no_const));
+  CHECK(!col2im.applicable(wrong_out));
+  CHECK(!col2im.applicable(wrong_ch));
+  {
+    std::vector<float> y(162);
+    KernelCall no_workspace{good, {x.data(), w.data(), b.data()}, {y.data()}, nullptr, nullptr};
+    CHECK_THROWS_AS(col2im.run(no_workspace), Error);
+    std::vector<float> ws(col2im.workspace_bytes(good) / sizeof(float) + 1);
+    KernelCall null_input{good, {x.data(), nullptr, b.data()}, {y.data()}, ws.data(), nullptr};
+    CHECK_THROWS_AS(col2im.run(null_input), Error);
+    KernelCall bad_node{wrong_out, {x.data(), w.data(), b.data()}, {y.data()}, ws.data(), nullptr};
+    CHECK_THROWS_AS(col2im.run(bad_node), Error);
   }
   CHECK_THROWS_AS(cpu::conv_transpose2d_upsampled_bytes(c.p, {1, 3, 4}, c.w), Error);
   ConvTranspose2DParams big_pad = c.p;

@@ -58,18 +58,10 @@ int64_t conv_out(int64_t in, int pa, int pb, int64_t k, int s) {
   return span < 0 ? 0 : span / s + 1;
 }
 
-// The cuda variant the session's heuristic picks: the applicable one with the highest priority
-// (priority_for when set), ties to the registry's order (as engine/src/session.cc).
+// The cuda variant the session's heuristic picks (test::default_variant).
 std::string heuristic_pick(const OpCase& c) {
   const test::CaseData cd = test::make_case_data(c, Precision::FP32);
-  const KernelVariant* chosen = nullptr;
-  int best = 0;
-  for (const KernelVariant* v : test::cuda_variants(op_name(op_type(c.params)))) {
-    if (v->applicable && !v->applicable(cd.node)) continue;
-    const int priority = v->priority_for ? v->priority_for(cd.node) : v->priority;
-    if (!chosen || priority > best) chosen = v, best = priority;
-  }
-  return chosen ? chosen->name : "";
+  return test::default_variant("cuda", op_name(op_type(c.params)), cd.node);
 }
 
 // A random conv2d: kernel 1-7 (often square), strides 1-3, asymmetric padding < kernel, channels

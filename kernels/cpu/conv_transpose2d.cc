@@ -1,5 +1,5 @@
 // CPU transposed convolution (weight [C_in,C_out,KH,KW], asymmetric padding < kernel,
-// output_padding, bias, fused activation), float32, OpenMP + OpenBLAS. Four variants:
+// output_padding, bias, fused activation), float32, OpenMP + OpenBLAS. Five variants:
 //   conventional  Tida et al. Algorithm 1: zero-upsampled + padded input buffer, then a stride-1
 //                 convolution with the flipped, in/out-swapped kernel (banded im2col + sgemm).
 //   segregated_unified  Tida et al. Algorithm 2 (unified kernel segregation): no upsampled buffer;
@@ -8,11 +8,13 @@
 //                 sgemm); each result tile is stored strided into y by the bias/activation
 //                 epilogue while still in cache ("strided dgrad").
 //   flipped_conv  stride 1: a plain convolution with the flipped kernel, GEMM straight into y.
+//   gemm_col2im   Caffe/PyTorch deconvolution: columns = W^T x (sgemm), then a gathering col2im.
 // The phase algebra holds for any stride s (s*s phases): segregated_* are the general path too.
 #include "kernels/conv_shapes.h"
 #include "kernels/cpu/conv_transpose2d.h"
 
 #include <algorithm>
+#include <climits>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -393,15 +395,125 @@ void run_conventional(const KernelCall& call) {
   }
 }
 
+// ---- gemm_col2im --------------------------------------------------------------------------------
+// Caffe / PyTorch deconvolution (the CUDA backend's gemm_col2im) in bands of output rows, so the
+// columns stay in cache. For output rows [o0, o1) of one sample, the input rows [i0, i1) that reach
+// them give the columns
+//   col[(co*KH + ky)*KW + kx][(iy - i0)*W + ix] = sum_ci w[ci][co][ky][kx] * x[ci][iy][ix]
+// in one sgemm (the weight as stored, [C_in][C_out*KH*KW], is A^T: no prepare, works for a
+// non-constant weight too), then every output row of the band is gathered from the columns of its
+// taps by the thread that owns it: y[co][oy][ox] = act(bias + sum of col over the (ky, kx) with
+// (oy + pad_top - ky) % s_h == 0 and likewise along x). Consecutive bands share (KH - 1) / s_h input
+// rows, whose columns are computed twice. Any stride; work C_out*KH*KW*C_in*H*W multiply-adds: the
+// full-kernel GEMM (no zero taps), with the column matrix C_out*KH*KW / s_h*s_w times the output
+// rather than the C_in*KH*KW / s_h*s_w of the phase GEMMs, which wins where C_out is small against
+// C_in (DCGAN's 128 -> 3 last layer) and for 1x1 inputs (one GEMV).
+
+int64_t floor_div(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
+int64_t ceil_div(int64_t a, int64_t b) { return -floor_div(-a, b); }
+
+// Input rows that one band of `out_rows` output rows can need: (out_rows + KH - 2) / s + 1, <= H.
+int64_t col2im_in_rows(const TconvDims& d, int64_t out_rows) {
+  return std::min<int64_t>(d.H, (out_rows + d.KH - 2) / d.sh + 1);
+}
+
+// Output rows per band: the most whose columns fit in kTileFloats (in_rows(ob) <= max_in <=> ob <=
+// max_in*s - KH + 1), at least 1 (then the workspace is one band's columns, whatever its size).
+int64_t col2im_band_rows(const TconvDims& d) {
+  const int64_t per_in_row = std::max<int64_t>(1, d.CO * d.KH * d.KW * d.W);
+  const int64_t max_in = std::max<int64_t>(1, kTileFloats / per_in_row);
+  return std::max<int64_t>(1, std::min(d.HO, max_in * d.sh - d.KH + 1));
+}
+
+size_t col2im_workspace_bytes(const NodeDesc& node) {
+  const TconvDims d = tconv_dims(node);
+  const int64_t rows = col2im_in_rows(d, col2im_band_rows(d));
+  return static_cast<size_t>(std::max<int64_t>(0, d.CO * d.KH * d.KW * rows * d.W)) * sizeof(float);
+}
+
+void run_gemm_col2im(const KernelCall& call) {
+  const TconvCall c = tconv_call(call);
+  const TconvDims& d = c.d;
+  if (!call.workspace && col2im_workspace_bytes(call.node) > 0)
+    throw Error("cpu conv_transpose2d.gemm_col2im: missing workspace");
+  float* col = static_cast<float*>(call.workspace);
+  const Activation& act = d.p->activation;
+  const int64_t M = d.CO * d.KH * d.KW, band = col2im_band_rows(d);
+  for (int64_t n = 0; n < d.N; ++n) {
+    const float* xn = c.x + n * d.CI * d.H * d.W;
+    float* yn = c.y + n * d.CO * d.HO * d.WO;
+    for (int64_t o0 = 0; o0 < d.HO; o0 += band) {
+      const int64_t o1 = std::min(d.HO, o0 + band);
+      // iy reaches oy through some ky in [0, KH) when oy = iy*s - pt + ky
+      const int64_t i0 = std::max<int64_t>(0, ceil_div(o0 + d.pt - d.KH + 1, d.sh));
+      const int64_t i1 = std::min<int64_t>(d.H, floor_div(o1 - 1 + d.pt, d.sh) + 1);
+      const int64_t ncols = std::max<int64_t>(0, i1 - i0) * d.W;
+      if (ncols > 0) sgemm(true, false, M, ncols, d.CI, 1.f, c.w, M, xn + i0 * d.W, d.H * d.W, 0.f, col, ncols);
+#pragma omp parallel for schedule(static) if ((o1 - o0) * d.CO * d.WO * d.KH * d.KW / (d.sh * d.sw) >= kParallelMin)
+      for (int64_t r = 0; r < (o1 - o0) * d.CO; ++r) {
+        const int64_t co = r / (o1 - o0), oy = o0 + r % (o1 - o0);
+        float* yr = yn + (co * d.HO + oy) * d.WO;
+        const float b = c.bias ? c.bias[co] : 0.f;
+        for (int64_t ox = 0; ox < d.WO; ++ox) yr[ox] = b;
+        for (int64_t ky = 0; ky < d.KH; ++ky) {
+          const int64_t t = oy + d.pt - ky;
+          if (t < 0 || t % d.sh != 0 || t / d.sh >= d.H) continue;  // then i0 <= t / s < i1
+          const float* crow = col + (co * d.KH + ky) * d.KW * ncols + (t / d.sh - i0) * d.W;
+          for (int64_t kx = 0; kx < d.KW; ++kx) {
+            const float* cr = crow + kx * ncols;
+            // ox = ix*s_w - pl + kx within [0, WO)
+            const int64_t ix0 = std::max<int64_t>(0, ceil_div(d.pl - kx, d.sw));
+            const int64_t ix1 = std::min<int64_t>(d.W - 1, floor_div(d.WO - 1 + d.pl - kx, d.sw));
+            for (int64_t ix = ix0; ix <= ix1; ++ix) yr[ix * d.sw - d.pl + kx] += cr[ix];
+          }
+        }
+        if (act.kind != ActivationKind::None)
+          for (int64_t ox = 0; ox < d.WO; ++ox) yr[ox] = activate(act, yr[ox]);
+      }
+    }
+  }
+}
+
 // ---- registration -------------------------------------------------------------------------------
 
-bool valid_with_constant_weight(const NodeDesc& node) {
+bool valid(const NodeDesc& node) {
   try {
     tconv_dims(node);
   } catch (const Error&) {
     return false;
   }
-  return node.constants.size() >= 2 && node.constants[1] != nullptr;
+  return true;
+}
+
+bool valid_with_constant_weight(const NodeDesc& node) {
+  return valid(node) && node.constants.size() >= 2 && node.constants[1] != nullptr;
+}
+
+// The default choice per node (KernelVariant::priority_for; fixed: flipped_conv 30, segregated_gemm
+// 20, conventional 1), from batch-1 timings on the 2-core AMD EPYC box (2026-11-23, infer-bench
+// --table4 and op, ms; docs/kernels.md "Default choice"):
+//  - segregated_unified: 35 for a 1x1 input (the z -> 4x4 projection: DCGAN's 100 -> 1024 0.25 vs
+//    0.83 flipped_conv, 0.34 gemm_col2im); for stride 2, 25 on 4x4-or-smaller inputs (DCGAN 4x4x1024
+//    3.9 vs 4.9 segregated_gemm, 4.4 gemm_col2im; EB-GAN 4x4x2048 16.4 vs 18.2) and on 128x128-or-
+//    larger ones (EB-GAN 128x128x64 21.6 vs 27.7, 29.3), where its register tile beats GEMMs with
+//    N = 16 or K = 4 C_in = 256; else 10.
+//  - gemm_col2im: for stride 2 between those sizes, 25 when C_out <= C_in / 2 (its column matrix is
+//    then at most half the phase GEMMs' im2col): DCGAN 32x32x128 -> 3 0.15 vs 1.29 segregated_gemm,
+//    GP-GAN 8x8x256 0.69 vs 1.03, DCGAN 16x16x256 1.96 vs 2.70, EB-GAN 64x64x128 9.4 vs 11.3 (EB-GAN
+//    32x32x256 8.5 vs 7.8 is the one measured loss); else 5.
+int unified_priority(const NodeDesc& node) {
+  if (!valid(node)) return 10;
+  const TconvDims d = tconv_dims(node);
+  if (d.H * d.W == 1) return 35;
+  if (d.sh == 2 && d.sw == 2 && (d.H * d.W <= 16 || d.H * d.W >= 128 * 128)) return 25;
+  return 10;
+}
+
+int col2im_priority(const NodeDesc& node) {
+  if (!valid(node)) return 5;
+  const TconvDims d = tconv_dims(node);
+  if (d.sh == 2 && d.sw == 2 && d.H * d.W > 16 && d.H * d.W < 128 * 128 && 2 * d.CO <= d.CI) return 25;
+  return 5;
 }
 
 }  // namespace
@@ -467,7 +579,9 @@ void register_conv_transpose2d(KernelRegistry& registry) {
     return std::make_pair(p.stride_h, p.stride_w);
   };
 
-  // Heuristic (priorities measured, see docs/kernels.md): stride 1 -> flipped_conv; stride 2 ->
+  // Heuristic (priorities measured, see docs/kernels.md and unified_priority / col2im_priority):
+  // a 1x1 input -> segregated_unified; other stride 1 -> flipped_conv; stride 2 -> segregated_unified
+  // on small and large inputs, gemm_col2im between them when C_out <= C_in / 2, else
   // segregated_gemm; any other stride -> segregated_gemm as the s*s-phase general path.
   KernelVariant flipped;
   flipped.op = op;
@@ -498,10 +612,26 @@ void register_conv_transpose2d(KernelRegistry& registry) {
   unified.name = "segregated_unified";
   unified.backend = "cpu";
   unified.priority = 10;
+  unified.priority_for = unified_priority;
   unified.applicable = valid_with_constant_weight;
   unified.prepare = prepare_unified;
   unified.run = run_segregated_unified;
   registry.add(std::move(unified));
+
+  KernelVariant col2im;
+  col2im.op = op;
+  col2im.name = "gemm_col2im";
+  col2im.backend = "cpu";
+  col2im.priority = 5;
+  col2im.priority_for = col2im_priority;
+  col2im.applicable = [](const NodeDesc& node) {
+    if (!valid(node)) return false;
+    const TconvDims d = tconv_dims(node);
+    return d.CO * d.KH * d.KW <= INT_MAX && d.H * d.W <= INT_MAX && d.CI <= INT_MAX;
+  };
+  col2im.workspace_bytes = col2im_workspace_bytes;
+  col2im.run = run_gemm_col2im;
+  registry.add(std::move(col2im));
 
   KernelVariant conventional;
   conventional.op = op;
