@@ -323,7 +323,7 @@ CUDA_TEST_CASE("Table 4 memory column: the conventional workspace is the upsampl
   }
 }
 
-CUDA_TEST_CASE("the default heuristic: col2im for small stride-2 layers, segregated GEMM for large, flipped_conv for stride 1") {
+CUDA_TEST_CASE("the default heuristic: col2im for small stride-2 layers (batched 4x4: segregated_cublas), segregated GEMM for large, flipped_conv for stride 1") {
   std::vector<float> w(1), b(1);
   auto pick = [&](const ConvTranspose2DParams& p, const Shape& x, const Shape& ws) -> std::string {
     NodeDesc node;
@@ -333,18 +333,7 @@ CUDA_TEST_CASE("the default heuristic: col2im for small stride-2 layers, segrega
     node.output_shapes = {{x[0], ws[1],
                            out_size(x[2], p.stride_h, p.pad.top, p.pad.bottom, ws[2], p.output_padding_h),
                            out_size(x[3], p.stride_w, p.pad.left, p.pad.right, ws[3], p.output_padding_w)}};
-    // As the session chooses: the highest (shape-dependent) priority, ties in registry order.
-    const KernelVariant* best = nullptr;
-    int best_priority = 0;
-    for (const KernelVariant* v : test::cuda_variants("conv_transpose2d")) {
-      if (v->applicable && !v->applicable(node)) continue;
-      const int priority = v->priority_for ? v->priority_for(node) : v->priority;
-      if (!best || priority > best_priority) {
-        best = v;
-        best_priority = priority;
-      }
-    }
-    return best ? best->name : std::string();
+    return test::default_variant("cuda", "conv_transpose2d", node);  // as the session chooses
   };
   ConvTranspose2DParams s2;
   s2.stride_h = s2.stride_w = 2;
@@ -353,6 +342,13 @@ CUDA_TEST_CASE("the default heuristic: col2im for small stride-2 layers, segrega
   // col2im up to 64x64 inputs, the one-launch segregated GEMM above, the single GEMM for a 1x1 input.
   CHECK(pick(s2, {1, 512, 8, 8}, {512, 256, 4, 4}) == "gemm_col2im");
   CHECK(pick(s2, {1, 64, 128, 128}, {64, 64, 4, 4}) == "segregated_gemm");
+  // batched small-spatial layers: the one batched cuBLAS GEMM over the phases (segregated_cublas_priority)
+  CHECK(pick(s2, {1, 2048, 4, 4}, {2048, 1024, 4, 4}) == "gemm_col2im");
+  CHECK(pick(s2, {32, 2048, 4, 4}, {2048, 1024, 4, 4}) == "segregated_cublas");
+  CHECK(pick(s2, {64, 512, 4, 4}, {512, 256, 4, 4}) == "segregated_cublas");
+  CHECK(pick(s2, {64, 1024, 8, 8}, {1024, 512, 4, 4}) == "segregated_cublas");
+  CHECK(pick(s2, {64, 256, 8, 8}, {256, 128, 4, 4}) == "gemm_col2im");
+  CHECK(pick(s2, {64, 128, 32, 32}, {128, 64, 4, 4}) == "gemm_col2im");
   ConvTranspose2DParams latent;  // stride 1, no padding: z [N,100,1,1] -> [N,C,4,4]
   CHECK(pick(latent, {4, 100, 1, 1}, {100, 512, 4, 4}) == "gemm_col2im");
   ConvTranspose2DParams s1;

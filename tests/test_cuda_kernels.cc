@@ -266,7 +266,7 @@ CUDA_TEST_CASE("conv2d: larger layers (several GEMM tiles, many images, VGG/Alex
   };
   const std::vector<Layer> layers = {
       {{3, 3, 63, 63}, {64, 3, 11, 11}, 4, {2, 2, 2, 2}},     // AlexNet conv1 at 63x63
-      {{2, 64, 17, 17}, {96, 64, 3, 3}, 1, {1, 1, 1, 1}},
+      {{2, 64, 17, 17}, {96, 64, 3, 3}, 1, {1, 1, 1, 1}},     // 37k im2col threads: per-pixel path
       {{5, 130, 9, 7}, {70, 130, 1, 1}, 1, {0, 0, 0, 0}},      // gemm_1x1 with odd sizes
       {{1, 3, 224, 224}, {64, 3, 3, 3}, 1, {1, 1, 1, 1}},      // VGG conv1 (C_in = 3)
       {{2, 17, 30, 31}, {33, 17, 5, 4}, 2, {2, 0, 1, 3}},
@@ -397,6 +397,12 @@ CUDA_TEST_CASE("conv_pool2d: LeNet-5 layers, a 32x32 conv3x3+avgpool2 and odd co
     CHECK(check_case(make_case(c, {{1, 64, 32, 32}, {64, 64, 3, 3}, {64}}, {false, true, true},
                                {1, 64, 16, 16}, 9),
                      p, {}, true)
+              .size() == 3);
+    // C = 128: 128 planes x 256 pooled pixels = 32768 im2col threads, the per-pixel im2col path
+    // (the cases above take the per-element path for small grids, kernels/cuda/im2col.cu)
+    CHECK(check_case(make_case(c, {{1, 128, 32, 32}, {128, 128, 3, 3}, {128}}, {false, true, true},
+                               {1, 128, 16, 16}, 11),
+                     p)
               .size() == 3);
     ConvPool2DParams d;  // conv 7x7 -> pool 3 -> 2x2 (row/column 6 dropped)
     d.pool = 3;

@@ -1441,12 +1441,29 @@ void run_segregated_cublas(const KernelCall& call) {
   }
 }
 
+// segregated_cublas's per-node priority. Batched small-spatial layers: at batch 32 on the H100
+// (2026-11-23, bench/results/gpu-2026-11-23.md, Table 4) it was the fastest variant on every 4x4
+// input (fp32: EB-GAN 4x4x2048 0.78 ms vs 1.75 for gemm_col2im, DCGAN 0.27 vs 0.45; fp16: 0.12 vs
+// 0.45, 0.056 vs 0.113) and on 8x8 inputs with >= 1024 channels (EB-GAN 0.79 vs 0.85 fp32, 0.17 vs
+// 0.21 fp16), where one batched GEMM over the four phases has enough columns to fill the GPU and
+// the col2im columns (16x the input) cost more than the phase columns (4x). At batch 1 it lost
+// everywhere (4x4x2048 0.28 vs 0.10 ms), so the rule starts at batch 16 (batches 2-31 were not
+// measured). 27: above gemm_col2im's 25. Otherwise 15, below segregated_gemm (20).
+static int segregated_cublas_priority(const NodeDesc& node) {
+  if (!valid(node)) return 15;
+  const TconvDims d = tconv_dims(node);
+  const bool batched = d.N >= 16;
+  if (batched && (d.H * d.W <= 16 || (d.H * d.W <= 64 && d.CI >= 1024))) return 27;
+  return 15;
+}
+
 void register_segregated_cublas(KernelRegistry& registry) {
   KernelVariant v;
   v.op = "conv_transpose2d";
   v.name = "segregated_cublas";
   v.backend = "cuda";
-  v.priority = 15;  // below segregated_gemm (20): chosen by --kernel or --autotune
+  v.priority = 15;  // when a caller ignores priority_for: below segregated_gemm (20)
+  v.priority_for = segregated_cublas_priority;
   v.applicable = segregated_cublas_applicable;
   v.workspace_bytes = segregated_cublas_workspace_bytes;
   v.prepare = prepare_segregated_cublas;

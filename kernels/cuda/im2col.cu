@@ -1,14 +1,16 @@
 // im2col (Chellapilla et al. 2006) and the im2col + cuBLAS GEMM convolution driver (im2col.cuh).
-// im2col threads: x walks the output pixels j (coalesced stores), y walks the planes (image, c); each
-// thread writes its pixel's KH*KW rows of the plane, so the divisions that locate the pixel and the
-// plane are paid once per KH*KW elements (int64 division per element dominated the old kernel at
-// VGG's first layers). Planes shorter than a 256-thread block are packed several per block.
+// im2col threads, two paths: per pixel (x walks the output pixels j, coalesced stores; y walks the
+// planes (image, c); each thread writes its pixel's KH*KW rows of the plane, so the divisions that
+// locate the pixel and the plane are paid once per KH*KW elements: int64 division per element
+// dominated at VGG's first layers), and per element (one thread per column element, 32-bit index
+// math) for small grids such as LeNet's, where per-pixel threads would be too few and each too long.
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/im2col.cuh"
 
 #include <algorithm>
 #include <climits>
+#include <cstdlib>
 
 namespace infer::cuda {
 namespace {
@@ -56,6 +58,48 @@ __global__ void im2col_kernel(const T* __restrict__ x, int64_t x_image_stride, T
   }
 }
 
+// One thread per column element: idx = ((plane * KH + ky) * KW + kx) * P + j is also its offset in
+// col. The caller guarantees planes * KH * KW * P <= INT_MAX.
+template <class T, bool BOX>
+__global__ void im2col_element_kernel(const T* __restrict__ x, int64_t x_image_stride,
+                                      T* __restrict__ col, ConvGeometry g, int total) {
+  const int idx = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (idx >= total) return;
+  const int WO = static_cast<int>(g.WO), P = static_cast<int>(g.HO) * WO;
+  const int KW = static_cast<int>(g.KW), taps = static_cast<int>(g.KH) * KW;
+  const int C = static_cast<int>(g.C), H = static_cast<int>(g.H), W = static_cast<int>(g.W);
+  const int j = idx % P, row = idx / P;
+  const int tap = row % taps, plane = row / taps;
+  const int ky = tap / KW, kx = tap - ky * KW;
+  const int img = plane / C, c = plane - img * C;
+  const int oy = j / WO, ox = j - oy * WO;
+  const int iy = oy * static_cast<int>(g.stride_h) - static_cast<int>(g.pad_top) + ky;
+  const int ix = ox * static_cast<int>(g.stride_w) - static_cast<int>(g.pad_left) + kx;
+  const T* xp = x + img * x_image_stride + static_cast<int64_t>(c) * H * W;
+  if constexpr (!BOX) {
+    col[idx] = (iy >= 0 && iy < H && ix >= 0 && ix < W) ? xp[iy * W + ix] : from_float<T>(0.f);
+  } else {
+    const int box = static_cast<int>(g.box);
+    const int bsh = static_cast<int>(g.box_stride_h), bsw = static_cast<int>(g.box_stride_w);
+    float s = 0.f;
+    for (int dy = 0; dy < box; ++dy) {
+      const int r = iy + dy * bsh;
+      if (r < 0 || r >= H) continue;
+      for (int dx = 0; dx < box; ++dx) {
+        const int q = ix + dx * bsw;
+        if (q >= 0 && q < W) s += to_float(xp[r * W + q]);
+      }
+    }
+    col[idx] = from_float<T>(s);
+  }
+}
+
+// Below this many per-pixel threads (a quarter of one wave of 256-thread blocks on 132 SMs at 8
+// blocks each, about), the grid is too small to hide the latency of a thread's KH*KW (x box^2)
+// sequential loads: LeNet-5's conv+pool gathers have 150-200 such threads. Then one thread per
+// element instead, if the 32-bit element index fits (sizes that small always do).
+constexpr int64_t kPerElementBelowThreads = 32768;
+
 }  // namespace
 
 bool im2col_is_identity(const ConvGeometry& g) {
@@ -86,6 +130,28 @@ void im2col(Context& ctx, Precision p, const ConvGeometry& g, const void* x, int
   const int64_t P = g.col_cols(), planes = images * g.C;
   if (P <= 0 || planes <= 0 || g.KH * g.KW <= 0) return;
   if (P > INT_MAX) throw Error("cuda im2col: more than INT_MAX output pixels per image");
+  const int64_t elements = planes * g.KH * g.KW * P;
+  // The element kernel's 32-bit index math: every coordinate it forms stays below 2^30 in magnitude.
+  const auto small = [](int64_t v) { return v >= -(int64_t(1) << 30) && v < (int64_t(1) << 30); };
+  const bool small_grid =
+      P * planes < kPerElementBelowThreads && elements <= INT_MAX && small(g.H * g.W) &&
+      small(g.stride_h * g.HO + std::abs(g.pad_top) + g.KH + g.box * g.box_stride_h) &&
+      small(g.stride_w * g.WO + std::abs(g.pad_left) + g.KW + g.box * g.box_stride_w);
+  if (small_grid) {
+    const int total = static_cast<int>(elements);
+    const unsigned blocks = static_cast<unsigned>((total + kThreads - 1) / kThreads);
+    dispatch(p, [&](auto tag) {
+      using T = decltype(tag);
+      if (g.box > 1)
+        im2col_element_kernel<T, true><<<blocks, kThreads, 0, ctx.stream>>>(
+            static_cast<const T*>(x), x_image_stride, static_cast<T*>(col), g, total);
+      else
+        im2col_element_kernel<T, false><<<blocks, kThreads, 0, ctx.stream>>>(
+            static_cast<const T*>(x), x_image_stride, static_cast<T*>(col), g, total);
+    });
+    INFER_CUDA_CHECK_LAUNCH();
+    return;
+  }
   // Pixels across x (coalesced), planes across y; pack planes when a plane is shorter than a block.
   const int tx = static_cast<int>(std::min<int64_t>(kThreads, (P + 31) / 32 * 32));
   const int ty = kThreads / tx;
