@@ -8,7 +8,7 @@ JOBS ?= 2
 BUILD_DIR := build
 ASAN_DIR := build-asan
 
-.PHONY: build test test-asan demo deps clean
+.PHONY: build test test-asan sanitize-cuda demo deps clean
 
 deps:
 	scripts/install-deps.sh
@@ -28,6 +28,11 @@ test-asan:
 	cmake -S . -B $(ASAN_DIR) -G Ninja -DINFER_SANITIZE=ON -DINFER_CUDA=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo
 	cmake --build $(ASAN_DIR) -j$(JOBS)
 	ctest --test-dir $(ASAN_DIR) --output-on-failure -j$(JOBS)
+
+# sanitize-cuda: compute-sanitizer memcheck + racecheck over build/'s CUDA kernel tests (needs a GPU
+# and a CUDA build, e.g. after `make test` on a GPU machine); logs in build/sanitize-cuda/.
+sanitize-cuda:
+	scripts/sanitize-cuda.sh $(BUILD_DIR)
 
 # demo: an 8x8 grid of garments from the shipped EB-GAN generator (models/README.md) in img.png.
 demo:
