@@ -209,7 +209,7 @@ TEST_CASE("gemm_col2im: several bands of output rows, one-row bands, stride 3 wi
   CHECK(check_case(c, {"gemm_col2im", "segregated_gemm"}, 23) == 2);
 }
 
-TEST_CASE("the default heuristic: unified on 1x1, 4x4 and 128x128 inputs, gemm_col2im where C_out <= C_in/2") {
+TEST_CASE("the default heuristic: gemm_col2im for C_out <= 8 and C_out <= C_in/2, unified on 1x1/4x4/128x128 inputs") {
   std::vector<float> w(1), b(1);
   // As the session chooses (test::default_variant): the highest (shape-dependent) priority.
   auto pick = [&](int stride, int pad, const Shape& x, const Shape& ws) -> std::string {
@@ -224,9 +224,13 @@ TEST_CASE("the default heuristic: unified on 1x1, 4x4 and 128x128 inputs, gemm_c
   CHECK(pick(1, 0, {1, 100, 1, 1}, {100, 1024, 4, 4}) == "segregated_unified");  // the z projection
   CHECK(pick(1, 1, {1, 64, 16, 16}, {64, 32, 3, 3}) == "flipped_conv");
   CHECK(pick(2, 1, {1, 1024, 4, 4}, {1024, 512, 4, 4}) == "segregated_unified");
+  CHECK(pick(2, 1, {1, 256, 8, 8}, {256, 128, 4, 4}) == "gemm_col2im");
+  CHECK(pick(2, 1, {1, 128, 16, 16}, {128, 128, 4, 4}) == "segregated_gemm");  // C_out > C_in / 2
   CHECK(pick(2, 1, {1, 256, 16, 16}, {256, 128, 4, 4}) == "gemm_col2im");
   CHECK(pick(2, 1, {1, 128, 32, 32}, {128, 3, 4, 4}) == "gemm_col2im");
-  CHECK(pick(2, 1, {1, 128, 16, 16}, {128, 128, 4, 4}) == "segregated_gemm");  // C_out > C_in / 2
+  CHECK(pick(2, 1, {1, 1024, 8, 8}, {1024, 512, 4, 4}) == "gemm_col2im");
+  CHECK(pick(2, 1, {1, 128, 64, 64}, {128, 64, 4, 4}) == "gemm_col2im");
+  CHECK(pick(2, 1, {1, 512, 16, 16}, {512, 512, 4, 4}) == "segregated_gemm");  // C_out > C_in / 2
   CHECK(pick(2, 1, {1, 64, 128, 128}, {64, 64, 4, 4}) == "segregated_unified");
   CHECK(pick(3, 1, {1, 64, 16, 16}, {64, 8, 4, 4}) == "segregated_gemm");  // other strides
 }

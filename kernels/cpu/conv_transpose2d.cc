@@ -246,11 +246,18 @@ void run_segregated_gemm(const KernelCall& call) {
 // micro-kernel is compiled for AVX-512, AVX2 and baseline x86-64 and picked at load time.
 constexpr int64_t kUnifiedCo = 16, kUnifiedMm = 4;
 
+// The weights of 16 output channels for one (ci, ty, tx): alignas(64), so a std::vector of them (C++17
+// aligned new) keeps each in one cache line. (With std::vector<float>, malloc's 16-byte alignment
+// made each 64-byte load straddle two lines in some processes and not others.)
+struct alignas(64) Co16 {
+  float c[kUnifiedCo];
+};
+
 struct UnifiedPlan {
   int sh = 1, sw = 1;
   int64_t co_pad = 0;  // CO rounded up to kUnifiedCo
   std::vector<int64_t> nj, ni;
-  std::vector<std::vector<float>> u;  // per phase [co_pad/16][CI][nj][ni][16]
+  std::vector<std::vector<Co16>> u;  // per phase [co_pad/16][CI][nj][ni]
 };
 
 std::shared_ptr<void> prepare_unified(const NodeDesc& node) {
@@ -263,11 +270,10 @@ std::shared_ptr<void> prepare_unified(const NodeDesc& node) {
   plan->co_pad = (d.CO + kUnifiedCo - 1) / kUnifiedCo * kUnifiedCo;
   for (const Phase& ph : phases->phases) {
     const int64_t K = d.CI * ph.nj * ph.ni;
-    std::vector<float> u(static_cast<size_t>(K * plan->co_pad), 0.f);
+    std::vector<Co16> u(static_cast<size_t>(K * plan->co_pad / kUnifiedCo), Co16{});
     for (int64_t co = 0; co < d.CO; ++co)
       for (int64_t k = 0; k < K; ++k)
-        u[static_cast<size_t>(((co / kUnifiedCo) * K + k) * kUnifiedCo + co % kUnifiedCo)] =
-            ph.a[static_cast<size_t>(co * K + k)];
+        u[static_cast<size_t>((co / kUnifiedCo) * K + k)].c[co % kUnifiedCo] = ph.a[static_cast<size_t>(co * K + k)];
     plan->nj.push_back(ph.nj);
     plan->ni.push_back(ph.ni);
     plan->u.push_back(std::move(u));
@@ -282,7 +288,7 @@ typedef float Vec16 __attribute__((vector_size(kUnifiedCo * sizeof(float))));
 
 __attribute__((target_clones("avx512f", "avx2", "default"))) void unified_tile(
     const float* xn, int64_t CI, int64_t H, int64_t W, int64_t q, int64_t ix0, int64_t nj,
-    int64_t ni, const float* u, float acc[kUnifiedMm][kUnifiedCo]) {
+    int64_t ni, const Co16* u, float acc[kUnifiedMm][kUnifiedCo]) {
   Vec16 t[kUnifiedMm];
   std::memcpy(t, acc, sizeof(t));
   for (int64_t ci = 0; ci < CI; ++ci)
@@ -290,10 +296,10 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void unified_tile(
       const int64_t iy = q - (nj - 1) + ty;
       if (iy < 0 || iy >= H) continue;
       const float* xrow = xn + (ci * H + iy) * W;
-      const float* wrow = u + (ci * nj + ty) * ni * kUnifiedCo;
+      const Co16* wrow = u + (ci * nj + ty) * ni;
       for (int64_t tx = 0; tx < ni; ++tx) {
         Vec16 wv;
-        std::memcpy(&wv, wrow + tx * kUnifiedCo, sizeof(wv));
+        std::memcpy(&wv, wrow[tx].c, sizeof(wv));
         for (int64_t i = 0; i < kUnifiedMm; ++i) {
           const int64_t ix = ix0 + i + tx;
           const float xv = ix >= 0 && ix < W ? xrow[ix] : 0.f;
@@ -332,7 +338,7 @@ void run_segregated_unified(const KernelCall& call) {
               for (int64_t k = 0; k < kUnifiedCo; ++k)
                 acc[i][k] = c.bias && k < nco ? c.bias[co0 + k] : 0.f;
             unified_tile(xn, d.CI, d.H, d.W, q, aw.q0 - (ni - 1) + mm0, nj, ni,
-                         plan->u[ph].data() + cb * d.CI * nj * ni * kUnifiedCo, acc);
+                         plan->u[ph].data() + cb * d.CI * nj * ni, acc);
             for (int64_t k = 0; k < nco; ++k) {
               float* yr = c.y + ((n * d.CO + co0 + k) * d.HO + oy) * d.WO + aw.first + d.sw * mm0;
               for (int64_t i = 0; i < len; ++i) yr[d.sw * i] = activate(act, acc[i][k]);
@@ -490,29 +496,33 @@ bool valid_with_constant_weight(const NodeDesc& node) {
 }
 
 // The default choice per node (KernelVariant::priority_for; fixed: flipped_conv 30, segregated_gemm
-// 20, conventional 1), from batch-1 timings on the 2-core AMD EPYC box (2026-11-23, infer-bench
-// --table4 and op, ms; docs/kernels.md "Default choice"):
-//  - segregated_unified: 35 for a 1x1 input (the z -> 4x4 projection: DCGAN's 100 -> 1024 0.25 vs
-//    0.83 flipped_conv, 0.34 gemm_col2im); for stride 2, 25 on 4x4-or-smaller inputs (DCGAN 4x4x1024
-//    3.9 vs 4.9 segregated_gemm, 4.4 gemm_col2im; EB-GAN 4x4x2048 16.4 vs 18.2) and on 128x128-or-
-//    larger ones (EB-GAN 128x128x64 21.6 vs 27.7, 29.3), where its register tile beats GEMMs with
-//    N = 16 or K = 4 C_in = 256; else 10.
-//  - gemm_col2im: for stride 2 between those sizes, 25 when C_out <= C_in / 2 (its column matrix is
-//    then at most half the phase GEMMs' im2col): DCGAN 32x32x128 -> 3 0.15 vs 1.29 segregated_gemm,
-//    GP-GAN 8x8x256 0.69 vs 1.03, DCGAN 16x16x256 1.96 vs 2.70, EB-GAN 64x64x128 9.4 vs 11.3 (EB-GAN
-//    32x32x256 8.5 vs 7.8 is the one measured loss); else 5.
+// 20, conventional 1), from batch-1 timings of the Table-4 layers on the 2-core AMD EPYC box
+// (2026-11-23; the numbers: docs/kernels.md "Default choice"):
+//  - gemm_col2im, 30 for stride 2 with C_out <= 8 (the -> 3 output layers: 0.16 ms vs 1.0-2.2 for
+//    the others; segregated_unified pads C_out to 16, segregated_gemm's phase GEMMs have M = 3).
+//  - segregated_unified, 35 for a 1x1 input (the z -> 4x4 projection, 3x faster than flipped_conv);
+//    25 for stride 2 on 4x4-or-smaller and on 128x128-or-larger inputs, where it wins in every run;
+//    else 10. On 8x8-16x16 inputs it is often fastest but swings 2-3x between runs on that VM
+//    (OpenBLAS's spinning pthreads after a GEMM take its OpenMP team's cores), so not there.
+//  - gemm_col2im, 22 for the other stride-2 layers with C_out <= C_in / 2 (its column matrix is then
+//    at most half the phase GEMMs' im2col); else 5, leaving segregated_gemm (20).
+bool stride2(const TconvDims& d) { return d.sh == 2 && d.sw == 2; }
+
 int unified_priority(const NodeDesc& node) {
   if (!valid(node)) return 10;
   const TconvDims d = tconv_dims(node);
-  if (d.H * d.W == 1) return 35;
-  if (d.sh == 2 && d.sw == 2 && (d.H * d.W <= 16 || d.H * d.W >= 128 * 128)) return 25;
+  const int64_t hw = d.H * d.W;
+  if (hw == 1) return 35;
+  if (stride2(d) && (hw <= 16 || hw >= 128 * 128)) return 25;
   return 10;
 }
 
 int col2im_priority(const NodeDesc& node) {
   if (!valid(node)) return 5;
   const TconvDims d = tconv_dims(node);
-  if (d.sh == 2 && d.sw == 2 && d.H * d.W > 16 && d.H * d.W < 128 * 128 && 2 * d.CO <= d.CI) return 25;
+  if (!stride2(d) || d.H * d.W == 1) return 5;
+  if (d.CO <= 8) return 30;
+  if (2 * d.CO <= d.CI) return 22;  // above segregated_gemm, below unified's 25 where that applies
   return 5;
 }
 
@@ -580,9 +590,9 @@ void register_conv_transpose2d(KernelRegistry& registry) {
   };
 
   // Heuristic (priorities measured, see docs/kernels.md and unified_priority / col2im_priority):
-  // a 1x1 input -> segregated_unified; other stride 1 -> flipped_conv; stride 2 -> segregated_unified
-  // on small and large inputs, gemm_col2im between them when C_out <= C_in / 2, else
-  // segregated_gemm; any other stride -> segregated_gemm as the s*s-phase general path.
+  // a 1x1 input -> segregated_unified; other stride 1 -> flipped_conv; stride 2 -> gemm_col2im for
+  // C_out <= 8, segregated_unified on 4x4 and 128x128 inputs, gemm_col2im elsewhere when C_out <=
+  // C_in / 2, else segregated_gemm; other strides -> segregated_gemm (the s*s-phase general path).
   KernelVariant flipped;
   flipped.op = op;
   flipped.name = "flipped_conv";
