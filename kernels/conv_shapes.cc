@@ -92,6 +92,24 @@ ConvPool2DDims conv_pool2d_dims(const NodeDesc& node, const char* backend) {
   return d;
 }
 
+bool conv_transpose2d_valid(const NodeDesc& node) {
+  try {
+    conv_transpose2d_dims(node, "");
+  } catch (const Error&) {
+    return false;
+  }
+  return true;
+}
+
+bool conv_pool2d_valid(const NodeDesc& node) {
+  try {
+    conv_pool2d_dims(node, "");
+  } catch (const Error&) {
+    return false;
+  }
+  return true;
+}
+
 PhaseAxis phase_axis(int64_t r, int64_t s, int64_t pad, int64_t out) {
   const int64_t first = ((r - pad) % s + s) % s;
   const int64_t count = first < out ? (out - 1 - first) / s + 1 : 0;

@@ -27,6 +27,14 @@ struct ConvPool2DDims {
 };
 ConvPool2DDims conv_pool2d_dims(const NodeDesc& node, const char* backend);
 
+// True when the *_dims function above accepts the node (for the variants' applicable()).
+bool conv_transpose2d_valid(const NodeDesc& node);
+bool conv_pool2d_valid(const NodeDesc& node);
+// True when the weight (input 1) is a constant, which the variants that prepare it need.
+inline bool has_constant_weight(const NodeDesc& node) {
+  return node.constants.size() >= 2 && node.constants[1] != nullptr;
+}
+
 // The phase decomposition of a transposed convolution (docs/kernels.md): output row oy receives
 // x[iy] * w[ky] exactly when iy*s - pad + ky = oy, i.e. ky = r + s*j with phase r = (oy + pad) % s.
 // Along one axis, phase r's outputs are first + s*m for m < count; q0 is the input index of tap

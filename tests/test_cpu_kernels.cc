@@ -21,6 +21,7 @@ using namespace infer;
 using infer::test::poison;
 using infer::test::random_vector;
 using infer::test::rel_error;
+using infer::test::uniform;
 
 namespace {
 
@@ -76,10 +77,6 @@ Activation random_activation(std::mt19937_64& rng) {
   a.kind = static_cast<ActivationKind>(rng() % 5);
   a.alpha = 0.1f;
   return a;
-}
-
-int uniform(std::mt19937_64& rng, int lo, int hi) {  // inclusive
-  return lo + int(rng() % uint64_t(hi - lo + 1));
 }
 
 std::string describe(const NodeDesc& node) {
@@ -203,25 +200,8 @@ TEST_CASE("dense gemm matches the reference (sgemv at batch 1, sgemm above)") {
 TEST_CASE("pool2d direct matches the reference on 250 random shapes") {
   std::mt19937_64 rng(11);
   for (int t = 0; t < 250; ++t) {
-    Pool2DParams p;
-    p.kind = rng() % 2 ? PoolKind::Max : PoolKind::Average;
-    p.kernel_h = uniform(rng, 1, 5);
-    p.kernel_w = rng() % 3 == 0 ? uniform(rng, 1, 5) : p.kernel_h;
-    p.stride_h = uniform(rng, 1, 3);
-    p.stride_w = rng() % 3 == 0 ? uniform(rng, 1, 3) : p.stride_h;
-    p.pad.top = uniform(rng, 0, p.kernel_h - 1);
-    p.pad.bottom = uniform(rng, 0, p.kernel_h - 1);
-    p.pad.left = uniform(rng, 0, p.kernel_w - 1);
-    p.pad.right = uniform(rng, 0, p.kernel_w - 1);
-    p.count_include_pad = rng() % 2;
-    const int64_t N = uniform(rng, 1, 3), C = uniform(rng, 1, 20);
-    int64_t H, W;
-    do {
-      H = uniform(rng, 1, 17), W = uniform(rng, 1, 17);
-    } while (H + p.pad.top + p.pad.bottom < p.kernel_h || W + p.pad.left + p.pad.right < p.kernel_w);
-    const int64_t HO = (H + p.pad.top + p.pad.bottom - p.kernel_h) / p.stride_h + 1;
-    const int64_t WO = (W + p.pad.left + p.pad.right - p.kernel_w) / p.stride_w + 1;
-    const NodeDesc node = make_node(p, {{N, C, H, W}}, {N, C, HO, WO});
+    const test::RandomPool2D r = test::random_pool2d(rng);
+    const NodeDesc node = make_node(r.p, {r.x}, r.y);
     CAPTURE(t);
     const std::string desc = describe(node);
     CAPTURE(desc);

@@ -24,12 +24,9 @@ using infer::test::check_case;
 using infer::test::Coverage;
 using infer::test::OpCase;
 using infer::test::scaled;
+using infer::test::uniform;
 
 namespace {
-
-int uniform(std::mt19937_64& rng, int lo, int hi) {  // inclusive
-  return lo + int(rng() % uint64_t(hi - lo + 1));
-}
 
 Activation random_activation(std::mt19937_64& rng) {
   Activation a;
@@ -136,25 +133,8 @@ OpCase random_conv_pool(std::mt19937_64& rng, uint64_t seed) {
 }
 
 OpCase random_pool(std::mt19937_64& rng, uint64_t seed) {
-  Pool2DParams p;
-  p.kind = rng() % 2 ? PoolKind::Max : PoolKind::Average;
-  p.kernel_h = uniform(rng, 1, 5);
-  p.kernel_w = rng() % 3 == 0 ? uniform(rng, 1, 5) : p.kernel_h;
-  p.stride_h = uniform(rng, 1, 3);
-  p.stride_w = rng() % 3 == 0 ? uniform(rng, 1, 3) : p.stride_h;
-  p.pad.top = uniform(rng, 0, p.kernel_h - 1);
-  p.pad.bottom = uniform(rng, 0, p.kernel_h - 1);
-  p.pad.left = uniform(rng, 0, p.kernel_w - 1);
-  p.pad.right = uniform(rng, 0, p.kernel_w - 1);
-  p.count_include_pad = rng() % 2;
-  const int64_t N = uniform(rng, 1, 3), C = uniform(rng, 1, 20);
-  int64_t H, W;
-  do {
-    H = uniform(rng, 1, 17), W = uniform(rng, 1, 17);
-  } while (H + p.pad.top + p.pad.bottom < p.kernel_h || W + p.pad.left + p.pad.right < p.kernel_w);
-  const int64_t HO = (H + p.pad.top + p.pad.bottom - p.kernel_h) / p.stride_h + 1;
-  const int64_t WO = (W + p.pad.left + p.pad.right - p.kernel_w) / p.stride_w + 1;
-  return make_case(p, {{N, C, H, W}}, {false}, {N, C, HO, WO}, seed);
+  const test::RandomPool2D r = test::random_pool2d(rng);
+  return make_case(r.p, {r.x}, {false}, r.y, seed);
 }
 
 // Rank 2 ([N, F]) or 4 ([N, C, H, W]) shapes, sizes that are and are not multiples of 2/4/8 (the

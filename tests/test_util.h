@@ -1,6 +1,7 @@
 // Helpers shared by the test suites: seeded random data, NaN poisoning (so unwritten outputs fail),
-// the relative error ||out - ref|| / ||ref|| that DESIGN.md's tolerances are stated in, and the
-// kernel variant the session's default heuristic picks for a node.
+// the relative error ||out - ref|| / ||ref|| that DESIGN.md's tolerances are stated in, random
+// op shapes shared by the cpu and cuda kernel tests, and the kernel variant the session's default
+// heuristic picks for a node.
 #pragma once
 
 #include <cmath>
@@ -26,6 +27,42 @@ inline std::string default_variant(const std::string& backend, const std::string
     if (!chosen || priority > best) chosen = v, best = priority;
   }
   return chosen ? chosen->name : std::string();
+}
+
+// A uniform integer in [lo, hi] (inclusive) for the random-shape generators.
+inline int uniform(std::mt19937_64& rng, int lo, int hi) {
+  return lo + int(rng() % uint64_t(hi - lo + 1));
+}
+
+// A random pool2d (max or average, kernel 1-5, strides 1-3, asymmetric padding < kernel,
+// count_include_pad either way) on x [1-3, 1-20, 1-17, 1-17] and its output shape y.
+struct RandomPool2D {
+  Pool2DParams p;
+  Shape x, y;
+};
+inline RandomPool2D random_pool2d(std::mt19937_64& rng) {
+  RandomPool2D r;
+  Pool2DParams& p = r.p;
+  p.kind = rng() % 2 ? PoolKind::Max : PoolKind::Average;
+  p.kernel_h = uniform(rng, 1, 5);
+  p.kernel_w = rng() % 3 == 0 ? uniform(rng, 1, 5) : p.kernel_h;
+  p.stride_h = uniform(rng, 1, 3);
+  p.stride_w = rng() % 3 == 0 ? uniform(rng, 1, 3) : p.stride_h;
+  p.pad.top = uniform(rng, 0, p.kernel_h - 1);
+  p.pad.bottom = uniform(rng, 0, p.kernel_h - 1);
+  p.pad.left = uniform(rng, 0, p.kernel_w - 1);
+  p.pad.right = uniform(rng, 0, p.kernel_w - 1);
+  p.count_include_pad = rng() % 2;
+  const int64_t N = uniform(rng, 1, 3), C = uniform(rng, 1, 20);
+  int64_t H, W;
+  do {
+    H = uniform(rng, 1, 17), W = uniform(rng, 1, 17);
+  } while (H + p.pad.top + p.pad.bottom < p.kernel_h || W + p.pad.left + p.pad.right < p.kernel_w);
+  const int64_t HO = (H + p.pad.top + p.pad.bottom - p.kernel_h) / p.stride_h + 1;
+  const int64_t WO = (W + p.pad.left + p.pad.right - p.kernel_w) / p.stride_w + 1;
+  r.x = {N, C, H, W};
+  r.y = {N, C, HO, WO};
+  return r;
 }
 
 inline std::vector<float> random_vector(size_t n, uint64_t seed, float lo = -1.f, float hi = 1.f) {

@@ -262,18 +262,9 @@ void run_direct_sum(const KernelCall& call) {
   }
 }
 
-bool valid_node(const NodeDesc& node) {
-  try {
-    pool_dims(node);
-  } catch (const Error&) {
-    return false;
-  }
-  return true;
-}
+bool valid_node(const NodeDesc& node) { return conv_pool2d_valid(node); }
 
-bool valid_with_constant_weight(const NodeDesc& node) {
-  return valid_node(node) && node.constants.size() >= 2 && node.constants[1] != nullptr;
-}
+bool valid_with_constant_weight(const NodeDesc& node) { return valid_node(node) && has_constant_weight(node); }
 
 }  // namespace
 

@@ -482,18 +482,9 @@ void run_gemm_col2im(const KernelCall& call) {
 
 // ---- registration -------------------------------------------------------------------------------
 
-bool valid(const NodeDesc& node) {
-  try {
-    tconv_dims(node);
-  } catch (const Error&) {
-    return false;
-  }
-  return true;
-}
+bool valid(const NodeDesc& node) { return conv_transpose2d_valid(node); }
 
-bool valid_with_constant_weight(const NodeDesc& node) {
-  return valid(node) && node.constants.size() >= 2 && node.constants[1] != nullptr;
-}
+bool valid_with_constant_weight(const NodeDesc& node) { return valid(node) && has_constant_weight(node); }
 
 // The default choice per node (KernelVariant::priority_for; fixed: flipped_conv 30, segregated_gemm
 // 20, conventional 1), from batch-1 timings of the Table-4 layers on the 2-core AMD EPYC box

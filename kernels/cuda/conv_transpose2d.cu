@@ -65,18 +65,7 @@ TconvCall tconv_call(const KernelCall& call, const char* variant) {
   return c;
 }
 
-bool valid(const NodeDesc& node) {
-  try {
-    tconv_dims(node);
-  } catch (const Error&) {
-    return false;
-  }
-  return true;
-}
-
-bool has_constant_weight(const NodeDesc& node) {
-  return node.constants.size() >= 2 && node.constants[1] != nullptr;
-}
+bool valid(const NodeDesc& node) { return conv_transpose2d_valid(node); }
 
 std::pair<int, int> strides(const NodeDesc& node) {
   const auto& p = std::get<ConvTranspose2DParams>(node.params);
