@@ -1081,6 +1081,11 @@ void run_flipped_conv(const KernelCall& call) {
 // operand, so no prepare. Then col2im as a gather: one thread per output element sums the taps
 // (ky, kx) that land on it (ky = (oy + pad_top) % s + s*j, input row (oy + pad_top - ky) / s), adds
 // the bias and applies the activation. No atomics, deterministic; every output written.
+// Threads: blockIdx.y walks the output planes (image x channel, so channel and bias are per block),
+// x the pixels of a plane. Index math within a plane is 32-bit (applicable() keeps a plane's columns
+// under 2^31 elements) and the stride is a compile-time 2 for the GAN layers: the first version, one
+// flat 64-bit index with int64 div/mod per tap, ran at ~34 G outputs/s on the H100 (EB-GAN batch 64:
+// 2.0 ms for 64x64x128x128), bound by integer division rather than by its ~10 bytes per output.
 
 int64_t col2im_chunk(const TconvDims& d, Precision p) {
   const size_t per_image = static_cast<size_t>(d.CO * d.KH * d.KW * d.H * d.W) * element_size(p);
@@ -1093,29 +1098,32 @@ size_t col2im_workspace_bytes(const NodeDesc& node) {
          static_cast<size_t>(d.CO * d.KH * d.KW * d.H * d.W) * element_size(node.precision);
 }
 
-template <class T>
+// S > 0: both strides are S (compile time: shifts instead of divisions); S == 0: sh, sw at run time.
+template <class T, int S>
 __global__ void col2im_kernel(const T* __restrict__ cols, const T* __restrict__ bias, T* __restrict__ y,
-                              int64_t images, int64_t CO, int64_t H, int64_t W, int64_t KH, int64_t KW,
-                              int64_t HO, int64_t WO, int sh, int sw, int64_t pt, int64_t pl,
-                              DeviceActivation act) {
-  const int64_t total = images * CO * HO * WO, hw = H * W;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
-       i += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t ox = i % WO, t = i / WO, oy = t % HO, c = t / HO;  // c = img * CO + co
-    const int64_t co = c % CO;
+                              int64_t planes, int CO, int H, int W, int KH, int KW, int HO, int WO,
+                              int sh_rt, int sw_rt, int pt, int pl, DeviceActivation act) {
+  const int sh = S > 0 ? S : sh_rt, sw = S > 0 ? S : sw_rt;
+  const int hw = H * W, hwo = HO * WO;
+  for (int64_t c = blockIdx.y; c < planes; c += gridDim.y) {  // c = img * CO + co
     const T* cp = cols + c * KH * KW * hw;
-    float acc = bias ? to_float(bias[co]) : 0.f;
-    const int64_t ty = oy + pt, tx = ox + pl;
-    for (int64_t ky = ty % sh; ky < KH && ky <= ty; ky += sh) {
-      const int64_t iy = (ty - ky) / sh;
-      if (iy >= H) continue;
-      for (int64_t kx = tx % sw; kx < KW && kx <= tx; kx += sw) {
-        const int64_t ix = (tx - kx) / sw;
-        if (ix >= W) continue;
-        acc += to_float(cp[(ky * KW + kx) * hw + iy * W + ix]);
+    T* yp = y + c * hwo;
+    const float b = bias ? to_float(bias[c % CO]) : 0.f;
+    for (int p = blockIdx.x * blockDim.x + threadIdx.x; p < hwo; p += gridDim.x * blockDim.x) {
+      const int oy = p / WO, ox = p - oy * WO;
+      const int ty = oy + pt, tx = ox + pl;
+      float acc = b;
+      for (int ky = ty % sh; ky < KH && ky <= ty; ky += sh) {
+        const int iy = (ty - ky) / sh;
+        if (iy >= H) continue;
+        const T* row = cp + ky * KW * hw + iy * W;
+        for (int kx = tx % sw; kx < KW && kx <= tx; kx += sw) {
+          const int ix = (tx - kx) / sw;
+          if (ix < W) acc += to_float(row[kx * hw + ix]);
+        }
       }
+      yp[p] = from_float<T>(activate(act, acc));
     }
-    y[i] = from_float<T>(activate(act, acc));
   }
 }
 
@@ -1151,13 +1159,20 @@ void run_gemm_col2im(const KernelCall& call) {
     } else {
       INFER_CUDA_CHECK(cudaMemsetAsync(call.workspace, 0, static_cast<size_t>(images * M * HW) * es, ctx.stream));
     }
-    const int64_t total = images * out_image;
+    // a block per (pixel range, plane); small planes get smaller blocks (DCGAN's 8x8 outputs: 64)
+    const int64_t planes = images * d.CO, hwo = d.HO * d.WO;
+    const int threads = static_cast<int>(std::min<int64_t>(256, (hwo + 31) / 32 * 32));
+    const dim3 grid(static_cast<unsigned>(std::min<int64_t>((hwo + threads - 1) / threads, 65535)),
+                    static_cast<unsigned>(std::min<int64_t>(planes, 65535)));
+    const bool s2 = d.sh == 2 && d.sw == 2;
     dispatch(p, [&](auto tag) {
       using T = decltype(tag);
-      col2im_kernel<T><<<grid_for(total), 256, 0, ctx.stream>>>(
+      auto* kernel = s2 ? col2im_kernel<T, 2> : col2im_kernel<T, 0>;
+      kernel<<<grid, threads, 0, ctx.stream>>>(
           static_cast<const T*>(call.workspace), static_cast<const T*>(c.bias),
-          static_cast<T*>(c.y) + n0 * out_image, images, d.CO, d.H, d.W, d.KH, d.KW, d.HO, d.WO, d.sh,
-          d.sw, d.pt, d.pl, device_activation(d.act));
+          static_cast<T*>(c.y) + n0 * out_image, planes, static_cast<int>(d.CO), static_cast<int>(d.H),
+          static_cast<int>(d.W), static_cast<int>(d.KH), static_cast<int>(d.KW), static_cast<int>(d.HO),
+          static_cast<int>(d.WO), d.sh, d.sw, d.pt, d.pl, device_activation(d.act));
     });
     INFER_CUDA_CHECK_LAUNCH();
   }
@@ -1517,7 +1532,10 @@ void register_conv_transpose2d(KernelRegistry& registry) {
   col2im.applicable = [](const NodeDesc& node) {
     if (!valid(node)) return false;
     const TconvDims d = tconv_dims(node);
-    return d.CO * d.KH * d.KW <= INT_MAX && d.H * d.W <= INT_MAX && d.CI <= INT_MAX;
+    // cuBLAS's int dimensions; col2im's 32-bit in-plane index math (one image's columns per
+    // output channel, and an output plane, under 2^31 elements)
+    return d.CO * d.KH * d.KW <= INT_MAX && d.H * d.W <= INT_MAX && d.CI <= INT_MAX &&
+           d.KH * d.KW * d.H * d.W <= INT_MAX && d.HO * d.WO <= INT_MAX && d.CO <= INT_MAX;
   };
   col2im.workspace_bytes = col2im_workspace_bytes;
   col2im.run = run_gemm_col2im;
