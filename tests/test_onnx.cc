@@ -380,6 +380,23 @@ TEST_CASE("unsupported attributes and bad tensors are clear errors") {
     add_int(m.mutable_graph()->mutable_node(0), "ceil_mode", 1);
     CHECK(import_error(m).find("unsupported: ceil_mode") != std::string::npos);
   }
+  {  // ReduceMean: only the spatial axes (global average pooling) of a 4-D input
+    const auto mean = [](const std::vector<int64_t>& axes, int64_t keepdims) {
+      onnx::ModelProto m = one_node("ReduceMean", {1});
+      onnx::NodeProto* n = m.mutable_graph()->mutable_node(0);
+      n->mutable_input()->RemoveLast();
+      if (!axes.empty()) add_ints(n, "axes", axes);
+      add_int(n, "keepdims", keepdims);
+      return m;
+    };
+    CHECK(import_error(mean({3, 2}, 1)).empty());
+    CHECK(import_error(mean({-1, -2}, 0)).empty());
+    CHECK(import_error(mean({1}, 1)).find("unsupported: axes [1] of a rank-4 input") != std::string::npos);
+    CHECK(import_error(mean({1, 2, 3}, 1)).find("unsupported: axes [1,2,3]") != std::string::npos);
+    CHECK(import_error(mean({}, 1)).find("unsupported: a mean over every axis") != std::string::npos);
+    CHECK(import_error(mean({2, 3}, 2)).find("keepdims must be 0 or 1") != std::string::npos);
+    CHECK(import_error(mean({2, 7}, 1)).find("axis 7 is out of range") != std::string::npos);
+  }
   {  // raw_data that does not match the dims
     onnx::ModelProto m = one_node("Conv", {4, 2, 3, 3});
     onnx::TensorProto* w = m.mutable_graph()->mutable_initializer(0);

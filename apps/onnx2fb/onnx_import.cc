@@ -57,7 +57,7 @@ const std::set<std::string>& op_set() {
       // converted
       "Conv", "ConvTranspose", "Gemm", "MatMul", "MaxPool", "AveragePool", "GlobalAveragePool",
       "BatchNormalization", "Relu", "LeakyRelu", "Tanh", "Sigmoid", "Softmax", "Flatten", "Reshape",
-      "Add", "Concat",
+      "Add", "Concat", "ReduceMean",
       // removed (Pad: when all zero, or merged into the AveragePool after it)
       "Dropout", "Identity", "Pad",
       // folded (constant inputs only; Shape also of activations)
@@ -546,6 +546,7 @@ class Importer {
     if (op == "MatMul") return matmul();
     if (op == "MaxPool" || op == "AveragePool") return pool(op == "MaxPool");
     if (op == "GlobalAveragePool") return global_pool();
+    if (op == "ReduceMean") return reduce_mean();
     if (op == "BatchNormalization") return batchnorm();
     if (op == "Relu") return activation(ActivationKind::Relu, 0.01f);
     if (op == "LeakyRelu") return activation(ActivationKind::LeakyRelu, attr_float("alpha", 0.01f));
@@ -740,12 +741,50 @@ class Importer {
   void global_pool() {
     const int x = act(0);
     check_rank4(x);
+    output(global_average(x, node_name()));
+  }
+
+  // An average pool whose window is the whole (4-D) input plane.
+  int global_average(int x, const std::string& name) {
     const Shape& s = b_.shape(x);
     Pool2DParams p;
     p.kind = PoolKind::Average;
     p.kernel_h = p.stride_h = param(s[2], "height", 1);
     p.kernel_w = p.stride_w = param(s[3], "width", 1);
-    output(b_.node(node_name(), p, {x}));
+    return b_.node(name, p, {x});
+  }
+
+  // ReduceMean over the two spatial axes of a 4-D tensor is global average pooling: PyTorch's
+  // dynamo exporter (the default of torch.onnx.export since 2.9) writes adaptive_avg_pool2d(x, 1) and
+  // x.mean((2, 3)) this way. keepdims = 0 adds a flatten to [N, C]. Other axes are refused.
+  void reduce_mean() {
+    const int x = act(0);
+    std::vector<int64_t> axes;
+    if (opset_ >= 18) {
+      if (has_input(1)) axes = ints(1).i;
+    } else {
+      axes = attr_ints("axes", {});
+    }
+    if (axes.empty()) {
+      if (opset_ >= 18 && attr_int("noop_with_empty_axes", 0) != 0) unsupported("noop_with_empty_axes = 1");
+      unsupported("a mean over every axis (only the spatial axes 2 and 3 of a 4-D input)");
+    }
+    const int rank = rank_of(x);
+    std::set<int> norm;
+    for (int64_t a : axes) norm.insert(norm_axis(a, rank));
+    if (rank != 4 || norm != std::set<int>{2, 3})
+      unsupported("axes " + str_dims(axes) + " of a rank-" + std::to_string(rank) +
+                  " input (only the spatial axes 2 and 3 of a 4-D input)");
+    const int64_t keepdims = attr_int("keepdims", 1);
+    if (keepdims != 0 && keepdims != 1) fail("keepdims must be 0 or 1");
+    const std::string name = node_name();
+    int y = global_average(x, name);
+    if (keepdims == 0) {
+      FlattenParams f;
+      f.axis = 1;
+      y = b_.node(unique(name + "_flatten", "flatten"), f, {y});
+    }
+    output(y);
   }
 
   void batchnorm() {
@@ -819,6 +858,14 @@ class Importer {
       batch = want == per_sample;
     }
     if (!batch) unsupported("shape " + str_dims(t.i) + " changes the batch dimension");
+    // [N, C, H, W] -> [N, C*H*W] is a flatten (the dynamo exporter writes torch.flatten(x, 1) as a
+    // Reshape): the same node as the Flatten that older exporters and model-zoo write.
+    if (xs.size() > 2 && rest.size() == 1 &&
+        (rest[0] == -1 || rest[0] == checked_numel(Shape(xs.begin() + 1, xs.end()), node_label()))) {
+      FlattenParams f;
+      f.axis = 1;
+      return output(b_.node(node_name(), f, {x}));
+    }
     ReshapeParams p;
     p.shape = rest;
     output(b_.node(node_name(), p, {x}));

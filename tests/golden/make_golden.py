@@ -340,6 +340,59 @@ def handmade_case():
              save_npy("handmade.out.npy", e / e.sum(axis=1, keepdims=True)), opset=13)
 
 
+def conv2d_np(x, w, b, pad):
+    """Stride-1 cross-correlation in float64 (NCHW, weight [C_out][C_in][KH][KW])."""
+    n, _, h, wd = x.shape
+    co, _, kh, kw = w.shape
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    ho, wo = h + 2 * pad - kh + 1, wd + 2 * pad - kw + 1
+    y = np.zeros((n, co, ho, wo)) + b.reshape(1, co, 1, 1)
+    for ky in range(kh):
+        for kx in range(kw):
+            y += np.einsum("nchw,oc->nohw", xp[:, :, ky:ky + ho, kx:kx + wo], w[:, :, ky, kx])
+    return y
+
+
+def dynamo_style_cases():
+    """Graphs written the way PyTorch >= 2.9's default (dynamo) exporter writes a classifier head,
+    built by hand so that the older PyTorch of the CI machine still produces them: opset 18
+    ReduceMean with its axes as an input (adaptive_avg_pool2d(x, 1)) then Reshape [-1, C] (flatten);
+    and opset 13 ReduceMean with an axes attribute and keepdims = 0 (x.mean((2, 3))). Expected
+    outputs in numpy (float64)."""
+    rng = np.random.default_rng(18)
+    w = rng.standard_normal((5, 3, 3, 3)).astype(np.float32)
+    b = rng.standard_normal((5,)).astype(np.float32)
+    fw = rng.standard_normal((4, 5)).astype(np.float32)
+    fb = rng.standard_normal((4,)).astype(np.float32)
+    x = rng.standard_normal((3, 3, 9, 7)).astype(np.float32)
+    features = np.maximum(conv2d_np(x, w, b, 1), 0).mean(axis=(2, 3))  # [n, 5]
+    expected = features @ fw.T.astype(np.float64) + fb
+    inits = [numpy_helper.from_array(w, "W"), numpy_helper.from_array(b, "B"),
+             numpy_helper.from_array(fw, "FW"), numpy_helper.from_array(fb, "FB")]
+    conv = [helper.make_node("Conv", ["x", "W", "B"], ["c"], pads=[1, 1, 1, 1], kernel_shape=[3, 3],
+                             name="node_conv2d"),
+            helper.make_node("Relu", ["c"], ["r"], name="node_relu")]
+    gemm = helper.make_node("Gemm", ["f", "FW", "FB"], ["y"], transB=1, name="node_linear")
+    x_info = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3, 9, 7])
+    y_info = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 4])
+    for name, opset, nodes, extra in [
+        ("dynamo_gap_op18", 18,
+         [helper.make_node("ReduceMean", ["r", "axes"], ["m"], keepdims=1, name="node_mean"),
+          helper.make_node("Reshape", ["m", "shape"], ["f"], name="node_view")],
+         [numpy_helper.from_array(np.array([-1, -2], dtype=np.int64), "axes"),
+          numpy_helper.from_array(np.array([-1, 5], dtype=np.int64), "shape")]),
+        ("mean_keepdims0_op13", 13,
+         [helper.make_node("ReduceMean", ["r"], ["f"], axes=[2, 3], keepdims=0, name="node_mean")], []),
+    ]:
+        graph = helper.make_graph(conv + nodes + [gemm], name, [x_info], [y_info], inits + extra)
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+        if opset <= onnx.defs.onnx_opset_version():  # Debian's onnx 1.12 knows opsets up to 17
+            onnx.checker.check_model(model)
+        onnx.save(model, os.path.join(OUT, name + ".onnx"))
+        add_case(name, name + ".onnx", save_npy(name + ".in.npy", x), save_npy(name + ".out.npy", expected),
+                 opset=opset)
+
+
 def external_data_case():
     """A small conv net (LeakyRelu, Sigmoid) saved with its weights in a separate file (data_location
     EXTERNAL)."""
@@ -398,6 +451,7 @@ def main():
     zoo_cases()
     random_cases()
     handmade_case()
+    dynamo_style_cases()
     external_data_case()
     metadata_case()
     unsupported_case()
