@@ -493,8 +493,9 @@ bool valid_with_constant_weight(const NodeDesc& node) { return valid(node) && ha
 //    the others; segregated_unified pads C_out to 16, segregated_gemm's phase GEMMs have M = 3).
 //  - segregated_unified, 35 for a 1x1 input (the z -> 4x4 projection, 3x faster than flipped_conv);
 //    25 for stride 2 on 4x4-or-smaller and on 128x128-or-larger inputs, where it wins in every run;
-//    else 10. On 8x8-16x16 inputs it is often fastest but swings 2-3x between runs on that VM
-//    (OpenBLAS's spinning pthreads after a GEMM take its OpenMP team's cores), so not there.
+//    else 10. On 8x8-16x16 inputs it is often fastest alone (Table-4 rounds) but not inside models
+//    (the same shapes in ebgan_fashion: 0.81-0.84 ms vs 0.64 for gemm_col2im, and --autotune picks
+//    gemm_col2im there), so not there; with the pthread flavour of OpenBLAS it also swung 2-3x.
 //  - gemm_col2im, 22 for the other stride-2 layers with C_out <= C_in / 2 (its column matrix is then
 //    at most half the phase GEMMs' im2col); else 5, leaving segregated_gemm (20).
 bool stride2(const TconvDims& d) { return d.sh == 2 && d.sw == 2; }
