@@ -92,23 +92,22 @@ ConvPool2DDims conv_pool2d_dims(const NodeDesc& node, const char* backend) {
   return d;
 }
 
-bool conv_transpose2d_valid(const NodeDesc& node) {
+namespace {
+// True when the validating dims function accepts the node (it throws Error otherwise).
+template <class Dims>
+bool accepts(Dims dims, const NodeDesc& node) {
   try {
-    conv_transpose2d_dims(node, "");
+    dims(node, "");
   } catch (const Error&) {
     return false;
   }
   return true;
 }
+}  // namespace
 
-bool conv_pool2d_valid(const NodeDesc& node) {
-  try {
-    conv_pool2d_dims(node, "");
-  } catch (const Error&) {
-    return false;
-  }
-  return true;
-}
+bool conv_transpose2d_valid(const NodeDesc& node) { return accepts(conv_transpose2d_dims, node); }
+
+bool conv_pool2d_valid(const NodeDesc& node) { return accepts(conv_pool2d_dims, node); }
 
 PhaseAxis phase_axis(int64_t r, int64_t s, int64_t pad, int64_t out) {
   const int64_t first = ((r - pad) % s + s) % s;
