@@ -5,7 +5,8 @@ Run with Debian's interpreter (/usr/bin/python3: python3-torch, python3-onnx, py
 it as a fixture: `make_golden.py OUT_DIR`. Writes into OUT_DIR:
   - the DESIGN.md zoo architectures in PyTorch with the zoo's layer names (classifiers at small image
     sizes: lenet5 28, alexnet 63, vgg11/vgg16 32; generators full size), seeded weights, BatchNorm with
-    non-trivial running statistics, eval mode; exported at opset 13 (a few also at 11 and 17); their
+    non-trivial running statistics, eval mode; exported at opset 13 (TorchScript exporter where PyTorch
+    offers a choice; a few also at 11 and 17 through the default exporter, dynamo since 2.9); their
     weights as <state_dict key>.npy folders for `model-zoo --weights` (the zoo/onnx2fb identity test);
   - >= 20 random small nets of conv / tconv / pool / dense layers (random kernel, stride, padding,
     output_padding, odd sizes), opsets 11-17, some with a dynamic batch axis;
@@ -15,6 +16,7 @@ it as a fixture: `make_golden.py OUT_DIR`. Writes into OUT_DIR:
 Reference outputs are computed in float64 (the nets are run in double) and stored as float32 .npy.
 Deterministic: fixed seeds, single-threaded torch.
 """
+import inspect
 import json
 import os
 import random
@@ -149,10 +151,17 @@ def init_weights(net, seed):
     return net.eval()
 
 
-def export(net, example, path, opset, dynamic=False):
+def export(net, example, path, opset, dynamic=False, torchscript=False):
+    """torchscript=True asks PyTorch >= 2.5 for its TorchScript exporter, which writes the modules as
+    they are; the default since 2.9 (dynamo) folds BatchNorm into the layer before it and rewrites
+    pooling heads, which the zoo/onnx2fb identity test cannot compare node by node."""
+    kwargs = {}
+    if torchscript and "dynamo" in inspect.signature(torch.onnx.export).parameters:
+        kwargs["dynamo"] = False
     torch.onnx.export(net, example, os.path.join(OUT, path), opset_version=opset,
                       input_names=["input"], output_names=["output"],
-                      dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}} if dynamic else None)
+                      dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}} if dynamic else None,
+                      **kwargs)
 
 
 def reference(net, x):
@@ -204,7 +213,9 @@ def zoo_cases():
         for opset in opsets:
             # Batch 1 export for the big ones (the importer turns a batch of 1 into -1), dynamic for others.
             dynamic = name in ("lenet5", "dcgan", "alexnet") and opset != 11
-            export(net, x[:1], f"{name}_op{opset}.onnx", opset, dynamic)
+            # opset 13 is the identity test's (TorchScript exporter where there is a choice); the other
+            # opsets go through the installed PyTorch's default exporter.
+            export(net, x[:1], f"{name}_op{opset}.onnx", opset, dynamic, torchscript=opset == 13)
             add_case(f"{name}_op{opset}", f"{name}_op{opset}.onnx", inp, out, zoo=name, image_size=size,
                      weights=weights, opset=opset)
         print(f"make_golden: {name} done at {time.time() - T0:.1f} s", flush=True)
