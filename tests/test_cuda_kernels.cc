@@ -249,7 +249,8 @@ CUDA_TEST_CASE("conv2d: larger layers (several GEMM tiles, many images, VGG/Alex
       {{2, 64, 17, 17}, {96, 64, 3, 3}, 1, {1, 1, 1, 1}},     // 37k im2col threads: per-pixel path
       {{5, 130, 9, 7}, {70, 130, 1, 1}, 1, {0, 0, 0, 0}},      // gemm_1x1 with odd sizes
       {{1, 3, 224, 224}, {64, 3, 3, 3}, 1, {1, 1, 1, 1}},      // VGG conv1 (C_in = 3)
-      {{2, 17, 30, 31}, {33, 17, 5, 4}, 2, {2, 0, 1, 3}},
+      {{2, 17, 30, 31}, {33, 17, 5, 4}, 2, {2, 0, 1, 3}},     // WO 16: 4 (fp16) / 2-pixel im2col packs
+      {{3, 50, 29, 30}, {20, 50, 3, 3}, 1, {1, 1, 1, 1}},     // WO 30: 2-pixel packs, 870-pixel planes
   };
   uint64_t seed = 70;
   for (Precision p : test::kAllPrecisions)

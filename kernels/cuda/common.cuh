@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 
 #include <cuda_fp16.h>
 
@@ -44,6 +45,24 @@ inline unsigned grid_for(int64_t n, int threads = 256) {
   if (blocks < 1) blocks = 1;
   if (blocks > (int64_t(1) << 20)) blocks = int64_t(1) << 20;
   return static_cast<unsigned>(blocks);
+}
+
+// V consecutive elements moved as one 8-byte (or narrower) load or store: memory-bound kernels over
+// half storage otherwise issue 2-byte accesses and reach a fraction of the bandwidth.
+template <class T, int V>
+struct alignas(sizeof(T) * V) Pack {
+  T v[V];
+};
+
+// The widest V <= 8 / element size (a power of two) with `multiple` % V == 0 and every pointer given
+// aligned to V elements: the pack width a kernel over rows of `multiple` elements can use.
+inline int pack_width(size_t element_size, int64_t multiple, std::initializer_list<const void*> ptrs) {
+  for (int v = static_cast<int>(8 / element_size); v > 1; v /= 2) {
+    bool ok = multiple % v == 0;
+    for (const void* p : ptrs) ok = ok && reinterpret_cast<uintptr_t>(p) % (element_size * v) == 0;
+    if (ok) return v;
+  }
+  return 1;
 }
 
 // Calls f(float{}) or f(__half{}) for the precision's storage type: `dispatch(p, [&](auto tag) {

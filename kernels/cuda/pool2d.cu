@@ -1,8 +1,10 @@
 // CUDA pool2d "direct": max / average pooling over NCHW, any kernel and stride, asymmetric padding,
-// count_include_pad; float or half storage, float arithmetic. One thread per output element (grid-stride,
-// int64 indices; adjacent threads take adjacent output columns). Reference semantics: the window is
-// clipped to the image (padded cells never win a max), an average divides by the window clipped to the
-// padded image (count_include_pad) or by the real cells read, a window wholly in the padding gives 0.
+// count_include_pad; float or half storage, float arithmetic. One thread per output pixel of a plane
+// and planes across grid.y (32-bit in-plane indices; adjacent threads take adjacent output columns).
+// Reference semantics: the window is clipped to the image (padded cells never win a max), an average
+// divides by the window clipped to the padded image (count_include_pad) or by the real cells read, a
+// window wholly in the padding gives 0.
+#include <algorithm>
 #include <string>
 
 #include "kernels/cuda/common.cuh"
@@ -11,56 +13,66 @@
 namespace infer::cuda {
 namespace {
 
-// The parameters a thread needs, by value as one launch argument.
+// The parameters a thread needs, by value as one launch argument; in-plane sizes fit in int
+// (pool2d_applicable), so threads index within a plane with 32-bit math.
 struct PoolGeometry {
-  int64_t H, W, HO, WO;
+  int H, W, HO, WO;
   int kh, kw, sh, sw, pad_top, pad_left, pad_bottom, pad_right;
   bool is_max, count_include_pad;
 };
 
+// Threads: x walks the output pixels of a plane (adjacent threads, adjacent columns), y the planes
+// (n * C + c), several per block when a plane is shorter than a block. The plane is located once per
+// thread and plane, not by int64 division per element (which held VGG's pools to ~0.4 TB/s).
 template <class T>
-__global__ void pool2d_kernel(const T* x, T* y, int64_t total, PoolGeometry g) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
-       i += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t ox = i % g.WO;
-    const int64_t oy = (i / g.WO) % g.HO;
-    const int64_t plane = i / (g.WO * g.HO);  // n * C + c
+__global__ void pool2d_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t planes, PoolGeometry g) {
+  const int P = g.HO * g.WO;
+  const int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (i >= P) return;
+  const int oy = i / g.WO, ox = i - oy * g.WO;
+  const int y0 = oy * g.sh - g.pad_top, x0 = ox * g.sw - g.pad_left;
+  const int yb = y0 > 0 ? y0 : 0, ye = y0 + g.kh < g.H ? y0 + g.kh : g.H;
+  const int xb = x0 > 0 ? x0 : 0, xe = x0 + g.kw < g.W ? x0 + g.kw : g.W;
+  int divisor = (ye - yb) * (xe - xb);
+  if (g.count_include_pad) {
+    const int py_end = y0 + g.kh < g.H + g.pad_bottom ? y0 + g.kh : g.H + g.pad_bottom;
+    const int px_end = x0 + g.kw < g.W + g.pad_right ? x0 + g.kw : g.W + g.pad_right;
+    divisor = (py_end - y0) * (px_end - x0);
+  }
+  for (int64_t plane = blockIdx.y * int64_t(blockDim.y) + threadIdx.y; plane < planes;
+       plane += int64_t(gridDim.y) * blockDim.y) {
     const T* xp = x + plane * g.H * g.W;
-
-    const int64_t y0 = oy * g.sh - g.pad_top, x0 = ox * g.sw - g.pad_left;
-    const int64_t yb = y0 > 0 ? y0 : 0, ye = y0 + g.kh < g.H ? y0 + g.kh : g.H;
-    const int64_t xb = x0 > 0 ? x0 : 0, xe = x0 + g.kw < g.W ? x0 + g.kw : g.W;
-
     float out = 0.f;  // a window entirely in the padding (only when padding >= kernel)
     if (yb < ye && xb < xe) {
       if (g.is_max) {
         float m = -INFINITY;
-        for (int64_t iy = yb; iy < ye; ++iy)
-          for (int64_t ix = xb; ix < xe; ++ix) m = fmaxf(m, to_float(xp[iy * g.W + ix]));
+        for (int iy = yb; iy < ye; ++iy)
+          for (int ix = xb; ix < xe; ++ix) m = fmaxf(m, to_float(xp[iy * g.W + ix]));
         out = m;
       } else {
         float s = 0.f;
-        for (int64_t iy = yb; iy < ye; ++iy)
-          for (int64_t ix = xb; ix < xe; ++ix) s += to_float(xp[iy * g.W + ix]);
-        int64_t divisor = (ye - yb) * (xe - xb);
-        if (g.count_include_pad) {
-          const int64_t py_end = y0 + g.kh < g.H + g.pad_bottom ? y0 + g.kh : g.H + g.pad_bottom;
-          const int64_t px_end = x0 + g.kw < g.W + g.pad_right ? x0 + g.kw : g.W + g.pad_right;
-          divisor = (py_end - y0) * (px_end - x0);
-        }
+        for (int iy = yb; iy < ye; ++iy)
+          for (int ix = xb; ix < xe; ++ix) s += to_float(xp[iy * g.W + ix]);
         out = s / float(divisor);
       }
     }
-    y[i] = from_float<T>(out);
+    y[plane * P + i] = from_float<T>(out);
   }
 }
 
 bool pool2d_applicable(const NodeDesc& node) {
   const auto* p = std::get_if<Pool2DParams>(&node.params);
-  return p && node.input_shapes.size() == 1 && node.output_shapes.size() == 1 &&
-         node.input_shapes[0].size() == 4 && node.output_shapes[0].size() == 4 && p->kernel_h > 0 &&
-         p->kernel_w > 0 && p->stride_h > 0 && p->stride_w > 0 && p->pad.top >= 0 &&
-         p->pad.left >= 0 && p->pad.bottom >= 0 && p->pad.right >= 0;
+  if (!(p && node.input_shapes.size() == 1 && node.output_shapes.size() == 1 &&
+        node.input_shapes[0].size() == 4 && node.output_shapes[0].size() == 4 && p->kernel_h > 0 &&
+        p->kernel_w > 0 && p->stride_h > 0 && p->stride_w > 0 && p->pad.top >= 0 &&
+        p->pad.left >= 0 && p->pad.bottom >= 0 && p->pad.right >= 0))
+    return false;
+  // The kernel's 32-bit in-plane math: every coordinate and size it forms stays below 2^30.
+  const Shape &xs = node.input_shapes[0], &ys = node.output_shapes[0];
+  const auto fits = [](int64_t v) { return v >= 0 && v < (int64_t(1) << 30); };
+  return fits(xs[2] * xs[3]) && fits(ys[2] * ys[3]) &&
+         fits(ys[2] * p->stride_h + p->kernel_h + p->pad.top + p->pad.bottom + xs[2]) &&
+         fits(ys[3] * p->stride_w + p->kernel_w + p->pad.left + p->pad.right + xs[3]);
 }
 
 void pool2d_run(const KernelCall& call) {
@@ -80,17 +92,22 @@ void pool2d_run(const KernelCall& call) {
   if (ys[0] != xs[0] || ys[1] != xs[1])
     throw Error(where + "output " + shape_str(ys) + " does not match input " + shape_str(xs));
 
-  const int64_t total = shape_numel(ys);
-  if (total == 0) return;
-  const PoolGeometry g{xs[2],           xs[3],          ys[2],         ys[3],
+  if (shape_numel(ys) == 0) return;
+  const auto i32 = [](int64_t v) { return static_cast<int>(v); };  // in range: pool2d_applicable
+  const PoolGeometry g{i32(xs[2]),      i32(xs[3]),     i32(ys[2]),    i32(ys[3]),
                        p.kernel_h,      p.kernel_w,     p.stride_h,    p.stride_w,
                        p.pad.top,       p.pad.left,     p.pad.bottom,  p.pad.right,
                        p.kind == PoolKind::Max, p.count_include_pad};
+  const int64_t planes = ys[0] * ys[1], P = ys[2] * ys[3];
+  const int tx = static_cast<int>(std::min<int64_t>(256, (P + 31) / 32 * 32)), ty = 256 / tx;
+  const dim3 block(tx, ty);
+  const dim3 grid(static_cast<unsigned>((P + tx - 1) / tx),
+                  static_cast<unsigned>(std::min<int64_t>((planes + ty - 1) / ty, 65535)));
   Context& ctx = context_of(call);
   dispatch(call.node.precision, [&](auto tag) {
     using T = decltype(tag);
-    pool2d_kernel<T><<<grid_for(total), 256, 0, ctx.stream>>>(
-        reinterpret_cast<const T*>(call.inputs[0]), reinterpret_cast<T*>(call.outputs[0]), total, g);
+    pool2d_kernel<T><<<grid, block, 0, ctx.stream>>>(
+        reinterpret_cast<const T*>(call.inputs[0]), reinterpret_cast<T*>(call.outputs[0]), planes, g);
   });
   INFER_CUDA_CHECK_LAUNCH();
 }
