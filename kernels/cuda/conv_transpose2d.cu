@@ -1480,9 +1480,11 @@ void register_segregated_cublas(KernelRegistry& registry) {
 // gemm_col2im's per-node priority (KernelVariant::priority_for; fixed ones: flipped_conv 30,
 // segregated_gemm 20, segregated_unified 10, conventional 1). Reasoning, from the H100 batch-1
 // measurements of DCGAN / EB-GAN (docs/kernels.md) and what the kernels are bound by:
-//  - 1x1 input (the z -> 4x4 first layer, any stride): one GEMM M = C_out*KH*KW, N = batch, K = C_in
-//    and a trivial col2im; flipped_conv would im2col a mostly-padding 4x4 window per output pixel,
-//    and segregated_gemm's phases have one column each. 35: above everything.
+//  - 1x1 input (the z -> 4x4 first layer, any stride): a GEMM M = C_out*KH*KW, N = 1, K = C_in per
+//    image (strided-batched, so the weight is read once per image: 31% of DCGAN at batch 64 fp16;
+//    one GEMM with N = batch would read it once) and a trivial col2im; flipped_conv would im2col a
+//    mostly-padding 4x4 window per output pixel, and segregated_gemm's phases have one column each.
+//    35: above everything.
 //  - stride 2, H*W <= 4096 (4x4 .. 64x64 inputs): cuBLAS + col2im measured faster than both of
 //    segregated_gemm's paths on the H100 (2026-11-23, EB-GAN batch 1 fp32: 4x4x2048 0.105 vs 0.127 ms
 //    for the skinny weight-streaming path, 8x8x1024 0.043 vs 0.112 ms; fp16 and batch 32 likewise).
