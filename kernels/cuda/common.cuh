@@ -4,6 +4,7 @@
 // CUDA-C only (.cu files); host-side context and checks live in context.h.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <initializer_list>
 
@@ -45,6 +46,19 @@ inline unsigned grid_for(int64_t n, int threads = 256) {
   if (blocks < 1) blocks = 1;
   if (blocks > (int64_t(1) << 20)) blocks = int64_t(1) << 20;
   return static_cast<unsigned>(blocks);
+}
+
+// Launch shape for kernels whose x threads walk the `pixels` of a plane (coalesced) and whose y
+// threads and blocks walk the `planes`: x rounded up to whole warps, at most 256; when a plane is
+// shorter, one 256-thread block packs several planes; grid.y capped at 65535 (the kernel loops).
+struct PlaneLaunch {
+  dim3 grid, block;
+};
+inline PlaneLaunch plane_launch(int64_t pixels, int64_t planes) {
+  const int tx = static_cast<int>(std::min<int64_t>(256, (pixels + 31) / 32 * 32)), ty = 256 / tx;
+  return {dim3(static_cast<unsigned>((pixels + tx - 1) / tx),
+               static_cast<unsigned>(std::min<int64_t>((planes + ty - 1) / ty, 65535))),
+          dim3(tx, ty)};
 }
 
 // V consecutive elements moved as one 8-byte (or narrower) load or store: memory-bound kernels over

@@ -18,7 +18,6 @@ namespace infer::cuda {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int64_t kMaxGridY = 65535;
 
 // One column element: the input cell (iy, ix) of the plane at xp, 0 in the padding; with BOX the sum
 // of the g.box x g.box cells from there at the box strides (conv_pool2d direct_sum).
@@ -169,16 +168,11 @@ void im2col(Context& ctx, Precision p, const ConvGeometry& g, const void* x, int
   // Box sums stay one pixel per thread: each element is box^2 loads, so packs would only cut the
   // threads that hide their latency (direct_sum at C=128, 16x16 outputs, fp16: 0.015 -> 0.031 ms).
   const int V = g.box > 1 ? 1 : pack_width(element_size(p), g.WO, {col});
-  const int64_t threads_x = (P / V + 31) / 32 * 32;
-  const int tx = static_cast<int>(std::min<int64_t>(kThreads, threads_x));
-  const int ty = kThreads / tx;
-  const dim3 block(tx, ty);
-  const dim3 grid(static_cast<unsigned>((P / V + tx - 1) / tx),
-                  static_cast<unsigned>(std::min<int64_t>((planes + ty - 1) / ty, kMaxGridY)));
+  const PlaneLaunch l = plane_launch(P / V, planes);
   dispatch(p, [&](auto tag) {
     using T = decltype(tag);
     const auto launch = [&](auto box, auto v) {
-      im2col_kernel<T, decltype(box)::value, decltype(v)::value><<<grid, block, 0, ctx.stream>>>(
+      im2col_kernel<T, decltype(box)::value, decltype(v)::value><<<l.grid, l.block, 0, ctx.stream>>>(
           static_cast<const T*>(x), x_image_stride, static_cast<T*>(col), g, planes);
     };
     using One = std::integral_constant<int, 1>;

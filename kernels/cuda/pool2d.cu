@@ -4,7 +4,6 @@
 // Reference semantics: the window is clipped to the image (padded cells never win a max), an average
 // divides by the window clipped to the padded image (count_include_pad) or by the real cells read, a
 // window wholly in the padding gives 0.
-#include <algorithm>
 #include <string>
 
 #include "kernels/cuda/common.cuh"
@@ -98,15 +97,12 @@ void pool2d_run(const KernelCall& call) {
                        p.kernel_h,      p.kernel_w,     p.stride_h,    p.stride_w,
                        p.pad.top,       p.pad.left,     p.pad.bottom,  p.pad.right,
                        p.kind == PoolKind::Max, p.count_include_pad};
-  const int64_t planes = ys[0] * ys[1], P = ys[2] * ys[3];
-  const int tx = static_cast<int>(std::min<int64_t>(256, (P + 31) / 32 * 32)), ty = 256 / tx;
-  const dim3 block(tx, ty);
-  const dim3 grid(static_cast<unsigned>((P + tx - 1) / tx),
-                  static_cast<unsigned>(std::min<int64_t>((planes + ty - 1) / ty, 65535)));
+  const int64_t planes = ys[0] * ys[1];
+  const PlaneLaunch l = plane_launch(ys[2] * ys[3], planes);
   Context& ctx = context_of(call);
   dispatch(call.node.precision, [&](auto tag) {
     using T = decltype(tag);
-    pool2d_kernel<T><<<grid, block, 0, ctx.stream>>>(
+    pool2d_kernel<T><<<l.grid, l.block, 0, ctx.stream>>>(
         reinterpret_cast<const T*>(call.inputs[0]), reinterpret_cast<T*>(call.outputs[0]), planes, g);
   });
   INFER_CUDA_CHECK_LAUNCH();
