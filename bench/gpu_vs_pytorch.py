@@ -2,26 +2,39 @@
 """infer (cuda backend) vs PyTorch on the same GPU, side by side in one run.
 
 Run on the GPU machine with its python3 (PyTorch with CUDA, NumPy; matplotlib for the plot, optional):
-    python3 bench/gpu_vs_pytorch.py --build build [--runs 50] [--warmup 10] [--quick]
-Parts, each item run by infer-bench (a subprocess) and then by PyTorch in this process, one after the
-other, at every precision of --precisions (fp32: strict, TF32 off on both sides; fp16: half storage):
-  (a) table4: the Table-4 transposed-conv layers (k4 s2 p1, no bias) at batch 1 and 32: every cuda
+    python3 bench/gpu_vs_pytorch.py --build build [--parts ...] [--runs 50] [--large-runs 20] [--quick]
+Parts (--parts), each item run by infer-bench / infer (subprocesses) and then by PyTorch in this process,
+one after the other, at every precision of --precisions (fp32: strict, TF32 off on both sides; tf32:
+TF32 on in cuDNN and cuBLAS; fp16: half storage):
+  ceilings: the rates the per-layer tables are held against, measured in the same run: cuBLAS GEMM
+      (torch.matmul, 8192^3) in fp16 (the tensor-core peak), tf32 and strict fp32, TFLOP/s; the copy
+      rate (device-to-device copy of 1 GiB, bytes read + written per second). Run whenever
+      vgg16_layers or width_fold is.
+  table4: the Table-4 transposed-conv layers (k4 s2 p1, no bias) at batch 1 and 32: every cuda
       conv_transpose2d variant (infer-bench --table4) vs torch.nn.functional.conv_transpose2d (cuDNN);
-      speedup of each variant over conventional, per-model totals;
-  (b) conv_pool: conv3x3 p1 + avgpool2 at 32x32, C in {32,128,256,512}, batch 1: infer's conv_pool2d
+  conv_pool: conv3x3 p1 + avgpool2 at 32x32, C in {32,128,256,512}, batch 1: infer's conv_pool2d
       variants (infer-bench op conv_pool2d) vs F.conv2d + F.avg_pool2d;
-  (c) models: every zoo model at batch 1 and 64 (classifiers at 224x224): infer's default plan
-      (infer-bench model) vs PyTorch eager and PyTorch CUDA-graph replay, on the SAME weights
-      (infer-bench weights) and the same input (--dump), with the relative error of PyTorch's output
-      against infer's as a sanity check.
+  models: every zoo model at batch 1 and 64 (classifiers at 224x224): infer's default plan
+      (infer-bench model) vs PyTorch eager, CUDA-graph replay and channels_last + CUDA graph on the
+      SAME weights (infer-bench weights) and the same input (--dump); "PyTorch best" is the fastest of
+      the three per (model, batch, precision) and the ratios are against it;
+  vgg16_layers: VGG-16 at batch 64 fp16, its 13 3x3 convolutions one by one: infer's per-node times
+      (infer --profile-json, nodes launched one by one between CUDA events) vs each layer alone in
+      PyTorch (F.conv2d, NCHW and channels_last, captured as CUDA graphs), TFLOP/s and % of the fp16
+      GEMM peak; conv1_1 against its memory floor;
+  width_fold: the C_in = 1 / 3 layers (VGG-16 conv1_1, AlexNet conv1, LeNet-5 conv1) at batch 64 fp16:
+      infer with the fold_width pass on vs off (infer-bench --pass fold_width=off) and every conv2d
+      variant forced, vs PyTorch (best of eager, CUDA graph, channels_last + CUDA graph).
 Timing. infer: infer-bench --backend cuda, i.e. Session::benchmark: device time per forward between CUDA
 events around CUDA-graph replays, no host copies (trtexec's "GPU Compute Time"). PyTorch: CUDA events
 recorded around each call (eager) or each torch.cuda.CUDAGraph replay (captured after warm-up on a side
-stream), median per call; torch.backends.cudnn.benchmark on unless --no-cudnn-benchmark. Inputs and
-weights are seeded and never zero. Writes <out>/gpu-<date>.md (tables and the goals of issue 4),
-<out>/gpu-<date>.json (every number, infer-bench's own JSON included) and <out>/gpu-<date>.png (plot;
-skipped with a note when matplotlib is missing; --replot JSON draws it later). A failing item is
-recorded with its error and the run goes on.
+stream), median per call; torch.backends.cudnn.benchmark on unless --no-cudnn-benchmark. Items at batch
+>= 32 use --large-runs / --large-warmup. Inputs and weights are seeded and never zero. Writes
+<out>/gpu-<date>.md (the goals of issue 13 and the tables), <out>/gpu-<date>.json (every number,
+infer-bench's own JSON included) and <out>/gpu-<date>.png (plot; skipped with a note when matplotlib is
+missing; --replot JSON draws it later). A failing item is recorded with its error and the run goes on.
+--merge A.json B.json ... writes one report of runs made part by part; --selftest builds the report
+from synthetic numbers (no GPU needed).
 """
 import argparse
 import copy
@@ -63,6 +76,38 @@ GENERATORS = ["dcgan", "ebgan"]
 CLASSIFIERS = ["lenet5", "alexnet", "vgg11", "vgg16"]
 DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "fp16": torch.float16}
 FAST = "segregated_gemm"  # the issue's "fast segregated" variant
+PARTS = ["ceilings", "table4", "conv_pool", "models", "vgg16_layers", "width_fold"]
+LARGE_BATCH = 32  # items at this batch or more use --large-runs / --large-warmup
+# PyTorch's configurations; "PyTorch best" is the fastest of those measured.
+TORCH_KINDS = ["eager", "graph", "channels_last_graph"]
+TORCH_KIND_NAMES = {"eager": "eager", "graph": "CUDA graph", "channels_last_graph": "channels_last + CUDA graph"}
+
+
+def vgg16_convs():
+    """VGG-16's 3x3 p1 convolutions at 224x224: (name, C_in, C_out, H = W), in order."""
+    convs, c_in, block, index, hw = [], 3, 1, 1, 224
+    for c in [64, 64, 0, 128, 128, 0, 256, 256, 256, 0, 512, 512, 512, 0, 512, 512, 512, 0]:
+        if c == 0:
+            block, index, hw = block + 1, 1, hw // 2
+        else:
+            convs.append(("conv%d_%d" % (block, index), c_in, c, hw))
+            c_in, index = c, index + 1
+    return convs
+
+
+VGG16_CONVS = vgg16_convs()
+# The layers width folding is for (C_in = 1 or 3): (label, C_in, H = W, C_out, kernel, stride, padding).
+FOLD_LAYERS = [("VGG-16 conv1_1", 3, 224, 64, 3, 1, 1), ("AlexNet conv1", 3, 224, 64, 11, 4, 2),
+               ("LeNet-5 conv1", 1, 28, 6, 5, 1, 2)]
+
+
+def conv_out(hw, k, stride, pad):
+    return (hw + 2 * pad - k) // stride + 1
+
+
+def conv_flops(batch, c_in, c_out, hw_out, k):
+    """Multiply-adds counted as 2, square images and kernels (the useful work: no folded zeros)."""
+    return 2.0 * batch * c_in * c_out * hw_out * hw_out * k * k
 
 
 # ---- running infer-bench ----
@@ -79,15 +124,23 @@ def run_cmd(cmd, timeout):
     return p.stdout
 
 
-def bench_globals(a, precision):
+def runs_for(a, batch):
+    """(runs, warm-up runs) of one item: --large-runs / --large-warmup at batch >= LARGE_BATCH."""
+    return (a.large_runs, a.large_warmup) if batch >= LARGE_BATCH else (a.runs, a.warmup)
+
+
+def bench_globals(a, precision, batch=1):
     """infer-bench's global options for one item (given before any subcommand)."""
-    args = ["--backend", "cuda", "--precision", precision, "--runs", str(a.runs), "--warmup", str(a.warmup)]
+    runs, warmup = runs_for(a, batch)
+    args = ["--backend", "cuda", "--precision", precision, "--runs", str(runs), "--warmup", str(warmup)]
     return args + (["--autotune"] if a.autotune else [])
 
 
-def infer_bench_json(a, precision, args, name):
+def infer_bench_json(a, precision, args, name, batch=1, extra=()):
+    """infer-bench with the global options of this item (plus `extra`, e.g. --pass fold_width=off) and
+    --json; returns its JSON."""
     path = os.path.join(a.tmp, name + ".json")
-    run_cmd([a.bench] + bench_globals(a, precision) + ["--json", path] + args, a.timeout)
+    run_cmd([a.bench] + bench_globals(a, precision, batch) + list(extra) + ["--json", path] + args, a.timeout)
     with open(path) as f:
         return json.load(f)
 
@@ -139,29 +192,43 @@ def time_events(fn, runs, warmup):
     return stats([start.elapsed_time(end) for start, end in events])
 
 
-def time_torch(fn, a):
-    """PyTorch eager and CUDA-graph replay of fn. Warm-up runs on a side stream before the capture
-    (cudnn.benchmark's algorithm search and lazy allocations must not happen inside it)."""
-    warmup = max(a.warmup, 3)  # the first call under cudnn.benchmark searches algorithms
-    out = {"eager": time_events(fn, a.runs, warmup)}
-    graph, static_out = None, None
+def time_graph(fn, runs, warmup):
+    """fn captured as one torch.cuda.CUDAGraph and its replays timed. Warm-up runs on a side stream
+    before the capture (cudnn.benchmark's algorithm search and lazy allocations must not happen inside
+    it); raises when the capture fails."""
+    with torch.no_grad():
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(warmup):
+                fn()
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            static_out = fn()  # kept alive while the graph replays into it
+    torch.cuda.synchronize()
     try:
-        with torch.no_grad():
-            side = torch.cuda.Stream()
-            side.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(side):
-                for _ in range(warmup):
-                    fn()
-            torch.cuda.current_stream().wait_stream(side)
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
-                static_out = fn()  # kept alive while the graph replays into it
-        torch.cuda.synchronize()
-        out["graph"] = time_events(graph.replay, a.runs, warmup)
-    except Exception as e:  # noqa: BLE001  (a failed capture leaves eager's numbers standing)
-        out["graph_error"] = "%s: %s" % (type(e).__name__, e)
-        log("   CUDA graph failed: " + out["graph_error"])
-    del graph, static_out
+        return time_events(graph.replay, runs, warmup)
+    finally:
+        del graph, static_out
+
+
+def time_torch(fn, a, batch=1, fn_cl=None, eager=True):
+    """PyTorch eager and CUDA-graph replay of fn, and the CUDA-graph replay of fn_cl (the same work on
+    channels_last module / tensors) when given. A failed capture is recorded as <kind>_error and
+    leaves the other numbers standing."""
+    runs, warmup = runs_for(a, batch)
+    warmup = max(warmup, 3)  # the first call under cudnn.benchmark searches algorithms
+    out = {"eager": time_events(fn, runs, warmup)} if eager else {}
+    for kind, f in (("graph", fn), ("channels_last_graph", fn_cl)):
+        if f is None:
+            continue
+        try:
+            out[kind] = time_graph(f, runs, warmup)
+        except Exception as e:  # noqa: BLE001
+            out[kind + "_error"] = "%s: %s" % (type(e).__name__, e)
+            log("   %s failed: %s" % (TORCH_KIND_NAMES[kind], out[kind + "_error"]))
+        free_cuda()
     return out
 
 
@@ -195,7 +262,7 @@ def torch_tconv(batch, c_in, c_out, n, dtype, a):
     """PyTorch's transposed conv on one Table-4 layer; weights scaled by 1/sqrt(fan-in) as infer-bench's."""
     x = random_tensor((batch, c_in, n, n), 1, 1.0, dtype)
     w = random_tensor((c_in, c_out, 4, 4), 2, 1.0 / math.sqrt(c_in * 16), dtype)
-    return time_torch(lambda: F.conv_transpose2d(x, w, stride=2, padding=1), a)
+    return time_torch(lambda: F.conv_transpose2d(x, w, stride=2, padding=1), a, batch)
 
 
 def torch_conv_pool(c, dtype, a):
@@ -210,14 +277,14 @@ def part_table4(a, errors):
     even when infer-bench failed, so the peer's numbers are there)."""
     log("== (a) Table-4 transposed-conv layers")
     rows, runs = [], []
-    for precision in a.precisions:
+    for precision in a.layer_precisions:
         for batch in a.table4_batches:
             for model in a.table4_models:
                 item = "table4 %s batch %d %s" % (model, batch, precision)
                 layers = {}
                 try:
                     j = infer_bench_json(a, precision, ["--table4", "--model", model, "--batch", str(batch)],
-                                         "table4_%s_%d_%s" % (model, batch, precision))
+                                         "table4_%s_%d_%s" % (model, batch, precision), batch)
                     j["precision"] = precision
                     runs.append(j)
                     layers = {(l["n"], l["c_in"], l["c_out"]): l for l in j["layers"]}
@@ -251,7 +318,7 @@ def part_table4(a, errors):
 def part_conv_pool(a, errors):
     log("== (b) conv3x3 + avgpool2 at 32x32")
     rows = []
-    for precision in a.precisions:
+    for precision in a.layer_precisions:
         for c in a.channels:
             item = "conv_pool C=%d %s" % (c, precision)
             j = None
@@ -298,12 +365,14 @@ def part_models(a, errors):
                 continue
         net32 = None
         for precision in a.precisions:
-            net = None
+            net, net_cl = None, None
             try:
                 if net_cpu is not None:
                     if net32 is None:
                         net32 = net_cpu.to("cuda").eval()  # moves the module: no second host copy
                     net = net32 if DTYPES[precision] == torch.float32 else copy.deepcopy(net32).half().eval()
+                    # Module.to(memory_format=...) converts the 4-d parameters in place: a copy of its own.
+                    net_cl = copy.deepcopy(net).to(memory_format=torch.channels_last).eval()
             except Exception as e:  # noqa: BLE001
                 record_error(errors, "model %s %s (PyTorch model)" % (name, precision), e)
             for batch in a.model_batches:
@@ -311,11 +380,12 @@ def part_models(a, errors):
                 ddir = os.path.join(a.tmp, "io_%s_%d_%s" % (name, batch, precision))
                 row = {"model": name, "batch": batch, "precision": precision, "infer": None,
                        "infer_no_passes": None, "kernels": [], "torch": None, "rel_err": None,
-                       "rel_err_vs_fp32": None, "infer_bench": None}
+                       "rel_err_cl": None, "rel_err_vs_fp32": None, "infer_bench": None,
+                       "runs": runs_for(a, batch)[0]}
                 try:
                     j = infer_bench_json(a, precision, ["--batch", str(batch), "model", fb, "--dump", ddir]
                                          + ([] if a.variants else ["--no-variants"]),
-                                         "model_%s_%d_%s" % (name, batch, precision))
+                                         "model_%s_%d_%s" % (name, batch, precision), batch)
                     default = j["results"][0]
                     no_passes = next((r for r in j["results"] if r["label"] == "no passes"), None)
                     row.update({"infer": default["time"] if default["ran"] else None,
@@ -333,34 +403,231 @@ def part_models(a, errors):
                         else:
                             x32 = random_tensor((batch,) + INPUT_SHAPES[name], 6, 1.0, torch.float32)
                         x = x32.to(DTYPES[precision])
+                        x_cl = x.contiguous(memory_format=torch.channels_last)
                         set_torch_precision(precision)
                         if y_infer is not None:
                             with torch.no_grad():
                                 row["rel_err"] = rel_err(net(x).float().cpu().numpy(), y_infer)
+                                if net_cl is not None:
+                                    row["rel_err_cl"] = rel_err(net_cl(x_cl).float().cpu().numpy(), y_infer)
                         if precision != "fp32" and y_infer is not None:  # infer's error vs strict fp32
                             set_torch_precision("fp32")
                             with torch.no_grad():
                                 row["rel_err_vs_fp32"] = rel_err(y_infer, net32(x32).cpu().numpy())
                             set_torch_precision(precision)
-                        row["torch"] = time_torch(lambda: net(x), a)
-                        del x, x32
+                        row["torch"] = time_torch(lambda: net(x), a, batch,
+                                                  fn_cl=(lambda: net_cl(x_cl)) if net_cl is not None else None)
+                        del x, x32, x_cl
                     except Exception as e:  # noqa: BLE001
                         record_error(errors, item + " (PyTorch)", e)
                 shutil.rmtree(ddir, ignore_errors=True)
                 free_cuda()
                 rows.append(row)
                 t = row["torch"] or {}
-                log("   %s: infer %s ms, PyTorch eager %s ms, graph %s ms, rel err %s" % (
-                    item, fmt_ms(row["infer"]["median_ms"] if row["infer"] else None),
-                    fmt_ms(t.get("eager", {}).get("median_ms")), fmt_ms(t.get("graph", {}).get("median_ms")),
-                    "%.1e" % row["rel_err"] if row["rel_err"] is not None else "n/a"))
+                log("   %s: infer %s ms, PyTorch eager %s ms, graph %s ms, channels_last graph %s ms, "
+                    "rel err %s" % (
+                        item, fmt_ms(row["infer"]["median_ms"] if row["infer"] else None),
+                        fmt_ms(torch_ms(t, "eager")), fmt_ms(torch_ms(t, "graph")),
+                        fmt_ms(torch_ms(t, "channels_last_graph")),
+                        "%.1e" % row["rel_err"] if row["rel_err"] is not None else "n/a"))
             if net is not None and net is not net32:
                 del net
+            del net_cl
             free_cuda()
         del net32, net_cpu
         free_cuda()
         if os.path.exists(fb):
             os.remove(fb)
+    return rows
+
+
+def part_ceilings(a, errors):
+    """The rates the layer tables are held against, measured in this run: cuBLAS GEMM (torch.matmul of
+    two n x n matrices, n = --gemm-n) in fp16 (the tensor-core peak), tf32 and strict fp32, and the
+    copy rate (a device-to-device copy of --copy-mib MiB; bytes read + written per second)."""
+    log("== ceilings: cuBLAS GEMM and copy rates")
+    n = a.gemm_n
+    runs, warmup = max(a.large_runs, 5), max(a.large_warmup, 2)
+    out = {"gemm_n": n, "runs": runs, "warmup": warmup}
+    for precision in ("fp16", "tf32", "fp32"):
+        try:
+            set_torch_precision(precision)
+            x = random_tensor((n, n), 7, 1.0, DTYPES[precision])
+            y = random_tensor((n, n), 8, 1.0, DTYPES[precision])
+            z = torch.empty((n, n), dtype=DTYPES[precision], device="cuda")
+            t = time_events(lambda: torch.matmul(x, y, out=z), runs, warmup)
+            out["gemm_" + precision] = {"time": t, "tflops": 2.0 * n ** 3 / (t["median_ms"] * 1e-3) / 1e12}
+            log("   GEMM %d^3 %s: %.3f ms, %.0f TFLOP/s" % (n, precision, t["median_ms"],
+                                                         out["gemm_" + precision]["tflops"]))
+            del x, y, z
+        except Exception as e:  # noqa: BLE001
+            record_error(errors, "ceilings: GEMM %s" % precision, e)
+        free_cuda()
+    set_torch_precision("fp32")
+    try:
+        nbytes = a.copy_mib * 2 ** 20
+        src = torch.ones(nbytes // 2, dtype=torch.float16, device="cuda")
+        dst = torch.empty_like(src)
+        t = time_events(lambda: dst.copy_(src), runs, warmup)
+        out["copy"] = {"time": t, "bytes": 2 * nbytes, "tb_per_s": 2.0 * nbytes / (t["median_ms"] * 1e-3) / 1e12}
+        log("   copy %d MiB: %.3f ms, %.2f TB/s read + written" % (a.copy_mib, t["median_ms"],
+                                                                  out["copy"]["tb_per_s"]))
+        del src, dst
+    except Exception as e:  # noqa: BLE001
+        record_error(errors, "ceilings: copy", e)
+    free_cuda()
+    return out
+
+
+def infer_profile(a, fb, precision, batch, runs, extra, name):
+    """`infer --profile --profile-json` on a model file: the per-node profile (nodes launched one by one
+    with CUDA events between them), with the printed table kept as "table_text"."""
+    path = os.path.join(a.tmp, name + ".json")
+    text = run_cmd([a.infer, "--model", fb, "--backend", "cuda", "--precision", precision, "--batch", str(batch),
+                    "--profile", "--runs", str(runs), "--profile-json", path] + list(extra), a.timeout)
+    with open(path) as f:
+        j = json.load(f)
+    j["table_text"] = text
+    j["command_extra"] = list(extra)
+    return j
+
+
+def match_layer_nodes(profile, names):
+    """{layer name: [profile nodes]}: the conv nodes named after the layer (or with it among the nodes
+    fused into them, or named '<layer>...' by a pass); layers no node names get the conv nodes left
+    over, in order."""
+    nodes = profile.get("nodes", [])
+    convs = [i for i, n in enumerate(nodes) if "conv" in n.get("op", "")]
+    found, used = {}, set()
+    for name in names:
+        hit = [i for i in convs if nodes[i]["name"] == name or name in nodes[i].get("fused", [])
+               or nodes[i]["name"].startswith(name + ".") or nodes[i]["name"].startswith(name + "/")]
+        found[name] = hit
+        used.update(hit)
+    rest = [i for i in convs if i not in used]
+    for name in names:
+        if not found[name] and rest:
+            found[name] = [rest.pop(0)]
+    return {name: [nodes[i] for i in idx] for name, idx in found.items()}
+
+
+def part_vgg16_layers(a, errors):
+    """VGG-16 at batch 64 fp16: infer's per-node profile (default plan; and with fold_width off) and
+    each 3x3 convolution alone in PyTorch (F.conv2d + bias, NCHW and channels_last, CUDA graphs)."""
+    log("== vgg16_layers: VGG-16 batch %d fp16, per 3x3 convolution" % a.layers_batch)
+    batch, precision = a.layers_batch, "fp16"
+    runs, warmup = runs_for(a, batch)
+    res = {"batch": batch, "precision": precision, "runs": runs, "warmup": warmup, "profile": None,
+           "profile_fold_off": None, "layers": []}
+    fb = os.path.join(a.tmp, "vgg16_layers.fb")
+    try:
+        run_cmd([a.zoo, "vgg16", "--out", fb], a.timeout)
+        for key, extra in (("profile", []), ("profile_fold_off", ["--pass", "fold_width=off"])):
+            try:
+                res[key] = infer_profile(a, fb, precision, batch, runs, extra, "vgg16_" + key)
+            except Exception as e:  # noqa: BLE001  (e.g. a pass infer does not know yet)
+                record_error(errors, "vgg16_layers: infer --profile-json %s" % " ".join(extra), e)
+    except Exception as e:  # noqa: BLE001
+        record_error(errors, "vgg16_layers: model-zoo vgg16", e)
+    if os.path.exists(fb):
+        os.remove(fb)
+    names = [c[0] for c in VGG16_CONVS]
+    matched = match_layer_nodes(res["profile"], names) if res["profile"] else {}
+    matched_off = match_layer_nodes(res["profile_fold_off"], names) if res["profile_fold_off"] else {}
+    set_torch_precision(precision)
+    for i, (name, c_in, c_out, hw) in enumerate(VGG16_CONVS):
+        row = {"layer": name, "c_in": c_in, "c_out": c_out, "hw": hw, "batch": batch,
+               "flops": conv_flops(batch, c_in, c_out, hw, 3),
+               "bytes": 2.0 * (batch * c_in * hw * hw + batch * c_out * hw * hw + c_out * c_in * 9 + c_out),
+               "infer_ms": None, "infer_nodes": [], "infer_fold_off_ms": None, "torch": None}
+        nodes = matched.get(name) or []
+        if nodes:
+            row["infer_ms"] = sum(n["time_ms"] for n in nodes)
+            row["infer_nodes"] = [{k: n.get(k) for k in ("name", "op", "variant", "fused", "output_shape", "flops",
+                                                         "time_ms")} for n in nodes]
+        if matched_off.get(name):
+            row["infer_fold_off_ms"] = sum(n["time_ms"] for n in matched_off[name])
+        try:
+            x = random_tensor((batch, c_in, hw, hw), 20 + i, 1.0, torch.float16)
+            w = random_tensor((c_out, c_in, 3, 3), 40 + i, 1.0 / math.sqrt(9 * c_in), torch.float16)
+            b = random_tensor((c_out,), 60 + i, 0.1, torch.float16)
+            x_cl = x.contiguous(memory_format=torch.channels_last)
+            w_cl = w.contiguous(memory_format=torch.channels_last)
+            row["torch"] = time_torch(lambda: F.conv2d(x, w, b, padding=1), a, batch,
+                                      fn_cl=lambda: F.conv2d(x_cl, w_cl, b, padding=1), eager=False)
+            del x, w, b, x_cl, w_cl
+        except Exception as e:  # noqa: BLE001
+            record_error(errors, "vgg16_layers %s (PyTorch)" % name, e)
+        free_cuda()
+        res["layers"].append(row)
+        log("   %s: infer %s ms, PyTorch channels_last graph %s ms" % (
+            name, fmt_ms(row["infer_ms"]), fmt_ms(torch_ms(row["torch"], "channels_last_graph"))))
+    set_torch_precision("fp32")
+    return res
+
+
+def part_width_fold(a, errors):
+    """The C_in = 1 / 3 layers at batch --fold-batch fp16: infer's one-conv model with the fold_width
+    pass on (the default plan) and off (--pass fold_width=off), every conv2d variant forced (infer-bench
+    op --variant all), and PyTorch's F.conv2d (eager, CUDA graph, channels_last + CUDA graph)."""
+    log("== width_fold: C_in = 1 / 3 convolutions, batch %d fp16" % a.fold_batch)
+    batch, precision = a.fold_batch, "fp16"
+    rows = []
+    for i, (label, c_in, hw, c_out, k, stride, pad) in enumerate(FOLD_LAYERS):
+        key = label.lower().replace(" ", "_").replace("-", "")
+        hw_out = conv_out(hw, k, stride, pad)
+        row = {"layer": label, "batch": batch, "precision": precision, "c_in": c_in, "hw": hw, "c_out": c_out,
+               "kernel": k, "stride": stride, "padding": pad, "hw_out": hw_out,
+               "flops": conv_flops(batch, c_in, c_out, hw_out, k),
+               "bytes": 2.0 * (batch * c_in * hw * hw + batch * c_out * hw_out * hw_out + c_out * c_in * k * k + c_out),
+               "variants": {}, "not_run": {}, "fold_on": None, "fold_off": None, "no_passes": None,
+               "fold_on_kernels": [], "fold_off_kernels": [], "torch": None, "infer_bench": {}}
+        fb = os.path.join(a.tmp, "fold_%s.fb" % key)
+        item = "width_fold %s batch %d %s" % (label, batch, precision)
+        try:
+            j = infer_bench_json(a, precision, ["op", "conv2d", "--input", "%dx%dx%dx%d" % (batch, c_in, hw, hw),
+                                                "--out-channels", str(c_out), "--kernel", str(k), "--stride",
+                                                str(stride), "--padding", str(pad), "--variant", "all",
+                                                "--save", fb], "fold_%s_op" % key, batch)
+            row["infer_bench"]["op"] = j
+            row["variants"] = {r["label"]: median_of(r) for r in j["results"] if r["ran"]}
+            row["not_run"] = {r["label"]: r.get("note", "") for r in j["results"] if not r["ran"]}
+        except Exception as e:  # noqa: BLE001
+            record_error(errors, item + " (infer-bench op conv2d --variant all)", e)
+        for state, extra in (("fold_on", []), ("fold_off", ["--pass", "fold_width=off"])):
+            if not os.path.exists(fb):
+                break
+            try:
+                j = infer_bench_json(a, precision, ["--batch", str(batch), "model", fb, "--no-variants"],
+                                     "fold_%s_%s" % (key, state), batch, extra)
+                row["infer_bench"][state] = j
+                default = j["results"][0]
+                row[state] = median_of(default)
+                row[state + "_kernels"] = ["%s=%s" % (n["op"], n["variant"]) for n in j["nodes"]]
+                if state == "fold_on":
+                    no_passes = next((r for r in j["results"] if r["label"] == "no passes"), None)
+                    row["no_passes"] = median_of(no_passes) if no_passes else None
+            except Exception as e:  # noqa: BLE001  (e.g. infer-bench without --pass yet)
+                record_error(errors, "%s (infer-bench model %s)" % (item, " ".join(extra) or "default plan"), e)
+        if os.path.exists(fb):
+            os.remove(fb)
+        try:
+            set_torch_precision(precision)
+            x = random_tensor((batch, c_in, hw, hw), 80 + i, 1.0, torch.float16)
+            w = random_tensor((c_out, c_in, k, k), 90 + i, 1.0 / math.sqrt(c_in * k * k), torch.float16)
+            b = random_tensor((c_out,), 100 + i, 0.1, torch.float16)
+            x_cl = x.contiguous(memory_format=torch.channels_last)
+            w_cl = w.contiguous(memory_format=torch.channels_last)
+            row["torch"] = time_torch(lambda: F.conv2d(x, w, b, stride=stride, padding=pad), a, batch,
+                                      fn_cl=lambda: F.conv2d(x_cl, w_cl, b, stride=stride, padding=pad))
+            del x, w, b, x_cl, w_cl
+        except Exception as e:  # noqa: BLE001
+            record_error(errors, item + " (PyTorch)", e)
+        set_torch_precision("fp32")
+        free_cuda()
+        rows.append(row)
+        log("   %s: infer fold on %s ms, off %s ms, PyTorch best %s ms" % (
+            label, fmt_ms(row["fold_on"]), fmt_ms(row["fold_off"]), fmt_ms(torch_best(row["torch"])[1])))
     return rows
 
 
