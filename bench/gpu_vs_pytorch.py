@@ -78,6 +78,7 @@ DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "fp16": torch.float16}
 FAST = "segregated_gemm"  # the issue's "fast segregated" variant
 PARTS = ["ceilings", "table4", "conv_pool", "models", "vgg16_layers", "width_fold"]
 LARGE_BATCH = 32  # items at this batch or more use --large-runs / --large-warmup
+BASELINE_NOISE = 1.05  # "no model slower than today": allowed ratio to the --baseline run's time
 # PyTorch's configurations; "PyTorch best" is the fastest of those measured.
 TORCH_KINDS = ["eager", "graph", "channels_last_graph"]
 TORCH_KIND_NAMES = {"eager": "eager", "graph": "CUDA graph", "channels_last_graph": "channels_last + CUDA graph"}
@@ -663,116 +664,177 @@ def table4_totals(rows, variants):
     return totals
 
 
+def torch_best(t):
+    """(kind, median ms) of PyTorch's fastest configuration measured, (None, None) when none ran."""
+    measured = [(torch_ms(t, k), k) for k in TORCH_KINDS if torch_ms(t, k)]
+    if not measured:
+        return None, None
+    ms, kind = min(measured)
+    return kind, ms
+
+
+def layer_precisions(results):
+    """The precisions of parts (a) and (b) (results written before --layer-precisions: --precisions)."""
+    return results.get("layer_precisions", results["precisions"])
+
+
+def pct(v):
+    return "%.0f%%" % (100 * v) if v is not None else "n/a"
+
+
+def ceiling(results, key, field):
+    c = (results.get("ceilings") or {}).get(key)
+    return c.get(field) if c else None
+
+
+def fold_pair(row, settings):
+    """(folded ms, how, unfolded ms, how) of one width_fold row: the default plan (fold_width on) vs
+    the default plan with --pass fold_width=off; the forced folded / unfolded variants where those did
+    not run."""
+    folded_v, unfolded_v = settings.get("folded_variant", "cudnn_folded"), settings.get("unfolded_variant", "cudnn")
+    if row.get("fold_on") is not None:
+        on, on_how = row["fold_on"], "default plan (fold_width on: %s)" % ", ".join(row["fold_on_kernels"])
+    elif row["variants"].get(folded_v) is not None:
+        on, on_how = row["variants"][folded_v], "forced conv2d=%s" % folded_v
+    else:
+        on, on_how = None, "n/a"
+    if row.get("fold_off") is not None:
+        off, off_how = row["fold_off"], "--pass fold_width=off (%s)" % ", ".join(row["fold_off_kernels"])
+    elif row["variants"].get(unfolded_v) is not None:
+        off, off_how = row["variants"][unfolded_v], "forced conv2d=%s" % unfolded_v
+    else:
+        off, off_how = None, "n/a"
+    return on, on_how, off, off_how
+
+
+def memory_floor_ms(nbytes, results):
+    rate = ceiling(results, "copy", "tb_per_s")
+    return nbytes / (rate * 1e12) * 1e3 if rate else None
+
+
 def compute_goals(results):
-    """Every goal of issue 4 (part 7): target, measured, met / missed / not measured."""
+    """Every goal of issue 13 ("Goals"), plus the width-folding claim of must 3 (seed 004): target,
+    measured, met / missed / not measured."""
     goals = []
 
     def add(goal, target, measured, ok):
         goals.append({"goal": goal, "target": target, "measured": measured,
                       "status": "not measured" if ok is None else ("met" if ok else "missed")})
 
-    t4 = results.get("table4")
-    if t4 is not None:
-        rows, variants = t4["rows"], t4["variants"]
-        totals = table4_totals(rows, variants)
-        for p in results["precisions"]:
-            if p not in ("fp32", "fp16"):
-                continue
-            for b in results["table4_batches"]:
-                parts, ok = [], None
-                for m in results["table4_models"]:
-                    t = totals.get((p, b, m))
-                    s = speedup(t.get("conventional"), t.get(FAST)) if t else None
-                    if s is not None and t["layers"] == TABLE4_LAYERS[m]:
-                        parts.append("%s %s" % (m, fx(s)))
-                        ok = (ok is not False) and s >= 3.3
-                    else:
-                        parts.append("%s n/a" % m)
-                add("Table-4 %s total vs conventional, each model, batch %d, %s" % (FAST, b, p),
-                    ">= 3.3x", ", ".join(parts), ok)
-        for p in results["precisions"]:
-            if p not in ("fp32", "fp16") or 1 not in results["table4_batches"]:
-                continue
-            layer_rows = [r for r in rows if r["precision"] == p and r["batch"] == 1]
-            for kind, peer in (("eager", "PyTorch conv_transpose2d (eager)"),
-                               ("graph", "PyTorch conv_transpose2d (CUDA graph)")):
-                pairs = [(r, speedup(torch_ms(r["torch"], kind), r["infer"].get(FAST))) for r in layer_rows]
-                measured = [(r, s) for r, s in pairs if s is not None]
-                if not measured:
-                    add("Table-4 layers, batch 1, %s: %s faster than %s" % (p, FAST, peer), "every layer",
-                        "n/a", None)
-                    continue
-                faster = sum(1 for _, s in measured if s > 1.0)
-                worst_r, worst = min(measured, key=lambda rs: rs[1])
-                # For reference: the fastest infer variant of each layer, whichever it is.
-                best = [speedup(torch_ms(r["torch"], kind), min(r["infer"].values())) for r in layer_rows
-                        if r["infer"]]
-                expected = sum(TABLE4_LAYERS[m] for m in results["table4_models"])
-                add("Table-4 layers, batch 1, %s: %s faster than %s" % (p, FAST, peer),
-                    "every layer (%d)" % expected,
-                    "%d of %d layers; slowest: %s %dx%dx%d %s (fastest infer variant per layer: %d of %d)" % (
-                        faster, len(measured), worst_r["model"], worst_r["n"], worst_r["n"], worst_r["c_in"],
-                        fx(worst), sum(1 for s in best if s is not None and s > 1.0), len(best)),
-                    faster == len(measured) and len(measured) == expected)
-        t = totals.get(("fp32", 1, "EB-GAN"))
-        if t and t["layers"] == 6 and t.get(FAST):
-            best = min((v for v in variants if t.get(v)), key=lambda v: t[v])
-            add("Table-4 EB-GAN's six layers, batch 1, fp32, %s total" % FAST, "<= 0.25 ms",
-                "%.3f ms (fastest variant: %s %.3f ms)" % (t[FAST], best, t[best]), t[FAST] <= 0.25)
+    md = results.get("models") or []
+    model_list = results.get("model_list", [])
+    precisions = results.get("precisions", [])
+    batches = results.get("model_batches", [])
+
+    def find(model, batch, p):
+        return next((r for r in md if r["model"] == model and r["batch"] == batch and r["precision"] == p), None)
+
+    def vs_best(r):
+        if not r or not r["infer"]:
+            return None, "n/a"
+        im = r["infer"]["median_ms"]
+        kind, best = torch_best(r["torch"])
+        s = speedup(best, im)
+        if s is None:
+            return None, "infer %s ms; PyTorch n/a" % fmt_ms(im)
+        return s, "%s (infer %s vs %s ms, PyTorch %s); vs eager %s" % (
+            fx(s), fmt_ms(im), fmt_ms(best), TORCH_KIND_NAMES[kind], fx(speedup(torch_ms(r["torch"], "eager"), im)))
+
+    def model_goal(m, batch, p, target):
+        if m not in model_list or batch not in batches or p not in precisions:
+            add("%s batch %d %s: infer vs PyTorch best" % (m, batch, p), ">= %.2fx" % target, "not in this run", None)
+            return
+        s, text = vs_best(find(m, batch, p))
+        add("%s batch %d %s: infer vs PyTorch best" % (m, batch, p), ">= %.2fx" % target, text,
+            None if s is None else s >= target)
+
+    if "models" in results:
+        for m in model_list:
+            model_goal(m, 64, "fp16", 1.3 if m in ("dcgan", "ebgan", "vgg16") else 1.0)
+        for m in model_list:
+            model_goal(m, 64, "fp32", 1.5 if m in GENERATORS else 0.95)
+        for p in ("fp32", "fp16"):
+            for m in model_list:
+                model_goal(m, 1, p, 1.0)
+        base = results.get("baseline")
+        if base:
+            for p in ("fp32", "fp16"):
+                for m in model_list:
+                    r, then = find(m, 1, p), base["infer"].get("%s/1/%s" % (m, p))
+                    now = r["infer"]["median_ms"] if r and r["infer"] else None
+                    s = speedup(then, now)
+                    add("%s batch 1 %s: infer no slower than on %s" % (m, p, base["date"]),
+                        "<= %.2f x the earlier time" % BASELINE_NOISE,
+                        "%s vs %s ms (%s)" % (fmt_ms(now), fmt_ms(then), fx(s)) if s else "n/a",
+                        None if s is None else now <= then * BASELINE_NOISE)
         else:
-            add("Table-4 EB-GAN's six layers, batch 1, fp32, %s total" % FAST, "<= 0.25 ms", "n/a", None)
+            add("batch 1: no model slower than before this issue", "infer's batch-1 times <= the earlier run's",
+                "no --baseline results JSON given", None)
+        r = find("ebgan", 1, "fp32")
+        im = r["infer"]["median_ms"] if r and r["infer"] else None
+        add("ebgan batch 1 fp32: infer time", "<= 0.25 ms", "%s ms" % fmt_ms(im), None if im is None else im <= 0.25)
 
     cp = results.get("conv_pool")
     if cp is not None:
-        for p, target in (("fp32", 2.9), ("fp16", 4.4)):
-            if p not in results["precisions"]:
-                continue
-            r = next((r for r in cp if r["precision"] == p and r["c"] == 512), None)
-            s = speedup(torch_ms(r["torch"], "eager"), r["infer"].get("direct_sum")) if r else None
-            g = speedup(torch_ms(r["torch"], "graph"), r["infer"].get("direct_sum")) if r else None
-            add("conv3x3+avgpool2, C=512, batch 1, %s: direct_sum vs PyTorch conv2d + avg_pool2d" % p,
-                ">= %.1fx" % target,
-                "%s (%s vs %s ms); vs PyTorch as a CUDA graph: %s" % (
-                    fx(s), fmt_ms(r["infer"].get("direct_sum")), fmt_ms(torch_ms(r["torch"], "eager")), fx(g))
-                if s is not None else "n/a", None if s is None else s >= target)
+        r = next((r for r in cp if r["precision"] == "fp16" and r["c"] == 512), None)
+        eager = torch_ms(r["torch"], "eager") if r else None
+        if r and r["infer"] and eager:
+            v = min(r["infer"], key=lambda k: r["infer"][k])
+            s = speedup(eager, r["infer"][v])
+            add("conv3x3+avgpool2, C=512, batch 1, fp16: infer's fastest conv_pool2d variant vs PyTorch eager "
+                "conv2d + avg_pool2d", ">= 4.4x",
+                "%s (%s %s vs %s ms); direct_sum %s; vs PyTorch CUDA graph %s" % (
+                    fx(s), v, fmt_ms(r["infer"][v]), fmt_ms(eager),
+                    fx(speedup(eager, r["infer"].get("direct_sum"))),
+                    fx(speedup(torch_ms(r["torch"], "graph"), r["infer"][v]))), s >= 4.4)
+        else:
+            add("conv3x3+avgpool2, C=512, batch 1, fp16 vs PyTorch eager", ">= 4.4x", "n/a", None)
 
-    md = results.get("models")
-    if md is not None:
-        def find(model, batch, p):
-            return next((r for r in md if r["model"] == model and r["batch"] == batch and r["precision"] == p),
-                        None)
+    peak = ceiling(results, "gemm_fp16", "tflops")
+    vl = results.get("vgg16_layers")
+    if vl is not None:
+        sel = [r for r in vl["layers"] if r["c_out"] in (256, 512)]
+        shares = [(r["layer"], r["flops"] / (r["infer_ms"] * 1e-3) / 1e12 / peak)
+                  for r in sel if r["infer_ms"] and peak]
+        goal = ("VGG-16 batch %d fp16: infer's 3x3 convolutions with 256 and 512 output channels, share of the "
+                "measured fp16 GEMM peak (%s TFLOP/s)" % (vl["batch"], "%.0f" % peak if peak else "n/a"))
+        if shares and len(shares) == len(sel):
+            worst = min(shares, key=lambda x: x[1])
+            add(goal, ">= 80% on each",
+                "lowest %s %s; %s" % (worst[0], pct(worst[1]), ", ".join("%s %s" % (n, pct(v)) for n, v in shares)),
+                worst[1] >= 0.8)
+        else:
+            add(goal, ">= 80% on each", "n/a (%s)" % (
+                "no GEMM peak measured" if not peak else "infer times for %d of %d layers" % (len(shares), len(sel))),
+                None)
 
-        def vs_graph(r):
-            if not r or not r["infer"]:
-                return None, "n/a"
-            im = r["infer"]["median_ms"]
-            g, e = torch_ms(r["torch"], "graph"), torch_ms(r["torch"], "eager")
-            s = speedup(g, im)
-            return s, "%s (infer %s vs %s ms); vs eager %s" % (fx(s), fmt_ms(im), fmt_ms(g), fx(speedup(e, im)))
+    # conv1_1 with width folding vs its memory floor: infer-bench's graph-replay time of the one-conv
+    # model (width_fold) where it ran, else the VGG-16 profile's node time.
+    wf = results.get("width_fold") or []
+    r_wf = next((r for r in wf if r["layer"] == "VGG-16 conv1_1"), None)
+    r_vl = next((r for r in vl["layers"] if r["layer"] == "conv1_1"), None) if vl else None
+    nbytes = (r_wf or r_vl or {}).get("bytes")
+    floor = memory_floor_ms(nbytes, results) if nbytes else None
+    on = fold_pair(r_wf, results["settings"])[0] if r_wf else None
+    t, how = (on, "one-conv model, infer-bench") if on else (
+        (r_vl["infer_ms"], "VGG-16 profile node") if r_vl and r_vl["infer_ms"] else (None, ""))
+    if "width_fold" in results or vl is not None:
+        add("VGG-16 conv1_1 (batch 64 fp16) with width folding vs its memory floor (input + output bytes at the "
+            "measured copy rate)", "<= 1.5x the floor",
+            "%.2fx (%s ms, %s, vs floor %s ms)%s" % (
+                t / floor, fmt_ms(t), how, fmt_ms(floor),
+                "; VGG-16 profile node: %s ms" % fmt_ms(r_vl["infer_ms"]) if on and r_vl and r_vl["infer_ms"] else "")
+            if t and floor else "n/a", None if not (t and floor) else t <= 1.5 * floor)
 
-        for p in results["precisions"]:
-            if p not in ("fp32", "fp16"):
-                continue
-            for m in results["model_list"]:
-                if 1 in results["model_batches"]:
-                    s, text = vs_graph(find(m, 1, p))
-                    add("%s batch 1 %s: infer vs PyTorch CUDA graph" % (m, p), "> 1.0x (faster)", text,
-                        None if s is None else s > 1.0)
-        r = find("ebgan", 1, "fp32")
-        if "ebgan" in results["model_list"] and 1 in results["model_batches"] and "fp32" in results["precisions"]:
-            im = r["infer"]["median_ms"] if r and r["infer"] else None
-            add("ebgan batch 1 fp32: infer time", "<= 0.25 ms", "%s ms" % fmt_ms(im), None if im is None else im <= 0.25)
-        for p in results["precisions"]:
-            if p not in ("fp32", "fp16") or 64 not in results["model_batches"]:
-                continue
-            for m in results["model_list"]:
-                s, text = vs_graph(find(m, 64, p))
-                if m in GENERATORS:
-                    add("%s batch 64 %s: infer vs PyTorch CUDA graph" % (m, p), ">= 1.5x", text,
-                        None if s is None else s >= 1.5)
-                elif m in CLASSIFIERS:
-                    add("%s batch 64 %s: infer vs PyTorch CUDA graph (within 10%%)" % (m, p),
-                        ">= 0.91x (infer <= 1.1x PyTorch's time)", text, None if s is None else s >= 1 / 1.1)
+    for r in wf:
+        on, on_how, off, off_how = fold_pair(r, results["settings"])
+        kind, best = torch_best(r["torch"])
+        s = speedup(off, on)
+        add("width folding (must 3, seed 004): %s, batch %d fp16, folded faster than unfolded" % (r["layer"], r["batch"]),
+            "> 1.0x", "%s (folded %s ms: %s; unfolded %s ms: %s); folded vs PyTorch best (%s %s ms): %s" % (
+                fx(s), fmt_ms(on), on_how, fmt_ms(off), off_how,
+                TORCH_KIND_NAMES.get(kind, "n/a"), fmt_ms(best), fx(speedup(best, on))),
+            None if s is None else s > 1.0)
     return goals
 
 
@@ -789,21 +851,35 @@ def markdown(results):
     out.append("- PyTorch %s (CUDA %s, cuDNN %s), NumPy %s, Python %s; host CPU: %s" % (
         env["torch"], env["torch_cuda"], env["cudnn"], env["numpy"], env["python"], env["cpu"]))
     out.append("- PyTorch settings: cudnn.benchmark %s; fp32 = strict, TF32 off in cuDNN and cuBLAS (%s); "
-               "fp16 = the module and input `.half()`; `torch.no_grad()`" % (
+               "tf32 = TF32 on in both (%s); fp16 = the module and input `.half()`; `torch.no_grad()`; "
+               "channels_last = module and input `.to(memory_format=torch.channels_last)`" % (
                    "on" if a["cudnn_benchmark"] else "off",
                    "`cuda.matmul.fp32_precision` and `cudnn.conv.fp32_precision` = 'ieee'"
                    if env.get("tf32_api") == "fp32_precision" else
-                   "`cudnn.allow_tf32` and `cuda.matmul.allow_tf32` False"))
-    out.append("- timing: median of %d runs after %d warm-up runs (PyTorch: at least 3). infer: "
+                   "`cudnn.allow_tf32` and `cuda.matmul.allow_tf32` False",
+                   "the same = 'tf32'" if env.get("tf32_api") == "fp32_precision" else "the same flags True"))
+    out.append("- timing: median of %d runs after %d warm-up runs; items at batch >= %d (models at batch 64, "
+               "Table-4 at batch 32, vgg16_layers, width_fold) and the ceilings: %d runs after %d warm-up runs "
+               "(PyTorch: at least 3 warm-up runs). infer: "
                "`infer-bench --backend cuda` (Session::benchmark: device time per forward between CUDA "
                "events around CUDA-graph replays, no host copies). PyTorch: CUDA events around each call "
                "(eager: the GPU time between the events, so launch overhead counts where it leaves the GPU "
-               "idle) or each `torch.cuda.CUDAGraph` replay (graph)." % (a["runs"], a["warmup"]))
+               "idle) or each `torch.cuda.CUDAGraph` replay (graph, channels_last graph). PyTorch best: the "
+               "fastest of the configurations measured for that item." % (
+                   a["runs"], a["warmup"], LARGE_BATCH, a.get("large_runs", a["runs"]),
+                   a.get("large_warmup", a["warmup"])))
     out.append("- ratios: `A vs B` is B's time / A's time (> 1: A is faster)")
     out.append("- command: `%s`" % results["command"])
-    out.append("- wall time of the whole run: %.0f s\n" % results["wall_s"])
+    out.append("- wall time of the whole run: %.0f s (%s)" % (results["wall_s"], ", ".join(
+        "%s %.0f s" % (k, v) for k, v in results.get("part_wall_s", {}).items())))
+    for m in results.get("merged_from", []):
+        out.append("- merged from `%s`: %s, parts %s, %s, device %s" % (
+            m["file"], m["date"], ",".join(m["parts"]), m["command"], m["device"]))
+    if results.get("baseline"):
+        out.append("- batch-1 baseline: `%s` (%s)" % (results["baseline"]["file"], results["baseline"]["date"]))
+    out.append("")
 
-    out.append("## Goals of issue 4 (part 7)\n")
+    out.append("## Goals of issue 13\n")
     out.append("| goal | target | measured | |")
     out.append("|---|---|---|---|")
     for g in results["goals"]:
@@ -818,7 +894,7 @@ def markdown(results):
         out.append("## (a) Table-4 transposed-conv layers (k4 s2 p1, no bias), median ms\n")
         if t4["not_applicable"]:
             out.append("Not applicable to these layers (not shown): %s.\n" % ", ".join(t4["not_applicable"]))
-        for p in results["precisions"]:
+        for p in layer_precisions(results):
             for b in results["table4_batches"]:
                 sel = [r for r in rows if r["precision"] == p and r["batch"] == b]
                 if not sel:
@@ -853,7 +929,7 @@ def markdown(results):
         variants = sorted({v for r in rows for v in r["infer"]})
         others = [v for v in variants if v != "unfused"]
         out.append("## (b) conv3x3 p1 + avgpool2 at 32x32, batch 1, C_in = C_out = C, median ms\n")
-        for p in results["precisions"]:
+        for p in layer_precisions(results):
             sel = [r for r in rows if r["precision"] == p]
             if not sel:
                 continue
@@ -872,37 +948,182 @@ def markdown(results):
                     fx(speedup(torch_ms(r["torch"], "graph"), r["infer"].get("direct_sum")))))
             out.append("")
 
+    if "ceilings" in results:
+        c = results["ceilings"]
+        out.append("## Ceilings (measured in this run)\n")
+        out.append("cuBLAS GEMM: `torch.matmul` of two %d x %d matrices (2 n^3 FLOP); copy: `Tensor.copy_` of %s, "
+                   "bytes read + written. Median of %d runs after %d warm-up runs.\n" % (
+                       c["gemm_n"], c["gemm_n"], "%d MiB" % (c["copy"]["bytes"] // 2 // 2 ** 20) if c.get("copy")
+                       else "n/a", c["runs"], c["warmup"]))
+        out.append("| ceiling | median ms | rate |")
+        out.append("|---|---|---|")
+        for key, label in (("gemm_fp16", "GEMM fp16 (tensor-core peak)"), ("gemm_tf32", "GEMM tf32"),
+                           ("gemm_fp32", "GEMM fp32 (strict)")):
+            g = c.get(key)
+            out.append("| %s | %s | %s |" % (label, fmt_ms(g["time"]["median_ms"]) if g else "n/a",
+                                             "%.0f TFLOP/s" % g["tflops"] if g else "n/a"))
+        g = c.get("copy")
+        out.append("| copy (device to device) | %s | %s |" % (fmt_ms(g["time"]["median_ms"]) if g else "n/a",
+                                                           "%.2f TB/s" % g["tb_per_s"] if g else "n/a"))
+        out.append("")
+
     if "models" in results:
         out.append("## (c) zoo models, same weights and input, median ms\n")
-        out.append("`rel err` is ||PyTorch - infer|| / ||infer|| at the same precision; `vs fp32` is infer's "
-                   "output against strict-fp32 PyTorch.\n")
-        out.append("| model | batch | precision | infer | infer, no passes | PyTorch eager | PyTorch graph | "
-                   "infer vs eager | infer vs graph | rel err | vs fp32 | infer kernels |")
-        out.append("|---|---|---|---|---|---|---|---|---|---|---|---|")
+        out.append("PyTorch best is the fastest of eager, CUDA graph and channels_last + CUDA graph (its kind in "
+                   "brackets); `infer vs best` is PyTorch best's time / infer's. `rel err` is ||PyTorch - infer|| / "
+                   "||infer|| at the same precision (NCHW; channels_last in brackets); `vs fp32` is infer's "
+                   "output against strict-fp32 PyTorch. Runs: the `runs` column.\n")
+        out.append("| model | batch | precision | runs | infer | infer, no passes | PyTorch eager | PyTorch graph | "
+                   "PyTorch channels_last graph | PyTorch best | infer vs best | infer vs eager | rel err | vs fp32 | "
+                   "infer kernels |")
+        out.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
         for r in results["models"]:
             im = r["infer"]["median_ms"] if r["infer"] else None
-            out.append("| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
-                r["model"], r["batch"], r["precision"], fmt_ms(im),
+            kind, best = torch_best(r["torch"])
+            out.append("| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+                r["model"], r["batch"], r["precision"], r.get("runs", a["runs"]), fmt_ms(im),
                 fmt_ms(r["infer_no_passes"]["median_ms"] if r["infer_no_passes"] else None),
                 fmt_ms(torch_ms(r["torch"], "eager")), fmt_ms(torch_ms(r["torch"], "graph")),
-                fx(speedup(torch_ms(r["torch"], "eager"), im)), fx(speedup(torch_ms(r["torch"], "graph"), im)),
-                "%.1e" % r["rel_err"] if r["rel_err"] is not None else "n/a",
+                fmt_ms(torch_ms(r["torch"], "channels_last_graph")),
+                "%s (%s)" % (fmt_ms(best), kind) if kind else "n/a",
+                fx(speedup(best, im)), fx(speedup(torch_ms(r["torch"], "eager"), im)),
+                ("%.1e" % r["rel_err"] if r["rel_err"] is not None else "n/a")
+                + (" (%.1e)" % r["rel_err_cl"] if r.get("rel_err_cl") is not None else ""),
                 "%.1e" % r["rel_err_vs_fp32"] if r["rel_err_vs_fp32"] is not None else "-",
                 ", ".join(r["kernels"])))
         out.append("")
 
+    vl = results.get("vgg16_layers")
+    if vl is not None:
+        peak = ceiling(results, "gemm_fp16", "tflops")
+        prof = vl.get("profile") or {}
+        out.append("## VGG-16 batch %d %s: the 13 3x3 convolutions\n" % (vl["batch"], vl["precision"]))
+        out.append(
+            "infer: per-node times of its default plan from `infer --profile --profile-json` (%d runs, median per "
+            "node). Profiling launches the nodes one by one with a CUDA event between consecutive nodes (no CUDA "
+            "graph), so each node's time includes event and launch overhead; infer's nodes are conv + bias + ReLU "
+            "(fused). PyTorch: `F.conv2d` (with bias, no ReLU) on each layer's shape alone, captured as a CUDA "
+            "graph, NCHW and channels_last (cuDNN), median of %d replays. GFLOP: the layer's useful multiply-adds "
+            "x 2 (a folded kernel's zeros not counted). %% of peak: against the fp16 cuBLAS GEMM rate measured in "
+            "this run (%s).\n" % (vl["runs"], vl["runs"], "%.0f TFLOP/s" % peak if peak else "n/a"))
+        out.append("| layer | input (C x H x W) | C_out | GFLOP | infer kernel | infer ms | infer TFLOP/s | "
+                   "infer % of peak | PyTorch NCHW graph ms | PyTorch channels_last graph ms | PyTorch cl TFLOP/s | "
+                   "PyTorch cl % of peak | infer vs PyTorch cl |")
+        out.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+
+        def tflops(flops, ms):
+            return flops / (ms * 1e-3) / 1e12 if ms else None
+
+        tot = {"flops": 0.0, "infer": 0.0, "cl": 0.0, "nchw": 0.0}
+        for r in vl["layers"]:
+            cl = torch_ms(r["torch"], "channels_last_graph")
+            ti, tc = tflops(r["flops"], r["infer_ms"]), tflops(r["flops"], cl)
+            for k, v in (("flops", r["flops"]), ("infer", r["infer_ms"]), ("cl", cl),
+                         ("nchw", torch_ms(r["torch"], "graph"))):
+                tot[k] = tot[k] + v if tot[k] is not None and v else None
+            out.append("| %s | %d x %d x %d | %d | %.1f | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+                r["layer"], r["c_in"], r["hw"], r["hw"], r["c_out"], r["flops"] / 1e9,
+                ", ".join("%s=%s" % (n["op"], n["variant"]) for n in r["infer_nodes"]) or "n/a",
+                fmt_ms(r["infer_ms"]), "%.0f" % ti if ti else "n/a", pct(ti / peak) if ti and peak else "n/a",
+                fmt_ms(torch_ms(r["torch"], "graph")), fmt_ms(cl), "%.0f" % tc if tc else "n/a",
+                pct(tc / peak) if tc and peak else "n/a", fx(speedup(cl, r["infer_ms"]))))
+        ti, tc = tflops(tot["flops"], tot["infer"]), tflops(tot["flops"], tot["cl"])
+        out.append("| **all 13** | | | %.1f | | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            tot["flops"] / 1e9, fmt_ms(tot["infer"]), "%.0f" % ti if ti else "n/a",
+            pct(ti / peak) if ti and peak else "n/a", fmt_ms(tot["nchw"]), fmt_ms(tot["cl"]),
+            "%.0f" % tc if tc else "n/a", pct(tc / peak) if tc and peak else "n/a", fx(speedup(tot["cl"], tot["infer"]))))
+        out.append("")
+        if prof:
+            convs = {n["name"] for r in vl["layers"] for n in r["infer_nodes"]}
+            rest = [n for n in prof["nodes"] if n["name"] not in convs]
+            by_op = {}
+            for n in rest:
+                by_op[n["op"]] = by_op.get(n["op"], 0.0) + n["time_ms"]
+            out.append("infer's profile: %d nodes, whole run %s ms (median, host copies included); the 13 convolutions "
+                       "%s ms; the other %d nodes %s ms (%s)." % (
+                           len(prof["nodes"]), fmt_ms(prof.get("total_ms")), fmt_ms(tot["infer"]), len(rest),
+                           fmt_ms(sum(by_op.values())),
+                           ", ".join("%s %s" % (k, fmt_ms(v)) for k, v in sorted(by_op.items(), key=lambda kv: -kv[1]))))
+        c11 = next((r for r in vl["layers"] if r["layer"] == "conv1_1"), None)
+        floor = memory_floor_ms(c11["bytes"], results) if c11 else None
+        if c11:
+            cl = torch_ms(c11["torch"], "channels_last_graph")
+            out.append("conv1_1 memory floor: %.1f MB (input + output + weights, fp16) at the measured copy rate = "
+                       "%s ms; infer %s ms = %s the floor (with fold_width off: %s ms%s); PyTorch channels_last %s ms "
+                       "= %s the floor." % (
+                           c11["bytes"] / 1e6, fmt_ms(floor), fmt_ms(c11["infer_ms"]),
+                           fx(c11["infer_ms"] / floor) if floor and c11["infer_ms"] else "n/a",
+                           fmt_ms(c11["infer_fold_off_ms"]),
+                           ", %s the floor" % fx(c11["infer_fold_off_ms"] / floor)
+                           if floor and c11["infer_fold_off_ms"] else "",
+                           fmt_ms(cl), fx(cl / floor) if floor and cl else "n/a"))
+        out.append("")
+        if prof.get("passes"):
+            out.append("infer's graph passes in this profile: %s\n" % "; ".join("`%s`" % x for x in prof["passes"]))
+
+    wf = results.get("width_fold")
+    if wf is not None:
+        settings = results["settings"]
+        out.append("## Width folding (seed 004): the C_in = 1 / 3 convolutions, fp16, median ms\n")
+        out.append("infer: the one-conv model (`infer-bench op conv2d ... --save`), its default plan (fold_width on) "
+                   "and the same with `--pass fold_width=off` (`infer-bench model --no-variants`), and every conv2d "
+                   "variant forced (`infer-bench op conv2d --variant all`; variants named like `*fold*` are the "
+                   "folded ones). PyTorch: `F.conv2d` with bias, eager, CUDA graph and channels_last + CUDA graph; "
+                   "best = the fastest. Memory floor: input + output + weight bytes at the measured copy rate.\n")
+        variants = []
+        for r in wf:
+            variants += [v for v in r["variants"] if v not in variants]
+        head = ("| layer | input | output | kernel | fold on (default plan) | fold off | no passes | "
+                + "".join("forced %s | " % v for v in variants)
+                + "PyTorch eager | PyTorch graph | PyTorch cl graph | PyTorch best | folded vs unfolded | "
+                  "folded vs PyTorch best | memory floor | folded / floor | kernels: on; off |")
+        out.append(head)
+        out.append("|" + "---|" * (head.count("|") - 1))
+        verdicts = []
+        for r in wf:
+            on, on_how, off, off_how = fold_pair(r, settings)
+            kind, best = torch_best(r["torch"])
+            floor = memory_floor_ms(r["bytes"], results)
+            out.append("| %s | %dx%dx%dx%d | %dx%dx%d | k%d s%d p%d | %s | %s | %s | %s%s | %s | %s | %s | %s | %s | "
+                       "%s | %s | %s |" % (
+                           r["layer"], r["batch"], r["c_in"], r["hw"], r["hw"], r["c_out"], r["hw_out"], r["hw_out"],
+                           r["kernel"], r["stride"], r["padding"], fmt_ms(r["fold_on"]), fmt_ms(r["fold_off"]),
+                           fmt_ms(r["no_passes"]), "".join("%s | " % fmt_ms(r["variants"].get(v)) for v in variants),
+                           fmt_ms(torch_ms(r["torch"], "eager")), fmt_ms(torch_ms(r["torch"], "graph")),
+                           fmt_ms(torch_ms(r["torch"], "channels_last_graph")),
+                           "%s (%s)" % (fmt_ms(best), kind) if kind else "n/a",
+                           fx(speedup(off, on)), fx(speedup(best, on)), fmt_ms(floor),
+                           fx(on / floor) if on and floor else "n/a",
+                           "%s; %s" % (", ".join(r["fold_on_kernels"]) or "n/a", ", ".join(r["fold_off_kernels"]) or "n/a")))
+            s, sp = speedup(off, on), speedup(best, on)
+            verdicts.append("- %s: %s. Folded (%s) %s ms vs unfolded (%s) %s ms: %s; vs PyTorch best %s ms: %s." % (
+                r["layer"], "n/a (not measured)" if s is None else (
+                    "the claim holds (folded faster)" if s > 1.0 else "the claim does not hold (folded not faster)"),
+                on_how, fmt_ms(on), off_how, fmt_ms(off), fx(s), fmt_ms(best),
+                "n/a" if sp is None else ("%s, folded infer faster" % fx(sp) if sp > 1.0 else "%s, PyTorch faster" % fx(sp))))
+        out.append("")
+        out.append("Seed 004's claim (folding makes these layers faster), per layer:\n")
+        out.extend(verdicts)
+        not_run = sorted({"%s: %s" % (v, n) for r in wf for v, n in r["not_run"].items()})
+        if not_run:
+            out.append("\nVariants that did not run: %s" % "; ".join(not_run))
+        out.append("")
+
     graph_errors = []  # PyTorch CUDA-graph captures that failed (eager numbers stand)
-    for key in ("table4", "conv_pool", "models"):
+    for key in ("table4", "conv_pool", "models", "vgg16_layers", "width_fold"):
         rows = results.get(key)
         if not rows:
             continue
-        for r in (rows["rows"] if key == "table4" else rows):
-            if r.get("torch") and "graph_error" in r["torch"]:
+        for r in (rows["rows"] if key == "table4" else rows["layers"] if key == "vgg16_layers" else rows):
+            for k in TORCH_KINDS:
+                if not (r.get("torch") and k + "_error" in r["torch"]):
+                    continue
                 label = ("%s %dx%dx%d" % (r["model"], r["n"], r["n"], r["c_in"]) if key == "table4"
-                         else r.get("model", "C=%s" % r.get("c")))
+                         else r.get("model") or r.get("layer") or "C=%s" % r.get("c"))
                 label += " batch %d" % r.get("batch", 1)
-                graph_errors.append("%s %s %s (PyTorch CUDA graph)" % (key, label, r["precision"]))
-                graph_errors[-1] += ": `%s`" % r["torch"]["graph_error"].replace("`", "'")
+                graph_errors.append("%s %s %s (PyTorch %s)" % (key, label, r.get("precision", "fp16"),
+                                                               TORCH_KIND_NAMES[k]))
+                graph_errors[-1] += ": `%s`" % r["torch"][k + "_error"].replace("`", "'")
     if results["errors"] or graph_errors:
         out.append("## Items that failed\n")
         for e in results["errors"]:
@@ -926,7 +1147,7 @@ def plot(results, path):
         if "table4" in results:
             rows, variants = results["table4"]["rows"], results["table4"]["variants"]
             b = min(results["table4_batches"])
-            for p in results["precisions"]:
+            for p in layer_precisions(results):
                 sel = [r for r in rows if r["precision"] == p and r["batch"] == b]
                 if not sel:
                     continue
@@ -939,7 +1160,7 @@ def plot(results, path):
         if "conv_pool" in results:
             rows = results["conv_pool"]
             variants = sorted({v for r in rows for v in r["infer"]})
-            for p in results["precisions"]:
+            for p in layer_precisions(results):
                 sel = [r for r in rows if r["precision"] == p]
                 if not sel:
                     continue
@@ -951,12 +1172,26 @@ def plot(results, path):
         if results.get("models"):
             rows = results["models"]
             series = {}
-            for kind in ("graph", "eager"):
-                series["infer vs PyTorch " + kind] = [
-                    speedup(torch_ms(r["torch"], kind), r["infer"]["median_ms"] if r["infer"] else None) or np.nan
-                    for r in rows]
+            for label, kind in (("infer vs PyTorch best", None), ("infer vs PyTorch channels_last graph",
+                                                                   "channels_last_graph"), ("infer vs PyTorch eager", "eager")):
+                series[label] = [
+                    speedup(torch_best(r["torch"])[1] if kind is None else torch_ms(r["torch"], kind),
+                            r["infer"]["median_ms"] if r["infer"] else None) or np.nan for r in rows]
             panels.append(("(c) zoo models: speedup of infer over PyTorch (> 1: infer faster)",
                            ["%s b%d %s" % (r["model"], r["batch"], r["precision"]) for r in rows], series, True, 1.0))
+        vl = results.get("vgg16_layers")
+        peak = ceiling(results, "gemm_fp16", "tflops")
+        if vl and vl.get("layers"):
+            rows = vl["layers"]
+            series = {"infer": [r["flops"] / (r["infer_ms"] * 1e-3) / 1e12 if r["infer_ms"] else np.nan
+                                for r in rows]}
+            for kind in ("channels_last_graph", "graph"):
+                series["PyTorch " + TORCH_KIND_NAMES[kind].replace("CUDA graph", "graph")] = [
+                    r["flops"] / (torch_ms(r["torch"], kind) * 1e-3) / 1e12 if torch_ms(r["torch"], kind) else np.nan
+                    for r in rows]
+            panels.append(("VGG-16 batch %d fp16 3x3 convolutions: TFLOP/s (line: 80%% of the fp16 GEMM peak %s)" % (
+                vl["batch"], "%.0f" % peak if peak else "n/a"), [r["layer"] for r in rows], series, False,
+                0.8 * peak if peak else None))
         if not panels:
             print("note: nothing to plot")
             return False
@@ -1015,96 +1250,45 @@ def csv_list(text, kind=str):
     return [kind(x) for x in text.split(",") if x.strip()]
 
 
-def main():
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--build", default="build", help="build folder holding infer-bench and model-zoo")
-    p.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results"))
-    p.add_argument("--parts", default="table4,conv_pool,models", help="comma-separated subset")
-    p.add_argument("--runs", type=int, default=None, help="timed runs per item (default 50; --quick: 5)")
-    p.add_argument("--warmup", type=int, default=None, help="untimed runs first (default 10; --quick: 2)")
-    p.add_argument("--models", default=None, help="zoo models for (c) (default: all; --quick: lenet5,dcgan)")
-    p.add_argument("--precisions", default="fp32,fp16", help="fp32, tf32, fp16 (comma-separated)")
-    p.add_argument("--table4-batches", default=None, help="(a) batches (default 1,32; --quick: 1)")
-    p.add_argument("--table4-models", default=None,
-                   help="(a) Table-4 rows (default: all four; --quick: DCGAN,EB-GAN)")
-    p.add_argument("--channels", default=None, help="(b) C values (default 32,128,256,512; --quick: 32,512)")
-    p.add_argument("--model-batches", default="1,64", help="(c) batches")
-    p.add_argument("--variants", action="store_true", help="(c): infer-bench also forces every other variant per op")
-    p.add_argument("--autotune", action="store_true", help="infer sessions autotune their kernels at creation")
-    p.add_argument("--no-cudnn-benchmark", action="store_true", help="PyTorch: leave cudnn.benchmark off")
-    p.add_argument("--quick", action="store_true", help="smoke test: few runs, a subset of every part")
-    p.add_argument("--timeout", type=int, default=600, help="seconds one infer-bench / model-zoo call may take")
-    p.add_argument("--tag", default="", help="suffix of the result file names")
-    p.add_argument("--replot", metavar="JSON", help="only redraw the plot of a results JSON written by this "
-                   "script (next to it, .png instead of .json; e.g. where matplotlib is installed); runs nothing")
-    a = p.parse_args()
-    started = time.time()
-    if a.replot:
-        with open(a.replot) as f:
-            results = json.load(f)
-        png = os.path.splitext(a.replot)[0] + ".png"
-        if not plot(results, png):
-            sys.exit("error: no plot written")
-        log("wrote %s" % png)
-        return
+def load_baseline(path):
+    """The batch-1 infer times of an earlier results JSON of this script ("no model slower than today")."""
+    with open(path) as f:
+        old = json.load(f)
+    times = {"%s/%d/%s" % (r["model"], r["batch"], r["precision"]): r["infer"]["median_ms"]
+             for r in old.get("models") or [] if r.get("infer")}
+    return {"file": path, "date": old.get("date", "?"), "infer": times}
 
-    a.runs = a.runs if a.runs is not None else (5 if a.quick else 50)
-    a.warmup = a.warmup if a.warmup is not None else (2 if a.quick else 10)
-    a.models = csv_list(a.models) if a.models else (["lenet5", "dcgan"] if a.quick else list(ZOO))
-    a.table4_batches = csv_list(a.table4_batches or ("1" if a.quick else "1,32"), int)
-    a.table4_models = csv_list(a.table4_models) if a.table4_models else (
-        ["DCGAN", "EB-GAN"] if a.quick else list(TABLE4_MODELS))
-    a.channels = csv_list(a.channels, int) if a.channels else ([32, 512] if a.quick else list(CONV_POOL_CHANNELS))
-    a.model_batches = csv_list(a.model_batches, int)
-    a.precisions = csv_list(a.precisions)
-    parts = csv_list(a.parts)
-    for bad in [x for x in a.precisions if x not in DTYPES]:
-        sys.exit("error: unknown precision '%s' (fp32, tf32, fp16)" % bad)
-    for bad in [x for x in parts if x not in ("table4", "conv_pool", "models")]:
-        sys.exit("error: unknown part '%s' (table4, conv_pool, models)" % bad)
-    for bad in [x for x in a.table4_models if x not in TABLE4_MODELS]:
-        sys.exit("error: unknown Table-4 row '%s' (%s)" % (bad, ", ".join(TABLE4_MODELS)))
-    if a.runs < 1 or a.warmup < 0:
-        sys.exit("error: --runs must be >= 1 and --warmup >= 0")
 
-    if not torch.cuda.is_available():
-        sys.exit("error: PyTorch sees no CUDA device (torch %s, built with CUDA %s)" % (
-            torch.__version__, torch.version.cuda))
-    a.bench = os.path.join(a.build, "infer-bench")
-    a.zoo = os.path.join(a.build, "model-zoo")
-    for exe in (a.bench, a.zoo):
-        if not os.access(exe, os.X_OK):
-            sys.exit("error: %s not found; build it first (cmake --build %s)" % (exe, a.build))
-    torch.backends.cudnn.benchmark = not a.no_cudnn_benchmark
-    set_torch_precision("fp32")
+def merge_results(paths):
+    """One results dict from runs made part by part (e.g. one call per part on the GPU machine): a part
+    comes from the last file that ran it; lists of precisions, models and batches are united."""
+    merged = None
+    for path in paths:
+        with open(path) as f:
+            r = json.load(f)
+        info = {"file": os.path.basename(path), "date": r["date"], "parts": r["settings"]["parts"],
+                "command": r["command"], "device": r["environment"].get("device", "?")}
+        if merged is None:
+            merged = r
+            merged["merged_from"] = []
+            merged["part_wall_s"] = dict(r.get("part_wall_s", {}))
+        else:
+            for part in PARTS:
+                if part in r:
+                    merged[part] = r[part]
+                    merged["part_wall_s"][part] = r.get("part_wall_s", {}).get(part, 0.0)
+            for key in ("precisions", "model_list", "model_batches", "table4_batches", "table4_models"):
+                merged[key] = merged.get(key, []) + [x for x in r.get(key, []) if x not in merged.get(key, [])]
+            merged["errors"] = merged["errors"] + r["errors"]
+            merged["wall_s"] += r["wall_s"]
+            merged["settings"]["parts"] = merged["settings"]["parts"] + [
+                x for x in r["settings"]["parts"] if x not in merged["settings"]["parts"]]
+        merged["merged_from"].append(info)
+    return merged
 
-    now = datetime.datetime.now(datetime.timezone.utc)
-    results = {"date": now.strftime("%Y-%m-%d %H:%M UTC"),
-               "command": "python3 " + " ".join(shlex.quote(x) for x in sys.argv),
-               "environment": environment(), "precisions": a.precisions, "table4_batches": a.table4_batches,
-               "table4_models": a.table4_models, "model_batches": a.model_batches, "model_list": a.models,
-               "settings": {"runs": a.runs, "warmup": a.warmup, "cudnn_benchmark": not a.no_cudnn_benchmark,
-                            "autotune": a.autotune, "quick": a.quick, "parts": parts},
-               "errors": []}
-    errors = results["errors"]
-    with tempfile.TemporaryDirectory(prefix="infer-gpu-bench-") as tmp:
-        a.tmp = tmp
-        try:
-            results["environment"]["infer_device"] = preflight(a)
-        except Exception as e:  # noqa: BLE001
-            sys.exit("error: infer-bench cannot run on cuda (built without CUDA, or no GPU?): %s" % e)
-        for name, fn in (("table4", part_table4), ("conv_pool", part_conv_pool), ("models", part_models)):
-            if name not in parts:
-                continue
-            try:
-                results[name] = fn(a, errors)
-            except Exception as e:  # noqa: BLE001  (a bug in one part must not lose the others)
-                record_error(errors, "part " + name, e)
-    results["wall_s"] = time.time() - started
-    results["goals"] = compute_goals(results)
 
-    os.makedirs(a.out, exist_ok=True)
-    stem = os.path.join(a.out, "gpu-" + now.strftime("%Y-%m-%d") + (("-" + a.tag) if a.tag else ""))
+def write_report(results, stem):
+    """<stem>.json, <stem>.md (and <stem>.png when matplotlib is there); returns the markdown."""
     with open(stem + ".json", "w") as f:
         json.dump(results, f, indent=1, default=float)
     try:
@@ -1116,7 +1300,287 @@ def main():
         text += "\n![infer vs PyTorch on the GPU](%s)\n" % os.path.basename(stem + ".png")
     with open(stem + ".md", "w") as f:
         f.write(text)
+    return text
+
+
+def synthetic_results():
+    """A results dict with every part filled by made-up numbers (the shapes the parts write), for
+    --selftest: the goals, the markdown and the plot run without a GPU."""
+    def t(ms):
+        return {"median_ms": ms, "min_ms": ms * 0.98, "max_ms": ms * 1.05, "runs": 20}
+
+    settings = {"runs": 50, "warmup": 10, "large_runs": 20, "large_warmup": 5, "cudnn_benchmark": True,
+                "autotune": False, "quick": False, "parts": list(PARTS), "folded_variant": "cudnn_folded",
+                "unfolded_variant": "cudnn"}
+    r = {"date": "2026-11-24 00:00 UTC", "command": "python3 bench/gpu_vs_pytorch.py --selftest",
+         "environment": {"device": "synthetic", "torch": torch.__version__, "torch_cuda": None,
+                         "tf32_api": "fp32_precision", "cudnn": None, "numpy": np.__version__,
+                         "python": platform.python_version(), "cpu": "?", "infer_device": "synthetic"},
+         "precisions": ["fp32", "tf32", "fp16"], "layer_precisions": ["fp32", "fp16"], "table4_batches": [1],
+         "table4_models": ["DCGAN"], "model_batches": [1, 64], "model_list": list(ZOO), "settings": settings,
+         "errors": [{"item": "width_fold LeNet-5 conv1 (infer-bench model --pass fold_width=off)",
+                     "error": "RuntimeError: infer-bench exited with 1: --pass: unknown", "traceback": ""}],
+         "wall_s": 123.0, "part_wall_s": {p: 10.0 for p in PARTS},
+         "baseline": {"file": "gpu-2026-11-23.json", "date": "2026-11-23 18:26 UTC",
+                      "infer": {"%s/1/%s" % (m, p): 0.3 for m in ZOO for p in ("fp32", "fp16")}}}
+    r["ceilings"] = {"gemm_n": 8192, "runs": 20, "warmup": 5,
+                     "gemm_fp16": {"time": t(1.46), "tflops": 755.0}, "gemm_tf32": {"time": t(2.8), "tflops": 390.0},
+                     "gemm_fp32": {"time": t(21.5), "tflops": 51.0},
+                     "copy": {"time": t(0.72), "bytes": 2 * 2 ** 30, "tb_per_s": 2.97}}
+    r["table4"] = {"infer_bench": [], "variants": ["conventional", FAST], "not_applicable": [],
+                   "rows": [{"model": "DCGAN", "n": n, "c_in": ci, "c_out": co, "batch": 1, "precision": p,
+                             "upsampled_bytes": 1000, "infer": {"conventional": 0.2, FAST: 0.02}, "not_run": {},
+                             "torch": {"eager": t(0.05), "graph": t(0.03)}}
+                            for p in ("fp32", "fp16") for n, ci, co in TABLE4["DCGAN"]]}
+    r["conv_pool"] = [{"c": c, "precision": p, "torch": {"eager": t(0.08), "graph": t(0.04)}, "infer_bench": None,
+                       "infer": {"direct_sum": 0.02, "unfused": 0.03, "implicit_gemm": 0.015}}
+                      for p in ("fp32", "fp16") for c in (32, 512)]
+    r["models"] = []
+    for m in ZOO:
+        for p in ("fp32", "tf32", "fp16"):
+            for b in (1, 64):
+                torch_t = {"eager": t(2.0 * b ** 0.5), "graph": t(1.5 * b ** 0.5),
+                           "channels_last_graph": t(1.2 * b ** 0.5)} if m != "lenet5" else {
+                    "eager": t(1.0), "graph": t(0.5), "channels_last_graph_error": "RuntimeError: capture failed"}
+                r["models"].append({"model": m, "batch": b, "precision": p, "infer": t(1.3 * b ** 0.5),
+                                    "infer_no_passes": t(1.6 * b ** 0.5), "kernels": ["conv2d=cudnn", "dense=gemm"],
+                                    "torch": torch_t, "rel_err": 1e-3, "rel_err_cl": 1.1e-3,
+                                    "rel_err_vs_fp32": None if p == "fp32" else 2e-3, "infer_bench": None,
+                                    "runs": 20 if b == 64 else 50})
+    layers = []
+    for i, (name, c_in, c_out, hw) in enumerate(VGG16_CONVS):
+        flops = conv_flops(64, c_in, c_out, hw, 3)
+        layers.append({"layer": name, "c_in": c_in, "c_out": c_out, "hw": hw, "batch": 64, "flops": flops,
+                       "bytes": 2.0 * (64 * c_in * hw * hw + 64 * c_out * hw * hw + c_out * c_in * 9 + c_out),
+                       "infer_ms": flops / 600e12 * 1e3 if i != 5 else None,
+                       "infer_nodes": [{"name": name, "op": "conv2d", "variant": "cudnn", "fused": ["relu"],
+                                        "output_shape": [64, c_out, hw, hw], "flops": flops, "time_ms": 0.5}],
+                       "infer_fold_off_ms": 0.9 if i == 0 else None,
+                       "torch": {"graph": t(flops / 500e12 * 1e3), "channels_last_graph": t(flops / 610e12 * 1e3)}})
+    prof = {"total_ms": 9.0, "passes": ["fold_width: 1 convolution folded"],
+            "nodes": [n for l in layers for n in l["infer_nodes"]]
+            + [{"name": "pool1", "op": "pool2d", "variant": "direct", "fused": [], "time_ms": 0.2},
+               {"name": "fc1", "op": "dense", "variant": "gemm", "fused": ["relu"], "time_ms": 0.3}]}
+    r["vgg16_layers"] = {"batch": 64, "precision": "fp16", "runs": 20, "warmup": 5, "profile": prof,
+                         "profile_fold_off": None, "layers": layers}
+    r["width_fold"] = []
+    for i, (label, c_in, hw, c_out, k, s, pad) in enumerate(FOLD_LAYERS):
+        ho = conv_out(hw, k, s, pad)
+        r["width_fold"].append({
+            "layer": label, "batch": 64, "precision": "fp16", "c_in": c_in, "hw": hw, "c_out": c_out, "kernel": k,
+            "stride": s, "padding": pad, "hw_out": ho, "flops": conv_flops(64, c_in, c_out, ho, k),
+            "bytes": 2.0 * (64 * c_in * hw * hw + 64 * c_out * ho * ho + c_out * c_in * k * k + c_out),
+            "variants": {"cudnn_folded": 0.2, "cudnn": 0.5, "im2col_gemm": 0.9},
+            "not_run": {"direct_small_cout": "not applicable"},
+            "fold_on": 0.21 if i < 2 else None, "fold_off": 0.52 if i < 2 else None, "no_passes": 0.6,
+            "fold_on_kernels": ["conv2d=cudnn_folded"] if i < 2 else [],
+            "fold_off_kernels": ["conv2d=cudnn"] if i < 2 else [],
+            "torch": {"eager": t(1.0), "graph": t(0.99), "channels_last_graph": t(0.3)}, "infer_bench": {}})
+    return r
+
+
+def selftest():
+    """Goals, markdown and (when matplotlib is there) the plot from synthetic_results(); the layer
+    matching and the merge on small inputs. No GPU, no infer binaries."""
+    r = synthetic_results()
+    r["goals"] = compute_goals(r)
+    statuses = {g["status"] for g in r["goals"]}
+    assert statuses <= {"met", "missed", "not measured"}, statuses
+    names = [g["goal"] for g in r["goals"]]
+    for needle in ("vgg16 batch 64 fp16", "alexnet batch 64 fp32", "ebgan batch 1 fp32: infer time",
+                   "conv3x3+avgpool2", "share of the measured fp16 GEMM peak", "memory floor",
+                   "width folding (must 3, seed 004): LeNet-5 conv1", "no slower than on"):
+        assert any(needle in n for n in names), needle
+    c11 = next(g for g in r["goals"] if "memory floor" in g["goal"])
+    assert c11["status"] == "met" and "one-conv model" in c11["measured"], c11  # 0.21 ms vs a 0.145 ms floor
+    peak_goal = next(g for g in r["goals"] if "GEMM peak" in g["goal"])
+    assert peak_goal["status"] == "not measured", peak_goal  # conv3_2 has no infer time
+    lenet_fold = next(g for g in r["goals"] if "LeNet-5 conv1" in g["goal"])
+    assert "forced conv2d=cudnn_folded" in lenet_fold["measured"] and lenet_fold["status"] == "met", lenet_fold
+    text = markdown(r)
+    for needle in ("## Goals of issue 13", "## Ceilings", "GEMM fp16 (tensor-core peak) | 1.460 | 755 TFLOP/s",
+                   "## VGG-16 batch 64 fp16: the 13 3x3 convolutions", "| **all 13** |", "conv1_1 memory floor",
+                   "## Width folding (seed 004)", "the claim holds", "## Items that failed",
+                   "channels_last + CUDA graph", "0.300 (channels_last_graph)"):
+        assert needle in text, needle
+    rows = [l for l in text.splitlines() if l.startswith("|")]
+    tables, cols = [], None
+    for line in text.splitlines():  # every markdown table has the same number of cells in every row
+        if line.startswith("|"):
+            n = line.count("|")
+            assert cols is None or n == cols, line
+            cols = n
+        else:
+            cols = None
+    nodes = [{"name": "x_to_nhwc", "op": "layout", "time_ms": 0.1},
+             {"name": "conv1_1.folded", "op": "conv2d", "time_ms": 0.2, "fused": []},
+             {"name": "conv1_2", "op": "conv2d", "time_ms": 0.3, "fused": ["relu1_2"]},
+             {"name": "c3", "op": "conv2d", "time_ms": 0.4, "fused": []}]
+    m = match_layer_nodes({"nodes": nodes}, ["conv1_1", "conv1_2", "conv2_1"])
+    assert [n["name"] for n in m["conv1_1"]] == ["conv1_1.folded"] and [n["name"] for n in m["conv2_1"]] == ["c3"], m
+    with tempfile.TemporaryDirectory() as tmp:
+        a, b = dict(r), json.loads(json.dumps(r))
+        a = {k: v for k, v in a.items() if k not in ("vgg16_layers", "width_fold")}
+        a["settings"] = dict(a["settings"], parts=["models"])
+        b["settings"]["parts"] = ["vgg16_layers", "width_fold"]
+        b["date"] = "2026-11-24 00:05 UTC"
+        paths = []
+        for i, x in enumerate((a, b)):
+            paths.append(os.path.join(tmp, "%d.json" % i))
+            with open(paths[-1], "w") as f:
+                json.dump(x, f, default=float)
+        merged = merge_results(paths)
+        assert "vgg16_layers" in merged and "models" in merged and len(merged["merged_from"]) == 2
+        merged["goals"] = compute_goals(merged)
+        assert "merged from `1.json`" in markdown(merged)
+        drawn = plot(r, os.path.join(tmp, "selftest.png"))
     print(text)
+    log("selftest passed: %d goals (%s), %d table rows, plot %s" % (
+        len(r["goals"]), ", ".join("%d %s" % (sum(1 for g in r["goals"] if g["status"] == s), s)
+                                   for s in ("met", "missed", "not measured")), len(rows),
+        "drawn" if drawn else "skipped"))
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--build", default="build", help="build folder holding infer-bench, infer and model-zoo")
+    p.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results"))
+    p.add_argument("--parts", default=",".join(PARTS), help="comma-separated subset of %s (ceilings also "
+                   "runs with vgg16_layers and width_fold)" % ", ".join(PARTS))
+    p.add_argument("--runs", type=int, default=None, help="timed runs per item (default 50; --quick: 5)")
+    p.add_argument("--warmup", type=int, default=None, help="untimed runs first (default 10; --quick: 2)")
+    p.add_argument("--large-runs", type=int, default=None, help="timed runs of items at batch >= %d, of "
+                   "vgg16_layers, width_fold and the ceilings (default 20; --quick: 3)" % LARGE_BATCH)
+    p.add_argument("--large-warmup", type=int, default=None, help="their untimed runs (default 5; --quick: 1)")
+    p.add_argument("--models", default=None, help="zoo models for (c) (default: all; --quick: lenet5,dcgan)")
+    p.add_argument("--precisions", default="fp32,tf32,fp16", help="(c) models: fp32, tf32, fp16 (comma-separated)")
+    p.add_argument("--layer-precisions", default="fp32,fp16", help="(a) table4 and (b) conv_pool: precisions")
+    p.add_argument("--table4-batches", default=None, help="(a) batches (default 1,32; --quick: 1)")
+    p.add_argument("--table4-models", default=None,
+                   help="(a) Table-4 rows (default: all four; --quick: DCGAN,EB-GAN)")
+    p.add_argument("--channels", default=None, help="(b) C values (default 32,128,256,512; --quick: 32,512)")
+    p.add_argument("--model-batches", default="1,64", help="(c) batches")
+    p.add_argument("--layers-batch", type=int, default=64, help="vgg16_layers: batch")
+    p.add_argument("--fold-batch", type=int, default=64, help="width_fold: batch")
+    p.add_argument("--folded-variant", default="cudnn_folded",
+                   help="width_fold: the folded conv2d variant (used where the fold_width pass cannot be switched)")
+    p.add_argument("--unfolded-variant", default="cudnn", help="width_fold: the unfolded NHWC conv2d variant")
+    p.add_argument("--gemm-n", type=int, default=8192, help="ceilings: GEMM size n (n x n times n x n)")
+    p.add_argument("--copy-mib", type=int, default=1024, help="ceilings: MiB copied")
+    p.add_argument("--baseline", metavar="JSON", help="an earlier results JSON: batch-1 infer times that must "
+                   "not get slower (goal 'no model slower than today'; e.g. bench/results/gpu-2026-11-23.json)")
+    p.add_argument("--variants", action="store_true", help="(c): infer-bench also forces every other variant per op")
+    p.add_argument("--autotune", action="store_true", help="infer sessions autotune their kernels at creation")
+    p.add_argument("--no-cudnn-benchmark", action="store_true", help="PyTorch: leave cudnn.benchmark off")
+    p.add_argument("--quick", action="store_true", help="smoke test: few runs, a subset of every part")
+    p.add_argument("--timeout", type=int, default=600, help="seconds one infer-bench / infer / model-zoo call may take")
+    p.add_argument("--tag", default="", help="suffix of the result file names")
+    p.add_argument("--replot", metavar="JSON", help="only redraw the plot of a results JSON written by this "
+                   "script (next to it, .png instead of .json; e.g. where matplotlib is installed); runs nothing")
+    p.add_argument("--merge", metavar="JSON", nargs="+", help="write one report (goals and tables) from results "
+                   "JSONs of runs made part by part (a part comes from the last file that has it); runs nothing")
+    p.add_argument("--selftest", action="store_true", help="build the goals, the report and the plot from "
+                   "synthetic numbers (no GPU, nothing written) and check them")
+    a = p.parse_args()
+    started = time.time()
+    if a.selftest:
+        selftest()
+        return
+    if a.replot:
+        with open(a.replot) as f:
+            results = json.load(f)
+        png = os.path.splitext(a.replot)[0] + ".png"
+        if not plot(results, png):
+            sys.exit("error: no plot written")
+        log("wrote %s" % png)
+        return
+    if a.merge:
+        results = merge_results(a.merge)
+        if a.baseline:
+            results["baseline"] = load_baseline(a.baseline)
+        results["goals"] = compute_goals(results)
+        os.makedirs(a.out, exist_ok=True)
+        stem = os.path.join(a.out, "gpu-" + results["date"][:10] + "-merged" + (("-" + a.tag) if a.tag else ""))
+        print(write_report(results, stem))
+        log("wrote %s.{md,json%s} from %d files" % (stem, ",png" if os.path.exists(stem + ".png") else "",
+                                                     len(a.merge)))
+        return
+
+    a.runs = a.runs if a.runs is not None else (5 if a.quick else 50)
+    a.warmup = a.warmup if a.warmup is not None else (2 if a.quick else 10)
+    a.large_runs = a.large_runs if a.large_runs is not None else (3 if a.quick else 20)
+    a.large_warmup = a.large_warmup if a.large_warmup is not None else (1 if a.quick else 5)
+    a.models = csv_list(a.models) if a.models else (["lenet5", "dcgan"] if a.quick else list(ZOO))
+    a.table4_batches = csv_list(a.table4_batches or ("1" if a.quick else "1,32"), int)
+    a.table4_models = csv_list(a.table4_models) if a.table4_models else (
+        ["DCGAN", "EB-GAN"] if a.quick else list(TABLE4_MODELS))
+    a.channels = csv_list(a.channels, int) if a.channels else ([32, 512] if a.quick else list(CONV_POOL_CHANNELS))
+    a.model_batches = csv_list(a.model_batches, int)
+    a.precisions = csv_list(a.precisions)
+    a.layer_precisions = csv_list(a.layer_precisions)
+    parts = csv_list(a.parts)
+    for bad in [x for x in a.precisions + a.layer_precisions if x not in DTYPES]:
+        sys.exit("error: unknown precision '%s' (fp32, tf32, fp16)" % bad)
+    for bad in [x for x in parts if x not in PARTS]:
+        sys.exit("error: unknown part '%s' (%s)" % (bad, ", ".join(PARTS)))
+    for bad in [x for x in a.table4_models if x not in TABLE4_MODELS]:
+        sys.exit("error: unknown Table-4 row '%s' (%s)" % (bad, ", ".join(TABLE4_MODELS)))
+    if a.runs < 1 or a.warmup < 0 or a.large_runs < 1 or a.large_warmup < 0:
+        sys.exit("error: --runs and --large-runs must be >= 1, --warmup and --large-warmup >= 0")
+    if ("vgg16_layers" in parts or "width_fold" in parts) and "ceilings" not in parts:
+        parts.insert(0, "ceilings")  # their TFLOP/s and memory floors are against this run's ceilings
+    parts = [x for x in PARTS if x in parts]  # ceilings first, the order of PARTS
+
+    if not torch.cuda.is_available():
+        sys.exit("error: PyTorch sees no CUDA device (torch %s, built with CUDA %s)" % (
+            torch.__version__, torch.version.cuda))
+    a.bench = os.path.join(a.build, "infer-bench")
+    a.zoo = os.path.join(a.build, "model-zoo")
+    a.infer = os.path.join(a.build, "infer")
+    for exe in (a.bench, a.zoo):
+        if not os.access(exe, os.X_OK):
+            sys.exit("error: %s not found; build it first (cmake --build %s)" % (exe, a.build))
+    if "vgg16_layers" in parts and not os.access(a.infer, os.X_OK):
+        log("warning: %s not found: vgg16_layers runs PyTorch only" % a.infer)
+    torch.backends.cudnn.benchmark = not a.no_cudnn_benchmark
+    set_torch_precision("fp32")
+
+    now = datetime.datetime.now(datetime.timezone.utc)
+    results = {"date": now.strftime("%Y-%m-%d %H:%M UTC"),
+               "command": "python3 " + " ".join(shlex.quote(x) for x in sys.argv),
+               "environment": environment(), "precisions": a.precisions, "layer_precisions": a.layer_precisions,
+               "table4_batches": a.table4_batches, "table4_models": a.table4_models,
+               "model_batches": a.model_batches, "model_list": a.models,
+               "settings": {"runs": a.runs, "warmup": a.warmup, "large_runs": a.large_runs,
+                            "large_warmup": a.large_warmup, "cudnn_benchmark": not a.no_cudnn_benchmark,
+                            "autotune": a.autotune, "quick": a.quick, "parts": parts,
+                            "folded_variant": a.folded_variant, "unfolded_variant": a.unfolded_variant},
+               "errors": [], "part_wall_s": {}}
+    if a.baseline:
+        results["baseline"] = load_baseline(a.baseline)
+    errors = results["errors"]
+    with tempfile.TemporaryDirectory(prefix="infer-gpu-bench-") as tmp:
+        a.tmp = tmp
+        try:
+            results["environment"]["infer_device"] = preflight(a)
+        except Exception as e:  # noqa: BLE001
+            sys.exit("error: infer-bench cannot run on cuda (built without CUDA, or no GPU?): %s" % e)
+        functions = {"ceilings": part_ceilings, "table4": part_table4, "conv_pool": part_conv_pool,
+                     "models": part_models, "vgg16_layers": part_vgg16_layers, "width_fold": part_width_fold}
+        for name in parts:
+            t0 = time.time()
+            try:
+                results[name] = functions[name](a, errors)
+            except Exception as e:  # noqa: BLE001  (a bug in one part must not lose the others)
+                record_error(errors, "part " + name, e)
+            results["part_wall_s"][name] = time.time() - t0
+            log("   part %s: %.0f s" % (name, results["part_wall_s"][name]))
+    results["wall_s"] = time.time() - started
+    results["goals"] = compute_goals(results)
+
+    os.makedirs(a.out, exist_ok=True)
+    stem = os.path.join(a.out, "gpu-" + now.strftime("%Y-%m-%d") + (("-" + a.tag) if a.tag else ""))
+    print(write_report(results, stem))
     log("wrote %s.{md,json%s} in %.0f s; %d item(s) failed" % (
         stem, ",png" if os.path.exists(stem + ".png") else "", results["wall_s"], len(errors)))
 
