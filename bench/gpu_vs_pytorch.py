@@ -75,6 +75,7 @@ CONV_POOL_CHANNELS = [32, 128, 256, 512]
 GENERATORS = ["dcgan", "ebgan"]
 CLASSIFIERS = ["lenet5", "alexnet", "vgg11", "vgg16"]
 DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "fp16": torch.float16}
+DEVICE = "cuda"  # where PyTorch runs (an offline test of the script may point it elsewhere)
 FAST = "segregated_gemm"  # the issue's "fast segregated" variant
 PARTS = ["ceilings", "table4", "conv_pool", "models", "vgg16_layers", "width_fold"]
 LARGE_BATCH = 32  # items at this batch or more use --large-runs / --large-warmup
@@ -235,10 +236,10 @@ def time_torch(fn, a, batch=1, fn_cl=None, eager=True):
 
 def random_tensor(shape, seed, scale, dtype):
     """Seeded, uniform in [-scale, -0.01 scale] U [0.01 scale, scale] (as infer-bench's data: never zero)."""
-    g = torch.Generator(device="cuda")
+    g = torch.Generator(device=DEVICE)
     g.manual_seed(seed)
-    magnitude = torch.rand(shape, generator=g, device="cuda") * 0.99 + 0.01
-    sign = torch.randint(0, 2, shape, generator=g, device="cuda") * 2 - 1
+    magnitude = torch.rand(shape, generator=g, device=DEVICE) * 0.99 + 0.01
+    sign = torch.randint(0, 2, shape, generator=g, device=DEVICE) * 2 - 1
     return (magnitude * sign * scale).to(dtype)
 
 
@@ -370,7 +371,7 @@ def part_models(a, errors):
             try:
                 if net_cpu is not None:
                     if net32 is None:
-                        net32 = net_cpu.to("cuda").eval()  # moves the module: no second host copy
+                        net32 = net_cpu.to(DEVICE).eval()  # moves the module: no second host copy
                     net = net32 if DTYPES[precision] == torch.float32 else copy.deepcopy(net32).half().eval()
                     # Module.to(memory_format=...) converts the 4-d parameters in place: a copy of its own.
                     net_cl = copy.deepcopy(net).to(memory_format=torch.channels_last).eval()
@@ -399,7 +400,7 @@ def part_models(a, errors):
                     try:
                         y_infer = None
                         if os.path.exists(os.path.join(ddir, "output_0.npy")):
-                            x32 = torch.from_numpy(np.load(os.path.join(ddir, "input_0.npy"))).cuda()
+                            x32 = torch.from_numpy(np.load(os.path.join(ddir, "input_0.npy"))).to(DEVICE)
                             y_infer = np.load(os.path.join(ddir, "output_0.npy"))
                         else:
                             x32 = random_tensor((batch,) + INPUT_SHAPES[name], 6, 1.0, torch.float32)
@@ -455,7 +456,7 @@ def part_ceilings(a, errors):
             set_torch_precision(precision)
             x = random_tensor((n, n), 7, 1.0, DTYPES[precision])
             y = random_tensor((n, n), 8, 1.0, DTYPES[precision])
-            z = torch.empty((n, n), dtype=DTYPES[precision], device="cuda")
+            z = torch.empty((n, n), dtype=DTYPES[precision], device=DEVICE)
             t = time_events(lambda: torch.matmul(x, y, out=z), runs, warmup)
             out["gemm_" + precision] = {"time": t, "tflops": 2.0 * n ** 3 / (t["median_ms"] * 1e-3) / 1e12}
             log("   GEMM %d^3 %s: %.3f ms, %.0f TFLOP/s" % (n, precision, t["median_ms"],
@@ -467,7 +468,7 @@ def part_ceilings(a, errors):
     set_torch_precision("fp32")
     try:
         nbytes = a.copy_mib * 2 ** 20
-        src = torch.ones(nbytes // 2, dtype=torch.float16, device="cuda")
+        src = torch.ones(nbytes // 2, dtype=torch.float16, device=DEVICE)
         dst = torch.empty_like(src)
         t = time_events(lambda: dst.copy_(src), runs, warmup)
         out["copy"] = {"time": t, "bytes": 2 * nbytes, "tb_per_s": 2.0 * nbytes / (t["median_ms"] * 1e-3) / 1e12}
@@ -819,8 +820,8 @@ def compute_goals(results):
     t, how = (on, "one-conv model, infer-bench") if on else (
         (r_vl["infer_ms"], "VGG-16 profile node") if r_vl and r_vl["infer_ms"] else (None, ""))
     if "width_fold" in results or vl is not None:
-        add("VGG-16 conv1_1 (batch 64 fp16) with width folding vs its memory floor (input + output bytes at the "
-            "measured copy rate)", "<= 1.5x the floor",
+        add("VGG-16 conv1_1 (batch %d fp16) with width folding vs its memory floor (input + output bytes at the "
+            "measured copy rate)" % (r_wf or r_vl)["batch"], "<= 1.5x the floor",
             "%.2fx (%s ms, %s, vs floor %s ms)%s" % (
                 t / floor, fmt_ms(t), how, fmt_ms(floor),
                 "; VGG-16 profile node: %s ms" % fmt_ms(r_vl["infer_ms"]) if on and r_vl and r_vl["infer_ms"] else "")
@@ -1259,9 +1260,18 @@ def load_baseline(path):
     return {"file": path, "date": old.get("date", "?"), "infer": times}
 
 
+# The parts whose rows --merge combines item by item (a later file's row replaces the same item's).
+MERGE_KEYS = {"table4": lambda r: (r["model"], r["n"], r["batch"], r["precision"]),
+              "conv_pool": lambda r: (r["c"], r["precision"]),
+              "models": lambda r: (r["model"], r["batch"], r["precision"]),
+              "width_fold": lambda r: (r["layer"], r["batch"])}
+
+
 def merge_results(paths):
-    """One results dict from runs made part by part (e.g. one call per part on the GPU machine): a part
-    comes from the last file that ran it; lists of precisions, models and batches are united."""
+    """One results dict from runs made part by part (e.g. one call per part, or per group of models, on
+    the GPU machine): the rows of table4, conv_pool, models and width_fold are combined item by item
+    (the later file wins for the same item); ceilings and vgg16_layers come from the last file that
+    ran them; lists of precisions, models and batches are united."""
     merged = None
     for path in paths:
         with open(path) as f:
@@ -1274,10 +1284,30 @@ def merge_results(paths):
             merged["part_wall_s"] = dict(r.get("part_wall_s", {}))
         else:
             for part in PARTS:
-                if part in r:
+                if part not in r:
+                    continue
+                merged["part_wall_s"][part] = merged["part_wall_s"].get(part, 0.0) + r.get("part_wall_s", {}).get(part, 0.0)
+                if part in MERGE_KEYS and merged.get(part) is not None and r[part] is not None:
+                    # Row by row: a later file's row replaces the same item's, other rows are added.
+                    key = MERGE_KEYS[part]
+                    old_rows = merged[part]["rows"] if part == "table4" else merged[part]
+                    new_rows = r[part]["rows"] if part == "table4" else r[part]
+                    replaced = {key(x) for x in new_rows}
+                    rows = [x for x in old_rows if key(x) not in replaced] + new_rows
+                    if part == "table4":
+                        merged[part]["rows"] = rows
+                        merged[part]["variants"] += [v for v in r[part]["variants"] if v not in merged[part]["variants"]]
+                        merged[part]["infer_bench"] += r[part]["infer_bench"]
+                    else:
+                        if part == "models":  # the order part_models writes: model, precision, batch
+                            order = {m: i for i, m in enumerate(ZOO)}
+                            rows.sort(key=lambda x: (order.get(x["model"], len(order)),
+                                                     list(DTYPES).index(x["precision"]), x["batch"]))
+                        merged[part] = rows
+                else:
                     merged[part] = r[part]
-                    merged["part_wall_s"][part] = r.get("part_wall_s", {}).get(part, 0.0)
-            for key in ("precisions", "model_list", "model_batches", "table4_batches", "table4_models"):
+            for key in ("precisions", "layer_precisions", "model_list", "model_batches", "table4_batches",
+                        "table4_models"):
                 merged[key] = merged.get(key, []) + [x for x in r.get(key, []) if x not in merged.get(key, [])]
             merged["errors"] = merged["errors"] + r["errors"]
             merged["wall_s"] += r["wall_s"]
@@ -1559,6 +1589,8 @@ def main():
     if a.baseline:
         results["baseline"] = load_baseline(a.baseline)
     errors = results["errors"]
+    os.makedirs(a.out, exist_ok=True)
+    stem = os.path.join(a.out, "gpu-" + now.strftime("%Y-%m-%d") + (("-" + a.tag) if a.tag else ""))
     with tempfile.TemporaryDirectory(prefix="infer-gpu-bench-") as tmp:
         a.tmp = tmp
         try:
@@ -1575,11 +1607,12 @@ def main():
                 record_error(errors, "part " + name, e)
             results["part_wall_s"][name] = time.time() - t0
             log("   part %s: %.0f s" % (name, results["part_wall_s"][name]))
+            # What is done so far, in case the run is cut off (--merge STEM.json writes its report).
+            results["wall_s"] = time.time() - started
+            with open(stem + ".json", "w") as f:
+                json.dump(dict(results, incomplete=True), f, indent=1, default=float)
     results["wall_s"] = time.time() - started
     results["goals"] = compute_goals(results)
-
-    os.makedirs(a.out, exist_ok=True)
-    stem = os.path.join(a.out, "gpu-" + now.strftime("%Y-%m-%d") + (("-" + a.tag) if a.tag else ""))
     print(write_report(results, stem))
     log("wrote %s.{md,json%s} in %.0f s; %d item(s) failed" % (
         stem, ",png" if os.path.exists(stem + ".png") else "", results["wall_s"], len(errors)))
