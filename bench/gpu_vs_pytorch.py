@@ -1068,8 +1068,9 @@ def markdown(results):
         out.append("## Width folding (seed 004): the C_in = 1 / 3 convolutions, fp16, median ms\n")
         out.append("infer: the one-conv model (`infer-bench op conv2d ... --save`), its default plan (fold_width on) "
                    "and the same with `--pass fold_width=off` (`infer-bench model --no-variants`), and every conv2d "
-                   "variant forced (`infer-bench op conv2d --variant all`; variants named like `*fold*` are the "
-                   "folded ones). PyTorch: `F.conv2d` with bias, eager, CUDA graph and channels_last + CUDA graph; "
+                   "variant forced (`infer-bench op conv2d --variant all`, graph passes on; variants named like "
+                   "`*fold*` are the folded ones). `folded vs unfolded` compares fold on with fold off (the forced "
+                   "folded / unfolded variants where a plan did not run). PyTorch: `F.conv2d` with bias, eager, CUDA graph and channels_last + CUDA graph; "
                    "best = the fastest. Memory floor: input + output + weight bytes at the measured copy rate.\n")
         variants = []
         for r in wf:
