@@ -98,6 +98,7 @@ def vgg16_convs():
 
 
 VGG16_CONVS = vgg16_convs()
+CONV_OPS = ("conv2d", "conv_pool2d", "conv_transpose2d")  # profile nodes that can hold a convolution
 # The layers width folding is for (C_in = 1 or 3): (label, C_in, H = W, C_out, kernel, stride, padding).
 FOLD_LAYERS = [("VGG-16 conv1_1", 3, 224, 64, 3, 1, 1), ("AlexNet conv1", 3, 224, 64, 11, 4, 2),
                ("LeNet-5 conv1", 1, 28, 6, 5, 1, 2)]
@@ -499,7 +500,7 @@ def match_layer_nodes(profile, names):
     fused into them, or named '<layer>...' by a pass); layers no node names get the conv nodes left
     over, in order."""
     nodes = profile.get("nodes", [])
-    convs = [i for i, n in enumerate(nodes) if "conv" in n.get("op", "")]
+    convs = [i for i, n in enumerate(nodes) if n.get("op") in CONV_OPS]
     found, used = {}, set()
     for name in names:
         hit = [i for i in convs if nodes[i]["name"] == name or name in nodes[i].get("fused", [])
@@ -545,8 +546,8 @@ def part_vgg16_layers(a, errors):
         nodes = matched.get(name) or []
         if nodes:
             row["infer_ms"] = sum(n["time_ms"] for n in nodes)
-            row["infer_nodes"] = [{k: n.get(k) for k in ("name", "op", "variant", "fused", "output_shape", "flops",
-                                                         "time_ms")} for n in nodes]
+            row["infer_nodes"] = [{k: n.get(k) for k in ("name", "op", "variant", "layout", "fused", "output_shape",
+                                                         "flops", "time_ms")} for n in nodes]
         if matched_off.get(name):
             row["infer_fold_off_ms"] = sum(n["time_ms"] for n in matched_off[name])
         try:
@@ -1024,7 +1025,8 @@ def markdown(results):
                 tot[k] = tot[k] + v if tot[k] is not None and v else None
             out.append("| %s | %d x %d x %d | %d | %.1f | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
                 r["layer"], r["c_in"], r["hw"], r["hw"], r["c_out"], r["flops"] / 1e9,
-                ", ".join("%s=%s" % (n["op"], n["variant"]) for n in r["infer_nodes"]) or "n/a",
+                ", ".join("%s=%s%s" % (n["op"], n["variant"], " (%s)" % n["layout"] if n.get("layout") else "")
+                          for n in r["infer_nodes"]) or "n/a",
                 fmt_ms(r["infer_ms"]), "%.0f" % ti if ti else "n/a", pct(ti / peak) if ti and peak else "n/a",
                 fmt_ms(torch_ms(r["torch"], "graph")), fmt_ms(cl), "%.0f" % tc if tc else "n/a",
                 pct(tc / peak) if tc and peak else "n/a", fx(speedup(cl, r["infer_ms"]))))
@@ -1385,6 +1387,7 @@ def synthetic_results():
                        "bytes": 2.0 * (64 * c_in * hw * hw + 64 * c_out * hw * hw + c_out * c_in * 9 + c_out),
                        "infer_ms": flops / 600e12 * 1e3 if i != 5 else None,
                        "infer_nodes": [{"name": name, "op": "conv2d", "variant": "cudnn", "fused": ["relu"],
+                                        "layout": "nhwc",
                                         "output_shape": [64, c_out, hw, hw], "flops": flops, "time_ms": 0.5}],
                        "infer_fold_off_ms": 0.9 if i == 0 else None,
                        "torch": {"graph": t(flops / 500e12 * 1e3), "channels_last_graph": t(flops / 610e12 * 1e3)}})
@@ -1432,10 +1435,10 @@ def selftest():
     for needle in ("## Goals of issue 13", "## Ceilings", "GEMM fp16 (tensor-core peak) | 1.460 | 755 TFLOP/s",
                    "## VGG-16 batch 64 fp16: the 13 3x3 convolutions", "| **all 13** |", "conv1_1 memory floor",
                    "## Width folding (seed 004)", "the claim holds", "## Items that failed",
-                   "channels_last + CUDA graph", "0.300 (channels_last_graph)"):
+                   "channels_last + CUDA graph", "0.300 (channels_last_graph)", "conv2d=cudnn (nhwc)"):
         assert needle in text, needle
     rows = [l for l in text.splitlines() if l.startswith("|")]
-    tables, cols = [], None
+    cols = None
     for line in text.splitlines():  # every markdown table has the same number of cells in every row
         if line.startswith("|"):
             n = line.count("|")
@@ -1443,7 +1446,7 @@ def selftest():
             cols = n
         else:
             cols = None
-    nodes = [{"name": "x_to_nhwc", "op": "layout", "time_ms": 0.1},
+    nodes = [{"name": "conv1_1.to_nhwc", "op": "layout", "time_ms": 0.1},
              {"name": "conv1_1.folded", "op": "conv2d", "time_ms": 0.2, "fused": []},
              {"name": "conv1_2", "op": "conv2d", "time_ms": 0.3, "fused": ["relu1_2"]},
              {"name": "c3", "op": "conv2d", "time_ms": 0.4, "fused": []}]
