@@ -832,7 +832,8 @@ def compute_goals(results):
         on, on_how, off, off_how = fold_pair(r, results["settings"])
         kind, best = torch_best(r["torch"])
         s = speedup(off, on)
-        add("width folding (must 3, seed 004): %s, batch %d fp16, folded faster than unfolded" % (r["layer"], r["batch"]),
+        add("width folding (must 3, seed 004): %s, batch %d fp16, folded faster than unfolded" % (
+            r["layer"], r["batch"]),
             "> 1.0x", "%s (folded %s ms: %s; unfolded %s ms: %s); folded vs PyTorch best (%s %s ms): %s" % (
                 fx(s), fmt_ms(on), on_how, fmt_ms(off), off_how,
                 TORCH_KIND_NAMES.get(kind, "n/a"), fmt_ms(best), fx(speedup(best, on))),
@@ -874,6 +875,8 @@ def markdown(results):
     out.append("- command: `%s`" % results["command"])
     out.append("- wall time of the whole run: %.0f s (%s)" % (results["wall_s"], ", ".join(
         "%s %.0f s" % (k, v) for k, v in results.get("part_wall_s", {}).items())))
+    if results.get("incomplete"):
+        out.append("- **incomplete**: this run was cut off; parts done: %s" % ", ".join(results["part_wall_s"]))
     for m in results.get("merged_from", []):
         out.append("- merged from `%s`: %s, parts %s, %s, device %s" % (
             m["file"], m["date"], ",".join(m["parts"]), m["command"], m["device"]))
@@ -1034,7 +1037,8 @@ def markdown(results):
         out.append("| **all 13** | | | %.1f | | %s | %s | %s | %s | %s | %s | %s | %s |" % (
             tot["flops"] / 1e9, fmt_ms(tot["infer"]), "%.0f" % ti if ti else "n/a",
             pct(ti / peak) if ti and peak else "n/a", fmt_ms(tot["nchw"]), fmt_ms(tot["cl"]),
-            "%.0f" % tc if tc else "n/a", pct(tc / peak) if tc and peak else "n/a", fx(speedup(tot["cl"], tot["infer"]))))
+            "%.0f" % tc if tc else "n/a", pct(tc / peak) if tc and peak else "n/a",
+            fx(speedup(tot["cl"], tot["infer"]))))
         out.append("")
         if prof:
             convs = {n["name"] for r in vl["layers"] for n in r["infer_nodes"]}
@@ -1046,7 +1050,8 @@ def markdown(results):
                        "%s ms; the other %d nodes %s ms (%s)." % (
                            len(prof["nodes"]), fmt_ms(prof.get("total_ms")), fmt_ms(tot["infer"]), len(rest),
                            fmt_ms(sum(by_op.values())),
-                           ", ".join("%s %s" % (k, fmt_ms(v)) for k, v in sorted(by_op.items(), key=lambda kv: -kv[1]))))
+                           ", ".join("%s %s" % (k, fmt_ms(v))
+                                     for k, v in sorted(by_op.items(), key=lambda kv: -kv[1]))))
         c11 = next((r for r in vl["layers"] if r["layer"] == "conv1_1"), None)
         floor = memory_floor_ms(c11["bytes"], results) if c11 else None
         if c11:
@@ -1063,6 +1068,9 @@ def markdown(results):
         out.append("")
         if prof.get("passes"):
             out.append("infer's graph passes in this profile: %s\n" % "; ".join("`%s`" % x for x in prof["passes"]))
+        if prof.get("table_text"):  # a fence inside would end the block early
+            out.append("<details><summary>infer's profile (default plan), as printed</summary>\n\n```\n%s```\n"
+                       "</details>\n" % prof["table_text"].replace("```", "'''"))
 
     wf = results.get("width_fold")
     if wf is not None:
@@ -1072,8 +1080,8 @@ def markdown(results):
                    "and the same with `--pass fold_width=off` (`infer-bench model --no-variants`), and every conv2d "
                    "variant forced (`infer-bench op conv2d --variant all`, graph passes on; variants named like "
                    "`*fold*` are the folded ones). `folded vs unfolded` compares fold on with fold off (the forced "
-                   "folded / unfolded variants where a plan did not run). PyTorch: `F.conv2d` with bias, eager, CUDA graph and channels_last + CUDA graph; "
-                   "best = the fastest. Memory floor: input + output + weight bytes at the measured copy rate.\n")
+                   "folded / unfolded variants where a plan did not run). PyTorch: `F.conv2d` with bias, eager, "
+                   "CUDA graph and channels_last + CUDA graph; best = the fastest. Memory floor: input + output + weight bytes at the measured copy rate.\n")
         variants = []
         for r in wf:
             variants += [v for v in r["variants"] if v not in variants]
@@ -1098,13 +1106,15 @@ def markdown(results):
                            "%s (%s)" % (fmt_ms(best), kind) if kind else "n/a",
                            fx(speedup(off, on)), fx(speedup(best, on)), fmt_ms(floor),
                            fx(on / floor) if on and floor else "n/a",
-                           "%s; %s" % (", ".join(r["fold_on_kernels"]) or "n/a", ", ".join(r["fold_off_kernels"]) or "n/a")))
+                           "%s; %s" % (", ".join(r["fold_on_kernels"]) or "n/a",
+                                       ", ".join(r["fold_off_kernels"]) or "n/a")))
             s, sp = speedup(off, on), speedup(best, on)
             verdicts.append("- %s: %s. Folded (%s) %s ms vs unfolded (%s) %s ms: %s; vs PyTorch best %s ms: %s." % (
                 r["layer"], "n/a (not measured)" if s is None else (
                     "the claim holds (folded faster)" if s > 1.0 else "the claim does not hold (folded not faster)"),
                 on_how, fmt_ms(on), off_how, fmt_ms(off), fx(s), fmt_ms(best),
-                "n/a" if sp is None else ("%s, folded infer faster" % fx(sp) if sp > 1.0 else "%s, PyTorch faster" % fx(sp))))
+                "n/a" if sp is None else ("%s, folded infer faster" % fx(sp) if sp > 1.0
+                                          else "%s, PyTorch faster" % fx(sp))))
         out.append("")
         out.append("Seed 004's claim (folding makes these layers faster), per layer:\n")
         out.extend(verdicts)
@@ -1176,8 +1186,9 @@ def plot(results, path):
         if results.get("models"):
             rows = results["models"]
             series = {}
-            for label, kind in (("infer vs PyTorch best", None), ("infer vs PyTorch channels_last graph",
-                                                                   "channels_last_graph"), ("infer vs PyTorch eager", "eager")):
+            for label, kind in (("infer vs PyTorch best", None),
+                                ("infer vs PyTorch channels_last graph", "channels_last_graph"),
+                                ("infer vs PyTorch eager", "eager")):
                 series[label] = [
                     speedup(torch_best(r["torch"])[1] if kind is None else torch_ms(r["torch"], kind),
                             r["infer"]["median_ms"] if r["infer"] else None) or np.nan for r in rows]
@@ -1289,7 +1300,8 @@ def merge_results(paths):
             for part in PARTS:
                 if part not in r:
                     continue
-                merged["part_wall_s"][part] = merged["part_wall_s"].get(part, 0.0) + r.get("part_wall_s", {}).get(part, 0.0)
+                merged["part_wall_s"][part] = (merged["part_wall_s"].get(part, 0.0)
+                                               + r.get("part_wall_s", {}).get(part, 0.0))
                 if part in MERGE_KEYS and merged.get(part) is not None and r[part] is not None:
                     # Row by row: a later file's row replaces the same item's, other rows are added.
                     key = MERGE_KEYS[part]
@@ -1299,7 +1311,8 @@ def merge_results(paths):
                     rows = [x for x in old_rows if key(x) not in replaced] + new_rows
                     if part == "table4":
                         merged[part]["rows"] = rows
-                        merged[part]["variants"] += [v for v in r[part]["variants"] if v not in merged[part]["variants"]]
+                        merged[part]["variants"] += [v for v in r[part]["variants"]
+                                                     if v not in merged[part]["variants"]]
                         merged[part]["infer_bench"] += r[part]["infer_bench"]
                     else:
                         if part == "models":  # the order part_models writes: model, precision, batch
@@ -1391,7 +1404,7 @@ def synthetic_results():
                                         "output_shape": [64, c_out, hw, hw], "flops": flops, "time_ms": 0.5}],
                        "infer_fold_off_ms": 0.9 if i == 0 else None,
                        "torch": {"graph": t(flops / 500e12 * 1e3), "channels_last_graph": t(flops / 610e12 * 1e3)}})
-    prof = {"total_ms": 9.0, "passes": ["fold_width: 1 convolution folded"],
+    prof = {"total_ms": 9.0, "passes": ["fold_width: 1 convolution folded"], "table_text": "node  ms\nconv1_1 0.5\n",
             "nodes": [n for l in layers for n in l["infer_nodes"]]
             + [{"name": "pool1", "op": "pool2d", "variant": "direct", "fused": [], "time_ms": 0.2},
                {"name": "fc1", "op": "dense", "variant": "gemm", "fused": ["relu"], "time_ms": 0.3}]}
