@@ -1081,7 +1081,8 @@ def markdown(results):
                    "variant forced (`infer-bench op conv2d --variant all`, graph passes on; variants named like "
                    "`*fold*` are the folded ones). `folded vs unfolded` compares fold on with fold off (the forced "
                    "folded / unfolded variants where a plan did not run). PyTorch: `F.conv2d` with bias, eager, "
-                   "CUDA graph and channels_last + CUDA graph; best = the fastest. Memory floor: input + output + weight bytes at the measured copy rate.\n")
+                   "CUDA graph and channels_last + CUDA graph; best = the fastest. Memory floor: input + output + "
+                   "weight bytes at the measured copy rate.\n")
         variants = []
         for r in wf:
             variants += [v for v in r["variants"] if v not in variants]
