@@ -1010,11 +1010,12 @@ def markdown(results):
             "(fused). PyTorch: `F.conv2d` (with bias, no ReLU) on each layer's shape alone, captured as a CUDA "
             "graph, NCHW and channels_last (cuDNN), median of %d replays. GFLOP: the layer's useful multiply-adds "
             "x 2 (a folded kernel's zeros not counted). %% of peak: against the fp16 cuBLAS GEMM rate measured in "
-            "this run (%s).\n" % (vl["runs"], vl["runs"], "%.0f TFLOP/s" % peak if peak else "n/a"))
+            "this run (%s). Memory floor: input + output + weight bytes (fp16) at the copy rate measured in this "
+            "run.\n" % (vl["runs"], vl["runs"], "%.0f TFLOP/s" % peak if peak else "n/a"))
         out.append("| layer | input (C x H x W) | C_out | GFLOP | infer kernel | infer ms | infer TFLOP/s | "
                    "infer % of peak | PyTorch NCHW graph ms | PyTorch channels_last graph ms | PyTorch cl TFLOP/s | "
-                   "PyTorch cl % of peak | infer vs PyTorch cl |")
-        out.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+                   "PyTorch cl % of peak | infer vs PyTorch cl | memory floor ms | infer / floor |")
+        out.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 
         def tflops(flops, ms):
             return flops / (ms * 1e-3) / 1e12 if ms else None
@@ -1026,15 +1027,17 @@ def markdown(results):
             for k, v in (("flops", r["flops"]), ("infer", r["infer_ms"]), ("cl", cl),
                          ("nchw", torch_ms(r["torch"], "graph"))):
                 tot[k] = tot[k] + v if tot[k] is not None and v else None
-            out.append("| %s | %d x %d x %d | %d | %.1f | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            floor = memory_floor_ms(r["bytes"], results)
+            out.append("| %s | %d x %d x %d | %d | %.1f | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
                 r["layer"], r["c_in"], r["hw"], r["hw"], r["c_out"], r["flops"] / 1e9,
                 ", ".join("%s=%s%s" % (n["op"], n["variant"], " (%s)" % n["layout"] if n.get("layout") else "")
                           for n in r["infer_nodes"]) or "n/a",
                 fmt_ms(r["infer_ms"]), "%.0f" % ti if ti else "n/a", pct(ti / peak) if ti and peak else "n/a",
                 fmt_ms(torch_ms(r["torch"], "graph")), fmt_ms(cl), "%.0f" % tc if tc else "n/a",
-                pct(tc / peak) if tc and peak else "n/a", fx(speedup(cl, r["infer_ms"]))))
+                pct(tc / peak) if tc and peak else "n/a", fx(speedup(cl, r["infer_ms"])), fmt_ms(floor),
+                fx(r["infer_ms"] / floor) if floor and r["infer_ms"] else "n/a"))
         ti, tc = tflops(tot["flops"], tot["infer"]), tflops(tot["flops"], tot["cl"])
-        out.append("| **all 13** | | | %.1f | | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+        out.append("| **all 13** | | | %.1f | | %s | %s | %s | %s | %s | %s | %s | %s | | |" % (
             tot["flops"] / 1e9, fmt_ms(tot["infer"]), "%.0f" % ti if ti else "n/a",
             pct(ti / peak) if ti and peak else "n/a", fmt_ms(tot["nchw"]), fmt_ms(tot["cl"]),
             "%.0f" % tc if tc else "n/a", pct(tc / peak) if tc and peak else "n/a",
@@ -1399,7 +1402,7 @@ def synthetic_results():
         flops = conv_flops(64, c_in, c_out, hw, 3)
         layers.append({"layer": name, "c_in": c_in, "c_out": c_out, "hw": hw, "batch": 64, "flops": flops,
                        "bytes": 2.0 * (64 * c_in * hw * hw + 64 * c_out * hw * hw + c_out * c_in * 9 + c_out),
-                       "infer_ms": flops / 600e12 * 1e3 if i != 5 else None,
+                       "infer_ms": None if i == 5 else 0.2 if i == 0 else flops / 600e12 * 1e3,
                        "infer_nodes": [{"name": name, "op": "conv2d", "variant": "cudnn", "fused": ["relu"],
                                         "layout": "nhwc",
                                         "output_shape": [64, c_out, hw, hw], "flops": flops, "time_ms": 0.5}],
