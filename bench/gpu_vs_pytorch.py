@@ -690,23 +690,25 @@ def ceiling(results, key, field):
 
 
 def fold_pair(row, settings):
-    """(folded ms, how, unfolded ms, how) of one width_fold row: the default plan (fold_width on) vs
-    the default plan with --pass fold_width=off; the forced folded / unfolded variants where those did
-    not run."""
+    """(folded ms, how, unfolded ms, how) of one width_fold row: the default plan (fold_width on) vs the
+    default plan with --pass fold_width=off when both ran; else the forced folded vs unfolded variants
+    when both ran (one method on both sides); else whichever of each side there is."""
     folded_v, unfolded_v = settings.get("folded_variant", "cudnn_folded"), settings.get("unfolded_variant", "cudnn")
-    if row.get("fold_on") is not None:
-        on, on_how = row["fold_on"], "default plan (fold_width on: %s)" % ", ".join(row["fold_on_kernels"])
-    elif row["variants"].get(folded_v) is not None:
-        on, on_how = row["variants"][folded_v], "forced conv2d=%s" % folded_v
+    plan_on = (row["fold_on"], "default plan (fold_width on: %s)" % ", ".join(row["fold_on_kernels"])) \
+        if row.get("fold_on") is not None else None
+    plan_off = (row["fold_off"], "--pass fold_width=off (%s)" % ", ".join(row["fold_off_kernels"])) \
+        if row.get("fold_off") is not None else None
+    forced_on = (row["variants"][folded_v], "forced conv2d=%s" % folded_v) \
+        if row["variants"].get(folded_v) is not None else None
+    forced_off = (row["variants"][unfolded_v], "forced conv2d=%s" % unfolded_v) \
+        if row["variants"].get(unfolded_v) is not None else None
+    if plan_on and plan_off:
+        on, off = plan_on, plan_off
+    elif forced_on and forced_off:
+        on, off = forced_on, forced_off
     else:
-        on, on_how = None, "n/a"
-    if row.get("fold_off") is not None:
-        off, off_how = row["fold_off"], "--pass fold_width=off (%s)" % ", ".join(row["fold_off_kernels"])
-    elif row["variants"].get(unfolded_v) is not None:
-        off, off_how = row["variants"][unfolded_v], "forced conv2d=%s" % unfolded_v
-    else:
-        off, off_how = None, "n/a"
-    return on, on_how, off, off_how
+        on, off = plan_on or forced_on or (None, "n/a"), plan_off or forced_off or (None, "n/a")
+    return on[0], on[1], off[0], off[1]
 
 
 def memory_floor_ms(nbytes, results):
@@ -821,7 +823,7 @@ def compute_goals(results):
     t, how = (on, "one-conv model, infer-bench") if on else (
         (r_vl["infer_ms"], "VGG-16 profile node") if r_vl and r_vl["infer_ms"] else (None, ""))
     if "width_fold" in results or vl is not None:
-        add("VGG-16 conv1_1 (batch %d fp16) with width folding vs its memory floor (input + output bytes at the "
+        add("VGG-16 conv1_1 (batch %d fp16) with width folding vs its memory floor (input + output + weight bytes at the "
             "measured copy rate)" % (r_wf or r_vl)["batch"], "<= 1.5x the floor",
             "%.2fx (%s ms, %s, vs floor %s ms)%s" % (
                 t / floor, fmt_ms(t), how, fmt_ms(floor),
