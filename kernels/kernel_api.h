@@ -23,6 +23,10 @@ struct NodeDesc {
   std::vector<Shape> output_shapes;
   std::vector<const float*> constants;  // one per input; always float32 host data
   Precision precision = Precision::FP32;  // infer/ops.h; the cpu backend runs FP32 only
+  // Memory layout of the node's 4-D activations, inputs and outputs alike (the channels_last pass
+  // decides it per node; tensors of other ranks have no layout). A layout node's inputs are in
+  // LayoutParams::from, its output in `to` (== this field). Shapes stay NCHW-ordered in either case.
+  Layout layout = Layout::NCHW;
 };
 
 // One call of a kernel: device-side pointers for its backend (host pointers on cpu). The pointers are
@@ -46,11 +50,21 @@ struct KernelVariant {
   // A shape-dependent priority that replaces `priority` when set (e.g. a variant that wins only on
   // small spatial sizes); ties keep registration order.
   std::function<int(const NodeDesc&)> priority_for;
+  // The layouts (NodeDesc::layout) the variant runs in. The session never offers a variant a node in
+  // another layout, so a kernel written for NCHW needs no check of its own.
+  std::vector<Layout> layouts{Layout::NCHW};
+  // A graph pass (PassOptions name, e.g. "fold_width") the variant belongs to: offered only when that
+  // pass is on. Empty: always offered.
+  std::string requires_pass;
   std::function<bool(const NodeDesc&)> applicable;          // empty: always applicable
   std::function<size_t(const NodeDesc&)> workspace_bytes;   // empty: none
   std::function<std::shared_ptr<void>(const NodeDesc&)> prepare;  // empty: nothing to prepare
   std::function<void(const KernelCall&)> run;
 };
+
+// True when `v` runs in `layout` and, if it has a check, applies to `node` (node.layout is checked
+// against v.layouts first).
+bool variant_applies(const KernelVariant& v, const NodeDesc& node);
 
 class KernelRegistry {
  public:

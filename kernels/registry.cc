@@ -20,6 +20,11 @@ const KernelRegistry& KernelRegistry::global() {
   return registry;
 }
 
+bool variant_applies(const KernelVariant& v, const NodeDesc& node) {
+  if (std::find(v.layouts.begin(), v.layouts.end(), node.layout) == v.layouts.end()) return false;
+  return !v.applicable || v.applicable(node);
+}
+
 void KernelRegistry::add(KernelVariant variant) {
   variants_.push_back(std::make_unique<KernelVariant>(std::move(variant)));
 }

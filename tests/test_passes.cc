@@ -142,12 +142,20 @@ int act(ModelBuilder& b, const std::string& name, int x, ActivationKind kind) {
 }  // namespace
 
 TEST_CASE("PassOptions: names, set by name, unknown names are errors") {
-  CHECK(PassOptions::names() ==
-        std::vector<std::string>{"fold_batchnorm", "fuse_conv_avgpool", "fuse_activation"});
+  CHECK(PassOptions::names() == std::vector<std::string>{"fold_batchnorm", "fuse_conv_avgpool",
+                                                         "fuse_activation", "channels_last",
+                                                         "fold_width"});
   PassOptions p;
   CHECK(p.fold_batchnorm);
   CHECK(p.fuse_conv_avgpool);
   CHECK(p.fuse_activation);
+  CHECK(p.channels_last);
+  CHECK(p.fold_width);
+  p.set("fold_width", false);
+  CHECK_FALSE(p.fold_width);
+  CHECK_FALSE(p.enabled("fold_width"));
+  CHECK(p.enabled("channels_last"));
+  CHECK_FALSE(p.enabled("no_such_pass"));
   p.set("fuse_conv_avgpool", false);
   CHECK_FALSE(p.fuse_conv_avgpool);
   CHECK(p.fold_batchnorm);
@@ -389,7 +397,12 @@ TEST_CASE("lenet5 and dcgan: the expected fused graphs, equal outputs on the ref
 TEST_CASE("session and profile report what the passes did") {
   const Model lenet = Model::from_bytes(zoo::build("lenet5").finish(), "lenet5.fb");
   Session s(lenet, SessionOptions{});
-  REQUIRE(s.passes().size() == 3);
+  // Three graph passes, then the backend passes: channels_last does nothing on the cpu backend and
+  // fold_width finds no folded kernel there.
+  REQUIRE(s.passes().size() == 5);
+  CHECK(s.passes()[3] == "channels_last: not used (cpu in fp32 keeps NCHW)");
+  CHECK(s.passes()[4] == "fold_width: no convolution width-folded");
+  CHECK(s.nodes()[0].layout == Layout::NCHW);
   CHECK(s.passes()[1] == "fuse_conv_avgpool: 2 conv2d + average pool pairs rewritten into conv_pool2d");
   CHECK(s.nodes()[0].fused == std::vector<std::string>{"pool1", "tanh1"});
   const Profile p = s.profile(random_inputs(s, 3), 1);
@@ -404,7 +417,8 @@ TEST_CASE("session and profile report what the passes did") {
   off.passes = all(false);
   Session plain(lenet, off);
   CHECK(plain.passes() == std::vector<std::string>{"fold_batchnorm: off", "fuse_conv_avgpool: off",
-                                                   "fuse_activation: off"});
+                                                   "fuse_activation: off", "channels_last: off",
+                                                   "fold_width: off"});
   CHECK(plain.nodes().size() == lenet.num_nodes());
 }
 

@@ -22,7 +22,7 @@ inline std::string default_variant(const std::string& backend, const std::string
   const KernelVariant* chosen = nullptr;
   int best = 0;
   for (const KernelVariant* v : KernelRegistry::global().variants(backend, op)) {
-    if (v->applicable && !v->applicable(node)) continue;
+    if (!variant_applies(*v, node)) continue;
     const int priority = v->priority_for ? v->priority_for(node) : v->priority;
     if (!chosen || priority > best) chosen = v, best = priority;
   }

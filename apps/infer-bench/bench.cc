@@ -205,18 +205,26 @@ VariantResult bench_one(const Model& model, int64_t batch, const std::string& la
   options.autotune = settings.autotune;
   options.batch = batch;
   options.kernels = kernels;
-  options.passes.set_all(passes);
+  options.passes = settings.passes;
+  if (!passes) options.passes.fold_batchnorm = options.passes.fuse_conv_avgpool =
+      options.passes.fuse_activation = false;
   try {
     Session session(model, options);
     r.device = session.device();
     for (const NodeInfo& n : session.nodes()) {
       r.workspace_bytes += n.workspace_bytes;
       r.node_variants.push_back(n.variant);
+      r.node_layouts.push_back(layout_name(n.layout));
     }
     r.stats = time_runs(session, inputs, settings);
     // FLOPs from the engine's cost model (one profiled run; the same for every variant).
-    const Profile profile = session.profile(inputs, 1);
-    for (const NodeProfile& n : profile.nodes) r.flops += n.flops;
+    bool has_layout_nodes = false;
+    for (const NodeInfo& n : session.nodes()) has_layout_nodes = has_layout_nodes || n.op == "layout";
+    const Profile profile = session.profile(inputs, has_layout_nodes ? std::min(settings.runs, 10) : 1);
+    for (const NodeProfile& n : profile.nodes) {
+      r.flops += n.flops;
+      if (n.op == "layout") r.layout_ms += n.time_ms;
+    }
     r.ran = true;
     if (r.stats.median_ms > 0) r.gflops = r.flops / (r.stats.median_ms * 1e6);
   } catch (const Error& e) {
@@ -277,6 +285,8 @@ nlohmann::json to_json(const VariantResult& r) {
   j["speedup"] = r.speedup;
   j["workspace_bytes"] = r.workspace_bytes;
   j["node_variants"] = r.node_variants;
+  j["node_layouts"] = r.node_layouts;
+  j["layout_ms"] = r.layout_ms;
   return j;
 }
 

@@ -27,6 +27,8 @@ struct RunSettings {
   std::string backend = "cpu";  // every session's SessionOptions::backend, and the registry looked up
   Precision precision = Precision::FP32;  // every session's SessionOptions::precision (not fp32: cuda)
   bool autotune = false;        // every session's SessionOptions::autotune
+  PassOptions passes;           // --pass NAME=on|off; bench_one(passes = false) still turns the three
+                                // graph passes off, the backend passes (channels_last, fold_width) stay
 };
 
 // "fp32" / "tf32" / "fp16" -> Precision; Error naming the text otherwise.
@@ -93,6 +95,11 @@ struct VariantResult {
   double speedup = 0;    // baseline median / this median (> 1: faster than the baseline)
   uint64_t workspace_bytes = 0;  // sum of node workspaces in this session
   std::vector<std::string> node_variants;  // the variant each node ran, in execution order
+  std::vector<std::string> node_layouts;   // the layout of each node ("nchw" / "nhwc")
+  // Profiled time of the channels_last pass's layout conversions inside the run (median per node over
+  // a profile of min(runs, 10) runs, summed; 0 when there are none): an op benchmark in NHWC converts
+  // its NCHW input and output, which the op alone inside a model would not.
+  double layout_ms = 0;
   std::string device;    // Session::device() of the session that ran ("" when none was created)
 };
 

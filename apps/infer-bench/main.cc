@@ -55,6 +55,10 @@ int main(int argc, char** argv) {
   app.add_flag("--autotune", settings.autotune,
                "Sessions time every applicable variant per node at creation and keep the fastest");
   app.add_option("--seed", settings.seed, "Seed of the random weights and inputs");
+  std::vector<std::string> pass_choices;
+  app.add_option("--pass", pass_choices,
+                 "NAME=on|off: switch a pass (e.g. channels_last=off, fold_width=off); op benchmarks keep "
+                 "the three graph passes off");
   app.add_flag("--with-reference", settings.with_reference, "Also time the reference kernels in 'all' mode");
   app.add_option("--json", json_path, "Write the results as JSON to this file");
   app.add_option("--batch", batch, "Batch size (model, --table4)")->check(CLI::Range(int64_t(1), int64_t(65536)));
@@ -111,6 +115,17 @@ int main(int argc, char** argv) {
     if (settings.backend == "cpu" && precision != "fp32")
       throw CLI::ValidationError("--precision",
                                  precision + " needs --backend cuda (the cpu backend runs fp32)");
+    for (const std::string& choice : pass_choices) {
+      const size_t eq = choice.find('=');
+      const std::string state = eq == std::string::npos ? "" : choice.substr(eq + 1);
+      if (state != "off" && state != "on")
+        throw CLI::ValidationError("--pass", "expected NAME=off or NAME=on, got '" + choice + "'");
+      try {
+        settings.passes.set(choice.substr(0, eq), state == "on");
+      } catch (const infer::Error& e) {
+        throw CLI::ValidationError("--pass", e.what());
+      }
+    }
   } catch (const CLI::ParseError& e) {
     const int code = app.exit(e);
     return code == 0 ? 0 : 1;

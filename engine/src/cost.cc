@@ -82,6 +82,7 @@ NodeCost node_cost(const NodeDesc& node) {
     case OpType::Flatten:
     case OpType::Reshape:
     case OpType::Concat:
+    case OpType::Layout:
       cost.flops = 0;
       break;
   }

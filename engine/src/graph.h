@@ -18,6 +18,7 @@ struct Value {
   Shape shape;                   // declared shape; a leading -1 is the batch (activations only)
   DType dtype = DType::F32;      // as stored in the file
   const float* data = nullptr;   // constants: shape_numel(shape) floats; nullptr for activations
+  Layout layout = Layout::NCHW;  // memory order of a 4-D activation (the channels_last pass sets it)
   bool is_constant() const { return data != nullptr; }
 };
 
@@ -27,6 +28,7 @@ struct Node {
   std::vector<int> inputs;   // value ids: data first, then constants
   std::vector<int> outputs;
   std::vector<std::string> fused;  // names of nodes merged into this one by passes (for the profile)
+  Layout layout = Layout::NCHW;    // layout of its 4-D activations (NodeDesc::layout)
   OpType op() const { return op_type(params); }
 };
 

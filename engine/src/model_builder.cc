@@ -130,6 +130,8 @@ std::pair<fb::Op, flatbuffers::Offset<void>> fb_options(flatbuffers::FlatBufferB
       const auto conv = fb_conv(fbb, p.conv);
       return {fb::Op::ConvPool2D, fb::CreateConvPool2D(fbb, conv, p.pool).Union()};
     }
+    case OpType::Layout:
+      throw Error("layout nodes are engine-internal (the channels_last pass) and have no file form");
   }
   throw Error("unknown op");
 }

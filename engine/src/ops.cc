@@ -21,9 +21,12 @@ const char* op_name(OpType op) {
     case OpType::Add: return "add";
     case OpType::Concat: return "concat";
     case OpType::ConvPool2D: return "conv_pool2d";
+    case OpType::Layout: return "layout";
   }
   return "unknown";
 }
+
+const char* layout_name(Layout layout) { return layout == Layout::NHWC ? "nhwc" : "nchw"; }
 
 const char* activation_name(ActivationKind kind) {
   switch (kind) {

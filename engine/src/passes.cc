@@ -19,7 +19,7 @@ namespace infer {
 
 const std::vector<std::string>& PassOptions::names() {
   static const std::vector<std::string> kNames = {"fold_batchnorm", "fuse_conv_avgpool",
-                                                  "fuse_activation"};
+                                                  "fuse_activation", "channels_last", "fold_width"};
   return kNames;
 }
 
@@ -30,6 +30,10 @@ void PassOptions::set(const std::string& name, bool on) {
     fuse_conv_avgpool = on;
   } else if (name == "fuse_activation") {
     fuse_activation = on;
+  } else if (name == "channels_last") {
+    channels_last = on;
+  } else if (name == "fold_width") {
+    fold_width = on;
   } else {
     std::string known;
     for (const std::string& n : names()) known += (known.empty() ? "" : ", ") + n;
@@ -37,7 +41,18 @@ void PassOptions::set(const std::string& name, bool on) {
   }
 }
 
-void PassOptions::set_all(bool on) { fold_batchnorm = fuse_conv_avgpool = fuse_activation = on; }
+void PassOptions::set_all(bool on) {
+  fold_batchnorm = fuse_conv_avgpool = fuse_activation = channels_last = fold_width = on;
+}
+
+bool PassOptions::enabled(const std::string& name) const {
+  if (name == "fold_batchnorm") return fold_batchnorm;
+  if (name == "fuse_conv_avgpool") return fuse_conv_avgpool;
+  if (name == "fuse_activation") return fuse_activation;
+  if (name == "channels_last") return channels_last;
+  if (name == "fold_width") return fold_width;
+  return false;
+}
 
 namespace detail {
 namespace {

@@ -17,6 +17,7 @@ struct PlannedTensor {
   uint64_t offset = 0, bytes = 0;  // bytes as used (the planner rounds up to kArenaAlignment)
   int first = 0, last = 0;
   bool workspace = false;
+  Layout layout = Layout::NCHW;  // memory order of a 4-D activation (channels_last pass)
 };
 
 struct Plan {

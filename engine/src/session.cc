@@ -22,6 +22,7 @@
 #include "graph.h"
 #include "infer/error.h"
 #include "kernels/kernel_api.h"
+#include "layout.h"
 #include "plan.h"
 #include "passes.h"
 #include "planner.h"
@@ -35,6 +36,8 @@ struct Session::Impl {
   bool reference_only = false;
   int64_t batch = 1;
   Precision precision = Precision::FP32;
+  PassOptions passes;                          // as given: backend passes and requires_pass read it
+  std::map<std::string, const KernelVariant*> forced;  // --kernel op=variant, checked
   uint64_t element_bytes = 4;                  // of every activation and constant: 2 under fp16
   bool captured = false;                       // the forward is a CUDA graph: run() replays it
   std::unique_ptr<detail::Backend> backend;
@@ -75,9 +78,21 @@ struct Session::Impl {
 
  private:
   std::string where(size_t step) const;
-  bool allowed(const KernelVariant& v) const { return !reference_only || v.name == "reference"; }
+  // A variant the session may run: the reference backend offers only "reference", and a variant that
+  // belongs to a pass (KernelVariant::requires_pass) only while that pass is on.
+  bool allowed(const KernelVariant& v) const {
+    return (!reference_only || v.name == "reference") &&
+           (v.requires_pass.empty() || passes.enabled(v.requires_pass));
+  }
+  int priority(const KernelVariant& v, const NodeDesc& d) const {
+    return v.priority_for ? v.priority_for(d) : v.priority;
+  }
   std::string variant_list(const std::string& op) const;
-  void select_kernels(const SessionOptions& options);
+  NodeDesc describe(size_t step) const;  // the node's NodeDesc from the graph, shapes and precision
+  void check_forced(const SessionOptions& options);
+  void choose_layouts();
+  void select_kernels();
+  void log_fold_width();
   void autotune();
   void plan_memory();
   void build_calls();
@@ -132,6 +147,77 @@ std::string Session::Impl::where(size_t step) const {
   return fmt::format("{}: node {} '{}' ({})", graph->origin, step, node.name, op_name(node.op()));
 }
 
+NodeDesc Session::Impl::describe(size_t i) const {
+  const detail::Node& node = graph->nodes[i];
+  NodeDesc desc{node.params, {}, {}, {}, precision, node.layout};
+  for (int id : node.inputs) {
+    if (id < 0 || static_cast<size_t>(id) >= graph->values.size())
+      throw Error(where(i) + ": input value id " + std::to_string(id) + " out of range");
+    const detail::Value& v = graph->values[static_cast<size_t>(id)];
+    desc.input_shapes.push_back(shapes[static_cast<size_t>(id)]);
+    desc.constants.push_back(v.data);
+  }
+  for (int id : node.outputs) {
+    if (id < 0 || static_cast<size_t>(id) >= graph->values.size())
+      throw Error(where(i) + ": output value id " + std::to_string(id) + " out of range");
+    desc.output_shapes.push_back(shapes[static_cast<size_t>(id)]);
+  }
+  return desc;
+}
+
+// The channels_last pass (engine/src/layout.h) on backends and precisions where a layout other than
+// NCHW can pay: cuda in fp16 and tf32. Strict fp32 keeps NCHW, where its tuned kernels live. The
+// support table asks the registry, per node and layout, for the best priority of an applicable variant
+// (only the forced one where --kernel forces the op). Shapes are inferred again for the new values.
+void Session::Impl::choose_layouts() {
+  if (!passes.channels_last) {
+    pass_log.push_back("channels_last: off");
+    return;
+  }
+  if (backend->name() != "cuda" || precision == Precision::FP32) {
+    pass_log.push_back(fmt::format("channels_last: not used ({} in {} keeps NCHW)", backend_name,
+                                   precision_name(precision)));
+    return;
+  }
+  const KernelRegistry& registry = KernelRegistry::global();
+  std::vector<detail::LayoutSupport> support(graph->nodes.size());
+  for (size_t i = 0; i < graph->nodes.size(); ++i) {
+    NodeDesc desc = describe(i);
+    const std::string op = op_name(graph->nodes[i].op());
+    std::vector<const KernelVariant*> candidates;
+    if (auto it = forced.find(op); it != forced.end())
+      candidates = {it->second};
+    else
+      candidates = registry.variants(backend->name(), op);
+    for (Layout layout : {Layout::NCHW, Layout::NHWC}) {
+      desc.layout = layout;
+      int best = -1;
+      for (const KernelVariant* v : candidates)
+        if (allowed(*v) && v->run && variant_applies(*v, desc)) best = std::max(best, priority(*v, desc));
+      (layout == Layout::NHWC ? support[i].nhwc : support[i].nchw) = best;
+    }
+  }
+  graph = std::make_shared<const detail::Graph>(detail::assign_layouts(*graph, support, &pass_log));
+  detail::validate_graph(*graph);
+  shapes = detail::infer_shapes(*graph, batch);
+}
+
+// One pass-log line for fold_width, from the variants chosen (a folded variant requires the pass).
+void Session::Impl::log_fold_width() {
+  if (!passes.fold_width) {
+    pass_log.push_back("fold_width: off");
+    return;
+  }
+  std::string names;
+  int count = 0;
+  for (size_t i = 0; i < variants.size(); ++i)
+    if (variants[i]->requires_pass == "fold_width") {
+      names += (count++ ? ", " : "") + graph->nodes[i].name;
+    }
+  pass_log.push_back(count ? fmt::format("fold_width: {} convolution(s) width-folded ({})", count, names)
+                           : "fold_width: no convolution width-folded");
+}
+
 std::string Session::Impl::variant_list(const std::string& op) const {
   std::string out;
   for (const KernelVariant* v : KernelRegistry::global().variants(backend->name(), op)) {
@@ -176,6 +262,7 @@ Session::Impl::Impl(const Model& model, const SessionOptions& options) {
     throw Error("unknown backend '" + options.backend + "' (choices: auto, cpu, cuda, reference)");
   }
   element_bytes = precision == Precision::FP16 ? 2 : 4;
+  passes = options.passes;
 
   if (options.batch < 1)
     throw Error("batch must be >= 1, got " + std::to_string(options.batch));
@@ -194,7 +281,9 @@ Session::Impl::Impl(const Model& model, const SessionOptions& options) {
   for (int id : graph->inputs) inputs.push_back(info(id, "input"));
   for (int id : graph->outputs) outputs.push_back(info(id, "output"));
 
-  select_kernels(options);
+  check_forced(options);
+  choose_layouts();
+  select_kernels();
   plan_memory();
   build_calls();
   if (options.autotune) {
@@ -202,16 +291,15 @@ Session::Impl::Impl(const Model& model, const SessionOptions& options) {
     plan_memory();
     build_calls();
   }
+  log_fold_width();
   capture();
   note_device_memory();
 }
 
-void Session::Impl::select_kernels(const SessionOptions& options) {
+// Forced variants are checked up front, whether or not the model has the op.
+void Session::Impl::check_forced(const SessionOptions& options) {
   const KernelRegistry& registry = KernelRegistry::global();
   const std::string& kernel_backend = backend->name();
-
-  // Forced variants are checked up front, whether or not the model has the op.
-  std::map<std::string, const KernelVariant*> forced;
   for (const auto& [op, name] : options.kernels) {
     if (!is_op_name(op))
       throw Error("kernels: unknown op '" + op + "' (ops: " + all_op_names() + ")");
@@ -221,26 +309,14 @@ void Session::Impl::select_kernels(const SessionOptions& options) {
                               name, backend_name, variant_list(op)));
     forced[op] = v;
   }
+}
 
+void Session::Impl::select_kernels() {
+  const KernelRegistry& registry = KernelRegistry::global();
+  const std::string& kernel_backend = backend->name();
   const size_t n = graph->nodes.size();
   descs.reserve(n);
-  for (size_t i = 0; i < n; ++i) {
-    const detail::Node& node = graph->nodes[i];
-    NodeDesc desc{node.params, {}, {}, {}, precision};
-    for (int id : node.inputs) {
-      if (id < 0 || static_cast<size_t>(id) >= graph->values.size())
-        throw Error(where(i) + ": input value id " + std::to_string(id) + " out of range");
-      const detail::Value& v = graph->values[static_cast<size_t>(id)];
-      desc.input_shapes.push_back(shapes[static_cast<size_t>(id)]);
-      desc.constants.push_back(v.data);
-    }
-    for (int id : node.outputs) {
-      if (id < 0 || static_cast<size_t>(id) >= graph->values.size())
-        throw Error(where(i) + ": output value id " + std::to_string(id) + " out of range");
-      desc.output_shapes.push_back(shapes[static_cast<size_t>(id)]);
-    }
-    descs.push_back(std::move(desc));
-  }
+  for (size_t i = 0; i < n; ++i) descs.push_back(describe(i));
 
   for (size_t i = 0; i < n; ++i) {
     const NodeDesc& desc = descs[i];
@@ -248,17 +324,17 @@ void Session::Impl::select_kernels(const SessionOptions& options) {
     const KernelVariant* chosen = nullptr;
     if (auto it = forced.find(op); it != forced.end()) {
       chosen = it->second;
-      if (chosen->applicable && !chosen->applicable(desc))
-        throw Error(fmt::format("kernels: variant '{}' of {} does not apply to {}", chosen->name, op,
-                                where(i)));
+      if (!variant_applies(*chosen, desc))
+        throw Error(fmt::format("kernels: variant '{}' of {} does not apply to {} ({})", chosen->name,
+                                op, where(i), layout_name(desc.layout)));
     } else {
       int best = 0;
       for (const KernelVariant* v : registry.variants(kernel_backend, op)) {
-        if (!allowed(*v) || (v->applicable && !v->applicable(desc))) continue;
-        const int priority = v->priority_for ? v->priority_for(desc) : v->priority;
-        if (!chosen || priority > best) {  // strictly greater: ties keep the registry's order
+        if (!allowed(*v) || !variant_applies(*v, desc)) continue;
+        const int p = priority(*v, desc);
+        if (!chosen || p > best) {  // strictly greater: ties keep the registry's order
           chosen = v;
-          best = priority;
+          best = p;
         }
       }
       if (!chosen)
@@ -267,7 +343,7 @@ void Session::Impl::select_kernels(const SessionOptions& options) {
     }
     if (!chosen->run)
       throw Error(fmt::format("{}: kernel variant '{}' has no run function", where(i), chosen->name));
-    spdlog::debug("{}: kernel variant {}", where(i), chosen->name);
+    spdlog::debug("{}: kernel variant {}, layout {}", where(i), chosen->name, layout_name(desc.layout));
     if (forced.count(op)) forced_step.insert(i);
     variants.push_back(chosen);
     const uint64_t before = backend->allocated_bytes();
@@ -281,6 +357,7 @@ void Session::Impl::select_kernels(const SessionOptions& options) {
     ni.op = op;
     ni.variant = chosen->name;
     ni.fused = node.fused;
+    ni.layout = node.layout;
     ni.output_shape = desc.output_shapes.empty() ? Shape{} : desc.output_shapes[0];
     ni.workspace_bytes = chosen->workspace_bytes ? chosen->workspace_bytes(desc) : 0;
     nodes.push_back(std::move(ni));
@@ -340,7 +417,7 @@ void Session::Impl::plan_memory() {
     value_bytes[id] =
         activation_bytes(shapes[id], element_bytes, graph->origin + ": value '" + v.name + "'");
     requests.push_back({value_bytes[id], first[id], last[id]});
-    plan.tensors.push_back({v.name, 0, value_bytes[id], first[id], last[id], false});
+    plan.tensors.push_back({v.name, 0, value_bytes[id], first[id], last[id], false, v.layout});
     tensor_value.push_back(static_cast<int>(id));
   }
   uint64_t workspace_total = 0;
@@ -458,7 +535,7 @@ void Session::Impl::autotune() {
     const std::string op = op_name(graph->nodes[i].op());
     std::vector<const KernelVariant*> candidates;
     for (const KernelVariant* v : registry.variants(backend->name(), op))
-      if (allowed(*v) && (!v->applicable || v->applicable(descs[i])) && v->run) candidates.push_back(v);
+      if (allowed(*v) && variant_applies(*v, descs[i]) && v->run) candidates.push_back(v);
     if (candidates.size() < 2) continue;
     const KernelVariant* best = nullptr;
     std::shared_ptr<void> best_prepared;
@@ -606,6 +683,7 @@ Profile Session::profile(const std::vector<Tensor>& inputs, int runs) {
     np.op = info.op;
     np.variant = info.variant;
     np.fused = info.fused;
+    np.layout = layout_name(info.layout);
     np.activation = activation_name(fused_activation(s.descs[i].params).kind);
     np.output_shape = info.output_shape;
     np.flops = s.costs[i].flops;

@@ -361,6 +361,11 @@ std::vector<Shape> dispatch(const OpParams& params, const Inputs& in, const std:
     case OpType::Add: return add(where, std::get<AddParams>(params), in);
     case OpType::Concat: return concat(where, std::get<ConcatParams>(params), in);
     case OpType::ConvPool2D: return conv_pool2d(where, std::get<ConvPool2DParams>(params), in);
+    case OpType::Layout: {
+      in.expect_count(1, 1);
+      if (in[0].size() != 4) fail(where, "layout conversion needs a 4-D input, got " + str(in[0]));
+      return {in[0]};
+    }
   }
   fail(where, "unknown op");
 }

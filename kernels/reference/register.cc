@@ -137,6 +137,12 @@ void run_concat(const KernelCall& c) {
               c.node.output_shapes[0]);
 }
 
+void run_layout(const KernelCall& c) {
+  check_call(c, "layout", 1, 1);
+  check_same_shape(c, "layout");
+  ref::layout(params_of<LayoutParams>(c, "layout"), c.inputs[0], c.node.input_shapes[0], c.outputs[0]);
+}
+
 using RunFn = void (*)(const KernelCall&);
 
 RunFn reference_run(OpType op) {
@@ -153,6 +159,7 @@ RunFn reference_run(OpType op) {
     case OpType::Add: return run_add;
     case OpType::Concat: return run_concat;
     case OpType::ConvPool2D: return run_conv_pool2d;
+    case OpType::Layout: return run_layout;
   }
   return nullptr;
 }
@@ -168,6 +175,7 @@ void register_reference_kernels(KernelRegistry& registry) {
     v.backend = "cpu";
     v.priority = 0;
     v.run = reference_run(op);
+    if (op == OpType::Layout) v.layouts = {Layout::NCHW, Layout::NHWC};  // reads `from`, writes `to`
     registry.add(std::move(v));
   }
 }

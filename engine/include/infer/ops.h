@@ -21,6 +21,13 @@ enum class DType : uint8_t { F32 = 0, F16 = 1 };
 enum class Precision : uint8_t { FP32 = 0, TF32 = 1, FP16 = 2 };
 const char* precision_name(Precision p);  // "fp32", "tf32", "fp16"
 
+// How a backend stores a 4-D activation [N,C,H,W] in memory. Shapes are always written NCHW (the
+// format's and the reference backend's order); a tensor in NHWC (channels-last) holds the same values
+// with the channel index fastest. Only the cuda backend keeps tensors NHWC, where the `channels_last`
+// pass chooses it (engine/src/layout.cc); graph inputs and outputs are always NCHW.
+enum class Layout : uint8_t { NCHW = 0, NHWC = 1 };
+const char* layout_name(Layout layout);  // "nchw", "nhwc"
+
 enum class ActivationKind : uint8_t { None = 0, Relu = 1, LeakyRelu = 2, Tanh = 3, Sigmoid = 4 };
 
 struct Activation {
@@ -101,22 +108,28 @@ struct ConvPool2DParams {
   int pool = 2;
 };
 
+// An engine-internal node (never in a file): copies a 4-D activation from one memory layout to the
+// other; the shape and the values stay the same. Inserted by the channels_last pass.
+struct LayoutParams {
+  Layout from = Layout::NCHW, to = Layout::NHWC;
+};
+
 using OpParams = std::variant<Conv2DParams, ConvTranspose2DParams, Pool2DParams, DenseParams,
                               BatchNormParams, ActivationParams, FlattenParams, ReshapeParams,
-                              SoftmaxParams, AddParams, ConcatParams, ConvPool2DParams>;
+                              SoftmaxParams, AddParams, ConcatParams, ConvPool2DParams, LayoutParams>;
 
 // Same order as OpParams' alternatives.
 enum class OpType : uint8_t {
   Conv2D, ConvTranspose2D, Pool2D, Dense, BatchNorm, Activation, Flatten, Reshape, Softmax, Add,
-  Concat, ConvPool2D
+  Concat, ConvPool2D, Layout
 };
-constexpr int kNumOpTypes = 12;
+constexpr int kNumOpTypes = 13;
 
 inline OpType op_type(const OpParams& p) { return static_cast<OpType>(p.index()); }
 
 // Stable lower-case names used by --kernel, the profile and kernel variant names:
 // conv2d, conv_transpose2d, pool2d, dense, batchnorm, activation, flatten, reshape, softmax, add,
-// concat, conv_pool2d.
+// concat, conv_pool2d, layout.
 const char* op_name(OpType op);
 const char* activation_name(ActivationKind kind);  // none, relu, leaky_relu, tanh, sigmoid
 const char* dtype_name(DType dtype);                // f32, f16

@@ -21,11 +21,19 @@ struct PassOptions {
   bool fold_batchnorm = true;     // BatchNorm after conv2d / conv_transpose2d / dense -> weights + bias
   bool fuse_conv_avgpool = true;  // conv2d -> p x p average pool at stride p -> conv_pool2d
   bool fuse_activation = true;    // activation node -> its producer's fused epilogue
+  // Backend passes, run after shape inference when the backend and precision allow them:
+  // channels_last (cuda, fp16 / tf32): keep 4-D activations NHWC where a faster kernel runs in NHWC,
+  // with layout conversion nodes only where the layout changes (inputs and outputs stay NCHW);
+  // fold_width (cuda): convolutions with C_in <= 4 may run width-folded (kernel variants that
+  // require it are offered only when it is on).
+  bool channels_last = true;
+  bool fold_width = true;
 
   static const std::vector<std::string>& names();  // "fold_batchnorm", "fuse_conv_avgpool", ...
   // Switches one pass by name; an unknown name is an Error listing the known ones.
   void set(const std::string& name, bool on);
   void set_all(bool on);
+  bool enabled(const std::string& name) const;  // false for an unknown name
 };
 
 struct SessionOptions {
@@ -50,6 +58,7 @@ struct NodeInfo {
   std::string op;
   std::string variant;
   std::vector<std::string> fused;
+  Layout layout = Layout::NCHW;  // memory order of its 4-D activations (channels_last pass)
   Shape output_shape;
   uint64_t workspace_bytes = 0;
 };
