@@ -361,7 +361,7 @@ inline std::vector<std::string> check_case(const OpCase& c, Precision p,
   std::vector<std::string> ran;
   for (const KernelVariant* v : cuda_variants(op_name(op_type(c.params)))) {
     if (!only.empty() && std::find(only.begin(), only.end(), v->name) == only.end()) continue;
-    if (v->applicable && !v->applicable(node)) continue;
+    if (!variant_applies(*v, node)) continue;
     const std::string what = v->op + "." + v->name + " " + precision_label(p) + " " + describe(c) +
                              (capture ? " (graph)" : "") +
                              (extra_context.empty() ? "" : " " + extra_context);
@@ -402,6 +402,64 @@ struct Coverage {
   }
 };
 
+// ---- layouts ------------------------------------------------------------------------------------
+
+// [N,C,H,W] values from `from`'s memory order into `to`'s, on the host.
+inline std::vector<float> relayout(const std::vector<float>& v, const Shape& s, Layout from, Layout to) {
+  if (from == to || s.size() != 4) return v;
+  std::vector<float> out(v.size());
+  const int64_t N = s[0], C = s[1], H = s[2], W = s[3];
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t w = 0; w < W; ++w) {
+          const int64_t nchw = ((n * C + c) * H + h) * W + w, nhwc = ((n * H + h) * W + w) * C + c;
+          out[static_cast<size_t>(to == Layout::NHWC ? nhwc : nchw)] =
+              v[static_cast<size_t>(from == Layout::NHWC ? nhwc : nchw)];
+        }
+  return out;
+}
+
+// check_case for variants that run in `layout`: the node says NHWC, every 4-D activation input is
+// handed over in NHWC order and the output read back from it; the reference runs the same values in
+// NCHW. Constants stay as the session gives them (float32 host data in the file's order).
+inline std::vector<std::string> check_case_in_layout(const OpCase& c, Precision p, Layout layout,
+                                                     const std::vector<std::string>& only = {},
+                                                     bool capture = false) {
+  CaseData cd = make_case_data(c, p);
+  const std::vector<float> ref = run_reference(cd.node, cd.data);
+  NodeDesc node = cd.node;
+  node.layout = layout;
+  std::vector<std::vector<float>> inputs = cd.data;
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (!node.constants[i]) inputs[i] = relayout(inputs[i], node.input_shapes[i], Layout::NCHW, layout);
+  const double tol = tolerance(p);
+  std::vector<std::string> ran;
+  for (const KernelVariant* v : cuda_variants(op_name(op_type(c.params)))) {
+    if (!only.empty() && std::find(only.begin(), only.end(), v->name) == only.end()) continue;
+    if (!variant_applies(*v, node)) continue;
+    const std::string what = v->op + "." + v->name + " " + precision_label(p) + " " +
+                             layout_name(layout) + " " + describe(c) + (capture ? " (graph)" : "");
+    CudaRun r;
+    try {
+      r = run_cuda(*v, node, inputs, capture);
+    } catch (const std::exception& e) {
+      FAIL_CHECK(what << ": threw " << e.what());
+      continue;
+    }
+    const std::vector<float> out = relayout(r.output, node.output_shapes[0], layout, Layout::NCHW);
+    const double err = rel_error(out, ref);
+    CHECK_MESSAGE(err <= tol, what << ": relative error " << err << " > " << tol);
+    CHECK_MESSAGE(r.output_guard_intact, what << ": wrote past the end of its output");
+    CHECK_MESSAGE(r.workspace_guard_intact,
+                  what << ": wrote past its declared workspace of " << r.workspace_bytes << " bytes");
+    CHECK_MESSAGE(r.inputs_intact, what << ": modified an input");
+    CHECK_MESSAGE(r.replay_identical, what << ": a second graph replay gave different bits");
+    ran.push_back(v->name);
+  }
+  return ran;
+}
+
 // ---- bad calls ----------------------------------------------------------------------------------
 
 // Checks that malformed calls of every cuda variant of `good.params`' op that applies to `good` are
@@ -415,7 +473,7 @@ inline int check_bad_calls(const NodeDesc& good) {
   wrong_op.params = op_type(good.params) == OpType::Activation ? OpParams{AddParams{}}
                                                                 : OpParams{ActivationParams{}};
   for (const KernelVariant* v : cuda_variants(op)) {
-    if (v->applicable && !v->applicable(good)) continue;
+    if (!variant_applies(*v, good)) continue;
     CAPTURE(v->name);
     ++checked;
     std::shared_ptr<void> prepared = v->prepare ? v->prepare(good) : nullptr;

@@ -339,7 +339,8 @@ CUDA_TEST_CASE("the default heuristic: col2im for small stride-2 layers (batched
   s2.stride_h = s2.stride_w = 2;
   s2.pad = {1, 1, 1, 1};
   // From the H100 measurements (kernels/cuda/conv_transpose2d.cu, gemm_col2im_priority): cuBLAS +
-  // col2im up to 64x64 inputs, the one-launch segregated GEMM above, the single GEMM for a 1x1 input.
+  // col2im up to 64x64 inputs, the one-launch segregated GEMM above, the projection GEMM (one over
+  // the whole batch) for a 1x1 input.
   CHECK(pick(s2, {1, 512, 8, 8}, {512, 256, 4, 4}) == "gemm_col2im");
   CHECK(pick(s2, {1, 64, 128, 128}, {64, 64, 4, 4}) == "segregated_gemm");
   // batched small-spatial layers: the one batched cuBLAS GEMM over the phases (segregated_cublas_priority)
@@ -350,7 +351,8 @@ CUDA_TEST_CASE("the default heuristic: col2im for small stride-2 layers (batched
   CHECK(pick(s2, {64, 256, 8, 8}, {256, 128, 4, 4}) == "gemm_col2im");
   CHECK(pick(s2, {64, 128, 32, 32}, {128, 64, 4, 4}) == "gemm_col2im");
   ConvTranspose2DParams latent;  // stride 1, no padding: z [N,100,1,1] -> [N,C,4,4]
-  CHECK(pick(latent, {4, 100, 1, 1}, {100, 512, 4, 4}) == "gemm_col2im");
+  CHECK(pick(latent, {4, 100, 1, 1}, {100, 512, 4, 4}) == "projection");  // one GEMM over the batch
+  CHECK(pick(latent, {1, 100, 1, 1}, {100, 512, 4, 4}) == "projection");
   ConvTranspose2DParams s1;
   s1.pad = {1, 1, 1, 1};
   CHECK(pick(s1, {1, 64, 32, 32}, {64, 64, 3, 3}) == "flipped_conv");
@@ -391,7 +393,15 @@ CUDA_TEST_CASE("bad nodes are not applicable") {
     CHECK(!v->applicable(wrong_out));
     CHECK(!v->applicable(wrong_ch));
     CHECK(!v->applicable(dilated));
-    if (v->prepare) CHECK(!v->applicable(no_const));
+    // cudnn and projection read an NCHW weight from the device as stored; in NHWC they re-lay it out
+    // from the host constant, so only there is a constant required.
+    if (v->name == "cudnn" || v->name == "projection") {
+      NodeDesc nhwc = no_const;
+      nhwc.layout = Layout::NHWC;
+      CHECK(!v->applicable(nhwc));
+    } else if (v->prepare) {
+      CHECK(!v->applicable(no_const));
+    }
     if (v->name == "segregated_unified" || v->name == "segregated_gemm" ||
         v->name == "segregated_cublas" || v->name == "flipped_conv")
       CHECK(!v->applicable(stride_21));

@@ -201,9 +201,10 @@ CUDA_TEST_CASE("profile on cuda: every node timed with its variant; device memor
     CHECK(m.weight_bytes >= model.weight_bytes() / 2);
     // re-laid-out weights (flipped / per-phase / fused filters) are at most about one more copy
     CHECK(m.prepared_bytes <= 2 * m.weight_bytes + (uint64_t(1) << 20));
-    // every CUDA prepare makes a non-empty copy; none chosen, nothing counted (DCGAN at batch 2 runs
-    // gemm_col2im everywhere, which uses the weight as stored)
-    CHECK((m.prepared_bytes > 0) == any_prepares);
+    // none of the chosen variants prepares: nothing counted (DCGAN at batch 2 runs gemm_col2im
+    // everywhere, which uses the weight as stored). A prepare may allocate nothing (cudnn in NCHW
+    // keeps only descriptors), so the converse does not hold.
+    if (!any_prepares) CHECK(m.prepared_bytes == 0);
 
     // fp16 holds every constant as half
     Session h = make_session(model, "cuda", 2, Precision::FP16);

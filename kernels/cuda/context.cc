@@ -10,6 +10,9 @@
 #include <fmt/format.h>
 
 #include "infer/error.h"
+#ifdef INFER_WITH_CUDNN
+#include "kernels/cuda/cudnn.h"
+#endif
 
 namespace infer::cuda {
 namespace {
@@ -80,6 +83,9 @@ ContextOwner::ContextOwner() {
       throw Error(fmt::format("cuda: out of memory allocating {} bytes for the cuBLAS workspace ({})",
                               kCublasWorkspaceBytes, cudaGetErrorString(err)));
     INFER_CUBLAS_CHECK(cublasSetWorkspace(ctx_.cublas, cublas_workspace_, kCublasWorkspaceBytes));
+#ifdef INFER_WITH_CUDNN
+    ctx_.cudnn = dnn::create_handle(ctx_.stream);
+#endif
   } catch (...) {
     release();
     throw;
@@ -92,6 +98,9 @@ void ContextOwner::release() {
   // Teardown never throws: errors here would only hide the one being reported.
   if (ctx_.stream) cudaStreamSynchronize(ctx_.stream);
   if (ctx_.cublas) cublasDestroy(ctx_.cublas);
+#ifdef INFER_WITH_CUDNN
+  if (ctx_.cudnn) dnn::destroy_handle(ctx_.cudnn);
+#endif
   if (cublas_workspace_) cudaFree(cublas_workspace_);
   if (ctx_.stream) cudaStreamDestroy(ctx_.stream);
   ctx_ = Context{};

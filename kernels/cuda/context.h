@@ -14,11 +14,15 @@
 
 #include "kernels/kernel_api.h"
 
+struct cudnnContext;  // cudnnHandle_t, without cudnn.h here (kernels/cuda/cudnn.h)
+
 namespace infer::cuda {
 
 struct Context {
   cudaStream_t stream = nullptr;
   cublasHandle_t cublas = nullptr;      // on `stream`, with a fixed workspace (capture-safe)
+  cudnnContext* cudnn = nullptr;        // on `stream` (builds with cuDNN; created here, never lazily,
+                                        // since creating one inside a CUDA-graph capture fails)
   int device = 0, sm_count = 0, cc_major = 0, cc_minor = 0;
 };
 

@@ -207,7 +207,10 @@ void register_elementwise(KernelRegistry& registry) {
     v.name = "direct";
     v.backend = "cuda";
     v.priority = 10;
-    if (std::string(e.op) == "batchnorm") v.applicable = batchnorm_applicable;
+    if (std::string(e.op) == "batchnorm")
+      v.applicable = batchnorm_applicable;  // per channel: NCHW only
+    else
+      v.layouts = {Layout::NCHW, Layout::NHWC};  // element by element (add: equal shapes and layouts)
     v.run = e.run;
     registry.add(std::move(v));
   }

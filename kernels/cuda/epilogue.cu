@@ -1,7 +1,8 @@
 // Bias + activation epilogue and float32 <-> half conversion (epilogue.h). Feature maps (>= 32
 // elements per channel plane): planes across grid.y, packs of up to 8 bytes per thread along the
 // plane; smaller planes and the conversions: one thread per element, grid-stride loops (the channel of
-// element i of an NCHW tensor is (i / inner) % channels).
+// element i of an NCHW tensor is (i / inner) % channels). NHWC: packs along the channels (the bias
+// of a pack is contiguous), one row of C per pixel, rows across the grid-stride loop.
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/epilogue.h"
 
@@ -56,6 +57,32 @@ void launch_planes(Context& ctx, T* y, const T* bias, int64_t planes, int64_t ch
                                                                       static_cast<int>(inner), act);
 }
 
+// NHWC: pack i of the tensor holds channels (i % packs_per_row) * V ... + V - 1 of one pixel.
+template <class T, int V>
+__global__ void bias_activation_nhwc_kernel(T* y, const T* bias, int64_t total_packs, int packs_per_row,
+                                            DeviceActivation act) {
+  Pack<T, V>* p = reinterpret_cast<Pack<T, V>*>(y);
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total_packs;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const int c0 = static_cast<int>(i % packs_per_row) * V;
+    Pack<T, V> v = p[i];
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      float f = to_float(v.v[k]);
+      if (bias) f += to_float(bias[c0 + k]);
+      v.v[k] = from_float<T>(activate(act, f));
+    }
+    p[i] = v;
+  }
+}
+
+template <class T, int V>
+void launch_nhwc(Context& ctx, T* y, const T* bias, int64_t rows, int64_t channels, DeviceActivation act) {
+  const int64_t total = rows * channels / V;
+  bias_activation_nhwc_kernel<T, V><<<grid_for(total), 256, 0, ctx.stream>>>(
+      y, bias, total, static_cast<int>(channels / V), act);
+}
+
 __global__ void f32_to_f16_kernel(const float* in, __half* out, int64_t n) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
     out[i] = __float2half_rn(in[i]);
@@ -86,6 +113,24 @@ void bias_activation(Context& ctx, Precision p, void* y, const void* bias, int64
       case 4: launch_planes<T, 4>(ctx, yt, bt, planes, channels, inner, a); break;
       case 2: launch_planes<T, 2>(ctx, yt, bt, planes, channels, inner, a); break;
       default: launch_planes<T, 1>(ctx, yt, bt, planes, channels, inner, a); break;
+    }
+  });
+  INFER_CUDA_CHECK_LAUNCH();
+}
+
+void bias_activation_nhwc(Context& ctx, Precision p, void* y, const void* bias, int64_t rows,
+                          int64_t channels, Activation act) {
+  if (rows * channels == 0 || (!bias && act.kind == ActivationKind::None)) return;
+  if (channels > INT_MAX) throw Error("cuda bias_activation_nhwc: too many channels");
+  const DeviceActivation a = device_activation(act);
+  dispatch(p, [&](auto tag) {
+    using T = decltype(tag);
+    T* yt = static_cast<T*>(y);
+    const T* bt = static_cast<const T*>(bias);
+    switch (pack_width(sizeof(T), channels, {y, bias})) {
+      case 4: launch_nhwc<T, 4>(ctx, yt, bt, rows, channels, a); break;
+      case 2: launch_nhwc<T, 2>(ctx, yt, bt, rows, channels, a); break;
+      default: launch_nhwc<T, 1>(ctx, yt, bt, rows, channels, a); break;
     }
   });
   INFER_CUDA_CHECK_LAUNCH();

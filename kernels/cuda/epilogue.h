@@ -14,6 +14,10 @@ namespace infer::cuda {
 void bias_activation(Context& ctx, Precision p, void* y, const void* bias, int64_t batch,
                      int64_t channels, int64_t inner, Activation act);
 
+// The same over an NHWC tensor: y[r][c] = act(y[r][c] + bias[c]) for r < rows (N*H*W), c < channels.
+void bias_activation_nhwc(Context& ctx, Precision p, void* y, const void* bias, int64_t rows,
+                          int64_t channels, Activation act);
+
 void convert_f32_to_f16(const float* in, void* out_half, int64_t n, cudaStream_t stream);
 void convert_f16_to_f32(const void* in_half, float* out, int64_t n, cudaStream_t stream);
 

@@ -1,10 +1,13 @@
-// CUDA pool2d "direct": max / average pooling over NCHW, any kernel and stride, asymmetric padding,
-// count_include_pad; float or half storage, float arithmetic. One thread per output pixel of a plane
-// and planes across grid.y (32-bit in-plane indices; adjacent threads take adjacent output columns).
+// CUDA pool2d "direct": max / average pooling, any kernel and stride, asymmetric padding,
+// count_include_pad; float or half storage, float arithmetic. NCHW: one thread per output pixel of a
+// plane and planes across grid.y (32-bit in-plane indices; adjacent threads take adjacent output
+// columns). NHWC: one thread per pack of V channels of one output pixel (adjacent threads take
+// adjacent channels, so every window read and the store are coalesced 8-byte accesses).
 // Reference semantics: the window is clipped to the image (padded cells never win a max), an average
 // divides by the window clipped to the padded image (count_include_pad) or by the real cells read, a
 // window wholly in the padding gives 0.
 #include <string>
+#include <type_traits>
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_kernels.h"
@@ -59,6 +62,50 @@ __global__ void pool2d_kernel(const T* __restrict__ x, T* __restrict__ y, int64_
   }
 }
 
+// NHWC: thread i handles channels (i % CV)*V .. +V-1 of output pixel i / CV (n, oy, ox); the window
+// bounds and divisor are the NCHW kernel's. 32-bit indices: pool2d_applicable bounds the tensors.
+template <class T, int V>
+__global__ void pool2d_nhwc_kernel(const T* __restrict__ x, T* __restrict__ y, int total, int CV,
+                                   PoolGeometry g) {
+  using P = Pack<T, V>;
+  for (int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x); i < total;
+       i += static_cast<int>(gridDim.x * blockDim.x)) {
+    const int cv = i % CV;
+    int pix = i / CV;
+    const int ox = pix % g.WO;
+    pix /= g.WO;
+    const int oy = pix % g.HO, n = pix / g.HO;
+    const int y0 = oy * g.sh - g.pad_top, x0 = ox * g.sw - g.pad_left;
+    const int yb = y0 > 0 ? y0 : 0, ye = y0 + g.kh < g.H ? y0 + g.kh : g.H;
+    const int xb = x0 > 0 ? x0 : 0, xe = x0 + g.kw < g.W ? x0 + g.kw : g.W;
+    int divisor = (ye - yb) * (xe - xb);
+    if (g.count_include_pad) {
+      const int py_end = y0 + g.kh < g.H + g.pad_bottom ? y0 + g.kh : g.H + g.pad_bottom;
+      const int px_end = x0 + g.kw < g.W + g.pad_right ? x0 + g.kw : g.W + g.pad_right;
+      divisor = (py_end - y0) * (px_end - x0);
+    }
+    float acc[V];
+#pragma unroll
+    for (int k = 0; k < V; ++k) acc[k] = g.is_max ? -INFINITY : 0.f;
+    const P* xp = reinterpret_cast<const P*>(x) + static_cast<int64_t>(n) * g.H * g.W * CV + cv;
+    for (int iy = yb; iy < ye; ++iy)
+      for (int ix = xb; ix < xe; ++ix) {
+        const P v = xp[(iy * g.W + ix) * CV];
+#pragma unroll
+        for (int k = 0; k < V; ++k) {
+          const float f = to_float(v.v[k]);
+          acc[k] = g.is_max ? fmaxf(acc[k], f) : acc[k] + f;
+        }
+      }
+    P out;
+    const bool empty = !(yb < ye && xb < xe);  // a window wholly in the padding gives 0
+#pragma unroll
+    for (int k = 0; k < V; ++k)
+      out.v[k] = from_float<T>(empty ? 0.f : g.is_max ? acc[k] : acc[k] / float(divisor));
+    reinterpret_cast<P*>(y)[i] = out;
+  }
+}
+
 bool pool2d_applicable(const NodeDesc& node) {
   const auto* p = std::get_if<Pool2DParams>(&node.params);
   if (!(p && node.input_shapes.size() == 1 && node.output_shapes.size() == 1 &&
@@ -69,6 +116,7 @@ bool pool2d_applicable(const NodeDesc& node) {
   // The kernel's 32-bit in-plane math: every coordinate and size it forms stays below 2^30.
   const Shape &xs = node.input_shapes[0], &ys = node.output_shapes[0];
   const auto fits = [](int64_t v) { return v >= 0 && v < (int64_t(1) << 30); };
+  if (node.layout == Layout::NHWC && !(fits(shape_numel(xs)) && fits(shape_numel(ys)))) return false;
   return fits(xs[2] * xs[3]) && fits(ys[2] * ys[3]) &&
          fits(ys[2] * p->stride_h + p->kernel_h + p->pad.top + p->pad.bottom + xs[2]) &&
          fits(ys[3] * p->stride_w + p->kernel_w + p->pad.left + p->pad.right + xs[3]);
@@ -97,9 +145,30 @@ void pool2d_run(const KernelCall& call) {
                        p.kernel_h,      p.kernel_w,     p.stride_h,    p.stride_w,
                        p.pad.top,       p.pad.left,     p.pad.bottom,  p.pad.right,
                        p.kind == PoolKind::Max, p.count_include_pad};
+  Context& ctx = context_of(call);
+  if (call.node.layout == Layout::NHWC) {
+    dispatch(call.node.precision, [&](auto tag) {
+      using T = decltype(tag);
+      const T* x = reinterpret_cast<const T*>(call.inputs[0]);
+      T* y = reinterpret_cast<T*>(call.outputs[0]);
+      const int64_t C = xs[1], pixels = ys[0] * ys[2] * ys[3];
+      const auto launch = [&](auto v_tag) {
+        constexpr int V = decltype(v_tag)::value;
+        const int total = static_cast<int>(pixels * (C / V));
+        pool2d_nhwc_kernel<T, V><<<grid_for(total), 256, 0, ctx.stream>>>(x, y, total,
+                                                                          static_cast<int>(C / V), g);
+      };
+      switch (pack_width(sizeof(T), C, {x, y})) {
+        case 4: launch(std::integral_constant<int, 4>{}); break;
+        case 2: launch(std::integral_constant<int, 2>{}); break;
+        default: launch(std::integral_constant<int, 1>{}); break;
+      }
+    });
+    INFER_CUDA_CHECK_LAUNCH();
+    return;
+  }
   const int64_t planes = ys[0] * ys[1];
   const PlaneLaunch l = plane_launch(ys[2] * ys[3], planes);
-  Context& ctx = context_of(call);
   dispatch(call.node.precision, [&](auto tag) {
     using T = decltype(tag);
     pool2d_kernel<T><<<l.grid, l.block, 0, ctx.stream>>>(
@@ -116,6 +185,7 @@ void register_pool2d(KernelRegistry& registry) {
   v.name = "direct";
   v.backend = "cuda";
   v.priority = 10;
+  v.layouts = {Layout::NCHW, Layout::NHWC};
   v.applicable = pool2d_applicable;
   v.run = pool2d_run;
   registry.add(std::move(v));

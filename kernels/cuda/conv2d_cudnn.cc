@@ -1,0 +1,259 @@
+// CUDA conv2d through cuDNN (kernels/cuda/cudnn.h), two variants:
+// - `cudnn`: the convolution as cuDNN runs it (the algorithm its own timing picks: on tensor cores in
+//   fp16 / tf32, an implicit GEMM with no column buffer in NHWC), NCHW or NHWC, bias + ReLU fused
+//   into the call (cudnnConvolutionBiasActivationForward), other epilogues by bias_activation.
+// - `cudnn_folded`: width folding (seed 004) for convolutions with C_in <= 4 or C_out <= 4, NHWC only.
+//   In NHWC, F adjacent columns of C channels are one "pixel" of F*C channels with no data movement,
+//   so [N,H,W,C] is [N,H,W/F,F*C]; the convolution becomes a stride-1 convolution over the folded
+//   image with F*C_in inputs, F*C_out outputs and a block-structured kernel (built once here), whose
+//   channel counts meet the tensor cores' alignment where 1 or 3 channels would not. Exact: every
+//   output takes the same products as unfolded (the added weights are zeros). Requires the
+//   fold_width pass; stride 1 and W, W_out multiples of F.
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "infer/error.h"
+#include "kernels/conv_shapes.h"
+#include "kernels/cuda/call_util.h"
+#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/cudnn.h"
+#include "kernels/cuda/epilogue.h"
+
+namespace infer::cuda {
+namespace {
+
+// The node as cuDNN's forward problem; nullopt-like `ok = false` when it is not one cuDNN takes.
+struct Geometry {
+  bool ok = false;
+  dnn::Problem problem;
+  bool has_bias = false;
+  Activation act;
+};
+
+Geometry geometry(const NodeDesc& node) {
+  Geometry g;
+  const auto* p = std::get_if<Conv2DParams>(&node.params);
+  if (!p || node.input_shapes.size() < 2 || node.input_shapes.size() > 3 || node.output_shapes.size() != 1)
+    return g;
+  const Shape &x = node.input_shapes[0], &w = node.input_shapes[1], &y = node.output_shapes[0];
+  if (x.size() != 4 || w.size() != 4 || y.size() != 4) return g;
+  for (const Shape* s : {&x, &w, &y})
+    for (int64_t d : *s)
+      if (d <= 0 || d > INT32_MAX) return g;
+  if (w[1] != x[1] || y[1] != w[0] || y[0] != x[0]) return g;
+  if (node.input_shapes.size() == 3 && shape_numel(node.input_shapes[2]) != w[0]) return g;
+  // cuDNN's legacy descriptors: symmetric padding, dilation 1 here.
+  if (p->dilation_h != 1 || p->dilation_w != 1 || p->stride_h <= 0 || p->stride_w <= 0 ||
+      p->pad.top != p->pad.bottom || p->pad.left != p->pad.right || p->pad.top < 0 || p->pad.left < 0)
+    return g;
+  if ((x[2] + 2 * p->pad.top - w[2]) / p->stride_h + 1 != y[2] ||
+      (x[3] + 2 * p->pad.left - w[3]) / p->stride_w + 1 != y[3])
+    return g;
+  dnn::Problem& q = g.problem;
+  q.precision = node.precision;
+  q.layout = node.layout;
+  q.N = x[0], q.C = x[1], q.H = x[2], q.W = x[3], q.K = w[0], q.R = w[2], q.S = w[3], q.P = y[2], q.Q = y[3];
+  q.pad_h = p->pad.top, q.pad_w = p->pad.left, q.stride_h = p->stride_h, q.stride_w = p->stride_w;
+  g.has_bias = node.input_shapes.size() == 3;
+  g.act = p->activation;
+  g.ok = true;
+  return g;
+}
+
+// Channel multiple the tensor cores want: 8 halves or 4 floats (16 bytes).
+int64_t alignment(Precision p) { return p == Precision::FP16 ? 8 : 4; }
+
+bool cudnn_applicable(const NodeDesc& node) {
+  // NHWC needs the weights on the host to re-lay them out once.
+  return geometry(node).ok && (node.layout == Layout::NCHW || has_constant_weight(node));
+}
+
+// Channels-last on tensor cores for batched work (where cuDNN's implicit GEMM outruns im2col + cuBLAS,
+// whose column buffer costs C_in*KH*KW times the input); NCHW is left to the tuned im2col path and
+// reachable through --autotune or --kernel. Small batches stay with today's kernels (measured).
+int cudnn_priority(const NodeDesc& node) {
+  const Geometry g = geometry(node);
+  if (!g.ok) return 0;
+  if (node.layout == Layout::NCHW || node.precision == Precision::FP32) return 4;
+  const int64_t a = alignment(node.precision);
+  const bool aligned = g.problem.C % a == 0 && g.problem.K % a == 0;
+  if (!aligned) return 2;
+  return g.problem.N >= 8 ? 50 : 8;
+}
+
+struct State {
+  std::unique_ptr<dnn::Conv> conv;
+  std::unique_ptr<DeviceArray> weights;  // KRSC (NHWC) or folded; null: the node's own weight (NCHW)
+  std::unique_ptr<DeviceArray> bias;     // folded bias; null: the node's own
+  dnn::Problem problem;                  // what runs (folded for cudnn_folded)
+  Activation act;
+  bool has_bias = false;
+};
+
+std::shared_ptr<void> cudnn_prepare(const NodeDesc& node) {
+  const Geometry g = geometry(node);
+  if (!g.ok) throw Error("cuda conv2d.cudnn: the node is not a convolution cuDNN takes (symmetric padding)");
+  auto st = std::make_shared<State>();
+  st->problem = g.problem;
+  st->act = g.act;
+  st->has_bias = g.has_bias;
+  if (node.layout == Layout::NHWC) {
+    if (!has_constant_weight(node)) throw Error("cuda conv2d.cudnn: NHWC needs a constant weight");
+    const dnn::Problem& q = g.problem;
+    std::vector<float> krsc(static_cast<size_t>(q.K * q.C * q.R * q.S));
+    dnn::krsc_from_kcrs(node.constants[1], q.K, q.C, q.R, q.S, krsc.data());
+    st->weights = upload(krsc.data(), krsc.size(), node.precision);
+  }
+  st->conv = std::make_unique<dnn::Conv>(st->problem);
+  return st;
+}
+
+size_t cudnn_workspace(const NodeDesc& node) {
+  const Geometry g = geometry(node);
+  return g.ok ? dnn::workspace_bytes(g.problem) : 0;
+}
+
+// Shared by both variants: the convolution (ReLU and bias fused when both are there), then any other
+// epilogue in the node's layout.
+void run_prepared(const KernelCall& call, const char* variant) {
+  check_call(call, variant, 2, 3);
+  params_of<Conv2DParams>(call.node, variant);
+  if (!call.prepared) throw Error(std::string("cuda ") + variant + ": not prepared");
+  const State& st = *static_cast<const State*>(call.prepared);
+  Context& ctx = context_of(call);
+  const void* w = st.weights ? st.weights->data() : call.inputs[1];
+  const void* bias = st.bias ? st.bias->data() : st.has_bias ? call.inputs[2] : nullptr;
+  const bool fuse = bias && st.act.kind == ActivationKind::Relu;
+  st.conv->forward(ctx, call.inputs[0], w, fuse ? bias : nullptr, fuse, call.outputs[0], call.workspace);
+  if (fuse) return;
+  const dnn::Problem& q = st.problem;
+  if (q.layout == Layout::NHWC)
+    bias_activation_nhwc(ctx, call.node.precision, call.outputs[0], bias, q.N * q.P * q.Q, q.K, st.act);
+  else
+    bias_activation(ctx, call.node.precision, call.outputs[0], bias, q.N, q.K, q.P * q.Q, st.act);
+}
+
+void cudnn_run(const KernelCall& call) { run_prepared(call, "conv2d.cudnn"); }
+
+// ---- width folding --------------------------------------------------------------------------------
+
+int64_t floor_div(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
+
+struct Fold {
+  bool ok = false;
+  int64_t F = 1, lo = 0, S_f = 0;
+  dnn::Problem folded;
+};
+
+// The smallest fold factor that aligns the folded channels and keeps the folded padding symmetric.
+Fold fold_of(const NodeDesc& node) {
+  Fold f;
+  const Geometry g = geometry(node);
+  if (!g.ok || node.layout != Layout::NHWC || node.precision == Precision::FP32 || !has_constant_weight(node))
+    return f;
+  const dnn::Problem& q = g.problem;
+  if (q.stride_w != 1 || q.stride_h != 1 || (q.C > 4 && q.K > 4)) return f;
+  const int64_t a = alignment(node.precision);
+  for (int64_t F : {4, 8, 16}) {
+    if ((F * q.C) % a != 0 || (F * q.K) % a != 0 || q.W % F != 0 || q.Q % F != 0) continue;
+    const int64_t lo = floor_div(-q.pad_w, F), hi = floor_div(F - 1 - q.pad_w + q.S - 1, F);
+    const int64_t S_f = hi - lo + 1, W_f = q.W / F, Q_f = q.Q / F, pl = -lo;
+    const int64_t pr = Q_f - W_f - pl + S_f - 1;
+    if (pl < 0 || pr != pl) continue;
+    f.ok = true;
+    f.F = F;
+    f.lo = lo;
+    f.S_f = S_f;
+    f.folded = q;
+    f.folded.C = q.C * F, f.folded.K = q.K * F, f.folded.W = W_f, f.folded.Q = Q_f, f.folded.S = S_f;
+    f.folded.pad_w = static_cast<int>(pl);
+    return f;
+  }
+  return f;
+}
+
+bool folded_applicable(const NodeDesc& node) { return fold_of(node).ok; }
+
+// Ahead of cudnn: a 1- or 3-channel convolution leaves the tensor cores idle, which folding fixes.
+int folded_priority(const NodeDesc& node) { return fold_of(node).ok ? 60 : 0; }
+
+size_t folded_workspace(const NodeDesc& node) {
+  const Fold f = fold_of(node);
+  return f.ok ? dnn::workspace_bytes(f.folded) : 0;
+}
+
+std::shared_ptr<void> folded_prepare(const NodeDesc& node) {
+  const Fold f = fold_of(node);
+  if (!f.ok) throw Error("cuda conv2d.cudnn_folded: the node cannot be width-folded");
+  const Geometry g = geometry(node);
+  const dnn::Problem& q = g.problem;
+  const int64_t F = f.F, Kf = q.K * F, Cf = q.C * F, R = q.R, Sf = f.S_f;
+  // Folded KRSC weights: output channel r*K + k (output column F*j + r), input channel s*C + c (input
+  // column F*(j + lo + kf) + s); the original tap kx = F*(lo + kf) + s - r + pad, zero outside [0, S).
+  std::vector<float> wf(static_cast<size_t>(Kf * R * Sf * Cf), 0.f);
+  const float* w = node.constants[1];
+  for (int64_t r = 0; r < F; ++r)
+    for (int64_t k = 0; k < q.K; ++k)
+      for (int64_t ky = 0; ky < R; ++ky)
+        for (int64_t kf = 0; kf < Sf; ++kf)
+          for (int64_t s = 0; s < F; ++s) {
+            const int64_t kx = F * (f.lo + kf) + s - r + q.pad_w;
+            if (kx < 0 || kx >= q.S) continue;
+            for (int64_t c = 0; c < q.C; ++c)
+              wf[static_cast<size_t>((((r * q.K + k) * R + ky) * Sf + kf) * Cf + s * q.C + c)] =
+                  w[((k * q.C + c) * R + ky) * q.S + kx];
+          }
+  auto st = std::make_shared<State>();
+  st->problem = f.folded;
+  st->act = g.act;
+  st->has_bias = g.has_bias;
+  st->weights = upload(wf.data(), wf.size(), node.precision);
+  if (g.has_bias) {
+    if (node.constants.size() < 3 || !node.constants[2])
+      throw Error("cuda conv2d.cudnn_folded: the bias must be a constant");
+    std::vector<float> bf(static_cast<size_t>(Kf));
+    for (int64_t r = 0; r < F; ++r)
+      for (int64_t k = 0; k < q.K; ++k) bf[static_cast<size_t>(r * q.K + k)] = node.constants[2][k];
+    st->bias = upload(bf.data(), bf.size(), node.precision);
+  }
+  st->conv = std::make_unique<dnn::Conv>(st->problem);
+  return st;
+}
+
+void folded_run(const KernelCall& call) { run_prepared(call, "conv2d.cudnn_folded"); }
+
+}  // namespace
+
+void register_conv2d_cudnn(KernelRegistry& registry) {
+  KernelVariant v;
+  v.op = "conv2d";
+  v.name = "cudnn";
+  v.backend = "cuda";
+  v.priority = 4;
+  v.priority_for = cudnn_priority;
+  v.layouts = {Layout::NCHW, Layout::NHWC};
+  v.applicable = cudnn_applicable;
+  v.workspace_bytes = cudnn_workspace;
+  v.prepare = cudnn_prepare;
+  v.run = cudnn_run;
+  registry.add(v);
+
+  KernelVariant f;
+  f.op = "conv2d";
+  f.name = "cudnn_folded";
+  f.backend = "cuda";
+  f.priority = 60;
+  f.priority_for = folded_priority;
+  f.layouts = {Layout::NHWC};
+  f.requires_pass = "fold_width";
+  f.applicable = folded_applicable;
+  f.workspace_bytes = folded_workspace;
+  f.prepare = folded_prepare;
+  f.run = folded_run;
+  registry.add(f);
+}
+
+}  // namespace infer::cuda

@@ -1,0 +1,272 @@
+// The cuDNN provider (cudnn.h): handles, descriptors, the per-process algorithm cache and the calls.
+// Algorithms are found with cudnnFind* (which times each on its own buffers) on a query handle of the
+// process, never inside a CUDA-graph capture: a variant's workspace_bytes() and prepare() run at
+// session creation. The deprecated-but-supported legacy convolution API of cuDNN 9 is used; its
+// warnings are silenced here alone.
+#include "kernels/cuda/cudnn.h"
+
+#include <algorithm>
+#include <map>
+#include <mutex>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "infer/error.h"
+
+#if defined(__GNUC__)
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+#endif
+
+namespace infer::cuda::dnn {
+namespace {
+
+[[noreturn]] void fail(cudnnStatus_t status, const char* expr) {
+  throw Error(fmt::format("cudnn: {} failed: {}", expr, cudnnGetErrorString(status)));
+}
+
+#define CUDNN_CHECK(expr)                                  \
+  do {                                                     \
+    cudnnStatus_t infer_cudnn_st_ = (expr);                \
+    if (infer_cudnn_st_ != CUDNN_STATUS_SUCCESS) fail(infer_cudnn_st_, #expr); \
+  } while (0)
+
+cudnnDataType_t data_type(Precision p) {
+  return p == Precision::FP16 ? CUDNN_DATA_HALF : CUDNN_DATA_FLOAT;
+}
+
+// Strict fp32: FMA kernels only (no TF32); tf32: tensor cores on float data; fp16: tensor cores.
+cudnnMathType_t math_type(Precision p) {
+  switch (p) {
+    case Precision::FP16: return CUDNN_TENSOR_OP_MATH;
+    case Precision::TF32: return CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
+    default: return CUDNN_FMA_MATH;
+  }
+}
+
+int to_int(int64_t v, const char* what) {
+  if (v < 0 || v > INT32_MAX) throw Error(fmt::format("cudnn: {} = {} does not fit cuDNN's int", what, v));
+  return static_cast<int>(v);
+}
+
+void set_tensor(cudnnTensorDescriptor_t d, Layout layout, Precision p, int64_t n, int64_t c, int64_t h,
+                int64_t w, const int64_t* strides = nullptr) {
+  const int N = to_int(n, "N"), C = to_int(c, "C"), H = to_int(h, "H"), W = to_int(w, "W");
+  if (strides && (strides[0] || strides[1] || strides[2] || strides[3])) {
+    CUDNN_CHECK(cudnnSetTensor4dDescriptorEx(d, data_type(p), N, C, H, W, to_int(strides[0], "stride"),
+                                             to_int(strides[1], "stride"), to_int(strides[2], "stride"),
+                                             to_int(strides[3], "stride")));
+    return;
+  }
+  CUDNN_CHECK(cudnnSetTensor4dDescriptor(d, layout == Layout::NHWC ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW,
+                                         data_type(p), N, C, H, W));
+}
+
+// Winograd and FFT change the arithmetic (transforms with their own rounding): not strict fp32.
+bool exact_fwd(int algo) {
+  return algo != CUDNN_CONVOLUTION_FWD_ALGO_FFT && algo != CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING &&
+         algo != CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD && algo != CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED;
+}
+bool exact_bwd(int algo) {
+  return algo != CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT && algo != CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT_TILING &&
+         algo != CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD &&
+         algo != CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD_NONFUSED;
+}
+
+struct Found {
+  int algo = 0;
+  size_t workspace = 0;
+  cudnnMathType_t math = CUDNN_DEFAULT_MATH;
+};
+
+// The process's algorithm cache and the handle that finds them (on the default stream).
+struct Finder {
+  std::mutex mutex;
+  std::map<std::string, Found> found;
+  std::map<int, cudnnHandle_t> handles;  // per device
+
+  cudnnHandle_t handle() {
+    int dev = 0;
+    INFER_CUDA_CHECK(cudaGetDevice(&dev));
+    auto it = handles.find(dev);
+    if (it != handles.end()) return it->second;
+    cudnnHandle_t h = nullptr;
+    CUDNN_CHECK(cudnnCreate(&h));
+    handles[dev] = h;  // kept for the process: freeing it at exit races the driver's teardown
+    return h;
+  }
+};
+
+Finder& finder() {
+  static Finder* f = new Finder;  // never destroyed (see handles)
+  return *f;
+}
+
+}  // namespace
+
+struct Conv::Descriptors {
+  cudnnTensorDescriptor_t x = nullptr, y = nullptr, bias = nullptr;
+  cudnnFilterDescriptor_t w = nullptr;
+  cudnnConvolutionDescriptor_t conv = nullptr;
+  cudnnActivationDescriptor_t relu = nullptr;
+
+  explicit Descriptors(const Problem& p) {
+    try {
+      CUDNN_CHECK(cudnnCreateTensorDescriptor(&x));
+      CUDNN_CHECK(cudnnCreateTensorDescriptor(&y));
+      CUDNN_CHECK(cudnnCreateTensorDescriptor(&bias));
+      CUDNN_CHECK(cudnnCreateFilterDescriptor(&w));
+      CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&conv));
+      CUDNN_CHECK(cudnnCreateActivationDescriptor(&relu));
+      set_tensor(x, p.layout, p.precision, p.N, p.C, p.H, p.W);
+      set_tensor(y, p.layout, p.precision, p.N, p.K, p.P, p.Q, p.y_strides);
+      set_tensor(bias, Layout::NCHW, p.precision, 1, p.K, 1, 1);
+      CUDNN_CHECK(cudnnSetFilter4dDescriptor(
+          w, data_type(p.precision), p.layout == Layout::NHWC ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW,
+          to_int(p.K, "K"), to_int(p.C, "C"), to_int(p.R, "R"), to_int(p.S, "S")));
+      CUDNN_CHECK(cudnnSetConvolution2dDescriptor(conv, p.pad_h, p.pad_w, p.stride_h, p.stride_w, 1, 1,
+                                                  CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+      CUDNN_CHECK(cudnnSetConvolutionMathType(conv, math_type(p.precision)));
+      // NaN propagates, as through the reference's relu.
+      CUDNN_CHECK(cudnnSetActivationDescriptor(relu, CUDNN_ACTIVATION_RELU, CUDNN_PROPAGATE_NAN, 0.0));
+    } catch (...) {
+      release();
+      throw;
+    }
+  }
+  ~Descriptors() { release(); }
+  void release() {
+    if (x) cudnnDestroyTensorDescriptor(x);
+    if (y) cudnnDestroyTensorDescriptor(y);
+    if (bias) cudnnDestroyTensorDescriptor(bias);
+    if (w) cudnnDestroyFilterDescriptor(w);
+    if (conv) cudnnDestroyConvolutionDescriptor(conv);
+    if (relu) cudnnDestroyActivationDescriptor(relu);
+    x = y = bias = nullptr;
+    w = nullptr;
+    conv = nullptr;
+    relu = nullptr;
+  }
+};
+
+namespace {
+
+// Times every algorithm (cudnnFind*) and keeps the fastest usable one: deterministic (backward data's
+// algo 0 accumulates with atomics, and a session's replays must give the same bits), within the
+// workspace cap, exact for strict fp32. Cached by Problem::key().
+Found find(const Problem& p, const Conv::Descriptors& d) {
+  Finder& f = finder();
+  std::lock_guard<std::mutex> lock(f.mutex);
+  const std::string key = p.key();
+  if (auto it = f.found.find(key); it != f.found.end()) return it->second;
+  cudnnHandle_t h = f.handle();
+  const bool strict = p.precision == Precision::FP32;
+  std::vector<Found> usable;
+  int returned = 0;
+  if (!p.backward_data) {
+    cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+    CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithm(h, d.x, d.w, d.conv, d.y,
+                                                     CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &returned, perf));
+    for (int i = 0; i < returned; ++i)  // sorted fastest first
+      if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= kWorkspaceCap &&
+          perf[i].determinism == CUDNN_DETERMINISTIC &&
+          (!strict || (exact_fwd(perf[i].algo) && perf[i].mathType != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION)))
+        usable.push_back({static_cast<int>(perf[i].algo), perf[i].memory, perf[i].mathType});
+  } else {
+    cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+    CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithm(
+        h, d.w, d.y, d.conv, d.x, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &returned, perf));
+    for (int i = 0; i < returned; ++i)
+      if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= kWorkspaceCap &&
+          perf[i].determinism == CUDNN_DETERMINISTIC &&
+          (!strict || (exact_bwd(perf[i].algo) && perf[i].mathType != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION)))
+        usable.push_back({static_cast<int>(perf[i].algo), perf[i].memory, perf[i].mathType});
+  }
+  cudaGetLastError();  // Find may leave an out-of-memory error of an algorithm it skipped
+  if (usable.empty())
+    throw Error("cudnn: no algorithm runs the convolution " + key + " within the workspace cap");
+  f.found[key] = usable.front();
+  return usable.front();
+}
+
+}  // namespace
+
+std::string Problem::key() const {
+  return fmt::format("{}:{}:{}:{}x{}x{}x{}*{}x{}x{}->{}x{}:p{},{}:s{},{}:ys{},{},{},{}",
+                     backward_data ? "bwd" : "fwd", precision_name(precision), layout_name(layout), N, C,
+                     H, W, K, R, S, P, Q, pad_h, pad_w, stride_h, stride_w, y_strides[0], y_strides[1],
+                     y_strides[2], y_strides[3]);
+}
+
+cudnnContext* create_handle(cudaStream_t stream) {
+  cudnnHandle_t h = nullptr;
+  CUDNN_CHECK(cudnnCreate(&h));
+  const cudnnStatus_t st = cudnnSetStream(h, stream);
+  if (st != CUDNN_STATUS_SUCCESS) {
+    cudnnDestroy(h);
+    fail(st, "cudnnSetStream");
+  }
+  return h;
+}
+
+void destroy_handle(cudnnContext* handle) { cudnnDestroy(handle); }
+
+Conv::Conv(const Problem& problem) : problem_(problem), d_(std::make_unique<Descriptors>(problem)) {
+  const Found f = find(problem_, *d_);
+  algo_ = f.algo;
+  workspace_ = f.workspace;
+  CUDNN_CHECK(cudnnSetConvolutionMathType(d_->conv, f.math));
+}
+
+Conv::~Conv() = default;
+
+const char* Conv::algo_name() const {
+  static const char* const fwd[] = {"implicit_gemm", "implicit_precomp_gemm", "gemm", "direct",
+                                    "fft", "fft_tiling", "winograd", "winograd_nonfused"};
+  static const char* const bwd[] = {"algo_0", "algo_1", "fft", "fft_tiling", "winograd",
+                                    "winograd_nonfused"};
+  if (problem_.backward_data) return algo_ >= 0 && algo_ < 6 ? bwd[algo_] : "?";
+  return algo_ >= 0 && algo_ < 8 ? fwd[algo_] : "?";
+}
+
+void Conv::forward(Context& ctx, const void* x, const void* w, const void* bias, bool relu, void* y,
+                   void* workspace) const {
+  if (problem_.backward_data) throw Error("cudnn: forward() on a backward-data problem");
+  if (workspace_ && !workspace)
+    throw Error(fmt::format("cudnn: the convolution needs a workspace of {} bytes, got none", workspace_));
+  const float one = 1.f, zero = 0.f;
+  if (bias && relu) {
+    // z = y with alpha2 = 0: cuDNN's fused path adds nothing from it.
+    CUDNN_CHECK(cudnnConvolutionBiasActivationForward(
+        ctx.cudnn, &one, d_->x, x, d_->w, w, d_->conv, static_cast<cudnnConvolutionFwdAlgo_t>(algo_),
+        workspace, workspace_, &zero, d_->y, y, d_->bias, bias, d_->relu, d_->y, y));
+    return;
+  }
+  CUDNN_CHECK(cudnnConvolutionForward(ctx.cudnn, &one, d_->x, x, d_->w, w, d_->conv,
+                                      static_cast<cudnnConvolutionFwdAlgo_t>(algo_), workspace, workspace_,
+                                      &zero, d_->y, y));
+}
+
+void Conv::backward_data(Context& ctx, const void* y, const void* w, void* x, void* workspace) const {
+  if (!problem_.backward_data) throw Error("cudnn: backward_data() on a forward problem");
+  if (workspace_ && !workspace)
+    throw Error(fmt::format("cudnn: the convolution needs a workspace of {} bytes, got none", workspace_));
+  const float one = 1.f, zero = 0.f;
+  CUDNN_CHECK(cudnnConvolutionBackwardData(ctx.cudnn, &one, d_->w, w, d_->y, y, d_->conv,
+                                           static_cast<cudnnConvolutionBwdDataAlgo_t>(algo_), workspace,
+                                           workspace_, &zero, d_->x, x));
+}
+
+size_t workspace_bytes(const Problem& problem) {
+  Conv::Descriptors d(problem);
+  return find(problem, d).workspace;
+}
+
+void krsc_from_kcrs(const float* kcrs, int64_t K, int64_t C, int64_t R, int64_t S, float* krsc) {
+  for (int64_t k = 0; k < K; ++k)
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t r = 0; r < R; ++r)
+        for (int64_t s = 0; s < S; ++s) krsc[((k * R + r) * S + s) * C + c] = kcrs[((k * C + c) * R + r) * S + s];
+}
+
+}  // namespace infer::cuda::dnn

@@ -1,0 +1,72 @@
+// cuDNN as a convolution provider behind infer's kernel variants (DESIGN.md allows it, measured against
+// our own kernels): descriptors for one convolution in either layout (NCHW, or NHWC with KRSC filters),
+// the algorithm chosen once per problem and process by timing every one (cudnnFind*, the fastest whose
+// workspace fits kWorkspaceCap among the deterministic ones; strict fp32 excludes Winograd and FFT,
+// which are not exact fp32 arithmetic), and the calls. Host code; built only when CMake finds cuDNN (INFER_WITH_CUDNN).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include <cudnn.h>
+
+#include "kernels/cuda/context.h"
+
+namespace infer::cuda::dnn {
+
+cudnnContext* create_handle(cudaStream_t stream);  // an Error when cuDNN cannot start
+void destroy_handle(cudnnContext* handle);
+
+// Algorithms whose workspace is larger are not considered (the workspace lives in the session arena).
+constexpr size_t kWorkspaceCap = size_t(512) << 20;
+
+// One convolution in cuDNN's terms: the forward problem x [N,C,H,W] * w [K,C,R,S] -> y [N,K,P,Q] with
+// symmetric padding. A transposed convolution is the backward-data pass of the forward convolution
+// from its output (x here) to its input (y here), its weights [C_in,C_out,KH,KW] being w [K,C,R,S].
+// y may be a strided view (y_strides, NCHW-ordered element strides n,c,h,w; all 0 = packed).
+struct Problem {
+  bool backward_data = false;
+  Precision precision = Precision::FP32;
+  Layout layout = Layout::NCHW;
+  int64_t N = 0, C = 0, H = 0, W = 0, K = 0, R = 0, S = 0, P = 0, Q = 0;
+  int pad_h = 0, pad_w = 0, stride_h = 1, stride_w = 1;
+  int64_t y_strides[4] = {0, 0, 0, 0};
+  std::string key() const;  // identifies the problem in the process-wide algorithm cache
+};
+
+// The descriptors and algorithm of one problem, made in a variant's prepare() and used by every run.
+class Conv {
+ public:
+  explicit Conv(const Problem& problem);  // finds the algorithm on first sight of the problem
+  ~Conv();
+  Conv(const Conv&) = delete;
+  Conv& operator=(const Conv&) = delete;
+
+  const Problem& problem() const { return problem_; }
+  size_t workspace_bytes() const { return workspace_; }
+  const char* algo_name() const;
+  struct Descriptors;  // cuDNN's descriptors of the problem (cudnn.cc)
+
+  // Forward: y = conv(x, w), or with `bias` (K values) and relu, y = relu(conv(x, w) + bias) in one
+  // cudnnConvolutionBiasActivationForward. Any other epilogue is the caller's (bias_activation).
+  void forward(Context& ctx, const void* x, const void* w, const void* bias, bool relu, void* y,
+               void* workspace) const;
+  // Backward data: x = conv^T(y, w), i.e. the transposed convolution of y (reads y, writes x).
+  void backward_data(Context& ctx, const void* y, const void* w, void* x, void* workspace) const;
+
+ private:
+  Problem problem_;
+  std::unique_ptr<Descriptors> d_;
+  int algo_ = 0;
+  size_t workspace_ = 0;
+};
+
+// The workspace the problem's algorithm needs (finds it on first sight): for workspace_bytes().
+size_t workspace_bytes(const Problem& problem);
+
+// Host re-layout of float weights [K][C][R][S] (KCRS) into [K][R][S][C] (KRSC, cuDNN's NHWC filters).
+void krsc_from_kcrs(const float* kcrs, int64_t K, int64_t C, int64_t R, int64_t S, float* krsc);
+
+}  // namespace infer::cuda::dnn

@@ -1,0 +1,409 @@
+// The CUDA channels-last path: the layout conversion kernel, every variant that runs in NHWC (cuDNN
+// conv2d and conv_transpose2d, width-folded conv2d, pool2d, element-wise ops) against the NCHW
+// reference on random shapes (odd C, H, W; C not a multiple of 8; padding and stride edges; outputs
+// poisoned; inside a CUDA graph replayed twice), and the channels_last / fold_width passes through
+// whole sessions: zoo models in fp16 and tf32 within 1e-2 of the reference in both layouts, the plan
+// showing each node's layout. Skipped (one line on stdout) when there is no CUDA device.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <random>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "cuda_test_util.h"
+#include "infer/infer.h"
+#include "kernels/kernel_api.h"
+#include "plan.h"
+#include "test_util.h"
+#include "zoo.h"
+
+using namespace infer;
+using infer::test::check_case;
+using infer::test::check_case_in_layout;
+using infer::test::OpCase;
+using infer::test::scaled;
+using infer::test::uniform;
+
+namespace {
+
+OpCase make_case(OpParams params, std::vector<Shape> inputs, std::vector<bool> constant, Shape output,
+                 uint64_t seed) {
+  OpCase c;
+  c.params = std::move(params);
+  c.inputs = std::move(inputs);
+  c.constant = std::move(constant);
+  c.output = std::move(output);
+  c.seed = seed;
+  return c;
+}
+
+Activation random_activation(std::mt19937_64& rng) {
+  Activation a;
+  a.kind = static_cast<ActivationKind>(rng() % 5);
+  a.alpha = 0.1f;
+  return a;
+}
+
+bool contains(const std::vector<std::string>& v, const std::string& s) {
+  return std::find(v.begin(), v.end(), s) != v.end();
+}
+
+// A conv2d with symmetric padding (what cuDNN's descriptors take): kernel 1-5, stride 1-3, channels
+// 1..40 (odd ones and multiples of 8 alike), batch 1..3, images 1..15.
+OpCase random_conv(std::mt19937_64& rng, uint64_t seed) {
+  Conv2DParams p;
+  const int kh = uniform(rng, 1, 5), kw = rng() % 3 == 0 ? uniform(rng, 1, 5) : kh;
+  p.stride_h = uniform(rng, 1, 3);
+  p.stride_w = rng() % 3 == 0 ? uniform(rng, 1, 3) : p.stride_h;
+  p.pad.top = p.pad.bottom = uniform(rng, 0, kh - 1);
+  p.pad.left = p.pad.right = uniform(rng, 0, kw - 1);
+  p.activation = random_activation(rng);
+  const int64_t N = uniform(rng, 1, 3);
+  const int64_t CI = rng() % 3 == 0 ? 8 * uniform(rng, 1, 4) : uniform(rng, 1, 40);
+  const int64_t CO = rng() % 3 == 0 ? 8 * uniform(rng, 1, 4) : uniform(rng, 1, 40);
+  int64_t H, W;
+  do {
+    H = uniform(rng, 1, 15), W = uniform(rng, 1, 15);
+  } while (H + 2 * p.pad.top < kh || W + 2 * p.pad.left < kw);
+  const int64_t HO = (H + 2 * p.pad.top - kh) / p.stride_h + 1, WO = (W + 2 * p.pad.left - kw) / p.stride_w + 1;
+  std::vector<Shape> in{{N, CI, H, W}, {CO, CI, kh, kw}};
+  if (rng() % 4 != 0) in.push_back({CO});
+  return make_case(p, in, {false, true, true}, {N, CO, HO, WO}, seed);
+}
+
+// A transposed convolution with symmetric padding < kernel, stride 1-3, output_padding < stride.
+OpCase random_tconv(std::mt19937_64& rng, uint64_t seed) {
+  ConvTranspose2DParams p;
+  const int k = uniform(rng, 1, 5);
+  p.stride_h = p.stride_w = uniform(rng, 1, 3);
+  p.pad.top = p.pad.bottom = p.pad.left = p.pad.right = uniform(rng, 0, k - 1);
+  p.output_padding_h = uniform(rng, 0, p.stride_h - 1);
+  p.output_padding_w = uniform(rng, 0, p.stride_w - 1);
+  p.activation = random_activation(rng);
+  const int64_t N = uniform(rng, 1, 3);
+  const int64_t CI = rng() % 3 == 0 ? 8 * uniform(rng, 1, 4) : uniform(rng, 1, 40);
+  const int64_t CO = rng() % 3 == 0 ? 8 * uniform(rng, 1, 4) : uniform(rng, 1, 40);
+  int64_t H, W, HO, WO;
+  do {
+    H = uniform(rng, 1, 9), W = uniform(rng, 1, 9);
+    HO = (H - 1) * p.stride_h - 2 * p.pad.top + k + p.output_padding_h;
+    WO = (W - 1) * p.stride_w - 2 * p.pad.left + k + p.output_padding_w;
+  } while (HO < 1 || WO < 1);
+  std::vector<Shape> in{{N, CI, H, W}, {CI, CO, k, k}};
+  if (rng() % 4 != 0) in.push_back({CO});
+  return make_case(p, in, {false, true, true}, {N, CO, HO, WO}, seed);
+}
+
+const Precision kPrecisions[] = {Precision::FP32, Precision::TF32, Precision::FP16};
+
+}  // namespace
+
+CUDA_TEST_CASE("layout: NCHW <-> NHWC copies match the reference (odd sizes, C = 1, HW = 1, graph)") {
+  test::require_registered("layout", {"transpose_tiled"});
+  std::mt19937_64 rng(20261124);
+  const std::vector<Shape> fixed = {{1, 1, 1, 1}, {2, 1, 5, 7}, {1, 3, 1, 1}, {3, 33, 31, 1},
+                                    {2, 64, 17, 19}, {1, 40, 65, 3}};
+  std::vector<Shape> shapes = fixed;
+  for (int t = 0; t < scaled(30); ++t)
+    shapes.push_back({uniform(rng, 1, 4), uniform(rng, 1, 70), uniform(rng, 1, 40), uniform(rng, 1, 40)});
+  int ran = 0;
+  for (const Shape& s : shapes)
+    for (Precision p : {Precision::FP32, Precision::FP16})
+      for (Layout from : {Layout::NCHW, Layout::NHWC}) {
+        LayoutParams lp{from, from == Layout::NCHW ? Layout::NHWC : Layout::NCHW};
+        const OpCase c = make_case(lp, {s}, {false}, s, 11 + ran);
+        // The reference permutes raw memory the same way: compare without relayout.
+        const auto names = check_case(c, p, {}, /*capture=*/ran % 2 == 0);
+        CHECK(contains(names, "transpose_tiled"));
+        ++ran;
+      }
+}
+
+#ifdef INFER_WITH_CUDNN
+CUDA_TEST_CASE("conv2d.cudnn matches the reference in NCHW and NHWC on random shapes") {
+  test::require_registered("conv2d", {"cudnn", "cudnn_folded"});
+  std::mt19937_64 rng(424242);
+  int nhwc = 0, nchw = 0;
+  for (int t = 0; t < scaled(40); ++t) {
+    const OpCase c = random_conv(rng, 3000 + t);
+    const Precision p = kPrecisions[t % 3];
+    for (Layout layout : {Layout::NCHW, Layout::NHWC}) {
+      const auto names = check_case_in_layout(c, p, layout, {"cudnn"}, /*capture=*/t % 2 == 0);
+      CHECK_MESSAGE(contains(names, "cudnn"), test::describe(c));
+      (layout == Layout::NHWC ? nhwc : nchw) += !names.empty();
+    }
+  }
+  CHECK(nhwc == scaled(40));
+  CHECK(nchw == scaled(40));
+}
+
+CUDA_TEST_CASE("conv2d.cudnn_folded: width folding is exact for C_in <= 4 and C_out <= 4 (NHWC)") {
+  // (C_in, C_out, kernel, pad, H, W): VGG conv1_1-like, 1-channel input, generator output layers,
+  // 5x5 kernels with pad 2, a 1x1 kernel, a valid (unpadded) 3x3.
+  struct Geo {
+    int64_t ci, co, k, pad, h, w;
+  };
+  const Geo geos[] = {{3, 64, 3, 1, 9, 16},  {3, 16, 3, 1, 5, 32}, {1, 8, 5, 2, 7, 16}, {64, 3, 3, 1, 6, 16},
+                      {32, 1, 3, 1, 3, 8},   {3, 24, 1, 0, 4, 8},  {4, 40, 5, 2, 3, 24}, {2, 3, 3, 1, 5, 8}};
+  int ran = 0;
+  for (const Geo& g : geos)
+    for (Precision p : {Precision::FP16, Precision::TF32})
+      for (ActivationKind act : {ActivationKind::Relu, ActivationKind::Tanh, ActivationKind::None}) {
+        Conv2DParams cp;
+        cp.pad = {int(g.pad), int(g.pad), int(g.pad), int(g.pad)};
+        cp.activation.kind = act;
+        const int64_t HO = g.h + 2 * g.pad - g.k + 1, WO = g.w + 2 * g.pad - g.k + 1;
+        std::vector<Shape> in{{2, g.ci, g.h, g.w}, {g.co, g.ci, g.k, g.k}};
+        if (act != ActivationKind::None) in.push_back({g.co});
+        const OpCase c = make_case(cp, in, {false, true, true}, {2, g.co, HO, WO}, 900 + ran);
+        const auto names = check_case_in_layout(c, p, Layout::NHWC, {"cudnn_folded"}, ran % 2 == 0);
+        CHECK_MESSAGE(contains(names, "cudnn_folded"), test::describe(c));
+        ++ran;
+      }
+  // Not applicable: strided, W not a multiple of any fold, wide channels, NCHW, strict fp32.
+  Conv2DParams s2;
+  s2.stride_h = s2.stride_w = 2;
+  s2.pad = {1, 1, 1, 1};
+  const KernelVariant* f = KernelRegistry::global().find("cuda", "conv2d", "cudnn_folded");
+  REQUIRE(f);
+  CHECK(f->requires_pass == "fold_width");
+  auto node_for = [](OpParams params, Shape x, Shape w, Shape y, Precision p, Layout l,
+                     std::vector<float>& weights) {
+    NodeDesc n{params, {x, w}, {y}, {nullptr, nullptr}, p, l};
+    weights.assign(static_cast<size_t>(shape_numel(w)), 0.5f);
+    n.constants[1] = weights.data();
+    return n;
+  };
+  std::vector<float> wbuf;
+  Conv2DParams p1;
+  p1.pad = {1, 1, 1, 1};
+  CHECK(variant_applies(*f, node_for(p1, {1, 3, 8, 16}, {8, 3, 3, 3}, {1, 8, 8, 16}, Precision::FP16,
+                                     Layout::NHWC, wbuf)));
+  CHECK_FALSE(variant_applies(*f, node_for(s2, {1, 3, 8, 16}, {8, 3, 3, 3}, {1, 8, 4, 8}, Precision::FP16,
+                                           Layout::NHWC, wbuf)));
+  CHECK_FALSE(variant_applies(*f, node_for(p1, {1, 3, 8, 15}, {8, 3, 3, 3}, {1, 8, 8, 15},
+                                           Precision::FP16, Layout::NHWC, wbuf)));
+  CHECK_FALSE(variant_applies(*f, node_for(p1, {1, 16, 8, 16}, {8, 16, 3, 3}, {1, 8, 8, 16},
+                                           Precision::FP16, Layout::NHWC, wbuf)));
+  CHECK_FALSE(variant_applies(*f, node_for(p1, {1, 3, 8, 16}, {8, 3, 3, 3}, {1, 8, 8, 16}, Precision::FP16,
+                                           Layout::NCHW, wbuf)));
+  CHECK_FALSE(variant_applies(*f, node_for(p1, {1, 3, 8, 16}, {8, 3, 3, 3}, {1, 8, 8, 16}, Precision::FP32,
+                                           Layout::NHWC, wbuf)));
+}
+
+CUDA_TEST_CASE("conv_transpose2d.cudnn matches the reference in NCHW and NHWC (strides 1-3, output_padding)") {
+  test::require_registered("conv_transpose2d", {"cudnn"});
+  std::mt19937_64 rng(515151);
+  int ran = 0;
+  for (int t = 0; t < scaled(40); ++t) {
+    const OpCase c = random_tconv(rng, 4000 + t);
+    const Precision p = kPrecisions[t % 3];
+    for (Layout layout : {Layout::NCHW, Layout::NHWC}) {
+      const auto names = check_case_in_layout(c, p, layout, {"cudnn"}, t % 2 == 1);
+      CHECK_MESSAGE(contains(names, "cudnn"), test::describe(c));
+      ran += !names.empty();
+    }
+  }
+  CHECK(ran == 2 * scaled(40));
+  // The DCGAN layers at batch 2 (k4 s2 p1), fp16 NHWC.
+  for (const auto& [n, ci, co] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{{4, 64, 32}, {8, 32, 16}}) {
+    ConvTranspose2DParams p;
+    p.stride_h = p.stride_w = 2;
+    p.pad = {1, 1, 1, 1};
+    p.activation.kind = ActivationKind::Relu;
+    const OpCase c = make_case(p, {{2, ci, n, n}, {ci, co, 4, 4}, {co}}, {false, true, true},
+                               {2, co, 2 * n, 2 * n}, 77 + n);
+    CHECK(contains(check_case_in_layout(c, Precision::FP16, Layout::NHWC, {"cudnn"}, true), "cudnn"));
+  }
+}
+#endif  // INFER_WITH_CUDNN
+
+CUDA_TEST_CASE("conv2d.direct_small_cout_nhwc matches the reference (C_out 1..8, any stride and padding)") {
+  test::require_registered("conv2d", {"direct_small_cout_nhwc"});
+  std::mt19937_64 rng(717171);
+  int ran = 0;
+  for (int t = 0; t < scaled(40); ++t) {
+    Conv2DParams p;
+    const int kh = uniform(rng, 1, 5), kw = uniform(rng, 1, 5);
+    p.stride_h = uniform(rng, 1, 2), p.stride_w = uniform(rng, 1, 2);
+    p.pad = {uniform(rng, 0, kh - 1), uniform(rng, 0, kw - 1), uniform(rng, 0, kh - 1), uniform(rng, 0, kw - 1)};
+    p.activation = random_activation(rng);
+    const int64_t N = uniform(rng, 1, 3), CI = rng() % 2 ? 8 * uniform(rng, 1, 8) : uniform(rng, 1, 40),
+                  CO = uniform(rng, 1, 8);
+    int64_t H, W;
+    do {
+      H = uniform(rng, 1, 20), W = uniform(rng, 1, 20);
+    } while (H + p.pad.top + p.pad.bottom < kh || W + p.pad.left + p.pad.right < kw);
+    const int64_t HO = (H + p.pad.top + p.pad.bottom - kh) / p.stride_h + 1;
+    const int64_t WO = (W + p.pad.left + p.pad.right - kw) / p.stride_w + 1;
+    std::vector<Shape> in{{N, CI, H, W}, {CO, CI, kh, kw}};
+    if (rng() % 3 != 0) in.push_back({CO});
+    const OpCase c = make_case(p, in, {false, true, true}, {N, CO, HO, WO}, 8000 + t);
+    const auto names = check_case_in_layout(c, kPrecisions[t % 3], Layout::NHWC, {"direct_small_cout_nhwc"}, t % 2 == 0);
+    CHECK_MESSAGE(contains(names, "direct_small_cout_nhwc"), test::describe(c));
+    ran += !names.empty();
+  }
+  CHECK(ran == scaled(40));
+}
+
+CUDA_TEST_CASE("pool2d, activation and add in NHWC match the reference") {
+  std::mt19937_64 rng(616161);
+  for (int t = 0; t < scaled(40); ++t) {
+    Pool2DParams p;
+    p.kind = rng() % 2 ? PoolKind::Max : PoolKind::Average;
+    p.kernel_h = uniform(rng, 1, 4), p.kernel_w = uniform(rng, 1, 4);
+    p.stride_h = uniform(rng, 1, 3), p.stride_w = uniform(rng, 1, 3);
+    p.pad = {uniform(rng, 0, p.kernel_h - 1), uniform(rng, 0, p.kernel_w - 1),
+             uniform(rng, 0, p.kernel_h - 1), uniform(rng, 0, p.kernel_w - 1)};
+    p.count_include_pad = rng() % 2;
+    const int64_t N = uniform(rng, 1, 3), C = rng() % 2 ? 8 * uniform(rng, 1, 4) : uniform(rng, 1, 37);
+    int64_t H, W;
+    do {
+      H = uniform(rng, 1, 14), W = uniform(rng, 1, 14);
+    } while (H + p.pad.top + p.pad.bottom < p.kernel_h || W + p.pad.left + p.pad.right < p.kernel_w);
+    const int64_t HO = (H + p.pad.top + p.pad.bottom - p.kernel_h) / p.stride_h + 1;
+    const int64_t WO = (W + p.pad.left + p.pad.right - p.kernel_w) / p.stride_w + 1;
+    const Precision pr = kPrecisions[t % 3];
+    const OpCase pc = make_case(p, {{N, C, H, W}}, {false}, {N, C, HO, WO}, 500 + t);
+    CHECK(contains(check_case_in_layout(pc, pr, Layout::NHWC, {}, t % 2 == 0), "direct"));
+    const Shape s{N, C, H, W};
+    ActivationParams ap;
+    ap.activation = random_activation(rng);
+    CHECK(contains(check_case_in_layout(make_case(ap, {s}, {false}, s, 600 + t), pr, Layout::NHWC), "direct"));
+    AddParams add;
+    add.activation = random_activation(rng);
+    CHECK(contains(check_case_in_layout(make_case(add, {s, s}, {false, false}, s, 700 + t), pr, Layout::NHWC),
+                   "direct"));
+  }
+}
+
+// ---- whole sessions -----------------------------------------------------------------------------
+
+namespace {
+
+Model zoo_model(const std::string& name, int image_size) {
+  zoo::ZooOptions zo;
+  zo.image_size = image_size;
+  return Model::from_bytes(zoo::build(name, zo).finish(), name);
+}
+
+std::vector<Tensor> inputs_for(const Session& s, uint64_t seed) {
+  std::vector<Tensor> in;
+  for (const TensorInfo& t : s.inputs()) {
+    Tensor x(t.shape);
+    x.data = test::random_vector(x.data.size(), seed++);
+    in.push_back(std::move(x));
+  }
+  return in;
+}
+
+Session session(const Model& m, const std::string& backend, int64_t batch, Precision p, bool channels_last,
+                bool fold_width = true) {
+  SessionOptions o;
+  o.backend = backend;
+  o.batch = batch;
+  o.precision = p;
+  o.passes.channels_last = channels_last;
+  o.passes.fold_width = fold_width;
+  return Session(m, o);
+}
+
+}  // namespace
+
+CUDA_TEST_CASE("channels_last: zoo models in fp16 and tf32 within 1e-2 of the reference in both layouts") {
+  struct Z {
+    const char* name;
+    int image;
+    int64_t batch;
+  };
+  // Batch 8 (where the channels-last kernels are the default) and batch 2 (NCHW kernels mostly, the
+  // folded first layers in NHWC); classifiers at small images whose widths fold (32 = 4 * 8).
+  for (const Z& z : {Z{"lenet5", 28, 8}, Z{"alexnet", 63, 8}, Z{"vgg11", 32, 8}, Z{"vgg16", 32, 2},
+                     Z{"dcgan", 0, 8}, Z{"ebgan", 0, 8}, Z{"ebgan", 0, 2}}) {
+    CAPTURE(z.name);
+    CAPTURE(z.batch);
+    const Model m = zoo_model(z.name, z.image);
+    Session ref = session(m, "reference", z.batch, Precision::FP32, false);
+    const std::vector<Tensor> in = inputs_for(ref, 31);
+    const std::vector<float> want = ref.run(in)[0].data;
+    for (Precision p : {Precision::FP16, Precision::TF32}) {
+      CAPTURE(precision_name(p));
+      for (bool cl : {true, false}) {
+        CAPTURE(cl);
+        Session s = session(m, "cuda", z.batch, p, cl);
+        const std::vector<float> got = s.run(in)[0].data;
+        CHECK(test::rel_error(got, want) <= 1e-2);
+        CHECK(s.run(in)[0].data == got);  // replays are deterministic
+        int nhwc = 0, conversions = 0;
+        for (const NodeInfo& n : s.nodes()) {
+          nhwc += n.layout == Layout::NHWC;
+          conversions += n.op == "layout";
+          if (n.op == "layout") CHECK(n.variant == "transpose_tiled");
+        }
+        if (!cl) {
+          CHECK(nhwc == 0);
+          CHECK(conversions == 0);
+          CHECK(s.passes()[3] == "channels_last: off");
+        } else {
+          CHECK(s.passes()[3].rfind("channels_last: ", 0) == 0);
+          if (nhwc > 0) CHECK(conversions >= 2);  // at least into and out of NHWC
+        }
+        // The plan and the profile say each tensor's and node's layout.
+        const detail::Plan& plan = detail::plan_of(s);
+        int nhwc_tensors = 0;
+        for (const detail::PlannedTensor& t : plan.tensors) nhwc_tensors += t.layout == Layout::NHWC;
+        CHECK((nhwc_tensors > 0) == (nhwc > 0));
+        const Profile prof = s.profile(in, 1);
+        for (size_t i = 0; i < prof.nodes.size(); ++i)
+          CHECK(prof.nodes[i].layout == layout_name(s.nodes()[i].layout));
+      }
+    }
+  }
+}
+
+CUDA_TEST_CASE("channels_last at batch 8: VGG and the generators run their convolutions NHWC") {
+#ifdef INFER_WITH_CUDNN
+  for (const char* name : {"vgg11", "dcgan"}) {
+    CAPTURE(name);
+    const Model m = zoo_model(name, std::string(name) == "vgg11" ? 32 : 0);
+    Session s = session(m, "cuda", 8, Precision::FP16, true);
+    int nhwc_convs = 0;
+    for (const NodeInfo& n : s.nodes())
+      if ((n.op == "conv2d" || n.op == "conv_transpose2d") && n.layout == Layout::NHWC) ++nhwc_convs;
+    CHECK(nhwc_convs >= 3);
+    // Graph inputs and outputs stay NCHW: the first and last nodes are conversions, or NCHW nodes.
+    CHECK((s.nodes().front().op == "layout" || s.nodes().front().layout == Layout::NCHW));
+    CHECK((s.nodes().back().op == "layout" || s.nodes().back().layout == Layout::NCHW));
+  }
+#endif
+  // fp32 (strict) keeps NCHW everywhere.
+  const Model m = zoo_model("vgg11", 32);
+  Session s = session(m, "cuda", 8, Precision::FP32, true);
+  for (const NodeInfo& n : s.nodes()) CHECK(n.layout == Layout::NCHW);
+  CHECK(s.passes()[3] == "channels_last: not used (cuda in fp32 keeps NCHW)");
+}
+
+#ifdef INFER_WITH_CUDNN
+CUDA_TEST_CASE("fold_width: VGG conv1_1 runs width-folded when the pass is on, same values when off") {
+  const Model m = zoo_model("vgg16", 32);
+  Session on = session(m, "cuda", 2, Precision::FP16, true, true);
+  Session off = session(m, "cuda", 2, Precision::FP16, true, false);
+  CHECK(on.passes()[4] == "fold_width: 1 convolution(s) width-folded (conv1_1)");
+  CHECK(off.passes()[4] == "fold_width: off");
+  bool folded = false;
+  for (const NodeInfo& n : on.nodes()) folded = folded || (n.name == "conv1_1" && n.variant == "cudnn_folded");
+  CHECK(folded);
+  for (const NodeInfo& n : off.nodes()) CHECK(n.variant != "cudnn_folded");
+  const std::vector<Tensor> in = inputs_for(on, 5);
+  CHECK(test::rel_error(on.run(in)[0].data, off.run(in)[0].data) <= 1e-2);
+  // Forcing the folded variant with the pass off is an error naming the variant.
+  SessionOptions o;
+  o.backend = "cuda";
+  o.precision = Precision::FP16;
+  o.passes.fold_width = false;
+  o.kernels = {{"conv2d", "cudnn_folded"}};
+  CHECK_THROWS_WITH_AS(Session(m, o), doctest::Contains("no variant 'cudnn_folded'"), Error);
+}
+#endif
