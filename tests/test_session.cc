@@ -460,6 +460,18 @@ TEST_CASE("session: extra outputs read intermediate values, equal to the referen
   }
 }
 
+TEST_CASE("model: nodes() lists the file's nodes with their value names") {
+  const std::vector<ModelNode> nodes = fusable_model().nodes();
+  REQUIRE(nodes.size() == 9);
+  CHECK(nodes[0].name == "conv");
+  CHECK(nodes[0].op == "conv2d");
+  CHECK(nodes[0].inputs == std::vector<std::string>{"x", "conv.w"});
+  CHECK(nodes[0].outputs == std::vector<std::string>{"conv"});
+  CHECK(nodes[8].name == "dense2");
+  CHECK(nodes[8].op == "dense");
+  CHECK(nodes[8].inputs == std::vector<std::string>{"tanh", "dense2.w", "dense2.b"});
+}
+
 TEST_CASE("session: bad extra outputs are errors naming the value") {
   const Model model = fusable_model();
   auto make = [&](std::vector<std::string> names) {
