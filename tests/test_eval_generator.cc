@@ -207,6 +207,12 @@ TEST_CASE("eval --features: text report, another feature layer") {
   CHECK(r.out.find("Ankle boot") != std::string::npos);
   CHECK(r.out.find("classes under 2%: ") != std::string::npos);
   CHECK(r.out.find("images/s") != std::string::npos);
+
+  // The class scores themselves (the model's output, not an extra one) may be the features too.
+  const json logits = eval_json("--generated " + quote(data().noise) + " --feature-node fc3");
+  CHECK(logits["features"]["value"] == "fc3");
+  CHECK(logits["features"]["dim"] == 10);
+  CHECK(double(logits["frechet_distance"]) > 0);
 }
 
 TEST_CASE("eval --features: bad input exits 2 with one error line, bad options exit 1") {

@@ -68,7 +68,8 @@ std::string feature_value(const Model& model, const std::string& path, const std
               "layer with --feature-node");
 }
 
-// The classifier run for features: output 0 its class scores, output 1 the feature value.
+// The classifier run for features: output 0 its class scores, the feature value an extra output
+// (output 1), unless the features are the class scores themselves.
 struct FeatureExtractor {
   const EvalOptions& o;
   Model model;
@@ -77,6 +78,7 @@ struct FeatureExtractor {
   std::string value;
   ImageNormalization norm;
   std::optional<Batched> sessions;
+  size_t feature_output = 0;  // index of the feature value among the session's outputs
   int64_t dim = 0;
 
   explicit FeatureExtractor(const EvalOptions& options)
@@ -89,9 +91,12 @@ struct FeatureExtractor {
     so.backend = o.backend;
     so.precision = o.precision;
     so.batch = batch;
-    so.extra_outputs = {value};
+    if (value != model.outputs()[0].name) {
+      so.extra_outputs = {value};
+      feature_output = 1;
+    }
     sessions.emplace(model, so);
-    const Shape& shape = sessions->full().outputs().at(1).shape;
+    const Shape& shape = sessions->full().outputs().at(feature_output).shape;
     dim = shape_numel(shape) / batch;
   }
 
@@ -100,9 +105,10 @@ struct FeatureExtractor {
   void add(const Tensor& input, FeatureStats& stats, std::vector<int64_t>* histogram) {
     const int64_t n = input.shape[0];
     const std::vector<Tensor> out = sessions->at(n).run({input});
-    if (out.size() != 2 || out[0].numel() != n * g.classes || out[1].numel() != n * dim)
+    if (out.size() != feature_output + 1 || out[0].numel() != n * g.classes ||
+        out[feature_output].numel() != n * dim)
       throw Error("feature model '" + o.features + "' returned unexpected outputs");
-    stats.add(out[1].data.data(), n);
+    stats.add(out[feature_output].data.data(), n);
     if (!histogram) return;
     for (int64_t r = 0; r < n; ++r) {
       const float* row = out[0].data.data() + r * g.classes;
