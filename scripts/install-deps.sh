@@ -8,7 +8,7 @@ packages=(
   libflatbuffers-dev flatbuffers-compiler
   libspdlog-dev libfmt-dev
   doctest-dev libstb-dev libcli11-dev nlohmann-json3-dev
-  libopenblas-dev libopenblas-openmp-dev zlib1g-dev
+  libopenblas-dev libopenblas-openmp-dev liblapacke-dev zlib1g-dev
   dataset-fashion-mnist
   libonnx-dev libprotobuf-dev protobuf-compiler python3-torch python3-onnx python3-numpy
 )

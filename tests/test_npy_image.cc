@@ -391,6 +391,41 @@ TEST_CASE("load_image: exact normalisation at the native size, channel conversio
   for (float v : down.data) CHECK((v >= 0.f && v <= 1.f));
 }
 
+TEST_CASE("images_to_input: a generator's batch prepared exactly as load_image prepares a file") {
+  // 64x64 -> 28x28 (the shipped generator into LeNet-5): the same bits as decoding a PNG of the same
+  // pixels, for each image of the batch.
+  std::vector<uint8_t> pixels(2 * 64 * 64);
+  for (size_t i = 0; i < pixels.size(); ++i) pixels[i] = uint8_t((i * 37 + i / 64 * 11) % 256);
+  Tensor batch({2, 1, 64, 64});
+  for (size_t i = 0; i < pixels.size(); ++i) batch.data[i] = pixels[i] / 255.f * 2.f - 1.f;  // in [-1, 1]
+  const infer::ImageNormalization norm{{0.5f}, {0.5f}};
+  const Tensor got = infer::images_to_input(batch, -1.f, 1.f, 28, 28, norm);
+  REQUIRE(got.shape == infer::Shape{2, 1, 28, 28});
+  for (int i = 0; i < 2; ++i) {
+    CAPTURE(i);
+    const std::vector<uint8_t> image(pixels.begin() + i * 4096, pixels.begin() + (i + 1) * 4096);
+    const Tensor want = infer::decode_image(png_of(64, 64, 1, image), "image", 1, 28, 28, norm);
+    // (v + 1) / 2 differs from p / 255 by float rounding only.
+    CHECK(infer::test::rel_error(std::vector<float>(got.data.begin() + i * 784, got.data.begin() + (i + 1) * 784),
+                                 want.data) <= 1e-6);
+  }
+
+  // At the native size with mean 0.5, std 0.5, a [-1, 1] image maps onto itself; values outside the
+  // range clamp like pixels.
+  Tensor same({1, 1, 2, 3}, {-1.f, -0.5f, 0.f, 0.25f, 1.f, 3.f});
+  const Tensor mapped = infer::images_to_input(same, -1.f, 1.f, 2, 3, norm);
+  CHECK(mapped.data == std::vector<float>{-1.f, -0.5f, 0.f, 0.25f, 1.f, 1.f});
+
+  CHECK(contains(error_of([&] {
+                   Tensor bad({1, 1, 2, 2}, {0.f, std::nanf(""), 0.f, 0.f});
+                   infer::images_to_input(bad, -1.f, 1.f, 2, 2);
+                 }),
+                 "NaN"));
+  CHECK_THROWS_AS(infer::images_to_input(Tensor({1, 2, 2, 2}), -1.f, 1.f, 2, 2), Error);  // 2 channels
+  CHECK_THROWS_AS(infer::images_to_input(Tensor({1, 1, 2, 2}), 1.f, 1.f, 2, 2), Error);   // empty range
+  CHECK_THROWS_AS(infer::images_to_input(Tensor({4, 4}), -1.f, 1.f, 2, 2), Error);        // not 4-D
+}
+
 namespace {
 // An 8x8 JPEG of the colour (200, 100, 50), written once by stbi_write_jpg at quality 90. Embedded
 // rather than encoded here because stb's JPEG *writer* trips UBSan (a signed shift) in sanitizer builds.

@@ -340,3 +340,157 @@ TEST_CASE("session: memory report and plan of zoo models") {
     CHECK(found_output);
   }
 }
+
+namespace {
+
+// x [N,2,8,8] -> conv 2->3 k3 p1 (no bias) -> batchnorm -> relu -> conv2 3->4 k3 p1 -> avgpool 2 ->
+// flatten 64 -> dense1 64->5 -> tanh -> dense2 5->3. With every pass on, all of conv..relu, conv2+pool
+// and dense1+tanh fuse: the values in between exist only when a session asks for them.
+Model fusable_model() {
+  ModelBuilder b("fusable");
+  int x = b.input("x", {-1, 2, 8, 8});
+  Conv2DParams conv;
+  conv.pad = {1, 1, 1, 1};
+  int c = b.node("conv", conv, {x, b.constant("conv.w", {3, 2, 3, 3}, random_vector(54, 71))});
+  BatchNormParams bnp;
+  bnp.epsilon = 1e-5f;
+  int bn = b.node("bn", bnp,
+                  {c, b.constant("bn.scale", {3}, random_vector(3, 72, 0.5f, 1.5f)),
+                   b.constant("bn.bias", {3}, random_vector(3, 73)),
+                   b.constant("bn.mean", {3}, random_vector(3, 74)),
+                   b.constant("bn.var", {3}, random_vector(3, 75, 0.5f, 1.5f))});
+  int r = b.node("relu", ActivationParams{}, {bn});
+  int c2 = b.node("conv2", conv,
+                  {r, b.constant("conv2.w", {4, 3, 3, 3}, random_vector(108, 76)),
+                   b.constant("conv2.b", {4}, random_vector(4, 77))});
+  Pool2DParams pool;
+  pool.kind = PoolKind::Average;
+  int p = b.node("pool", pool, {c2});
+  int f = b.node("flatten", FlattenParams{}, {p});
+  int d1 = b.node("dense1", DenseParams{},
+                  {f, b.constant("dense1.w", {5, 64}, random_vector(320, 78)),
+                   b.constant("dense1.b", {5}, random_vector(5, 79))});
+  ActivationParams tanh;
+  tanh.activation.kind = ActivationKind::Tanh;
+  int t = b.node("tanh", tanh, {d1});
+  int d2 = b.node("dense2", DenseParams{},
+                  {t, b.constant("dense2.w", {3, 5}, random_vector(15, 80)),
+                   b.constant("dense2.b", {3}, random_vector(3, 81))});
+  b.output(d2);
+  return Model::from_bytes(b.finish(), "fusable.fb");
+}
+
+bool has_node(const Session& s, const std::string& name) {
+  for (const NodeInfo& n : s.nodes())
+    if (n.name == name) return true;
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("session: extra outputs read intermediate values, equal to the reference backend's") {
+  const Model model = fusable_model();
+  const std::vector<std::string> extra = {"conv", "bn", "conv2", "dense1", "tanh", "x"};
+  const Tensor x({2, 2, 8, 8}, random_vector(256, 82));
+
+  // The oracle: reference kernels, no pass, the same values asked for.
+  SessionOptions ro;
+  ro.backend = "reference";
+  ro.batch = 2;
+  ro.passes.set_all(false);
+  ro.extra_outputs = extra;
+  Session ref(model, ro);
+  const std::vector<Tensor> want = ref.run({x});
+
+  // Without extra outputs every pass fuses: conv(+bn+relu), conv2(+pool), flatten, dense1(+tanh), dense2.
+  SessionOptions fo;
+  fo.backend = "cpu";
+  fo.batch = 2;
+  Session fused(model, fo);
+  CHECK(fused.nodes().size() == 5);
+  CHECK_FALSE(has_node(fused, "relu"));
+  const std::vector<Tensor> plain = fused.run({x});
+
+  std::vector<std::string> backends = {"cpu", "reference"};
+#ifdef INFER_WITH_CUDA
+  if (detail::cuda_device_available()) backends.push_back("cuda");  // fp32; none in CI
+#endif
+  for (const std::string& backend : backends) {
+    CAPTURE(backend);
+    SessionOptions o;
+    o.backend = backend;
+    o.batch = 2;
+    o.extra_outputs = extra;  // every pass on
+    Session s(model, o);
+    REQUIRE(s.outputs().size() == 7);
+    CHECK(s.outputs()[0].name == "dense2");
+    const std::vector<Shape> shapes = {{2, 3}, {2, 3, 8, 8}, {2, 3, 8, 8}, {2, 4, 8, 8},
+                                       {2, 5},  {2, 5},       {2, 2, 8, 8}};
+    for (size_t k = 1; k < 7; ++k) {
+      CAPTURE(k);
+      CHECK(s.outputs()[k].name == extra[k - 1]);
+      CHECK(s.outputs()[k].shape == shapes[k]);
+    }
+    // A requested value is never fused away: the nodes after it stay their own nodes.
+    CHECK(has_node(s, "bn"));
+    CHECK(has_node(s, "relu"));
+    CHECK(has_node(s, "pool"));
+    CHECK(has_node(s, "tanh"));
+    check_plan(s);
+    // ... and lives to the end of the run.
+    const int steps = static_cast<int>(s.nodes().size());
+    for (const auto& t : detail::plan_of(s).tensors)
+      if (std::find(extra.begin(), extra.end(), t.name) != extra.end()) CHECK(t.last == steps);
+
+    const std::vector<Tensor> got = s.run({x});
+    REQUIRE(got.size() == 7);
+    REQUIRE(want.size() == 7);
+    for (size_t k = 0; k < 7; ++k) {
+      CAPTURE(k);
+      CHECK(got[k].shape == shapes[k]);
+      CHECK(rel_error(got[k].data, want[k].data) <= 1e-5);
+    }
+    CHECK(got[6].data == x.data);  // a graph input may be asked for: it is the input
+    CHECK(rel_error(got[0].data, plain[0].data) <= 1e-5);  // the model's output is unchanged
+    // The values before an activation really are before it: bn has negatives (relu follows), and
+    // tanh's output is tanh of dense1's, which leaves [-1, 1].
+    CHECK(*std::min_element(got[2].data.begin(), got[2].data.end()) < 0.f);
+    float largest = 0;
+    for (size_t i = 0; i < got[4].data.size(); ++i) {
+      largest = std::max(largest, std::abs(got[4].data[i]));
+      CHECK(got[5].data[i] == doctest::Approx(std::tanh(got[4].data[i])).epsilon(1e-5));
+    }
+    CHECK(largest > 1.f);
+  }
+}
+
+TEST_CASE("model: nodes() lists the file's nodes with their value names") {
+  const std::vector<ModelNode> nodes = fusable_model().nodes();
+  REQUIRE(nodes.size() == 9);
+  CHECK(nodes[0].name == "conv");
+  CHECK(nodes[0].op == "conv2d");
+  CHECK(nodes[0].inputs == std::vector<std::string>{"x", "conv.w"});
+  CHECK(nodes[0].outputs == std::vector<std::string>{"conv"});
+  CHECK(nodes[8].name == "dense2");
+  CHECK(nodes[8].op == "dense");
+  CHECK(nodes[8].inputs == std::vector<std::string>{"tanh", "dense2.w", "dense2.b"});
+}
+
+TEST_CASE("session: bad extra outputs are errors naming the value") {
+  const Model model = fusable_model();
+  auto make = [&](std::vector<std::string> names) {
+    SessionOptions o;
+    o.backend = "cpu";
+    o.extra_outputs = std::move(names);
+    Session s(model, o);
+  };
+  CHECK_THROWS_WITH_AS(make({"nope"}), "extra output 'nope': fusable.fb has no value of that name",
+                       Error);
+  CHECK_THROWS_WITH_AS(make({"conv.w"}),
+                       "extra output 'conv.w': a constant of fusable.fb (weights), not an activation",
+                       Error);
+  CHECK_THROWS_WITH_AS(make({"tanh", "tanh"}), "extra output 'tanh': given twice", Error);
+  CHECK_THROWS_WITH_AS(make({"dense2"}), "extra output 'dense2': already an output of fusable.fb",
+                       Error);
+  CHECK_NOTHROW(make({}));
+}

@@ -57,7 +57,65 @@ uint8_t to_byte(float v, float lo, float hi) {
   return static_cast<uint8_t>(std::lround(scaled));
 }
 
+// Interleaved HWC pixels in [0, 1] (w x h) -> `out`, [channels, height, width] normalised: resized
+// with stb (its default filter) when the size differs, clamped to [0, 1] (the resize filters overshoot
+// slightly at edges), then x = (p - mean) / std. Shared by decoded files and generated images.
+void hwc_to_input(std::vector<float> src, int w, int h, int channels, int height, int width,
+                  const ImageNormalization& norm, const std::string& origin, float* out) {
+  std::vector<float> hwc;
+  if (w == width && h == height) {
+    hwc = std::move(src);
+  } else {
+    hwc.resize(size_t(width) * size_t(height) * size_t(channels));
+    if (!stbir_resize_float(src.data(), w, h, 0, hwc.data(), width, height, 0, channels))
+      throw Error("image '" + origin + "': resizing to " + std::to_string(height) + "x" +
+                  std::to_string(width) + " failed");
+  }
+  const size_t plane = size_t(width) * size_t(height);
+  for (int c = 0; c < channels; ++c) {
+    const float mean = channel_value(norm.mean, c, 0.f);
+    const float stddev = channel_value(norm.std, c, 1.f);
+    for (size_t i = 0; i < plane; ++i) {
+      const float p = std::min(1.f, std::max(0.f, hwc[i * size_t(channels) + size_t(c)]));
+      out[size_t(c) * plane + i] = (p - mean) / stddev;
+    }
+  }
+}
+
 }  // namespace
+
+Tensor images_to_input(const Tensor& batch, float lo, float hi, int height, int width,
+                       const ImageNormalization& norm) {
+  if (batch.shape.size() != 4 || batch.numel() != int64_t(batch.data.size()))
+    throw Error("images: expected a 4-D [N,C,H,W] tensor, got " + shape_str(batch.shape));
+  const int64_t n = batch.shape[0], c = batch.shape[1], h = batch.shape[2], w = batch.shape[3];
+  if (c != 1 && c != 3)
+    throw Error("images: " + std::to_string(c) + " channels; a model input needs 1 or 3");
+  if (h < 1 || w < 1 || h > kMaxSide || w > kMaxSide || height < 1 || width < 1 ||
+      height > kMaxSide || width > kMaxSide)
+    throw Error("images: size " + std::to_string(h) + "x" + std::to_string(w) + " -> " +
+                std::to_string(height) + "x" + std::to_string(width) + " is out of range");
+  if (!(lo < hi) || !std::isfinite(lo) || !std::isfinite(hi))
+    throw Error("images: value range " + std::to_string(lo) + "," + std::to_string(hi) + " is empty");
+  check_normalization(norm, int(c), "generated");
+
+  Tensor t({n, c, height, width});
+  const size_t in_plane = size_t(h) * size_t(w), out_image = size_t(c) * size_t(height) * size_t(width);
+  std::vector<float> hwc(in_plane * size_t(c));
+  for (int64_t i = 0; i < n; ++i) {
+    const float* image = batch.data.data() + size_t(i) * in_plane * size_t(c);
+    for (size_t k = 0; k < in_plane; ++k)
+      for (int64_t ch = 0; ch < c; ++ch) {
+        const float v = image[size_t(ch) * in_plane + k];
+        if (!std::isfinite(v))
+          throw Error("images: image " + std::to_string(i) + " holds NaN or infinity");
+        hwc[k * size_t(c) + size_t(ch)] = (v - lo) / (hi - lo);
+      }
+    hwc_to_input(hwc, int(w), int(h), int(c), height, width, norm, "generated",
+                 t.data.data() + size_t(i) * out_image);
+  }
+  return t;
+}
 
 Tensor decode_image(const std::vector<uint8_t>& bytes, const std::string& origin, int channels,
                     int height, int width, const ImageNormalization& norm) {
@@ -84,31 +142,12 @@ Tensor decode_image(const std::vector<uint8_t>& bytes, const std::string& origin
       stbi_load_from_memory(data, len, &w, &h, &file_channels, channels), stbi_image_free);
   if (!pixels) throw Error("cannot decode image '" + origin + "': " + stbi_failure_reason());
 
-  // Interleaved HWC floats in [0, 1], resized when the size differs.
+  // Interleaved HWC floats in [0, 1], then resized and normalised.
   const size_t src_count = size_t(w) * size_t(h) * size_t(channels);
   std::vector<float> src(src_count);
   for (size_t i = 0; i < src_count; ++i) src[i] = pixels.get()[i] / 255.f;
-  std::vector<float> hwc;
-  if (w == width && h == height) {
-    hwc = std::move(src);
-  } else {
-    hwc.resize(size_t(width) * size_t(height) * size_t(channels));
-    if (!stbir_resize_float(src.data(), w, h, 0, hwc.data(), width, height, 0, channels))
-      throw Error("image '" + origin + "': resizing to " + std::to_string(height) + "x" +
-                  std::to_string(width) + " failed");
-  }
-
   Tensor t({1, channels, height, width});
-  const size_t plane = size_t(width) * size_t(height);
-  for (int c = 0; c < channels; ++c) {
-    const float mean = channel_value(norm.mean, c, 0.f);
-    const float stddev = channel_value(norm.std, c, 1.f);
-    for (size_t i = 0; i < plane; ++i) {
-      // The resize filters overshoot slightly at edges; pixels stay in [0, 1].
-      const float p = std::min(1.f, std::max(0.f, hwc[i * size_t(channels) + size_t(c)]));
-      t.data[size_t(c) * plane + i] = (p - mean) / stddev;
-    }
-  }
+  hwc_to_input(std::move(src), w, h, channels, height, width, norm, origin, t.data.data());
   return t;
 }
 

@@ -27,6 +27,13 @@ Tensor load_image(const std::string& path, int channels, int height, int width,
 Tensor decode_image(const std::vector<uint8_t>& bytes, const std::string& origin, int channels,
                     int height, int width, const ImageNormalization& norm = {});
 
+// A batch of images [N, C, H, W] with values in [lo, hi] (a generator's output) as a model input
+// [N, C, height, width], prepared exactly as load_image prepares a decoded file: values mapped
+// linearly to [0, 1], resized with stb when the size differs, clamped to [0, 1], normalised. C is 1
+// or 3; a NaN or infinite value is an Error (never a silently clamped pixel).
+Tensor images_to_input(const Tensor& batch, float lo, float hi, int height, int width,
+                       const ImageNormalization& norm = {});
+
 // The PNG bytes of a batch [N, C, H, W] (C 1 or 3) laid out as a grid of ceil(sqrt(N)) columns with a
 // 2-pixel black border around every image. Values map linearly from [lo, hi] to 0..255, clamped
 // (NaN -> 0).

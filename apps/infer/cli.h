@@ -77,19 +77,42 @@ void print_summary(const Session& session, const std::vector<Tensor>& outputs);
 // Returns the process exit code (0); throws infer::Error for anything wrong.
 int run(const Options& options);
 
-// `infer eval` (eval.cc): a classifier's accuracy on IDX images + labels.
+// `infer eval` (eval.cc): a classifier's accuracy on IDX images + labels; with --features
+// (eval_generator.cc) a generator's (or an IDX image set's) Fréchet distance and class coverage.
 struct EvalOptions {
   std::string model, images, labels;
   int64_t batch = 256;
   std::string backend = "auto";
   Precision precision = Precision::FP32;
   std::string predictions;  // optional: one uint8 predicted class per image
+  // Generator evaluation (--features given): --model is a generator, or --generated an IDX file.
+  std::string features;       // the classifier whose hidden layer gives the features
+  std::string generated;      // IDX images evaluated in place of a generator's samples
+  std::string feature_node;   // "" = the input of the classifier's last dense node
+  int64_t samples = 10000;
+  uint64_t seed = 1;
+  bool json = false;
 };
 
 // Adds the `eval` subcommand to `app`, parsing into `options`.
 CLI::App* add_eval_command(CLI::App& app, EvalOptions& options);
 
+// The option combinations CLI11 cannot express (which mode needs what); throws CLI11's usage errors,
+// so main() answers them with exit code 1. Call after parsing when `eval` was given.
+void check_eval_usage(const EvalOptions& options);
+
 // Runs the evaluation; returns the exit code (0); throws infer::Error for anything wrong.
 int run_eval(const EvalOptions& options);
+int run_generator_eval(const EvalOptions& options);  // eval_generator.cc
+
+// What eval needs of a classifier: one input [-1, 1, H, W] (IDX images are grayscale), one output
+// [-1, classes], task "classifier", at most one mean/std value. Error naming `path` otherwise.
+struct ClassifierGeometry {
+  int64_t height, width, classes;
+};
+ClassifierGeometry check_classifier(const Model& model, const AppMetadata& meta, const std::string& path);
+
+// The label of class c ("Ankle boot"), or its index when the metadata has none.
+std::string label_of(const AppMetadata& meta, int64_t c);
 
 }  // namespace infer::cli

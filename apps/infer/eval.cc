@@ -3,7 +3,8 @@
 // one Session (a second, smaller one for the last partial batch), and the argmax of each row is the
 // prediction. Prints accuracy, a confusion matrix with label names and images/s to stdout; a progress
 // bar goes to stderr only when stderr is a terminal. Bad files or a model that does not fit the data
-// are infer::Errors (main() exits 2).
+// are infer::Errors (main() exits 2). With --features the subcommand evaluates a generator instead
+// (eval_generator.cc); this file parses both modes' options.
 #include <fmt/core.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
@@ -20,18 +21,12 @@
 #include "cli.h"
 #include "idx.h"
 #include "npy.h"
+#include "progress.h"
 
 namespace infer::cli {
-namespace {
 namespace fs = std::filesystem;
 
-// The model's one input must be [-1, 1, H, W] (IDX images are grayscale) and its one output
-// [-1, classes]; returns {H, W, classes}.
-struct Geometry {
-  int64_t height, width, classes;
-};
-
-Geometry check_model(const Model& model, const AppMetadata& meta, const std::string& path) {
+ClassifierGeometry check_classifier(const Model& model, const AppMetadata& meta, const std::string& path) {
   if (meta.task != "classifier")
     throw Error("model '" + path + "' is not a classifier (metadata task '" + meta.task +
                 "'); eval needs one");
@@ -52,6 +47,13 @@ Geometry check_model(const Model& model, const AppMetadata& meta, const std::str
   return {in[2], in[3], out[1]};
 }
 
+std::string label_of(const AppMetadata& meta, int64_t c) {
+  if (size_t(c) < meta.labels.size() && !meta.labels[size_t(c)].empty()) return meta.labels[size_t(c)];
+  return std::to_string(c);
+}
+
+namespace {
+
 // The output must not overwrite an input file, and its directory must exist (checked before work).
 void check_predictions_path(const EvalOptions& o) {
   if (o.predictions.empty()) return;
@@ -66,35 +68,6 @@ void check_predictions_path(const EvalOptions& o) {
                 "' does not exist");
   if (fs::is_directory(o.predictions, ec))
     throw Error("cannot write '" + o.predictions + "': it is a directory");
-}
-
-// "[#####-----]  4096/10000" on stderr, redrawn in place; only used when stderr is a terminal.
-class Progress {
- public:
-  explicit Progress(int64_t total) : total_(total), enabled_(isatty(fileno(stderr)) != 0) {}
-  void update(int64_t done) const {
-    if (!enabled_) return;
-    constexpr int kWidth = 40;
-    const int filled = int(kWidth * done / std::max<int64_t>(total_, 1));
-    std::fprintf(stderr, "\r[%s%s] %lld/%lld", std::string(size_t(filled), '#').c_str(),
-                 std::string(size_t(kWidth - filled), '-').c_str(), static_cast<long long>(done),
-                 static_cast<long long>(total_));
-    std::fflush(stderr);
-  }
-  void finish() const {
-    if (!enabled_) return;
-    std::fprintf(stderr, "\r%*s\r", 70, "");  // erase the bar: stdout's results stay clean
-    std::fflush(stderr);
-  }
-
- private:
-  int64_t total_;
-  bool enabled_;
-};
-
-std::string label_of(const AppMetadata& meta, int64_t c) {
-  if (size_t(c) < meta.labels.size() && !meta.labels[size_t(c)].empty()) return meta.labels[size_t(c)];
-  return std::to_string(c);
 }
 
 void print_confusion(const AppMetadata& meta, const std::vector<int64_t>& confusion, int64_t classes) {
@@ -125,12 +98,17 @@ void print_confusion(const AppMetadata& meta, const std::vector<int64_t>& confus
 
 CLI::App* add_eval_command(CLI::App& app, EvalOptions& o) {
   CLI::App* eval = app.add_subcommand(
-      "eval", "Evaluate a classifier on an IDX data set (gzip or plain): accuracy, confusion matrix");
-  eval->add_option("--model", o.model, "Classifier model file (.fb)")->required();
-  eval->add_option("--images", o.images, "IDX images [N,H,W] uint8 (e.g. t10k-images-idx3-ubyte.gz)")
+      "eval",
+      "Evaluate a classifier on IDX images + labels (accuracy, confusion matrix), or, with --features, "
+      "a generator against real IDX images (Fréchet distance of the classifier's features, class "
+      "coverage)");
+  eval->add_option("--model", o.model, "Classifier (.fb); with --features: the generator");
+  eval->add_option("--images", o.images,
+                   "IDX images [N,H,W] uint8 (e.g. t10k-images-idx3-ubyte.gz); with --features: the "
+                   "real images")
       ->required();
-  eval->add_option("--labels", o.labels, "IDX labels [N] uint8 (e.g. t10k-labels-idx1-ubyte.gz)")
-      ->required();
+  auto* labels = eval->add_option("--labels", o.labels,
+                                  "IDX labels [N] uint8 (e.g. t10k-labels-idx1-ubyte.gz); classifier only");
   eval->add_option("--batch", o.batch, "Batch size")
       ->check(CLI::Range(int64_t(1), int64_t(65536)))
       ->capture_default_str();
@@ -141,14 +119,45 @@ CLI::App* add_eval_command(CLI::App& app, EvalOptions& o) {
       {"fp32", Precision::FP32}, {"tf32", Precision::TF32}, {"fp16", Precision::FP16}};
   eval->add_option("--precision", o.precision, "fp32, tf32 or fp16 (tf32 and fp16 need cuda)")
       ->transform(CLI::CheckedTransformer(precisions, CLI::ignore_case));
-  eval->add_option("--predictions", o.predictions, "Write the predicted classes, one uint8 per image");
+  auto* predictions = eval->add_option("--predictions", o.predictions,
+                                       "Write the predicted classes, one uint8 per image; classifier only");
+
+  auto* features = eval->add_option(
+      "--features", o.features,
+      "Classifier (.fb) whose hidden layer gives the features: evaluates the --model generator (or "
+      "--generated images) against --images");
+  auto* generated = eval->add_option("--generated", o.generated,
+                                     "IDX images [N,H,W] uint8 evaluated in place of a generator's samples");
+  auto* node = eval->add_option("--feature-node", o.feature_node,
+                                "Feature layer: the output of this node of the --features model "
+                                "(default: the input of its last dense node)");
+  auto* samples = eval->add_option("--samples", o.samples, "Images to generate")
+                      ->check(CLI::Range(int64_t(2), int64_t(10000000)))
+                      ->capture_default_str();
+  auto* seed = eval->add_option("--seed", o.seed, "Seed of the latents z ~ N(0,1)")->capture_default_str();
+  auto* json = eval->add_flag("--json", o.json, "Print the results as one JSON object");
+  for (CLI::Option* opt : {generated, node, samples, seed, json}) opt->needs(features);
+  labels->excludes(features);
+  predictions->excludes(features);
+  generated->excludes(samples)->excludes(seed);
   return eval;
 }
 
+void check_eval_usage(const EvalOptions& o) {
+  if (o.features.empty()) {
+    if (o.model.empty()) throw CLI::RequiredError("--model");
+    if (o.labels.empty()) throw CLI::RequiredError("--labels (or --features to evaluate a generator)");
+    return;
+  }
+  if (o.model.empty() == o.generated.empty())
+    throw CLI::ValidationError("--features", "give either --model (a generator) or --generated (IDX images)");
+}
+
 int run_eval(const EvalOptions& o) {
+  if (!o.features.empty()) return run_generator_eval(o);
   const Model model = Model::load(o.model);
   const AppMetadata meta = read_metadata(model, o.model);
-  const Geometry g = check_model(model, meta, o.model);
+  const ClassifierGeometry g = check_classifier(model, meta, o.model);
   check_predictions_path(o);
   if (g.classes > 256 && !o.predictions.empty())
     throw Error("--predictions stores one byte per image; the model has " + std::to_string(g.classes) +

@@ -1,55 +1,21 @@
 // The CLI's session inputs: a .npy file (shape [batch, ...] or, at batch 1, the per-sample shape), an
 // image for a 4-D input (converted, resized and normalised per the metadata; the batch repeats it), or
 // without --input seeded random values: N(0,1) latents for a generator, uniform [-1,1) otherwise.
-// The random numbers come from std::mt19937_64 (specified bit for bit by the standard) and our own
-// conversions, not <random>'s distributions, so a seed gives the same input on every platform.
+// The random numbers come from SeededRandom (random.h): a seed gives the same input on every platform.
 #include <fmt/core.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <cctype>
 #include <cmath>
-#include <random>
 
 #include "cli.h"
 #include "image_io.h"
 #include "npy.h"
+#include "random.h"
 
 namespace infer::cli {
 namespace {
-
-constexpr double kPi = 3.14159265358979323846;
-
-class SeededRandom {
- public:
-  explicit SeededRandom(uint64_t seed) : engine_(seed) {}
-
-  // Uniform in [0, 1) with 53 random bits.
-  double uniform01() { return double(engine_() >> 11) * 0x1.0p-53; }
-
-  // Uniform in [-1, 1): 24 random bits, so every value is exactly a float.
-  float uniform_pm1() { return float(double(engine_() >> 40) * 0x1.0p-23 - 1.0); }
-
-  // Standard normal by Box-Muller, both values of each pair used.
-  float normal() {
-    if (have_spare_) {
-      have_spare_ = false;
-      return spare_;
-    }
-    const double u1 = 1.0 - uniform01();  // (0, 1]: log is finite
-    const double u2 = uniform01();
-    const double r = std::sqrt(-2.0 * std::log(u1));
-    const double angle = 2.0 * kPi * u2;
-    spare_ = float(r * std::sin(angle));
-    have_spare_ = true;
-    return float(r * std::cos(angle));
-  }
-
- private:
-  std::mt19937_64 engine_;
-  bool have_spare_ = false;
-  float spare_ = 0;
-};
 
 bool has_npy_extension(const std::string& path) {
   if (path.size() < 4) return false;

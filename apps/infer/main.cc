@@ -1,5 +1,5 @@
 // `infer`: run or profile a model file from the command line (see `infer --help`); `infer eval` (eval.cc)
-// evaluates a classifier on an IDX data set. Exit codes: 0 done,
+// evaluates a classifier on an IDX data set, or a generator (eval_generator.cc). Exit codes: 0 done,
 // 1 usage error (CLI11's message), 2 anything else, printed as exactly one line "error: <message>" on
 // stderr. Nothing escapes main(): every exception is caught here.
 #include <CLI/CLI.hpp>
@@ -74,6 +74,7 @@ int main(int argc, char** argv) {
 
   try {
     app.parse(argc, argv);
+    if (eval->parsed()) infer::cli::check_eval_usage(eval_options);
     if (!eval->parsed() && o.model.empty()) throw CLI::RequiredError("--model");
     o.runs_given = runs->count() > 0;
     for (const std::string& choice : kernel_choices) {

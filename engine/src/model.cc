@@ -30,6 +30,18 @@ std::string Model::meta(const std::string& key, const std::string& fallback) con
 const std::vector<TensorInfo>& Model::inputs() const { return graph_->input_infos; }
 const std::vector<TensorInfo>& Model::outputs() const { return graph_->output_infos; }
 size_t Model::num_nodes() const { return graph_->nodes.size(); }
+std::vector<ModelNode> Model::nodes() const {
+  std::vector<ModelNode> out;
+  out.reserve(graph_->nodes.size());
+  auto names = [&](const std::vector<int>& ids) {
+    std::vector<std::string> v;
+    for (int id : ids) v.push_back(graph_->values.at(static_cast<size_t>(id)).name);
+    return v;
+  };
+  for (const detail::Node& n : graph_->nodes)
+    out.push_back({n.name, op_name(n.op()), names(n.inputs), names(n.outputs)});
+  return out;
+}
 uint64_t Model::weight_bytes() const { return graph_->weight_bytes; }
 const detail::Graph& Model::graph() const { return *graph_; }
 

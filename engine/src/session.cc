@@ -133,6 +133,34 @@ uint64_t activation_bytes(const Shape& shape, uint64_t element, const std::strin
   return n * element;
 }
 
+// SessionOptions::extra_outputs appended to the graph's outputs before the passes run: passes never
+// fuse a graph output away and the planner keeps outputs alive to the end, so no other module needs
+// to know about them.
+void add_extra_outputs(detail::Graph& g, const std::vector<std::string>& names) {
+  const size_t model_outputs = g.outputs.size();
+  for (const std::string& name : names) {
+    std::vector<int> ids;
+    for (size_t id = 0; id < g.values.size(); ++id)
+      if (g.values[id].name == name) ids.push_back(static_cast<int>(id));
+    if (ids.empty())
+      throw Error(fmt::format("extra output '{}': {} has no value of that name", name, g.origin));
+    if (ids.size() > 1)
+      throw Error(fmt::format("extra output '{}': {} has {} values of that name", name, g.origin,
+                              ids.size()));
+    const int id = ids[0];
+    if (g.values[static_cast<size_t>(id)].is_constant())
+      throw Error(fmt::format("extra output '{}': a constant of {} (weights), not an activation", name,
+                              g.origin));
+    const auto at = std::find(g.outputs.begin(), g.outputs.end(), id);
+    if (at != g.outputs.end())
+      throw Error(fmt::format("extra output '{}': {}", name,
+                              static_cast<size_t>(at - g.outputs.begin()) < model_outputs
+                                  ? "already an output of " + g.origin
+                                  : std::string("given twice")));
+    g.outputs.push_back(id);
+  }
+}
+
 double median(std::vector<double> v) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
@@ -230,8 +258,10 @@ std::string Session::Impl::variant_list(const std::string& op) const {
 
 Session::Impl::Impl(const Model& model, const SessionOptions& options) {
   // Passes rewrite our copy; the Model (and its mmapped weights) stays untouched.
+  detail::Graph own = model.graph();
+  add_extra_outputs(own, options.extra_outputs);
   graph = std::make_shared<const detail::Graph>(
-      detail::run_passes(model.graph(), options.passes, &pass_log));
+      detail::run_passes(std::move(own), options.passes, &pass_log));
 
   std::string chosen = options.backend;
   if (chosen == "auto") {

@@ -23,6 +23,15 @@ struct TensorInfo {
   DType dtype = DType::F32;
 };
 
+// One node of the model file as stored (before any graph pass): what apps need to find a layer, e.g.
+// the value whose activations `SessionOptions::extra_outputs` should return.
+struct ModelNode {
+  std::string name;
+  std::string op;                   // op_name(), e.g. "dense"
+  std::vector<std::string> inputs;  // value names: data first, then constants (weights)
+  std::vector<std::string> outputs;
+};
+
 // The format version this build writes and the newest it reads.
 constexpr uint32_t kFormatVersion = 1;
 
@@ -43,6 +52,7 @@ class Model {
   const std::vector<TensorInfo>& inputs() const;
   const std::vector<TensorInfo>& outputs() const;
   size_t num_nodes() const;
+  std::vector<ModelNode> nodes() const;  // in execution order
   uint64_t weight_bytes() const;  // bytes of all constants as stored in the file
 
   // The engine's view of the model; not part of the stable API.

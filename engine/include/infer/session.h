@@ -50,6 +50,13 @@ struct SessionOptions {
   // An unknown op or variant, or one not applicable to a node of that op, is an Error.
   std::map<std::string, std::string> kernels;
   PassOptions passes;  // all on by default
+  // Intermediate activations to read back, by value name (e.g. a hidden layer as a feature
+  // extractor). They become outputs of the session: outputs() and run() list them after the model's
+  // outputs, in this order. Graph passes never fuse a requested value away (so it holds exactly what
+  // the model computes there) and the memory planner keeps it alive to the end of the run. An
+  // unknown name, a constant (weights), a name given twice or one that already is a model output is
+  // an Error naming the value.
+  std::vector<std::string> extra_outputs;
 };
 
 // One executed node as the session planned it.
@@ -87,6 +94,7 @@ class Session {
   Precision precision() const;
   const std::string& device() const;  // e.g. "NVIDIA H100 80GB HBM3 (sm_90, 132 SMs)", or the CPU model
   const std::vector<TensorInfo>& inputs() const;   // shapes with the batch fixed
+  // The model's outputs, then SessionOptions::extra_outputs in their order; run() returns the same.
   const std::vector<TensorInfo>& outputs() const;
   const std::vector<NodeInfo>& nodes() const;
   const MemoryReport& memory() const;
