@@ -21,6 +21,7 @@ int run_model(const ModelBenchOptions& options, const RunSettings& settings, con
   session_options.precision = settings.precision;
   session_options.autotune = settings.autotune;
   session_options.batch = options.batch;
+  session_options.passes = settings.passes;  // the printed plan is the timed default's (--pass)
   Session session(model, session_options);
   const std::vector<Tensor> inputs = random_inputs(session, settings.seed);
 
