@@ -17,16 +17,30 @@ import os as _os
 from typing import Any, Dict, Iterator, List, Optional, Union
 
 from . import _infer
-from ._infer import Error, Model, TensorInfo, cuda_available, load_image, save_grid
+from ._infer import DeviceArray, Error, Model, TensorInfo, cuda_available
 
 __version__: str = _infer.__version__
-__all__ = ["Error", "Model", "TensorInfo", "Session", "Profile", "load", "load_image", "save_grid",
+__all__ = ["DeviceArray", "Error", "Model", "TensorInfo", "Session", "Profile", "load", "load_image", "save_grid",
            "cuda_available", "onnx", "zoo"]
 
 
 def load(path: Union[str, "_os.PathLike[str]"]) -> Model:
     """Loads (mmaps, verifies and validates) a .fb model file; infer.Error if anything is wrong."""
     return Model.load(_os.fspath(path))
+
+
+def load_image(path: Union[str, "_os.PathLike[str]"], model: Model) -> Any:
+    """An image file (PNG/JPEG/BMP) as the model's input [1, C, H, W] float32 array: converted to the
+    input's channels, resized to its size and normalised by its metadata (input.mean, input.std),
+    exactly as `infer --input image.png` does."""
+    return _infer.load_image(_os.fspath(path), model)
+
+
+def save_grid(path: Union[str, "_os.PathLike[str]"], images: Any, lo: float = -1.0,
+              hi: float = 1.0) -> None:
+    """Writes a batch [N, 1 or 3, H, W] as one PNG grid (values lo..hi -> 0..255), as `infer --out`
+    writes a generator's images; pass a generator's model.output_range as lo, hi."""
+    _infer.save_grid(_os.fspath(path), images, lo, hi)
 
 
 class Profile:
@@ -99,12 +113,15 @@ class Session(_infer.Session):
 
         Inputs: positional (session.run(x) / session.run(x, y)), one list or tuple of them, or one dict
         {input name: value}. Each value is a NumPy array or anything with the buffer protocol,
-        __array__ or __dlpack__ (a PyTorch CPU tensor), of exactly the session's input shape. Other real
-        dtypes are converted to float32 and non-contiguous data is copied in order.
+        __array__ or __dlpack__ (a PyTorch tensor), of exactly the session's input shape. Host data of
+        other real dtypes is converted to float32, and non-contiguous host data is copied in order.
+
+        On a cuda session, inputs may instead all be CUDA tensors (float32, C-contiguous, on the
+        session's GPU): they are read in place, no host copy. With device_outputs=True the outputs
+        stay on the GPU as DeviceArray objects (torch.from_dlpack takes them without a copy).
         """
         if device_outputs:
-            raise Error("run: device_outputs=True needs a cuda session with device (DLPack) inputs; "
-                        "this build does not return device arrays yet")
+            return self._run_device(*inputs)
         return self._run(*inputs)
 
     def __call__(self, *inputs: Any) -> Any:

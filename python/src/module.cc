@@ -1,7 +1,7 @@
 // The `infer._infer` extension module: pybind11 bindings of the engine's public API (Model, Session,
 // profiles), the ONNX importer and the model zoo (linked from apps/onnx2fb and models/, not copied),
 // and the apps' shared helpers (seeded inputs, images). The pure-Python layer (python/infer/) adds
-// the Profile class and the submodules. infer::Error becomes infer.Error (a ValueError); the GIL is
+// the Profile class and the submodules; dlpack.h does device tensors. infer::Error becomes infer.Error (a ValueError); the GIL is
 // released while the engine works, and each Session serialises its own calls with a mutex.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
@@ -15,6 +15,7 @@
 
 #include "app_metadata.h"
 #include "arrays.h"
+#include "dlpack.h"
 #include "backend.h"
 #include "graph.h"
 #include "image_io.h"
@@ -66,6 +67,12 @@ void write_text(const std::string& path, const std::string& text) {
   if (!f) throw Error("cannot write '" + path + "'");
 }
 
+py::list to_numpy_list(std::vector<Tensor>&& out) {
+  py::list list;
+  for (Tensor& t : out) list.append(to_numpy(std::move(t)));
+  return list;
+}
+
 // A Session as Python holds it: the model (for its metadata) and a mutex, so that two threads sharing
 // one session take turns instead of corrupting its arena.
 struct PySession {
@@ -75,11 +82,14 @@ struct PySession {
 
   PySession(const Model& m, const SessionOptions& o) : model(m), session(m, o) {}
 
+  std::string label(size_t k) const {
+    return "input " + std::to_string(k) + " '" + session.inputs()[k].name + "'";
+  }
+
   // The positional / dict / sequence forms of run() as one list in the model's input order.
-  std::vector<Tensor> gather(const py::args& args) const {
+  std::vector<py::object> ordered(const py::args& args) const {
     const std::vector<TensorInfo>& want = session.inputs();
-    auto label = [&](size_t k) { return "input " + std::to_string(k) + " '" + want[k].name + "'"; };
-    std::vector<Tensor> in;
+    std::vector<py::object> items;
     if (args.size() == 1 && py::isinstance<py::dict>(args[0])) {
       py::dict d = args[0];
       for (auto item : d) {
@@ -94,24 +104,68 @@ struct PySession {
       }
       for (size_t k = 0; k < want.size(); ++k) {
         if (!d.contains(want[k].name)) throw Error("run: missing " + label(k));
-        in.push_back(to_tensor(d[py::str(want[k].name)], label(k)));
+        items.push_back(d[py::str(want[k].name)]);
       }
-      return in;
+      return items;
     }
-    py::sequence items = args;
+    py::sequence seq = args;
     if (args.size() == 1 && (py::isinstance<py::list>(args[0]) || py::isinstance<py::tuple>(args[0])))
-      items = args[0];
-    if (items.size() != want.size())
+      seq = args[0];
+    if (seq.size() != want.size())
       throw Error("run: the model has " + std::to_string(want.size()) + " input(s), got " +
-                  std::to_string(items.size()));
-    for (size_t k = 0; k < want.size(); ++k) in.push_back(to_tensor(items[k], label(k)));
+                  std::to_string(seq.size()));
+    for (size_t k = 0; k < want.size(); ++k) items.push_back(seq[k]);
+    return items;
+  }
+
+  std::vector<Tensor> gather(const py::args& args) const {
+    std::vector<Tensor> in;
+    std::vector<py::object> items = ordered(args);
+    for (size_t k = 0; k < items.size(); ++k) in.push_back(to_tensor(items[k], label(k)));
     return in;
   }
 
-  std::vector<Tensor> run(const std::vector<Tensor>& in) {
-    py::gil_scoped_release release;
-    std::lock_guard<std::mutex> lock(mutex);
-    return session.run(in);
+  // run(): host inputs through NumPy, or (all) device tensors through DLPack without a host copy.
+  py::list run(const py::args& args, bool device_outputs) {
+    std::vector<py::object> items = ordered(args);
+    size_t on_device = 0;
+    for (const py::object& item : items) on_device += is_device_tensor(item);
+    if (on_device == 0) {
+      if (device_outputs)
+        throw Error("run: device_outputs=True needs the inputs on the GPU (DLPack CUDA tensors)");
+      std::vector<Tensor> in;
+      for (size_t k = 0; k < items.size(); ++k) in.push_back(to_tensor(items[k], label(k)));
+      std::vector<Tensor> out;
+      {
+        py::gil_scoped_release release;
+        std::lock_guard<std::mutex> lock(mutex);
+        out = session.run(in);
+      }
+      return to_numpy_list(std::move(out));
+    }
+    if (on_device != items.size()) throw Error("run: inputs must be all on the host or all on the GPU");
+    std::vector<py::object> keep(items.size());
+    std::vector<const float*> ptrs;
+    for (size_t k = 0; k < items.size(); ++k)
+      ptrs.push_back(device_input(items[k], session.inputs()[k].shape, label(k), keep[k]));
+    if (device_outputs) {
+      std::vector<DeviceTensor> out;
+      {
+        py::gil_scoped_release release;
+        std::lock_guard<std::mutex> lock(mutex);
+        out = session.run_device(ptrs);
+      }
+      py::list list;
+      for (DeviceTensor& t : out) list.append(py::cast(DeviceArray{std::move(t)}));
+      return list;
+    }
+    std::vector<Tensor> out;
+    {
+      py::gil_scoped_release release;
+      std::lock_guard<std::mutex> lock(mutex);
+      out = session.run_device_to_host(ptrs);
+    }
+    return to_numpy_list(std::move(out));
   }
 
   std::vector<Tensor> random(uint64_t seed) const {
@@ -119,12 +173,6 @@ struct PySession {
     return random_inputs(session.inputs(), latent, seed);
   }
 };
-
-py::list to_numpy_list(std::vector<Tensor>&& out) {
-  py::list list;
-  for (Tensor& t : out) list.append(to_numpy(std::move(t)));
-  return list;
-}
 
 }  // namespace
 }  // namespace infer::python
@@ -135,6 +183,7 @@ PYBIND11_MODULE(_infer, m) {
   m.doc() = "infer's extension module; use the `infer` package.";
   m.attr("__version__") = infer::version();
   py::register_exception<Error>(m, "Error", PyExc_ValueError);
+  bind_device_array(m);
 
   m.def("cuda_available", []() {
 #ifdef INFER_WITH_CUDA
@@ -212,7 +261,8 @@ PYBIND11_MODULE(_infer, m) {
            "model"_a, "backend"_a = "auto", "precision"_a = "fp32", "batch"_a = 1,
            "autotune"_a = false, "kernels"_a = std::map<std::string, std::string>{},
            "passes"_a = std::map<std::string, bool>{})
-      .def("_run", [](PySession& s, py::args args) { return to_numpy_list(s.run(s.gather(args))); })
+      .def("_run", [](PySession& s, py::args args) { return s.run(args, false); })
+      .def("_run_device", [](PySession& s, py::args args) { return s.run(args, true); })
       .def("_profile", [](PySession& s, int runs, py::args args) {
         if (runs < 1) throw Error("profile: runs must be at least 1, got " + std::to_string(runs));
         std::vector<Tensor> in = args.size() ? s.gather(args) : s.random(1);
