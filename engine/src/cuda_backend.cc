@@ -88,6 +88,7 @@ class CudaBackend final : public Backend {
  public:
   explicit CudaBackend(Precision precision) : precision_(precision) {
     device_ = cuda::device_description();
+    ordinal_ = owner_.get().device;
   }
   ~CudaBackend() override {
     if (graph_exec_) cudaGraphExecDestroy(graph_exec_);
@@ -188,7 +189,7 @@ class CudaBackend final : public Backend {
       INFER_CUDA_CHECK(cudaMemcpyAsync(device, s.slot.device, s.slot.count * sizeof(float),
                                        cudaMemcpyDeviceToDevice, stream()));
   }
-  int device_ordinal() const override { return owner_.get().device; }
+  int device_ordinal() const override { return ordinal_; }
 
   bool begin_capture() override {
     // Thread-local mode: CUDA calls of other threads (another session) do not break this capture.
@@ -244,17 +245,17 @@ class CudaBackend final : public Backend {
     cudaPointerAttributes attr{};
     const bool ok = p && cudaPointerGetAttributes(&attr, p) == cudaSuccess &&
                     (attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged) &&
-                    attr.device == owner_.get().device;
+                    attr.device == ordinal_;
     cudaGetLastError();  // clear a failed query's error
     if (!ok)
-      throw Error(what + ": not memory of this session's GPU (cuda:" +
-                  std::to_string(owner_.get().device) + ")");
+      throw Error(what + ": not memory of this session's GPU (cuda:" + std::to_string(ordinal_) + ")");
   }
 
   std::string name_ = "cuda";
   std::string device_;
   Precision precision_;
   cuda::ContextOwner owner_;  // declared before every device resource below, so destroyed after them
+  int ordinal_ = 0;           // owner_'s device
   std::map<const float*, std::unique_ptr<cuda::DeviceArray>> constants_;
   std::vector<Staged> inputs_, outputs_;
   cudaGraph_t graph_ = nullptr;
