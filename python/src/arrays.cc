@@ -24,9 +24,8 @@ py::array numpy_view(py::handle obj, const std::string& what) {
       const py::tuple device = obj.attr("__dlpack_device__")();
       const int type = device[0].cast<int>();
       if (type != 1)  // kDLCPU
-        throw Error(what + ": is on a device (DLPack device type " + std::to_string(type) +
-                    "), this call takes host data; use a cuda session for device tensors, or copy "
-                    "it to the host first");
+        throw Error(what + ": is in device memory (DLPack device type " + std::to_string(type) +
+                    "); this call takes host data (session.run takes CUDA tensors on a cuda session)");
       return np.attr("from_dlpack")(obj);
     }
     return np.attr("asarray")(obj);

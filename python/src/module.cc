@@ -11,6 +11,7 @@
 #include <fstream>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "app_metadata.h"
@@ -52,12 +53,16 @@ py::list infos(const std::vector<TensorInfo>& list) {
 
 std::string model_origin(const Model& m) { return m.graph().origin; }
 
+// The bytes of any buffer-protocol object, in logical order (PyBytes_FromObject copies strided
+// buffers correctly).
 std::vector<uint8_t> buffer_bytes(const py::buffer& b) {
-  py::buffer_info info = b.request();
-  if (info.ndim > 1 && info.strides.back() != info.itemsize)
-    throw Error("Model.from_bytes: the buffer is not contiguous");
-  const auto* p = static_cast<const uint8_t*>(info.ptr);
-  return std::vector<uint8_t>(p, p + info.size * info.itemsize);
+  py::object bytes = py::reinterpret_steal<py::object>(PyBytes_FromObject(b.ptr()));
+  if (!bytes) {
+    PyErr_Clear();
+    throw Error("Model.from_bytes: cannot read the buffer's bytes");
+  }
+  const std::string_view view = bytes.cast<std::string_view>();
+  return std::vector<uint8_t>(view.begin(), view.end());
 }
 
 void write_text(const std::string& path, const std::string& text) {
@@ -274,9 +279,11 @@ PYBIND11_MODULE(_infer, m) {
         }
         return py::make_tuple(p.json(), p.chrome_trace(), p.table());
       })
-      .def("random_inputs", [](const PySession& s, uint64_t seed) {
-        return to_numpy_list(s.random(seed));
-      }, "seed"_a = 1)
+      .def("random_inputs", [](const PySession& s, int64_t seed) {
+        if (seed < 0) throw Error("random_inputs: seed must be >= 0, got " + std::to_string(seed));
+        return to_numpy_list(s.random(static_cast<uint64_t>(seed)));
+      }, "seed"_a = 1,
+      "The inputs `infer --seed SEED` uses without --input: N(0,1) latents for a generator, uniform [-1,1) otherwise.")
       .def("_cpp_run_times", [](PySession& s, int runs, py::args args) {
         // The C++ baseline of bench/python_overhead.py: Session::run alone, timed in C++.
         std::vector<Tensor> in = s.gather(args);

@@ -34,7 +34,15 @@ def test_load_pathlike_and_generator_metadata(ebgan):
     assert ebgan.inputs[0].shape == (-1, 100, 1, 1)
 
 
-@pytest.mark.parametrize("kind", [bytes, bytearray, memoryview])
+def strided_view(data):
+    """A non-contiguous memoryview whose logical bytes are `data`."""
+    import numpy as np
+    twice = np.zeros(2 * len(data), np.uint8)
+    twice[::2] = np.frombuffer(data, np.uint8)
+    return memoryview(twice[::2])
+
+
+@pytest.mark.parametrize("kind", [bytes, bytearray, memoryview, strided_view])
 def test_from_bytes(kind):
     data = LENET.read_bytes()
     m = infer.Model.from_bytes(kind(data))

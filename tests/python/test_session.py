@@ -194,6 +194,8 @@ def test_random_inputs_match_cli(path, seed, tmp_path):
         assert z[0].min() >= -1 and z[0].max() < 1
     np.testing.assert_array_equal(s.run(z)[0], np.load(tmp_path / "y.npy"))
     assert not np.array_equal(s.random_inputs(seed + 1)[0], z[0])
+    with pytest.raises(infer.Error, match="seed"):
+        s.random_inputs(-1)
 
 
 def test_load_image_matches_cli(lenet, tmp_path):
