@@ -1,36 +1,47 @@
 #!/usr/bin/env python3
-# What the Python binding adds per call: session.run(x) timed from Python against the C++
-# Session::run on the same session and input, timed in C++ (steady_clock, Session._cpp_run_times).
-# Rounds alternate the two so drift on a busy machine hits both; medians over every call. Batch 1,
-# LeNet-5 (the shipped one) and DCGAN (zoo, seed 1). On cuda, also CUDA tensors in and out
-# (device_outputs=True) when PyTorch has CUDA. Usage:
-#   PYTHONPATH=build/python python3 bench/python_overhead.py --backend cpu [--runs 2000]
+# What the Python binding adds per call, two ways, batch 1, LeNet-5 (the shipped one) and DCGAN (zoo,
+# seed 1): (1) paired: each session.run(x) timed from Python minus the engine call inside that same
+# call (the binding times Session::run around it: Session._last_engine_seconds), so the model's own
+# run-to-run noise cancels; (2) unpaired: medians of session.run from Python and of Session::run
+# timed in C++ (Session._cpp_run_times), alternating rounds so drift on a busy machine hits both.
+# "caches flushed": LeNet-5 with 64 MiB touched before each call, the state a large model's run leaves
+# the caches in (the binding's code and the interpreter's data then miss). On cuda, also CUDA tensors
+# in and out (device_outputs=True) when PyTorch has CUDA. Usage:
+#   PYTHONPATH=build/python python3 bench/python_overhead.py --backend cpu [--runs 400 --rounds 5]
 import argparse
+import os
 import platform
 import statistics
 import time
 
-import numpy as np
-
 import infer
 
 
-def python_times(call, runs):
+def timed_calls(session, call, runs, flush=None):
+    """Per call: (Python wall seconds, the engine's seconds inside that call)."""
     out = []
     for _ in range(runs):
+        if flush is not None:
+            flush += 1.0  # touch 64 MiB, outside the timing: every cache level starts cold
         t0 = time.perf_counter_ns()
         call()
-        out.append((time.perf_counter_ns() - t0) * 1e-9)
+        out.append(((time.perf_counter_ns() - t0) * 1e-9, session._last_engine_seconds))
     return out
 
 
-def measure(session, x, runs, rounds):
-    cpp, py = [], []
-    session.run(x)  # warm-up
+def report(name, kind, session, call, x, runs, rounds, with_cpp=True, flush=None):
+    call()  # warm-up
+    cpp, pairs = [], []
     for _ in range(rounds):
-        cpp += session._cpp_run_times(runs, x)
-        py += python_times(lambda: session.run(x), runs)
-    return statistics.median(cpp) * 1e6, statistics.median(py) * 1e6
+        if with_cpp:
+            cpp += session._cpp_run_times(runs, x)
+        pairs += timed_calls(session, call, runs, flush)
+    us = 1e6
+    added = statistics.median(p - e for p, e in pairs) * us
+    py = statistics.median(p for p, _ in pairs) * us
+    cpp_text = f"{statistics.median(cpp) * us:.1f}" if cpp else "-"
+    unpaired = f"{py - statistics.median(cpp) * us:.1f}" if cpp else "-"
+    print(f"| {name} | {kind} | {cpp_text} | {py:.1f} | {added:.2f} | {unpaired} |")
 
 
 def main():
@@ -40,29 +51,35 @@ def main():
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
 
-    models = {"lenet5": infer.load("models/lenet5_fashion.fb"), "dcgan": infer.zoo.build("dcgan", seed=1)}
-    print(f"python_overhead: backend {args.backend}, {platform.processor() or platform.machine()}, "
-          f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {args.rounds} rounds x {args.runs} calls")
-    print("| model | input | C++ Session::run (us) | Python session.run (us) | added (us) |")
-    print("| --- | --- | ---: | ---: | ---: |")
+    here = os.path.dirname(os.path.abspath(__file__))
+    models = {"lenet5": infer.load(os.path.join(here, "..", "models", "lenet5_fashion.fb")),
+              "dcgan": infer.zoo.build("dcgan", seed=1)}
+    load = open("/proc/loadavg").read().split()[:3] if os.path.exists("/proc/loadavg") else ["?"]
+    print(f"python_overhead: backend {args.backend}, {platform.machine()}, "
+          f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load {' '.join(load)}, "
+          f"{args.rounds} rounds x {args.runs} calls, medians")
+    print("| model | input | C++ Session::run (us) | Python session.run (us) | added, paired (us) "
+          "| added, unpaired (us) |")
+    print("| --- | --- | ---: | ---: | ---: | ---: |")
     for name, model in models.items():
         session = infer.Session(model, backend=args.backend, batch=1)
         x = session.random_inputs(1)[0]
-        cpp, py = measure(session, x, args.runs, args.rounds)
-        print(f"| {name} | NumPy | {cpp:.1f} | {py:.1f} | {py - cpp:.1f} |")
-        if session.backend == "cuda":
-            try:
-                import torch
-            except ImportError:
-                continue
-            if torch.cuda.is_available():
-                xd = torch.from_numpy(x).cuda()
-                session.run(xd, device_outputs=True)
-                dev = []
-                for _ in range(args.rounds):
-                    dev += python_times(lambda: session.run(xd, device_outputs=True), args.runs)
-                print(f"| {name} | torch CUDA, device_outputs | {cpp:.1f} (host I/O) | "
-                      f"{statistics.median(dev) * 1e6:.1f} | - |")
+        report(name, "NumPy float32", session, lambda: session.run(x), x, args.runs, args.rounds)
+        if name == "lenet5":  # what a model with a large working set (DCGAN on cpu) does to the caches
+            import numpy as np
+            report(name, "NumPy float32, caches flushed before each call", session,
+                   lambda: session.run(x), x, args.runs // 4, args.rounds, with_cpp=False,
+                   flush=np.ones(8 << 20))
+        if session.backend != "cuda":
+            continue
+        try:
+            import torch
+        except ImportError:
+            continue
+        if torch.cuda.is_available():
+            xd = torch.from_numpy(x).cuda()
+            report(name, "torch CUDA, device_outputs", session,
+                   lambda: session.run(xd, device_outputs=True), x, args.runs, args.rounds, with_cpp=False)
 
 
 if __name__ == "__main__":

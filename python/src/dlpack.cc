@@ -55,7 +55,7 @@ std::string shape_text(const DLTensor& d) {
 }  // namespace
 
 bool is_device_tensor(py::handle obj) {
-  if (!py::hasattr(obj, "__dlpack_device__") || py::isinstance<py::array>(obj)) return false;
+  if (py::isinstance<py::array>(obj) || !py::hasattr(obj, "__dlpack_device__")) return false;
   try {
     const py::tuple device = obj.attr("__dlpack_device__")();
     const int type = device[0].cast<int>();

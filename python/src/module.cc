@@ -84,6 +84,20 @@ struct PySession {
   Model model;
   Session session;
   std::mutex mutex;
+  // Seconds the engine call of the last run() took (steady_clock around it, lock held), so that
+  // bench/python_overhead.py can subtract it from the same call's Python-side time.
+  double last_engine_seconds = 0;
+
+  // Calls `f` (an engine call) with the GIL released and the session's lock held; times it.
+  template <class F>
+  auto locked(F&& f) {
+    py::gil_scoped_release release;
+    std::lock_guard<std::mutex> lock(mutex);
+    const auto t0 = std::chrono::steady_clock::now();
+    auto result = f();
+    last_engine_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return result;
+  }
 
   PySession(const Model& m, const SessionOptions& o) : model(m), session(m, o) {}
 
@@ -140,13 +154,7 @@ struct PySession {
         throw Error("run: device_outputs=True needs the inputs on the GPU (DLPack CUDA tensors)");
       std::vector<Tensor> in;
       for (size_t k = 0; k < items.size(); ++k) in.push_back(to_tensor(items[k], label(k)));
-      std::vector<Tensor> out;
-      {
-        py::gil_scoped_release release;
-        std::lock_guard<std::mutex> lock(mutex);
-        out = session.run(in);
-      }
-      return to_numpy_list(std::move(out));
+      return to_numpy_list(locked([&] { return session.run(in); }));
     }
     if (on_device != items.size()) throw Error("run: inputs must be all on the host or all on the GPU");
     std::vector<py::object> keep(items.size());
@@ -154,23 +162,12 @@ struct PySession {
     for (size_t k = 0; k < items.size(); ++k)
       ptrs.push_back(device_input(items[k], session.inputs()[k].shape, label(k), keep[k]));
     if (device_outputs) {
-      std::vector<DeviceTensor> out;
-      {
-        py::gil_scoped_release release;
-        std::lock_guard<std::mutex> lock(mutex);
-        out = session.run_device(ptrs);
-      }
+      std::vector<DeviceTensor> out = locked([&] { return session.run_device(ptrs); });
       py::list list;
       for (DeviceTensor& t : out) list.append(py::cast(DeviceArray{std::move(t)}));
       return list;
     }
-    std::vector<Tensor> out;
-    {
-      py::gil_scoped_release release;
-      std::lock_guard<std::mutex> lock(mutex);
-      out = session.run_device_to_host(ptrs);
-    }
-    return to_numpy_list(std::move(out));
+    return to_numpy_list(locked([&] { return session.run_device_to_host(ptrs); }));
   }
 
   std::vector<Tensor> random(uint64_t seed) const {
@@ -297,6 +294,7 @@ PYBIND11_MODULE(_infer, m) {
         }
         return seconds;
       })
+      .def_property_readonly("_last_engine_seconds", [](const PySession& s) { return s.last_engine_seconds; })
       .def_property_readonly("model", [](const PySession& s) { return s.model; })
       .def_property_readonly("backend", [](const PySession& s) { return s.session.backend(); })
       .def_property_readonly("batch", [](const PySession& s) { return s.session.batch(); })
