@@ -83,4 +83,7 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except infer.Error as e:
+        raise SystemExit(f"error: {e}")

@@ -19,12 +19,11 @@ if [ "${1:-}" = "--pack" ]; then
   done
   ls "$build"/python/infer/_infer*.so >/dev/null 2>&1 || { echo "error: no Python package in $build/python" >&2; exit 1; }
   rm -rf "$PACK" && mkdir -p "$PACK/lib" "$PACK/bin" "$PACK/static"
-  cp -a "$build"/libinfer.so* "$PACK/lib/"
+  cp -L "$build/libinfer.so.0" "$PACK/lib/"   # the soname the extension needs, as a plain file
   cp -a "$build/python" "$PACK/python"
   cp "$build/infer" "$build/model-zoo" "$build/onnx2fb" "$PACK/bin/"
   cp "$build/apps/libinfer_appcommon.a" "$build/apps/onnx2fb/libinfer_onnx.a" "$build/models/libinfer_zoo.a" "$PACK/static/"
-  grep -q INFER_WITH_CUDA "$build/CMakeCache.txt" && grep -q "CMAKE_CUDA_COMPILER:.*nvcc" "$build/CMakeCache.txt" \
-    || echo "warning: $build does not look like a CUDA build" >&2
+  grep -q "^CMAKE_CUDA_COMPILER:.*nvcc" "$build/CMakeCache.txt" || echo "warning: $build has no CUDA compiler: a CPU-only build" >&2
   du -sh "$PACK"
   echo "packed into $PACK/; carry it (and the source tree) to the GPU machine and run $0 there"
   exit 0
@@ -40,20 +39,21 @@ $PY -c "import sys, numpy, torch; print('python', sys.version.split()[0], 'numpy
 
 suffix=$($PY -c "import sysconfig; print(sysconfig.get_config_var('EXT_SUFFIX'))")
 if ! ls "$PACK/python/infer/_infer$suffix" >/dev/null 2>&1; then
-  echo "== the packed extension is $(ls $PACK/python/infer/ | grep '^_infer'); compiling _infer$suffix for this python3"
+  echo "== the packed extension is $(ls $PACK/python/infer/ | grep '^_infer.*\.so$'); compiling _infer$suffix for this python3"
   pyinc=$($PY -c "import sysconfig; print(sysconfig.get_paths()['include'])")
   tinc=$($PY -c "import os, torch; print(os.path.join(os.path.dirname(torch.__file__), 'include'))")
-  dl=$(find "$tinc" -name dlpack.h | head -1)
+  pbinc=${PYBIND11_INCLUDE:-$tinc}   # PyTorch's wheels bundle pybind11's headers
+  dl=${DLPACK_H:-$(find "$tinc" -name dlpack.h | head -1)}   # wheels: torch/include/ATen/dlpack.h
   [ -f "$pyinc/Python.h" ] || { echo "error: no Python.h under $pyinc" >&2; exit 1; }
-  [ -d "$tinc/pybind11" ] && [ -n "$dl" ] || { echo "error: PyTorch's pybind11 / dlpack.h not found under $tinc" >&2; exit 1; }
+  [ -d "$pbinc/pybind11" ] && [ -n "$dl" ] || { echo "error: pybind11 (under $pbinc) or dlpack.h (under $tinc) not found" >&2; exit 1; }
   mkdir -p "$PACK/dlpack/dlpack" && cp "$dl" "$PACK/dlpack/dlpack/dlpack.h"
   extra=$(ldd "$PACK/bin/onnx2fb" | awk '/onnx_proto|protobuf/ {print $3}' | tr '\n' ' ')
   rm -f "$PACK"/python/infer/_infer*.so
   g++ -O2 -std=c++17 -shared -fPIC -fvisibility=hidden -DINFER_WITH_CUDA=1 \
-    -Iengine/include -Iengine/src -I. -Iapps/common -Iapps/onnx2fb -Imodels -I"$pyinc" -I"$tinc" -I"$PACK/dlpack" \
+    -Iengine/include -Iengine/src -I. -Iapps/common -Iapps/onnx2fb -Imodels -I"$pyinc" -I"$pbinc" -I"$PACK/dlpack" \
     python/src/module.cc python/src/arrays.cc python/src/dlpack.cc \
     "$PACK/static/libinfer_onnx.a" "$PACK/static/libinfer_zoo.a" "$PACK/static/libinfer_appcommon.a" \
-    -L"$PACK/lib" -linfer $extra -o "$PACK/python/infer/_infer$suffix" 2>&1 | tee "$PACK/logs/compile.log" | tail -20
+    "$PACK/lib/libinfer.so.0" $extra -o "$PACK/python/infer/_infer$suffix" 2>&1 | tee "$PACK/logs/compile.log" | tail -20
   [ -f "$PACK/python/infer/_infer$suffix" ] || { echo "error: compiling the extension failed ($PACK/logs/compile.log)" >&2; exit 1; }
 fi
 cp python/infer/*.py python/infer/*.pyi "$PACK/python/infer/"   # the sources' pure-Python layer
@@ -108,13 +108,15 @@ fi
 echo "== examples on the GPU"
 $PY examples/python/generate.py --out "$PACK/logs/gpu.png" --seed 1 || status=1
 "$PACK/bin/infer" --model models/ebgan_fashion.fb --out "$PACK/logs/cli.png" --batch 64 --seed 1 >/dev/null || status=1
-cmp -s "$PACK/logs/gpu.png" "$PACK/logs/cli.png" && echo "generate.py: same PNG bytes as infer --out (cuda)" \
-  || echo "generate.py: PNG differs from infer --out on cuda (both cuda; look at $PACK/logs/*.png)"
+cmp -s "$PACK/logs/gpu.png" "$PACK/logs/cli.png" && echo "generate.py: same PNG bytes as infer --out (backend auto)" \
+  || { echo "generate.py: PNG differs from infer --out (both backend auto; $PACK/logs/*.png)"; status=1; }
 $PY examples/python/classify.py || status=1
 $PY examples/python/torch_interop.py || status=1
 
 echo "== overhead (docs/benchmarks.md, 'Python binding overhead')"
-$PY bench/python_overhead.py --backend cuda 2>&1 | tee "$PACK/logs/overhead-cuda.md"
-$PY bench/python_overhead.py --backend cpu 2>&1 | tee "$PACK/logs/overhead-cpu.md"
+for b in cuda cpu; do
+  $PY bench/python_overhead.py --backend $b 2>&1 | tee "$PACK/logs/overhead-$b.md"
+  [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+done
 echo "gpu-check-python: $([ $status -eq 0 ] && echo passed || echo FAILED); logs in $PACK/logs/"
 exit $status
