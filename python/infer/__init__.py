@@ -91,10 +91,13 @@ class Profile:
 class Session(_infer.Session):
     """A model bound to a backend, a precision and a batch size.
 
-    Session(model, backend="auto", precision="fp32", batch=1, autotune=False, kernels={}, passes={})
+    Session(model, backend="auto", precision="fp32", batch=1, autotune=False, kernels={}, passes={},
+            extra_outputs=[])
     model: a Model or a path. backend: "auto" | "cpu" | "cuda" | "reference". precision: "fp32" |
     "tf32" | "fp16" (cuda only). kernels: {op: variant} forces kernel variants. passes: {name: False}
-    switches graph passes off. Creation plans everything; run() only executes.
+    switches graph passes off. extra_outputs names intermediate values (model.nodes' outputs) to return
+    after the model's outputs, e.g. a hidden layer as features. Creation plans everything; run() only
+    executes.
 
     Thread safety: calls on one session take turns (a lock); use one Session per thread for parallel
     runs (sharing one Model is fine). The GIL is released while the engine works.
@@ -103,10 +106,12 @@ class Session(_infer.Session):
     def __init__(self, model: Union[Model, str, "_os.PathLike[str]"], backend: str = "auto",
                  precision: str = "fp32", batch: int = 1, autotune: bool = False,
                  kernels: Optional[Dict[str, str]] = None,
-                 passes: Optional[Dict[str, bool]] = None) -> None:
+                 passes: Optional[Dict[str, bool]] = None,
+                 extra_outputs: Optional[List[str]] = None) -> None:
         if not isinstance(model, Model):
             model = load(model)
-        super().__init__(model, backend, precision, batch, autotune, kernels or {}, passes or {})
+        super().__init__(model, backend, precision, batch, autotune, kernels or {}, passes or {},
+                         list(extra_outputs or []))
 
     def run(self, *inputs: Any, device_outputs: bool = False) -> List[Any]:
         """Runs the model; returns the outputs as a list of NumPy float32 arrays, in output order.

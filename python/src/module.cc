@@ -220,15 +220,9 @@ PYBIND11_MODULE(_infer, m) {
       .def_property_readonly("inputs", [](const Model& md) { return infos(md.inputs()); })
       .def_property_readonly("outputs", [](const Model& md) { return infos(md.outputs()); })
       .def_property_readonly("nodes", [](const Model& md) {
-        const detail::Graph& g = md.graph();
         py::list out;
-        for (const detail::Node& n : g.nodes) {
-          py::list ins, outs;
-          for (int v : n.inputs) ins.append(g.values[size_t(v)].name);
-          for (int v : n.outputs) outs.append(g.values[size_t(v)].name);
-          out.append(py::dict("name"_a = n.name, "op"_a = op_name(n.op()), "inputs"_a = ins,
-                              "outputs"_a = outs));
-        }
+        for (const ModelNode& n : md.nodes())
+          out.append(py::dict("name"_a = n.name, "op"_a = n.op, "inputs"_a = n.inputs, "outputs"_a = n.outputs));
         return out;
       }, "The nodes in execution order, as stored: dicts of name, op, inputs, outputs.")
       .def_property_readonly("task", [](const Model& md) {
@@ -249,7 +243,8 @@ PYBIND11_MODULE(_infer, m) {
   py::class_<PySession>(m, "Session")
       .def(py::init([](const Model& model, const std::string& backend, const std::string& precision,
                        int64_t batch, bool autotune, const std::map<std::string, std::string>& kernels,
-                       const std::map<std::string, bool>& passes) {
+                       const std::map<std::string, bool>& passes,
+                       const std::vector<std::string>& extra_outputs) {
              SessionOptions o;
              o.backend = backend;
              o.precision = parse_precision(precision);
@@ -257,12 +252,13 @@ PYBIND11_MODULE(_infer, m) {
              o.autotune = autotune;
              o.kernels = kernels;
              for (const auto& [name, on] : passes) o.passes.set(name, on);
+             o.extra_outputs = extra_outputs;
              py::gil_scoped_release release;
              return new PySession(model, o);
            }),
            "model"_a, "backend"_a = "auto", "precision"_a = "fp32", "batch"_a = 1,
            "autotune"_a = false, "kernels"_a = std::map<std::string, std::string>{},
-           "passes"_a = std::map<std::string, bool>{})
+           "passes"_a = std::map<std::string, bool>{}, "extra_outputs"_a = std::vector<std::string>{})
       .def("_run", [](PySession& s, py::args args) { return s.run(args, false); })
       .def("_run_device", [](PySession& s, py::args args) { return s.run(args, true); })
       .def("_profile", [](PySession& s, int runs, py::args args) {

@@ -51,6 +51,18 @@ def test_autotune_and_reference_agree(lenet, rng):
     np.testing.assert_allclose(tuned, ref, rtol=1e-5, atol=1e-6)
 
 
+def test_extra_outputs(lenet, rng):
+    hidden = lenet.nodes[-2]["outputs"][0]  # the last hidden dense layer's activations
+    s = infer.Session(lenet, backend="cpu", batch=2, extra_outputs=[hidden])
+    assert [o.name for o in s.outputs] == [lenet.outputs[0].name, hidden]
+    x = lenet_input(rng, 2)
+    logits, features = s.run(x)
+    np.testing.assert_array_equal(logits, infer.Session(lenet, backend="cpu", batch=2).run(x)[0])
+    assert features.shape == (2, 84) and np.abs(features).max() <= 1  # after tanh
+    with pytest.raises(infer.Error, match="nope"):
+        infer.Session(lenet, extra_outputs=["nope"])
+
+
 @pytest.mark.parametrize("kwargs, match", [
     ({"backend": "tpu"}, "tpu"),
     ({"precision": "fp8"}, "fp8"),
