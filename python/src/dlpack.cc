@@ -103,8 +103,9 @@ void bind_device_array(py::module_& m) {
       })
       .def("__dlpack_device__", [](const DeviceArray& a) { return py::make_tuple(int(kDLCUDA), a.tensor.device); })
       // The data is complete when run() returns (it synchronizes), so any consumer stream may read it.
-      .def("__dlpack__", [](const DeviceArray& a, py::object) { return export_capsule(a.tensor); },
-           py::arg("stream") = py::none())
+      // Newer consumers also pass max_version / dl_device / copy: we answer with the unversioned
+      // capsule, which the DLPack protocol lets every consumer accept.
+      .def("__dlpack__", [](const DeviceArray& a, py::kwargs) { return export_capsule(a.tensor); })
       .def("__repr__", [](const DeviceArray& a) {
         return "<infer.DeviceArray " + shape_str(a.tensor.shape) + " float32 on cuda:" +
                std::to_string(a.tensor.device) + ">";
