@@ -11,6 +11,7 @@ packages=(
   libopenblas-dev libopenblas-openmp-dev liblapacke-dev zlib1g-dev
   dataset-fashion-mnist
   libonnx-dev libprotobuf-dev protobuf-compiler python3-torch python3-onnx python3-numpy
+  python3-dev pybind11-dev libdlpack-dev python3-pytest
 )
 
 missing=()

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "app_metadata.h"
 #include "infer/infer.h"
 
 namespace CLI {
@@ -38,19 +39,6 @@ struct Options {
 
   bool profiling() const { return profile || !profile_json.empty() || !trace.empty(); }
 };
-
-// The metadata keys apps use, parsed and checked; absent keys keep these defaults.
-struct AppMetadata {
-  std::string task;                 // "classifier", "generator" or "" (anything else)
-  std::vector<std::string> labels;  // one per class, from the newline-separated "labels"
-  std::vector<float> mean, std;     // per channel, on pixels / 255
-  std::optional<std::pair<int64_t, int64_t>> input_size;  // H, W
-  float range_lo = -1.f, range_hi = 1.f;                  // a generator's output range
-  int64_t latent_dim = 0;                                 // 0 = not given
-};
-
-// Reads and validates the metadata of `model` (loaded from `path`, named in messages).
-AppMetadata read_metadata(const Model& model, const std::string& path);
 
 // Session inputs from the --input files, or seeded random ones when none are given. Prints what it
 // used to stdout.

@@ -1,7 +1,7 @@
 // The CLI's session inputs: a .npy file (shape [batch, ...] or, at batch 1, the per-sample shape), an
 // image for a 4-D input (converted, resized and normalised per the metadata; the batch repeats it), or
 // without --input seeded random values: N(0,1) latents for a generator, uniform [-1,1) otherwise.
-// The random numbers come from SeededRandom (random.h): a seed gives the same input on every platform.
+// The random values come from random_inputs() (apps/common/random_input.h), platform-independent.
 #include <fmt/core.h>
 #include <spdlog/spdlog.h>
 
@@ -12,7 +12,7 @@
 #include "cli.h"
 #include "image_io.h"
 #include "npy.h"
-#include "random.h"
+#include "random_input.h"
 
 namespace infer::cli {
 namespace {
@@ -83,20 +83,14 @@ std::vector<Tensor> make_inputs(const Options& options, const AppMetadata& meta,
   }
 
   const bool latent = meta.task == "generator";
-  SeededRandom random(options.seed);
+  inputs = random_inputs(infos, latent, options.seed);
   for (const TensorInfo& info : infos) {
-    Tensor t(info.shape);
-    if (latent) {
-      if (meta.latent_dim && info.shape.size() > 1 && meta.latent_dim != t.numel() / info.shape[0])
-        spdlog::warn("metadata latent.dim {} differs from input '{}' ({})", meta.latent_dim, info.name,
-                     shape_str(info.shape));
-      for (float& x : t.data) x = random.normal();
-    } else {
-      for (float& x : t.data) x = random.uniform_pm1();
-    }
+    if (latent && meta.latent_dim && info.shape.size() > 1 &&
+        meta.latent_dim != shape_numel(info.shape) / info.shape[0])
+      spdlog::warn("metadata latent.dim {} differs from input '{}' ({})", meta.latent_dim, info.name,
+                   shape_str(info.shape));
     fmt::print("input '{}' {}: random {} (seed {})\n", info.name, shape_str(info.shape),
                latent ? "latent z ~ N(0,1)" : "uniform [-1,1)", options.seed);
-    inputs.push_back(std::move(t));
   }
   return inputs;
 }

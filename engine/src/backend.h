@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "infer/error.h"
 #include "infer/ops.h"
 
 namespace infer::detail {
@@ -69,6 +70,18 @@ class Backend {
   virtual void download_outputs() = 0;
   virtual void read_output(size_t k, float* host) = 0;
   virtual void synchronize() = 0;
+
+  // Device I/O for Session::run_device (GPU backends; the default refuses): copy_input_device() checks
+  // that `device` is memory of this backend's GPU and copies input k from it into the arena (converted
+  // under fp16), copy_output_device() the reverse for output k; both stream-ordered, like the uploads.
+  // device_ordinal() is the GPU the backend runs on (-1: none).
+  virtual void copy_input_device(size_t, const float*) {
+    throw Error("device inputs need a cuda session (this one runs on " + name() + ")");
+  }
+  virtual void copy_output_device(size_t, float*) {
+    throw Error("device outputs need a cuda session (this one runs on " + name() + ")");
+  }
+  virtual int device_ordinal() const { return -1; }
 
   // Records the work issued between begin_capture() and end_capture() (cuda: a CUDA graph) so that
   // replay() re-issues it; a backend that cannot capture returns false from begin_capture() and the

@@ -88,6 +88,7 @@ class CudaBackend final : public Backend {
  public:
   explicit CudaBackend(Precision precision) : precision_(precision) {
     device_ = cuda::device_description();
+    ordinal_ = owner_.get().device;
   }
   ~CudaBackend() override {
     if (graph_exec_) cudaGraphExecDestroy(graph_exec_);
@@ -166,6 +167,30 @@ class CudaBackend final : public Backend {
   }
   void synchronize() override { INFER_CUDA_CHECK(cudaStreamSynchronize(stream())); }
 
+  void copy_input_device(size_t k, const float* device) override {
+    const Staged& s = inputs_.at(k);
+    check_device_pointer(device, "input " + std::to_string(k));
+    // Inputs are ready once the legacy default stream is: producers order their work before it
+    // (DLPack's stream=1), and this session's stream is non-blocking, so wait for it here.
+    if (k == 0) INFER_CUDA_CHECK(cudaStreamSynchronize(cudaStreamLegacy));
+    if (!s.slot.count) return;
+    if (s.device_f32)
+      cuda::convert_f32_to_f16(device, s.slot.device, static_cast<int64_t>(s.slot.count), stream());
+    else
+      INFER_CUDA_CHECK(cudaMemcpyAsync(s.slot.device, device, s.slot.count * sizeof(float),
+                                       cudaMemcpyDeviceToDevice, stream()));
+  }
+  void copy_output_device(size_t k, float* device) override {
+    const Staged& s = outputs_.at(k);
+    if (!s.slot.count) return;
+    if (s.device_f32)
+      cuda::convert_f16_to_f32(s.slot.device, device, static_cast<int64_t>(s.slot.count), stream());
+    else
+      INFER_CUDA_CHECK(cudaMemcpyAsync(device, s.slot.device, s.slot.count * sizeof(float),
+                                       cudaMemcpyDeviceToDevice, stream()));
+  }
+  int device_ordinal() const override { return ordinal_; }
+
   bool begin_capture() override {
     // Thread-local mode: CUDA calls of other threads (another session) do not break this capture.
     INFER_CUDA_CHECK(cudaStreamBeginCapture(stream(), cudaStreamCaptureModeThreadLocal));
@@ -215,11 +240,22 @@ class CudaBackend final : public Backend {
   };
 
   cudaStream_t stream() { return owner_.get().stream; }
+  // A user's device pointer must be device (or managed) memory of this session's GPU.
+  void check_device_pointer(const void* p, const std::string& what) const {
+    cudaPointerAttributes attr{};
+    const bool ok = p && cudaPointerGetAttributes(&attr, p) == cudaSuccess &&
+                    (attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged) &&
+                    attr.device == ordinal_;
+    cudaGetLastError();  // clear a failed query's error
+    if (!ok)
+      throw Error(what + ": not memory of this session's GPU (cuda:" + std::to_string(ordinal_) + ")");
+  }
 
   std::string name_ = "cuda";
   std::string device_;
   Precision precision_;
   cuda::ContextOwner owner_;  // declared before every device resource below, so destroyed after them
+  int ordinal_ = 0;           // owner_'s device
   std::map<const float*, std::unique_ptr<cuda::DeviceArray>> constants_;
   std::vector<Staged> inputs_, outputs_;
   cudaGraph_t graph_ = nullptr;

@@ -766,4 +766,43 @@ const Plan& plan_of(const Session& session) {
 }
 
 }  // namespace detail
+// Device I/O: the backend copies inputs in from device memory (checking every pointer); outputs go to
+// new device allocations (one per output per call) or through the host staging of run(). The forward
+// is the same replay as run().
+namespace {
+void copy_in_device(Session::Impl& s, const std::vector<const float*>& inputs, const char* caller) {
+  if (inputs.size() != s.inputs.size())
+    throw Error(fmt::format("{}: expected {} input(s), got {}", caller, s.inputs.size(), inputs.size()));
+  for (size_t k = 0; k < inputs.size(); ++k) s.backend->copy_input_device(k, inputs[k]);
+}
+}  // namespace
+
+std::vector<DeviceTensor> Session::run_device(const std::vector<const float*>& inputs) {
+  Impl& s = checked(impl_);
+  copy_in_device(s, inputs, "run_device");
+  s.forward(nullptr);
+  std::vector<DeviceTensor> out;
+  for (size_t k = 0; k < s.outputs.size(); ++k) {
+    const Shape& shape = s.outputs[k].shape;
+    std::shared_ptr<detail::DeviceBuffer> buffer =
+        s.backend->allocate(static_cast<uint64_t>(shape_numel(shape)) * sizeof(float));
+    auto* data = static_cast<float*>(buffer->data());
+    s.backend->copy_output_device(k, data);
+    out.push_back({shape, std::shared_ptr<float>(buffer, data), s.backend->device_ordinal()});
+  }
+  s.backend->synchronize();
+  return out;
+}
+
+std::vector<Tensor> Session::run_device_to_host(const std::vector<const float*>& inputs) {
+  Impl& s = checked(impl_);
+  copy_in_device(s, inputs, "run_device_to_host");
+  std::vector<Tensor> out = s.make_outputs();
+  s.forward(nullptr);
+  s.backend->download_outputs();
+  s.backend->synchronize();
+  for (size_t k = 0; k < out.size(); ++k) s.backend->read_output(k, out[k].data.data());
+  return out;
+}
+
 }  // namespace infer

@@ -70,6 +70,14 @@ struct NodeInfo {
   uint64_t workspace_bytes = 0;
 };
 
+// A float32 array in the memory of a session's GPU (Session::run_device's outputs), C-contiguous with
+// `shape`, freed when the last copy of `data` is destroyed.
+struct DeviceTensor {
+  Shape shape;
+  std::shared_ptr<float> data;
+  int device = 0;  // CUDA device ordinal
+};
+
 class Session {
  public:
   Session(const Model& model, SessionOptions options = {});
@@ -79,6 +87,13 @@ class Session {
 
   // Runs the model. `inputs` in the model's input order, each with the session's shape.
   std::vector<Tensor> run(const std::vector<Tensor>& inputs);
+
+  // Runs on inputs already in this session's GPU memory (cuda only; Error elsewhere): inputs[k] points
+  // to inputs()[k]'s float32 elements, C-contiguous, ready on the legacy default stream. The outputs
+  // are new device arrays; nothing goes through the host. Synchronizes before returning.
+  std::vector<DeviceTensor> run_device(const std::vector<const float*>& inputs);
+  // The same inputs, the outputs copied to the host as run() returns them.
+  std::vector<Tensor> run_device_to_host(const std::vector<const float*>& inputs);
 
   // Runs `runs` times (after one warm-up) timing every node; medians per node and in total. On cuda
   // the nodes run one by one (not as the CUDA graph) with events between them.

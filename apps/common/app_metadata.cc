@@ -1,4 +1,4 @@
-// Parsing of the model metadata the CLI uses (docs/format.md). Values are strict: a number list must be
+// Parsing of the model metadata the apps use (docs/format.md). Values are strict: a number list must be
 // numbers separated by commas, a size two positive integers; anything else is an infer::Error naming
 // the file and the key, because a silently ignored mean or range would give plausible wrong results.
 #include <spdlog/spdlog.h>
@@ -7,7 +7,8 @@
 #include <cmath>
 #include <cstdlib>
 
-#include "cli.h"
+#include "app_metadata.h"
+#include "infer/error.h"
 
 namespace infer::cli {
 namespace {

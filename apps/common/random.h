@@ -1,4 +1,5 @@
-// Seeded random numbers of the `infer` CLI: inputs without --input and the latents of `infer eval`.
+// Seeded random numbers of the `infer` CLI and the Python package: inputs without --input
+// (random_input.h) and the latents of `infer eval`.
 // std::mt19937_64 (specified bit for bit by the standard) with our own conversions, not <random>'s
 // distributions, so a seed gives the same numbers on every platform and compiler.
 #pragma once

@@ -1,0 +1,147 @@
+"""infer: a C++17/CUDA inference engine for CNNs and GAN generators, from Python.
+
+    import infer
+    model = infer.load("models/lenet5_fashion.fb")
+    session = infer.Session(model, batch=1)
+    (probs,) = session.run(x)            # x: NumPy array, PyTorch tensor, anything array-like
+
+Thread safety: a Model is immutable and may be shared by any number of threads and sessions. A
+Session runs one call at a time: calls from several threads on one session take turns (a lock), so
+for parallel work create one Session per thread (from the same Model). The GIL is released while the
+engine runs, so sessions in different threads run at the same time.
+"""
+from __future__ import annotations
+
+import json as _json
+import os as _os
+from typing import Any, Dict, Iterator, List, Optional, Union
+
+from . import _infer
+from ._infer import DeviceArray, Error, Model, TensorInfo, cuda_available
+
+__version__: str = _infer.__version__
+__all__ = ["DeviceArray", "Error", "Model", "TensorInfo", "Session", "Profile", "load", "load_image", "save_grid",
+           "cuda_available", "onnx", "zoo"]
+
+
+def load(path: Union[str, "_os.PathLike[str]"]) -> Model:
+    """Loads (mmaps, verifies and validates) a .fb model file; infer.Error if anything is wrong."""
+    return Model.load(_os.fspath(path))
+
+
+def load_image(path: Union[str, "_os.PathLike[str]"], model: Model) -> Any:
+    """An image file (PNG/JPEG/BMP) as the model's input [1, C, H, W] float32 array: converted to the
+    input's channels, resized to its size and normalised by its metadata (input.mean, input.std),
+    exactly as `infer --input image.png` does."""
+    return _infer.load_image(_os.fspath(path), model)
+
+
+def save_grid(path: Union[str, "_os.PathLike[str]"], images: Any, lo: float = -1.0,
+              hi: float = 1.0) -> None:
+    """Writes a batch [N, 1 or 3, H, W] as one PNG grid (values lo..hi -> 0..255), as `infer --out`
+    writes a generator's images; pass a generator's model.output_range as lo, hi."""
+    _infer.save_grid(_os.fspath(path), images, lo, hi)
+
+
+class Profile:
+    """A profiling run: the per-node rows (a list of dicts, the CLI's --profile-json "nodes"), the
+    totals as attributes, and the same report as JSON (to_json), a Chrome trace (trace) or the CLI's
+    table (table). Indexing and iterating go over the rows."""
+
+    def __init__(self, json_text: str, trace_text: str, table_text: str) -> None:
+        self._json, self._trace, self._table = json_text, trace_text, table_text
+        data = _json.loads(json_text)
+        self.rows: List[Dict[str, Any]] = data["nodes"]
+        self.model: str = data["model"]
+        self.backend: str = data["backend"]
+        self.device: str = data["device"]
+        self.precision: str = data["precision"]
+        self.batch: int = data["batch"]
+        self.runs: int = data["runs"]
+        self.total_ms: float = data["total_ms"]
+        self.passes: List[str] = data["passes"]
+        self.memory: Dict[str, int] = data["memory"]
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, i: int) -> Dict[str, Any]:
+        return self.rows[i]
+
+    def __iter__(self) -> Iterator[Dict[str, Any]]:
+        return iter(self.rows)
+
+    def __repr__(self) -> str:
+        return (f"<infer.Profile '{self.model}' on {self.backend}: {len(self.rows)} nodes, "
+                f"median run {self.total_ms:.3f} ms>")
+
+    def to_json(self) -> str:
+        """The whole profile as the CLI's --profile-json writes it."""
+        return self._json
+
+    def table(self) -> str:
+        """The CLI's --profile table."""
+        return self._table
+
+    def trace(self, path: Union[str, "_os.PathLike[str]"]) -> None:
+        """Writes a Chrome trace (traceEvents) for ui.perfetto.dev / chrome://tracing."""
+        _infer._write_text(_os.fspath(path), self._trace)
+
+
+class Session(_infer.Session):
+    """A model bound to a backend, a precision and a batch size.
+
+    Session(model, backend="auto", precision="fp32", batch=1, autotune=False, kernels={}, passes={},
+            extra_outputs=[])
+    model: a Model or a path. backend: "auto" | "cpu" | "cuda" | "reference". precision: "fp32" |
+    "tf32" | "fp16" (cuda only). kernels: {op: variant} forces kernel variants. passes: {name: False}
+    switches graph passes off. extra_outputs names intermediate values (model.nodes' outputs) to return
+    after the model's outputs, e.g. a hidden layer as features. Creation plans everything; run() only
+    executes.
+
+    Thread safety: calls on one session take turns (a lock); use one Session per thread for parallel
+    runs (sharing one Model is fine). The GIL is released while the engine works.
+    """
+
+    def __init__(self, model: Union[Model, str, "_os.PathLike[str]"], backend: str = "auto",
+                 precision: str = "fp32", batch: int = 1, autotune: bool = False,
+                 kernels: Optional[Dict[str, str]] = None,
+                 passes: Optional[Dict[str, bool]] = None,
+                 extra_outputs: Optional[List[str]] = None) -> None:
+        if not isinstance(model, Model):
+            model = load(model)
+        super().__init__(model, backend, precision, batch, autotune, kernels or {}, passes or {},
+                         list(extra_outputs or []))
+
+    def run(self, *inputs: Any, device_outputs: bool = False) -> List[Any]:
+        """Runs the model; returns the outputs as a list of NumPy float32 arrays, in output order.
+
+        Inputs: positional (session.run(x) / session.run(x, y)), one list or tuple of them, or one dict
+        {input name: value}. Each value is a NumPy array or anything with the buffer protocol,
+        __array__ or __dlpack__ (a PyTorch tensor), of exactly the session's input shape. Host data of
+        other real dtypes is converted to float32, and non-contiguous host data is copied in order.
+
+        On a cuda session, inputs may instead all be CUDA tensors (float32, C-contiguous, on the
+        session's GPU): they are read in place, no host copy. With device_outputs=True the outputs
+        stay on the GPU as DeviceArray objects (torch.from_dlpack takes them without a copy).
+        """
+        if device_outputs:
+            return self._run_device(*inputs)
+        return self._run(*inputs)
+
+    def __call__(self, *inputs: Any) -> Any:
+        """session(x): like run(), but a model with one output returns that array, not a list."""
+        out = self._run(*inputs)
+        return out[0] if len(out) == 1 else tuple(out)
+
+    def profile(self, *inputs: Any, runs: int = 10) -> Profile:
+        """Runs `runs` times (after a warm-up) timing every node; without inputs, the seeded random
+        ones the CLI uses (seed 1). Returns a Profile (rows as dicts, to_json(), trace(path))."""
+        return Profile(*self._profile(runs, *inputs))
+
+    def __repr__(self) -> str:
+        return (f"<infer.Session '{self.model.name}' on {self.backend} ({self.precision}), "
+                f"batch {self.batch}>")
+
+
+from . import onnx, zoo  # noqa: E402  (submodules use the names above)
