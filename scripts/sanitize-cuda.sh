@@ -2,13 +2,14 @@
 # compute-sanitizer memcheck + racecheck over the CUDA kernel tests on a GPU machine: `make sanitize-cuda`
 # or scripts/sanitize-cuda.sh [BUILD_DIR] [LOG_DIR] (SANITIZE_TESTS="..." picks a subset), in quick mode
 # (INFER_TEST_QUICK=1: the tools slow launches ~100x). Clean = memcheck 0 errors, racecheck hazards only in
-# cuBLAS's own kernels (nvjet, xmma, cutlass, cublas: synchronisation racecheck cannot model), never ours.
+# cuBLAS's and cuDNN's own kernels (nvjet, xmma, cutlass, cublas, cudnn, sm90_*: synchronisation racecheck cannot
+# model), never ours.
 # Exit 0 clean, 1 not, 2 when it cannot run here (no compute-sanitizer, no CUDA build, no GPU).
 set -uo pipefail
 
 build=${1:-build}
 logs=${2:-$build/sanitize-cuda}
-read -r -a tests <<<"${SANITIZE_TESTS:-test_cuda_kernels test_cuda_conv_transpose2d}"  # or a subset
+read -r -a tests <<<"${SANITIZE_TESTS:-test_cuda_kernels test_cuda_conv_transpose2d test_cuda_layout}"  # or a subset
 san=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 
 [ -x "$san" ] || { echo "sanitize-cuda: compute-sanitizer not found (CUDA toolkit's bin/)" >&2; exit 2; }
@@ -44,7 +45,7 @@ for t in "${tests[@]}"; do
   rc=$?
   names() { grep -oE "access at [^ +]+" "$log" | awk '{print $3}'; }
   kernels=$(names | sort | uniq -c)
-  ours=$(names | grep -v -i -E 'nvjet|xmma|cutlass|cublas' | sort -u)
+  ours=$(names | grep -v -i -E 'nvjet|xmma|cutlass|cublas|cudnn|sm90_|sm80_' | sort -u)
   if [ $rc -ne 0 ] || ! grep -q "Status: SUCCESS" "$log"; then
     echo "racecheck $t: the tests failed under racecheck (exit $rc) -> $log"
     status=1
