@@ -42,6 +42,10 @@ struct SessionOptions {
   // An unknown op or variant, or one not applicable to a node of that op, is an Error.
   std::map<std::string, std::string> kernels;
   PassOptions passes;  // all on by default
+  // Refuse (infer::Error naming the bytes) a session whose arena, weight copies, prepared weights and
+  // host inputs/outputs add up to more than this many bytes. 0: no limit of its own; the memory
+  // available (host MemAvailable and cgroup limit, or the GPU's free memory) is always checked.
+  uint64_t max_memory_bytes = 0;
 };
 
 // One executed node as the session planned it.
