@@ -10,10 +10,12 @@
 #include <utility>
 #include <vector>
 
+#include "atomic_file.h"
 #include "infer/infer.h"
 
 namespace CLI {
 class App;
+class Option;
 }
 
 namespace infer::cli {
@@ -35,6 +37,7 @@ struct Options {
   std::map<std::string, std::string> kernels;  // --kernel op=variant
   PassOptions passes;                          // --no-fuse, --pass NAME=off
   bool verbose = false;
+  uint64_t max_memory = 0;  // --max-memory (0: only the memory available is checked)
 
   bool profiling() const { return profile || !profile_json.empty() || !trace.empty(); }
 };
@@ -48,6 +51,11 @@ struct AppMetadata {
   float range_lo = -1.f, range_hi = 1.f;                  // a generator's output range
   int64_t latent_dim = 0;                                 // 0 = not given
 };
+
+// Options shared by `infer` and `infer eval` (options.cc), with readable help text.
+CLI::Option* add_precision_option(CLI::App& app, Precision& target, const std::string& help);
+CLI::Option* add_backend_option(CLI::App& app, std::string& target);
+CLI::Option* add_max_memory_option(CLI::App& app, uint64_t& target);
 
 // Reads and validates the metadata of `model` (loaded from `path`, named in messages).
 AppMetadata read_metadata(const Model& model, const std::string& path);
@@ -63,9 +71,11 @@ std::string output_path(const std::string& out, size_t index, size_t count);
 // Whether output `index` is written as a PNG grid (a generator's image) rather than .npy.
 bool is_image_output(const Options& options, const AppMetadata& meta, const TensorInfo& info);
 
-// Writes every output to its file (PNG grid or .npy) and prints what was written.
-void write_outputs(const Options& options, const AppMetadata& meta, const Session& session,
-                   const std::vector<Tensor>& outputs);
+// Stages every output's file (PNG grid or .npy) in `files` (renamed into place by its commit()) and
+// returns the lines to print once they are.
+std::vector<std::string> stage_outputs(const Options& options, const AppMetadata& meta,
+                                       const Session& session, const std::vector<Tensor>& outputs,
+                                       StagedWrites& files);
 
 // Prints a classifier's top-5 classes with probabilities for every batch row.
 void print_top5(const AppMetadata& meta, const Session& session, const std::vector<Tensor>& outputs);
@@ -84,6 +94,7 @@ struct EvalOptions {
   std::string backend = "auto";
   Precision precision = Precision::FP32;
   std::string predictions;  // optional: one uint8 predicted class per image
+  uint64_t max_memory = 0;  // --max-memory
 };
 
 // Adds the `eval` subcommand to `app`, parsing into `options`.

@@ -126,22 +126,23 @@ void print_confusion(const AppMetadata& meta, const std::vector<int64_t>& confus
 CLI::App* add_eval_command(CLI::App& app, EvalOptions& o) {
   CLI::App* eval = app.add_subcommand(
       "eval", "Evaluate a classifier on an IDX data set (gzip or plain): accuracy, confusion matrix");
-  eval->add_option("--model", o.model, "Classifier model file (.fb)")->required();
-  eval->add_option("--images", o.images, "IDX images [N,H,W] uint8 (e.g. t10k-images-idx3-ubyte.gz)")
-      ->required();
-  eval->add_option("--labels", o.labels, "IDX labels [N] uint8 (e.g. t10k-labels-idx1-ubyte.gz)")
-      ->required();
-  eval->add_option("--batch", o.batch, "Batch size")
-      ->check(CLI::Range(int64_t(1), int64_t(65536)))
-      ->capture_default_str();
-  eval->add_option("--backend", o.backend, "Backend (auto: cuda when a GPU is present, else cpu)")
-      ->check(CLI::IsMember({"cpu", "cuda", "reference", "auto"}))
-      ->capture_default_str();
-  const std::map<std::string, Precision> precisions{
-      {"fp32", Precision::FP32}, {"tf32", Precision::TF32}, {"fp16", Precision::FP16}};
-  eval->add_option("--precision", o.precision, "fp32, tf32 or fp16 (tf32 and fp16 need cuda)")
-      ->transform(CLI::CheckedTransformer(precisions, CLI::ignore_case));
-  eval->add_option("--predictions", o.predictions, "Write the predicted classes, one uint8 per image");
+  eval->add_option("--model", o.model, "Classifier model file (.fb), required")->required()->option_text("FILE");
+  eval->add_option("--images", o.images, "IDX images [N,H,W] uint8, required (e.g. t10k-images-idx3-ubyte.gz)")
+      ->required()
+      ->option_text("FILE");
+  eval->add_option("--labels", o.labels, "IDX labels [N] uint8, required (e.g. t10k-labels-idx1-ubyte.gz)")
+      ->required()
+      ->option_text("FILE");
+  eval->add_option("--batch", o.batch, "Images per session run, 1 to 65536 (default 256)")
+      ->check(CLI::Range(int64_t(1), int64_t(65536)).description(""))
+      ->option_text("N");
+  add_backend_option(*eval, o.backend);
+  add_precision_option(*eval, o.precision,
+                       "fp32 (default, strict), tf32 or fp16 (half storage, fp32 accumulation); tf32 "
+                       "and fp16 need cuda");
+  add_max_memory_option(*eval, o.max_memory);
+  eval->add_option("--predictions", o.predictions, "Write the predicted classes, one uint8 per image")
+      ->option_text("FILE");
   return eval;
 }
 
@@ -184,6 +185,7 @@ int run_eval(const EvalOptions& o) {
   SessionOptions so;
   so.backend = o.backend;
   so.precision = o.precision;
+  so.max_memory_bytes = o.max_memory;
   so.batch = batch;
   Session full(model, so);
   std::optional<Session> tail;  // the last partial batch, made when needed
