@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Installs the Debian packages infer builds and tests with (DESIGN.md "Dependencies"). Idempotent:
-# packages already present are skipped, so a second run costs one dpkg query. Runs as root or via sudo.
+# Installs the Debian packages infer builds and tests with (DESIGN.md "Dependencies"); clang with
+# libclang-rt-14-dev (libFuzzer, sanitizer runtimes) and libomp-dev (its OpenMP) build `make fuzz`.
+# Idempotent: packages already present are skipped, so a second run costs one dpkg query. Runs as root
+# or via sudo.
 set -euo pipefail
 
 packages=(
@@ -11,6 +13,7 @@ packages=(
   libopenblas-dev libopenblas-openmp-dev zlib1g-dev
   dataset-fashion-mnist
   libonnx-dev libprotobuf-dev protobuf-compiler python3-torch python3-onnx python3-numpy
+  clang libclang-rt-14-dev libomp-dev
 )
 
 missing=()
