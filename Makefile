@@ -2,13 +2,15 @@
 # test, test-asan and demo install missing Debian packages first (scripts/install-deps.sh, idempotent).
 # Builds use -j2 and Ninja; build/ is Release (with the CUDA backend when a toolkit is found),
 # build-asan/ is ASan + UBSan (RelWithDebInfo) of the host code without CUDA: ASan cannot see device
-# memory, and the CUDA code is checked with compute-sanitizer on a GPU machine instead.
+# memory, and the CUDA code is checked with compute-sanitizer on a GPU machine instead. build-tsan/
+# (ThreadSanitizer, test-tsan) and build-fuzz/ (clang + libFuzzer, fuzz) build only their targets.
 
 JOBS ?= 2
 BUILD_DIR := build
 ASAN_DIR := build-asan
+TSAN_DIR := build-tsan
 
-.PHONY: build test test-asan sanitize-cuda demo deps clean
+.PHONY: build test test-asan test-tsan fuzz sanitize-cuda demo deps clean
 
 deps:
 	scripts/install-deps.sh
@@ -29,6 +31,24 @@ test-asan:
 	cmake --build $(ASAN_DIR) -j$(JOBS)
 	ctest --test-dir $(ASAN_DIR) --output-on-failure -j$(JOBS)
 
+# test-tsan: the concurrency tests (8 threads, a Session each over one shared Model) under
+# ThreadSanitizer, host code only. Only their targets are built. OMP_NUM_THREADS=1 keeps libgomp's and
+# OpenBLAS's own (uninstrumented) worker threads out of the picture: TSan cannot see their
+# synchronisation and would report false races; the engine's threads are what is tested here.
+test-tsan:
+	scripts/install-deps.sh
+	cmake -S . -B $(TSAN_DIR) -G Ninja -DINFER_TSAN=ON -DINFER_CUDA=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo
+	cmake --build $(TSAN_DIR) -j$(JOBS) --target test_concurrency
+	OMP_NUM_THREADS=1 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
+	  ctest --test-dir $(TSAN_DIR) --output-on-failure -R '^test_concurrency$$'
+
+# fuzz: every libFuzzer target (fuzz/: model, onnx, npy, image, idx) for FUZZ_SECONDS each (default 60)
+# from its committed seeds; fails on any finding (scripts/fuzz.sh; clang build in build-fuzz/).
+FUZZ_SECONDS ?= 60
+fuzz:
+	scripts/install-deps.sh
+	FUZZ_SECONDS=$(FUZZ_SECONDS) JOBS=$(JOBS) scripts/fuzz.sh
+
 # sanitize-cuda: compute-sanitizer memcheck + racecheck over build/'s CUDA kernel tests (needs a GPU
 # and a CUDA build, e.g. after `make test` on a GPU machine); logs in build/sanitize-cuda/.
 sanitize-cuda:
@@ -41,4 +61,4 @@ demo:
 	./$(BUILD_DIR)/infer --model models/ebgan_fashion.fb --out img.png --batch 64 --seed 1
 
 clean:
-	rm -rf $(BUILD_DIR) $(ASAN_DIR) img.png
+	rm -rf $(BUILD_DIR) $(ASAN_DIR) $(TSAN_DIR) build-fuzz img.png

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Installs the Debian packages infer builds and tests with (DESIGN.md "Dependencies"). Idempotent:
-# packages already present are skipped, so a second run costs one dpkg query. Runs as root or via sudo.
+# Installs the Debian packages infer builds and tests with (DESIGN.md "Dependencies"); clang with
+# libclang-rt-14-dev (libFuzzer, sanitizer runtimes) and libomp-dev (its OpenMP) build `make fuzz`.
+# Idempotent: packages already present are skipped, so a second run costs one dpkg query. Runs as root
+# or via sudo.
 set -euo pipefail
 
 packages=(
@@ -12,6 +14,7 @@ packages=(
   dataset-fashion-mnist
   libonnx-dev libprotobuf-dev protobuf-compiler python3-torch python3-onnx python3-numpy
   python3-dev pybind11-dev libdlpack-dev python3-pytest
+  clang libclang-rt-14-dev libomp-dev
 )
 
 missing=()

@@ -73,12 +73,13 @@ struct Result {
   }
 };
 
-Result run_exe(const std::string& exe, const std::string& args) {
+// `shell_prefix` runs in the same /bin/sh first (e.g. a ulimit), then the program is exec'd.
+Result run_exe(const std::string& exe, const std::string& args, const std::string& shell_prefix = "") {
   static int counter = 0;
   const std::string out = tmp("stdout_" + std::to_string(counter)),
                     err = tmp("stderr_" + std::to_string(counter++));
-  const std::string cmd =
-      quote(exe) + " " + args + " >" + quote(out) + " 2>" + quote(err) + " </dev/null";
+  const std::string cmd = shell_prefix + (shell_prefix.empty() ? "" : "exec ") + quote(exe) + " " +
+                          args + " >" + quote(out) + " 2>" + quote(err) + " </dev/null";
   const int status = std::system(cmd.c_str());
   Result r;
   if (status != -1 && WIFEXITED(status))
@@ -560,3 +561,165 @@ TEST_CASE("a zoo model from model-zoo runs through the CLI") {
   CHECK(r.code == 0);
   CHECK(r.out.find("row 2: top-5") != std::string::npos);
 }
+
+// ---- help text, --max-memory, files never half-written (issue 17) ----------------------------------
+
+namespace {
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+// Every option line of a CLI11 help text: "  <option and type>  <description>" on one line, the type
+// a word a user can read (FILE, N, NAME, SIZE, ...), never CLI11's internals.
+void check_help(const std::string& help, const std::vector<std::string>& options) {
+  for (const char* bad : {"ENUM", "->", " OR ", "value in", "TEXT:", "INT:", "{"}) {
+    CAPTURE(bad);
+    CHECK(help.find(bad) == std::string::npos);
+  }
+  for (const std::string& option : options) {
+    CAPTURE(option);
+    bool found = false;
+    for (const std::string& line : lines_of(help)) {
+      if (line.rfind("  " + option + " ", 0) != 0) continue;
+      found = true;
+      // The description follows on the same line, after at least two spaces.
+      const size_t gap = line.find("  ", 2 + option.size());
+      REQUIRE(gap != std::string::npos);
+      CHECK(line.find_first_not_of(' ', gap) != std::string::npos);
+    }
+    CHECK(found);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("--help: every option with a readable type and a one-line description") {
+  Result r = infer_cli("--help");
+  REQUIRE(r.code == 0);
+  CHECK(r.err.empty());
+  check_help(r.out, {"--model FILE", "--out FILE", "--input FILE ...", "--batch N", "--seed N",
+                     "--backend NAME", "--precision NAME", "--autotune", "--max-memory SIZE", "--runs N",
+                     "--profile", "--profile-json FILE", "--trace FILE", "--kernel OP=VARIANT ...",
+                     "--no-fuse", "--pass NAME=on|off ...", "-v,--verbose"});
+  // The line the issue reported as "--precision ENUM:value in {fp16->,fp32-> ,tf32->} OR {, ,}".
+  CHECK(r.out.find("  --precision NAME            fp32 (default, strict), tf32 or fp16 (half storage, "
+                   "fp32 accumulation); tf32 and fp16 need cuda\n") != std::string::npos);
+
+  r = infer_cli("eval --help");
+  REQUIRE(r.code == 0);
+  check_help(r.out, {"--model FILE", "--images FILE", "--labels FILE", "--batch N", "--backend NAME",
+                     "--precision NAME", "--max-memory SIZE", "--predictions FILE"});
+
+  r = run_exe(MODEL_ZOO_BIN, "--help");
+  REQUIRE(r.code == 0);
+  check_help(r.out, {"name NAME", "-o,--out FILE", "--weights DIR", "--meta KEY=VALUE ..."});
+
+  // Bad values are usage errors (exit 1) that say what is allowed.
+  r = infer_cli("--model x.fb --precision fp64");
+  CHECK(r.code == 1);
+  CHECK(r.err.find("--precision: must be fp32, tf32 or fp16, not 'fp64'") != std::string::npos);
+  r = infer_cli("--model x.fb --max-memory -5");
+  CHECK(r.code == 1);
+  CHECK(r.err.find("--max-memory: must be a size in bytes such as 2GiB, not '-5'") != std::string::npos);
+}
+
+namespace {
+
+// Two outputs of very different sizes: the 64x64 average of x ([N,1,1,1], a 132-byte .npy) first, then
+// relu(x) ([N,1,64,64], 16 KiB of float32 per row).
+const std::string& small_and_large_model() {
+  static const std::string path = [] {
+    infer::ModelBuilder b("small_and_large");
+    const int x = b.input("x", {-1, 1, 64, 64});
+    infer::Pool2DParams avg;
+    avg.kind = infer::PoolKind::Average;
+    avg.kernel_h = avg.kernel_w = avg.stride_h = avg.stride_w = 64;
+    b.output(b.node("mean", avg, {x}));
+    b.output(b.node("relu", infer::ActivationParams{}, {x}));
+    const std::string file = tmp("small_and_large.fb");
+    b.save(file);
+    return file;
+  }();
+  return path;
+}
+
+// /bin/sh (dash) counts `ulimit -f` in 512-byte blocks: 16 = 8 KiB. With SIGXFSZ ignored (an ignored
+// signal stays ignored across exec) a write past the limit fails with EFBIG, as on a full disk.
+const std::string kFileSizeLimit8K = "trap '' XFSZ; ulimit -f 16; ";
+
+}  // namespace
+
+TEST_CASE("a write that fails (file-size limit, as a full disk) replaces no existing output") {
+  // Works as root too, where a read-only folder would not stop the writes (see the next test).
+  const std::string& model = small_and_large_model();
+  const std::string out = tmp("staged.npy"), json = tmp("staged.json");
+  const std::string args = "--model " + quote(model) + " --batch 2 --out " + quote(out) +
+                           " --profile-json " + quote(json) + " --runs 1";
+  REQUIRE(infer_cli(args + " --seed 1").code == 0);
+  const std::string out0 = tmp("staged_0.npy"), out1 = tmp("staged_1.npy");
+  const std::vector<uint8_t> before0 = read_bytes(out0), before1 = read_bytes(out1),
+                             before_json = read_bytes(json);
+  REQUIRE(before0.size() < 8192);   // the profile JSON and output 0 fit under the limit ...
+  REQUIRE(before_json.size() < 8192);
+  REQUIRE(before1.size() > 8192);   // ... output 1 does not
+
+  Result r = run_exe(INFER_BIN, args + " --seed 2", kFileSizeLimit8K);
+  check_one_error(r, "cannot write '" + out1 + "': File too large");
+  CHECK(r.out.find("wrote") == std::string::npos);
+  // Output 0 and the JSON were written to temporaries before output 1 failed, and never renamed.
+  CHECK(read_bytes(out0) == before0);
+  CHECK(read_bytes(out1) == before1);
+  CHECK(read_bytes(json) == before_json);
+  CHECK(no_temporaries_left());
+
+  // The same command without the limit replaces them (so the checks above can fail).
+  REQUIRE(infer_cli(args + " --seed 2").code == 0);
+  CHECK(read_bytes(out0) != before0);
+  CHECK(read_bytes(out1) != before1);
+
+  // model-zoo's .fb (and onnx2fb's, through the same write_file_atomic): the old file stays.
+  const std::string zoo = tmp("zoo_keep.fb");
+  REQUIRE(run_exe(MODEL_ZOO_BIN, "lenet5 --seed 1 --out " + quote(zoo)).code == 0);
+  const std::vector<uint8_t> zoo_before = read_bytes(zoo);
+  REQUIRE(zoo_before.size() > 8192);
+  r = run_exe(MODEL_ZOO_BIN, "lenet5 --seed 2 --out " + quote(zoo), kFileSizeLimit8K);
+  check_one_error(r, "File too large");
+  CHECK(read_bytes(zoo) == zoo_before);
+  CHECK(no_temporaries_left());
+}
+
+TEST_CASE("a read-only folder: exit 2 naming the file, the old output stays") {
+  if (::geteuid() == 0) {
+    // Root writes through permission bits; the file-size-limit test above proves the same property.
+    MESSAGE("skipped: running as root, where a read-only folder does not stop writes");
+    return;
+  }
+  const fs::path dir = scratch().path / "read_only";
+  fs::create_directories(dir);
+  const std::string out = (dir / "out.npy").string();
+  const std::string args = "--model " + quote(classifier_model()) + " --out " + quote(out);
+  REQUIRE(infer_cli(args + " --seed 1").code == 0);
+  const std::vector<uint8_t> before = read_bytes(out);
+  fs::permissions(dir, fs::perms::owner_read | fs::perms::owner_exec);
+  Result r = infer_cli(args + " --seed 2");
+  fs::permissions(dir, fs::perms::owner_all);
+  check_one_error(r, "cannot write '" + out + "': Permission denied");
+  CHECK(read_bytes(out) == before);
+}
+
+TEST_CASE("--max-memory: a session over the limit is refused naming the bytes; a larger limit runs") {
+  const std::string& model = small_and_large_model();  // ~33 KiB of arena and inputs/outputs
+  check_one_error(infer_cli("--model " + quote(model) + " --max-memory 1KiB"),
+                  "but the memory limit is 1024 bytes (max_memory / --max-memory)");
+  check_one_error(infer_cli("--model " + quote(model) + " --max-memory 1k --out " + quote(tmp("never.npy"))),
+                  "the memory limit is 1000 bytes");
+  CHECK(!fs::exists(tmp("never_0.npy")));
+  Result r = infer_cli("--model " + quote(model) + " --max-memory 64MiB");
+  CAPTURE(r.err);
+  CHECK(r.code == 0);
+}
+

@@ -54,7 +54,24 @@ struct RawTensor {
   std::optional<std::vector<int64_t>> shape;
   int dtype = 0;
   uint32_t buffer = 0;
+  bool misaligned_shape = false;  // write shape's int64 elements 4 bytes off an 8-byte boundary
 };
+
+// A [long] whose elements start 4 bytes off an 8-byte boundary, as a hostile writer can produce (the
+// fuzzer found such files): each int64 pushed as two uint32s into a vector aligned for 4-byte elements,
+// after 4 bytes of padding when needed. The buffer's end is 64-byte aligned (force_align), so the
+// distance from the end decides the address modulo 8: data at distance size - 4, which must be 4 mod 8.
+flatbuffers::Offset<flatbuffers::Vector<int64_t>> misaligned_longs(flatbuffers::FlatBufferBuilder& fbb,
+                                                                  const std::vector<int64_t>& v) {
+  if (fbb.GetSize() % 8 == 0) fbb.PushElement<uint32_t>(0);
+  fbb.StartVector(v.size() * 2, sizeof(uint32_t));
+  for (size_t i = v.size(); i-- > 0;) {
+    const auto u = static_cast<uint64_t>(v[i]);
+    fbb.PushElement<uint32_t>(static_cast<uint32_t>(u >> 32));  // pushed first: the higher address
+    fbb.PushElement<uint32_t>(static_cast<uint32_t>(u));
+  }
+  return flatbuffers::Offset<flatbuffers::Vector<int64_t>>(fbb.EndVector(v.size()));
+}
 
 struct RawNode {
   std::optional<std::string> name;
@@ -178,7 +195,9 @@ struct RawModel {
     std::vector<flatbuffers::Offset<fb::Tensor>> ts;
     for (const RawTensor& t : tensors) {
       const auto name = t.name ? fbb.CreateString(*t.name) : 0;
-      const auto shape = t.shape ? fbb.CreateVector(*t.shape) : 0;
+      const auto shape = !t.shape            ? 0
+                         : t.misaligned_shape ? misaligned_longs(fbb, *t.shape)
+                                              : fbb.CreateVector(*t.shape);
       ts.push_back(fb::CreateTensor(fbb, name, shape, static_cast<fb::DType>(t.dtype), t.buffer));
     }
     std::vector<flatbuffers::Offset<fb::Node>> ns;
@@ -463,13 +482,28 @@ TEST_CASE("corpus: hand-broken buffers and dims") {
   expect_bad("constant_batch_dim", m, "constant dims must be > 0");
   m = RawModel::base();
   m.tensors[8].shape = std::vector<int64_t>{int64_t(1) << 40, int64_t(1) << 40};
-  expect_bad("overflow_constant", m, "tensor 8 'dense.w': field shape 1099511627776x1099511627776 has more than 2^40 elements");
+  expect_bad("overflow_constant", m, "tensor 8 'dense.w': field shape 1099511627776x1099511627776 has more than 2^31 elements");
   m = RawModel::base();
   m.tensors[9].shape = std::vector<int64_t>{-1, int64_t(1) << 40, int64_t(1) << 40};
-  expect_bad("overflow_activation", m, "more than 2^40 elements");
+  expect_bad("overflow_activation", m, "more than 2^31 elements");
   m = RawModel::base();
   m.tensors[9].shape = std::vector<int64_t>{-1, INT64_MAX, INT64_MAX, 4};
-  expect_bad("overflow_int64", m, "more than 2^40 elements");
+  expect_bad("overflow_int64", m, "more than 2^31 elements");
+  m = RawModel::base();
+  m.tensors[3].misaligned_shape = true;  // the fuzzer's UBSan finding (flatbuffers/buffer.h:77)
+  {
+    const std::vector<uint8_t> bytes = m.finish();
+    const auto* shape = fb::GetModel(bytes.data())->tensors()->Get(3)->shape();
+    REQUIRE(reinterpret_cast<uintptr_t>(shape->Data()) % 8 == 4);  // the case really is misaligned
+    REQUIRE(flatbuffers::ReadScalar<uint32_t>(shape->Data() + 8) == 3);  // and holds the shape (dim 1)
+  }
+  expect_bad("misaligned_shape", m, "tensor 3 'conv': field shape is not 8-byte aligned");
+  m = RawModel::base();
+  m.nodes[3].custom = [](flatbuffers::FlatBufferBuilder& fbb) {
+    const auto shape = misaligned_longs(fbb, {-1, 72});
+    return std::make_pair(fb::Op::Reshape, fb::CreateReshape(fbb, shape).Union());
+  };
+  expect_bad("misaligned_reshape", m, "node 3 'flat' (reshape): field shape is not 8-byte aligned");
   m = RawModel::base();
   m.tensors[3].shape = std::vector<int64_t>{-1, 1, 1, 1, 1, 1, 1, 1, 1};
   expect_bad("rank_too_large", m, "field shape has rank 9");

@@ -498,3 +498,37 @@ TEST_CASE("load_image: undecodable files and bad requests are Errors naming the 
                  }),
                  "std must not be zero"));
 }
+
+TEST_CASE("JPEG Huffman tables with more than 256 codes are refused before stb reads them") {
+  // fuzz_image's finding (Debian's stb_image 2.27 overflowed its 257-entry size table): 9 bytes, a DHT
+  // whose 16 code counts add up to 244 + 191 = 435 (reads past the end count as 0, as in stb).
+  const std::vector<uint8_t> minimal = {0xFF, 0xD8, 0xFF, 0xC4, 0xBF, 0xA2, 0x01, 0xF4, 0xBF};
+  const std::string fuzz_dir = std::string(INFER_SOURCE_DIR) + "/fuzz/corpus/image/";
+  CHECK(infer::read_file(fuzz_dir + "regress_dht_overflow.jpg") == minimal);
+  for (int channels : {1, 3}) {
+    CHECK_THROWS_WITH_AS(infer::decode_image(minimal, "dht.jpg", channels, 4, 4),
+                         "cannot decode image 'dht.jpg': corrupt JPEG (a Huffman table declares 435 "
+                         "codes; at most 256)",
+                         Error);
+  }
+  // stb takes fill bytes before the first marker too (the fuzzer's second finding): FF FF FF D8 ...
+  const std::vector<uint8_t> filled = {0xFF, 0xFF, 0xFF, 0xD8, 0xFF, 0xC4, 0xBF, 0xA2, 0x01, 0xF4, 0xBF};
+  CHECK(infer::read_file(fuzz_dir + "regress_dht_overflow_fill.jpg") == filled);
+  CHECK_THROWS_WITH_AS(infer::decode_image(filled, "fill.jpg", 3, 4, 4),
+                       doctest::Contains("declares 435 codes"), Error);
+  // The same table in a well-formed JPEG: stb's own DHT (a valid file) is accepted, and one count
+  // raised to push the total past 256 is refused.
+  std::vector<uint8_t> jpeg = infer::read_file(fuzz_dir + "rgb_8x8.jpg");
+  const Tensor ok = infer::decode_image(jpeg, "ok.jpg", 3, 8, 8);
+  CHECK(ok.shape == infer::Shape{1, 3, 8, 8});
+  size_t dht = 0;
+  for (size_t i = 2; i + 1 < jpeg.size(); ++i)
+    if (jpeg[i] == 0xFF && jpeg[i + 1] == 0xC4) {
+      dht = i;
+      break;
+    }
+  REQUIRE(dht > 0);
+  jpeg[dht + 5 + 15] = 255;  // the 16th count of the first table (after FF C4, length, class/id)
+  CHECK_THROWS_WITH_AS(infer::decode_image(jpeg, "raised.jpg", 3, 8, 8), doctest::Contains("corrupt JPEG"),
+                       Error);
+}

@@ -3,9 +3,7 @@
 // past the header and checks every number, so no input file can make it read out of bounds.
 #include "npy.h"
 
-#include <unistd.h>
 
-#include <atomic>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -321,29 +319,6 @@ std::vector<uint8_t> read_file(const std::string& path) {
   std::fclose(f);
   if (failed) throw Error("cannot read '" + path + "': " + std::strerror(err));
   return bytes;
-}
-
-void write_file_atomic(const std::string& path, const std::vector<uint8_t>& bytes) {
-  // The temporary sits in the same directory so that rename() is atomic (same file system).
-  static std::atomic<unsigned> counter{0};
-  const std::string tmp =
-      path + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
-  std::FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (!f) throw Error("cannot write '" + path + "': " + std::strerror(errno));
-  bool ok = bytes.empty() || std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
-  int err = errno;
-  if (std::fclose(f) != 0 && ok) {
-    ok = false;
-    err = errno;
-  }
-  if (ok && std::rename(tmp.c_str(), path.c_str()) != 0) {
-    ok = false;
-    err = errno;
-  }
-  if (!ok) {
-    std::remove(tmp.c_str());
-    throw Error("cannot write '" + path + "': " + std::strerror(err));
-  }
 }
 
 }  // namespace infer

@@ -1,13 +1,14 @@
 // NumPy .npy files for the apps: read (format 1.0 and 2.0, little-endian f4 / f8 / f2 converted to
 // float, C order) and write (float32, format 1.0). Every length in a file is checked before use: a bad
 // magic, an unsupported dtype or order, a header that lies about the data, or a truncated file is an
-// infer::Error naming the file and what is wrong. Also the apps' one way to write a file: temp + rename.
+// infer::Error naming the file and what is wrong. Writes go through write_file_atomic (atomic_file.h).
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "atomic_file.h"  // write_file_atomic: every file the apps write
 #include "infer/tensor.h"
 
 namespace infer {
@@ -24,8 +25,5 @@ void write_npy(const std::string& path, const Tensor& tensor);
 
 // Reads a whole file; Error "cannot read '<path>': <reason>" when it cannot.
 std::vector<uint8_t> read_file(const std::string& path);
-// Writes bytes to a temporary file next to path, then renames it over path, so a failed write never
-// leaves a half-written file behind. Error "cannot write '<path>': <reason>" when it fails.
-void write_file_atomic(const std::string& path, const std::vector<uint8_t>& bytes);
 
 }  // namespace infer

@@ -151,6 +151,15 @@ int run_model(const ModelBenchOptions& options, const RunSettings& settings, con
 // Writes every constant of a model file to DIR/<tensor name>.npy (for side-by-side frameworks).
 int dump_weights(const std::string& file, const std::string& dir);
 
+// `infer-bench soak FILE` (soak.cc): settings.warmup runs, then settings.runs runs of one session,
+// resident and device memory sampled; Error when either grew by more than max_growth_kib.
+struct SoakOptions {
+  std::string file;
+  int64_t batch = 1;
+  uint64_t max_growth_kib = 1024;
+};
+int run_soak(const SoakOptions& options, const RunSettings& settings);
+
 struct Table4Options {
   int64_t batch = 1;
   bool memory_only = false;          // the memory column only: no timing

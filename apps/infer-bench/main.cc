@@ -3,6 +3,7 @@
 //   infer-bench model FILE [--batch N] [--dump DIR]
 //   infer-bench --table4 [--batch N] [--memory-only]
 //   infer-bench weights FILE --out DIR
+//   infer-bench soak FILE --runs N [--warmup W] [--max-growth-kib K]   (memory flat over many runs)
 // Global options: --backend cpu|cuda (default cpu), --precision fp32|tf32|fp16 (default fp32; tf32 and
 // fp16 need cuda), --autotune; --threads is cpu-only.
 // Exit codes as `infer`: 0 done, 1 usage error, 2 anything else ("error: <message>" on stderr).
@@ -104,10 +105,18 @@ int main(int argc, char** argv) {
   weights->add_option("file", weights_file, "Model file (.fb)")->required();
   weights->add_option("--out", weights_dir, "Directory")->required();
 
+  SoakOptions so;
+  CLI::App* soak = app.add_subcommand(
+      "soak", "Run one session --runs times after --warmup runs; fail if memory grows (long runs)");
+  soak->fallthrough();
+  soak->add_option("file", so.file, "Model file (.fb)")->required();
+  soak->add_option("--max-growth-kib", so.max_growth_kib,
+                   "Resident (and device) memory growth allowed after the warm-up, KiB (default 1024)");
+
   try {
     app.parse(argc, argv);
     if (!table4 && app.get_subcommands().empty())
-      throw CLI::RequiredError("a subcommand (op, model, weights) or --table4");
+      throw CLI::RequiredError("a subcommand (op, model, weights, soak) or --table4");
     if (table4 && !app.get_subcommands().empty())
       throw CLI::ValidationError("--table4", "runs on its own, not with a subcommand");
     if (settings.backend != "cpu" && threads_option->count() > 0)
@@ -147,6 +156,10 @@ int main(int argc, char** argv) {
       mo.batch = batch;
       mo.variants = !no_variants;
       return run_model(mo, settings, json_path);
+    }
+    if (soak->parsed()) {
+      so.batch = batch;
+      return run_soak(so, settings);
     }
     return dump_weights(weights_file, weights_dir);
   } catch (const std::exception& e) {

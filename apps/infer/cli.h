@@ -11,10 +11,12 @@
 #include <vector>
 
 #include "app_metadata.h"
+#include "atomic_file.h"
 #include "infer/infer.h"
 
 namespace CLI {
 class App;
+class Option;
 }
 
 namespace infer::cli {
@@ -36,9 +38,15 @@ struct Options {
   std::map<std::string, std::string> kernels;  // --kernel op=variant
   PassOptions passes;                          // --no-fuse, --pass NAME=off
   bool verbose = false;
+  uint64_t max_memory = 0;  // --max-memory (0: only the memory available is checked)
 
   bool profiling() const { return profile || !profile_json.empty() || !trace.empty(); }
 };
+
+// Options shared by `infer` and `infer eval` (options.cc), with readable help text.
+CLI::Option* add_precision_option(CLI::App& app, Precision& target, const std::string& help);
+CLI::Option* add_backend_option(CLI::App& app, std::string& target);
+CLI::Option* add_max_memory_option(CLI::App& app, uint64_t& target);
 
 // Session inputs from the --input files, or seeded random ones when none are given. Prints what it
 // used to stdout.
@@ -51,9 +59,11 @@ std::string output_path(const std::string& out, size_t index, size_t count);
 // Whether output `index` is written as a PNG grid (a generator's image) rather than .npy.
 bool is_image_output(const Options& options, const AppMetadata& meta, const TensorInfo& info);
 
-// Writes every output to its file (PNG grid or .npy) and prints what was written.
-void write_outputs(const Options& options, const AppMetadata& meta, const Session& session,
-                   const std::vector<Tensor>& outputs);
+// Stages every output's file (PNG grid or .npy) in `files` (renamed into place by its commit()) and
+// returns the lines to print once they are.
+std::vector<std::string> stage_outputs(const Options& options, const AppMetadata& meta,
+                                       const Session& session, const std::vector<Tensor>& outputs,
+                                       StagedWrites& files);
 
 // Prints a classifier's top-5 classes with probabilities for every batch row.
 void print_top5(const AppMetadata& meta, const Session& session, const std::vector<Tensor>& outputs);
@@ -73,6 +83,7 @@ struct EvalOptions {
   std::string backend = "auto";
   Precision precision = Precision::FP32;
   std::string predictions;  // optional: one uint8 predicted class per image
+  uint64_t max_memory = 0;  // --max-memory
   // Generator evaluation (--features given): --model is a generator, or --generated an IDX file.
   std::string features;       // the classifier whose hidden layer gives the features
   std::string generated;      // IDX images evaluated in place of a generator's samples

@@ -99,42 +99,47 @@ void print_confusion(const AppMetadata& meta, const std::vector<int64_t>& confus
 CLI::App* add_eval_command(CLI::App& app, EvalOptions& o) {
   CLI::App* eval = app.add_subcommand(
       "eval",
-      "Evaluate a classifier on IDX images + labels (accuracy, confusion matrix), or, with --features, "
-      "a generator against real IDX images (Fréchet distance of the classifier's features, class "
-      "coverage)");
-  eval->add_option("--model", o.model, "Classifier (.fb); with --features: the generator");
+      "Evaluate a classifier on IDX images + labels (gzip or plain: accuracy, confusion matrix), or, "
+      "with --features, a generator against real IDX images (Fréchet distance of the classifier's "
+      "features, class coverage)");
+  eval->add_option("--model", o.model, "Classifier model file (.fb); with --features: the generator")
+      ->option_text("FILE");
   eval->add_option("--images", o.images,
-                   "IDX images [N,H,W] uint8 (e.g. t10k-images-idx3-ubyte.gz); with --features: the "
-                   "real images")
-      ->required();
+                   "IDX images [N,H,W] uint8, required (e.g. t10k-images-idx3-ubyte.gz); with --features: "
+                   "the real images")
+      ->required()
+      ->option_text("FILE");
   auto* labels = eval->add_option("--labels", o.labels,
-                                  "IDX labels [N] uint8 (e.g. t10k-labels-idx1-ubyte.gz); classifier only");
-  eval->add_option("--batch", o.batch, "Batch size")
-      ->check(CLI::Range(int64_t(1), int64_t(65536)))
-      ->capture_default_str();
-  eval->add_option("--backend", o.backend, "Backend (auto: cuda when a GPU is present, else cpu)")
-      ->check(CLI::IsMember({"cpu", "cuda", "reference", "auto"}))
-      ->capture_default_str();
-  const std::map<std::string, Precision> precisions{
-      {"fp32", Precision::FP32}, {"tf32", Precision::TF32}, {"fp16", Precision::FP16}};
-  eval->add_option("--precision", o.precision, "fp32, tf32 or fp16 (tf32 and fp16 need cuda)")
-      ->transform(CLI::CheckedTransformer(precisions, CLI::ignore_case));
+                                  "IDX labels [N] uint8 (e.g. t10k-labels-idx1-ubyte.gz); classifier only")
+                     ->option_text("FILE");
+  eval->add_option("--batch", o.batch, "Images per session run, 1 to 65536 (default 256)")
+      ->check(CLI::Range(int64_t(1), int64_t(65536)).description(""))
+      ->option_text("N");
+  add_backend_option(*eval, o.backend);
+  add_precision_option(*eval, o.precision,
+                       "fp32 (default, strict), tf32 or fp16 (half storage, fp32 accumulation); tf32 "
+                       "and fp16 need cuda");
+  add_max_memory_option(*eval, o.max_memory);
   auto* predictions = eval->add_option("--predictions", o.predictions,
-                                       "Write the predicted classes, one uint8 per image; classifier only");
+                                       "Write the predicted classes, one uint8 per image; classifier only")
+                          ->option_text("FILE");
 
   auto* features = eval->add_option(
-      "--features", o.features,
-      "Classifier (.fb) whose hidden layer gives the features: evaluates the --model generator (or "
-      "--generated images) against --images");
+                           "--features", o.features,
+                           "Classifier (.fb) whose hidden layer gives the features: evaluates the --model "
+                           "generator (or --generated images) against --images")
+                       ->option_text("FILE");
   auto* generated = eval->add_option("--generated", o.generated,
-                                     "IDX images [N,H,W] uint8 evaluated in place of a generator's samples");
+                                     "IDX images [N,H,W] uint8 evaluated in place of a generator's samples")
+                        ->option_text("FILE");
   auto* node = eval->add_option("--feature-node", o.feature_node,
                                 "Feature layer: the output of this node of the --features model "
-                                "(default: the input of its last dense node)");
-  auto* samples = eval->add_option("--samples", o.samples, "Images to generate")
-                      ->check(CLI::Range(int64_t(2), int64_t(10000000)))
-                      ->capture_default_str();
-  auto* seed = eval->add_option("--seed", o.seed, "Seed of the latents z ~ N(0,1)")->capture_default_str();
+                                "(default: the input of its last dense node)")
+                   ->option_text("NAME");
+  auto* samples = eval->add_option("--samples", o.samples, "Images to generate, 2 to 10000000 (default 10000)")
+                      ->check(CLI::Range(int64_t(2), int64_t(10000000)).description(""))
+                      ->option_text("N");
+  auto* seed = eval->add_option("--seed", o.seed, "Seed of the latents z ~ N(0,1) (default 1)")->option_text("N");
   auto* json = eval->add_flag("--json", o.json, "Print the results as one JSON object");
   for (CLI::Option* opt : {generated, node, samples, seed, json}) opt->needs(features);
   labels->excludes(features);
@@ -193,6 +198,7 @@ int run_eval(const EvalOptions& o) {
   SessionOptions so;
   so.backend = o.backend;
   so.precision = o.precision;
+  so.max_memory_bytes = o.max_memory;
   so.batch = batch;
   Session full(model, so);
   std::optional<Session> tail;  // the last partial batch, made when needed

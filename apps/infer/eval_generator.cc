@@ -90,6 +90,7 @@ struct FeatureExtractor {
     SessionOptions so;
     so.backend = o.backend;
     so.precision = o.precision;
+    so.max_memory_bytes = o.max_memory;
     so.batch = batch;
     if (value != model.outputs()[0].name) {
       so.extra_outputs = {value};
@@ -224,6 +225,7 @@ int run_generator_eval(const EvalOptions& o) {
     SessionOptions so;
     so.backend = o.backend;
     so.precision = o.precision;
+    so.max_memory_bytes = o.max_memory;
     so.batch = std::min(batch, count);
     gen.emplace(*generator, so);
   }

@@ -114,10 +114,13 @@ IdxArray parse_idx(const std::vector<uint8_t>& bytes, const std::string& origin)
   return a;
 }
 
+IdxArray decode_idx(std::vector<uint8_t> bytes, const std::string& origin) {
+  if (is_gzip(bytes)) bytes = gunzip(bytes, origin);
+  return parse_idx(bytes, origin);
+}
+
 IdxArray read_idx(const std::string& path) {
-  std::vector<uint8_t> bytes = read_file(path);  // Error "cannot read '<path>': ..." on failure
-  if (is_gzip(bytes)) bytes = gunzip(bytes, path);
-  return parse_idx(bytes, path);
+  return decode_idx(read_file(path), path);  // Error "cannot read '<path>': ..." on failure
 }
 
 }  // namespace infer::cli

@@ -19,7 +19,10 @@ struct IdxArray {
 // Parses IDX bytes (already inflated); `origin` names the file in messages.
 IdxArray parse_idx(const std::vector<uint8_t>& bytes, const std::string& origin);
 
-// Reads an IDX file, inflating it first when it starts with the gzip magic (1f 8b).
+// Parses IDX file bytes, inflating them first when they start with the gzip magic (1f 8b).
+IdxArray decode_idx(std::vector<uint8_t> bytes, const std::string& origin);
+
+// Reads an IDX file and decodes it (decode_idx).
 IdxArray read_idx(const std::string& path);
 
 }  // namespace infer::cli

@@ -42,33 +42,46 @@ int main(int argc, char** argv) {
 
   CLI::App app{"Run or profile an infer model (.fb)", "infer"};
   app.set_version_flag("--version", std::string("infer ") + infer::version());
-  app.add_option("--model", o.model, "Model file (.fb)");  // required unless a subcommand runs
+  app.add_option("--model", o.model, "Model file (.fb); required unless a subcommand runs")
+      ->option_text("FILE");
   app.add_option("--out", o.out,
-                 "Output file: a PNG grid for a generator, else .npy (several outputs: FILE_<i>.ext)");
-  app.add_option("--input", o.inputs, "Input file per model input: .npy, or an image (PNG/JPEG/BMP)");
-  app.add_option("--batch", o.batch, "Batch size")->check(CLI::Range(int64_t(1), int64_t(65536)));
-  app.add_option("--seed", o.seed, "Seed of the random input when no --input is given");
-  app.add_option("--backend", o.backend, "Backend (auto: cuda when a GPU is present, else cpu)")
-      ->check(CLI::IsMember({"cpu", "cuda", "reference", "auto"}));
-  const std::map<std::string, infer::Precision> precisions{
-      {"fp32", infer::Precision::FP32}, {"tf32", infer::Precision::TF32}, {"fp16", infer::Precision::FP16}};
-  app.add_option("--precision", o.precision,
-                 "fp32 (strict), tf32 or fp16 (half storage, fp32 accumulation); tf32 and fp16 need cuda")
-      ->transform(CLI::CheckedTransformer(precisions, CLI::ignore_case));
+                 "Output file: a PNG grid for a generator, else .npy (several outputs: FILE_<i>.ext). "
+                 "Written to a temporary file and renamed, so it is replaced only on success")
+      ->option_text("FILE");
+  app.add_option("--input", o.inputs,
+                 "Input file per model input, in order: .npy (float32/64/16), or an image "
+                 "(PNG/JPEG/BMP, resized and normalised as the model's metadata says)")
+      ->option_text("FILE ...");
+  app.add_option("--batch", o.batch, "Batch size, 1 to 65536 (default 1)")
+      ->check(CLI::Range(int64_t(1), int64_t(65536)).description(""))
+      ->option_text("N");
+  app.add_option("--seed", o.seed, "Seed of the random input when no --input is given (default 1)")
+      ->option_text("N");
+  infer::cli::add_backend_option(app, o.backend);
+  infer::cli::add_precision_option(app, o.precision,
+                                   "fp32 (default, strict), tf32 or fp16 (half storage, fp32 "
+                                   "accumulation); tf32 and fp16 need cuda");
   app.add_flag("--autotune", o.autotune,
                "Time every applicable kernel variant per node once and keep the fastest");
-  auto* runs = app.add_option("--runs", o.runs, "Runs (profiling default 10)")
-                   ->check(CLI::Range(1, 1000000));
+  infer::cli::add_max_memory_option(app, o.max_memory);
+  auto* runs = app.add_option("--runs", o.runs, "Runs, 1 to 1000000 (default 1; profiling: 10)")
+                   ->check(CLI::Range(1, 1000000).description(""))
+                   ->option_text("N");
   app.add_flag("--profile", o.profile, "Print the per-node profile table");
-  app.add_option("--profile-json", o.profile_json, "Write the profile as JSON");
-  app.add_option("--trace", o.trace, "Write a Chrome trace (chrome://tracing, ui.perfetto.dev)");
-  app.add_option("--kernel", kernel_choices, "Force a kernel variant: op=variant (repeatable)")
-      ->check(CLI::Validator(check_kernel_choice, "OP=VARIANT"));
+  app.add_option("--profile-json", o.profile_json, "Write the profile as JSON")->option_text("FILE");
+  app.add_option("--trace", o.trace, "Write a Chrome trace (chrome://tracing, ui.perfetto.dev)")
+      ->option_text("FILE");
+  app.add_option("--kernel", kernel_choices,
+                 "Force a kernel variant, e.g. conv_transpose2d=reference (repeatable; -v lists "
+                 "the variant each node runs)")
+      ->check(CLI::Validator(check_kernel_choice, ""))
+      ->option_text("OP=VARIANT ...");
   app.add_flag("--no-fuse", no_fuse, "Run no graph pass (no BatchNorm folding, no fusion)");
   app.add_option("--pass", pass_choices,
-                 "Switch one graph pass: NAME=off|on (fold_batchnorm, fuse_conv_avgpool, "
-                 "fuse_activation; repeatable, applied after --no-fuse)");
-  app.add_flag("-v,--verbose", o.verbose, "Debug logging: kernel per node, timings");
+                 "Switch one graph pass on or off: fold_batchnorm, fuse_conv_avgpool, "
+                 "fuse_activation (repeatable, applied after --no-fuse)")
+      ->option_text("NAME=on|off ...");
+  app.add_flag("-v,--verbose", o.verbose, "Debug logging: kernel per node, timings, memory");
   infer::cli::EvalOptions eval_options;
   CLI::App* eval = infer::cli::add_eval_command(app, eval_options);
 

@@ -1,5 +1,5 @@
 // What the CLI does with a session's outputs: a generator's images become one PNG grid, every other
-// output a .npy file (several outputs: <out>_<index>.<ext>); a classifier's top-5 classes are printed
+// output a .npy file (several outputs: <out>_<index>.<ext>), staged until the command succeeded; a classifier's top-5 classes are printed
 // per batch row, with softmax applied unless the model already ends in one.
 #include <fmt/core.h>
 
@@ -31,22 +31,25 @@ bool is_image_output(const Options& options, const AppMetadata& meta, const Tens
          (info.shape[1] == 1 || info.shape[1] == 3) && ext != ".npy" && ext != ".NPY";
 }
 
-void write_outputs(const Options& options, const AppMetadata& meta, const Session& session,
-                   const std::vector<Tensor>& outputs) {
+std::vector<std::string> stage_outputs(const Options& options, const AppMetadata& meta,
+                                       const Session& session, const std::vector<Tensor>& outputs,
+                                       StagedWrites& files) {
+  std::vector<std::string> lines;
   for (size_t i = 0; i < outputs.size(); ++i) {
     const std::string path = output_path(options.out, i, outputs.size());
     const TensorInfo& info = session.outputs()[i];
     if (is_image_output(options, meta, info)) {
-      write_image_grid(path, outputs[i], meta.range_lo, meta.range_hi);
+      files.add(path, encode_png_grid(outputs[i], meta.range_lo, meta.range_hi));
       const GridLayout g = grid_layout(info.shape[0], info.shape[2], info.shape[3]);
-      fmt::print("wrote {}: {} image(s) {}x{}x{} as a {}x{} grid, values {},{} -> 0..255\n", path,
-                 info.shape[0], info.shape[1], info.shape[2], info.shape[3], g.rows, g.columns,
-                 meta.range_lo, meta.range_hi);
+      lines.push_back(fmt::format("wrote {}: {} image(s) {}x{}x{} as a {}x{} grid, values {},{} -> 0..255",
+                                  path, info.shape[0], info.shape[1], info.shape[2], info.shape[3],
+                                  g.rows, g.columns, meta.range_lo, meta.range_hi));
     } else {
-      write_npy(path, outputs[i]);
-      fmt::print("wrote {}: output '{}' {}\n", path, info.name, shape_str(outputs[i].shape));
+      files.add(path, encode_npy(outputs[i]));
+      lines.push_back(fmt::format("wrote {}: output '{}' {}", path, info.name, shape_str(outputs[i].shape)));
     }
   }
+  return lines;
 }
 
 void print_top5(const AppMetadata& meta, const Session& session, const std::vector<Tensor>& outputs) {

@@ -1,6 +1,7 @@
 // The `infer` command after parsing: load the model, check every output path before any work (never
 // the model or an input file; the directory must exist), build the session, make the inputs, run or
-// profile, then write and print the results. Outputs are written through temp files + rename.
+// profile, then write and print the results. Output files are staged as temporaries and renamed into
+// place together once everything succeeded (atomic_file.h).
 #include <fmt/core.h>
 #include <spdlog/spdlog.h>
 
@@ -107,6 +108,7 @@ int run(const Options& o) {
   session_options.batch = o.batch;
   session_options.kernels = o.kernels;
   session_options.passes = o.passes;
+  session_options.max_memory_bytes = o.max_memory;
   start = std::chrono::steady_clock::now();
   Session session(model, session_options);
   spdlog::debug("session created in {:.1f} ms", ms_since(start));
@@ -115,20 +117,28 @@ int run(const Options& o) {
 
   const std::vector<Tensor> inputs = make_inputs(o, meta, session);
 
+  // Every file is staged (written to a temporary) and renamed into place only once all were written:
+  // an error on the way leaves every existing output as it was (atomic_file.h).
+  StagedWrites files;
+  std::vector<std::string> wrote;
   if (o.profiling()) {
     const int runs = o.runs_given ? o.runs : 10;
     const Profile profile = session.profile(inputs, runs);
     if (o.profile) fmt::print("{}", profile.table());
     if (!o.profile_json.empty()) {
-      write_file_atomic(o.profile_json, as_bytes(profile.json()));
-      fmt::print("wrote {}: profile JSON ({} runs)\n", o.profile_json, runs);
+      files.add(o.profile_json, as_bytes(profile.json()));
+      wrote.push_back(fmt::format("wrote {}: profile JSON ({} runs)", o.profile_json, runs));
     }
     if (!o.trace.empty()) {
-      write_file_atomic(o.trace, as_bytes(profile.chrome_trace()));
-      fmt::print("wrote {}: Chrome trace ({} runs)\n", o.trace, runs);
+      files.add(o.trace, as_bytes(profile.chrome_trace()));
+      wrote.push_back(fmt::format("wrote {}: Chrome trace ({} runs)", o.trace, runs));
     }
     // Profiling alone writes no outputs; --out still gets them from one more run.
-    if (o.out.empty()) return 0;
+    if (o.out.empty()) {
+      files.commit();
+      for (const std::string& line : wrote) fmt::print("{}\n", line);
+      return 0;
+    }
   }
 
   std::vector<Tensor> outputs;
@@ -146,7 +156,12 @@ int run(const Options& o) {
     throw Error("session returned " + std::to_string(outputs.size()) + " outputs for " +
                 std::to_string(session.outputs().size()) + " declared");
 
-  if (!o.out.empty()) write_outputs(o, meta, session, outputs);
+  if (!o.out.empty()) {
+    const std::vector<std::string> lines = stage_outputs(o, meta, session, outputs, files);
+    wrote.insert(wrote.end(), lines.begin(), lines.end());
+  }
+  files.commit();
+  for (const std::string& line : wrote) fmt::print("{}\n", line);
   if (meta.task == "classifier")
     print_top5(meta, session, outputs);
   else if (o.out.empty())

@@ -80,8 +80,9 @@ int main(int argc, char** argv) {
   std::vector<std::string> meta;
 
   CLI::Option* name_option =
-      app.add_option("name", name, "zoo model: lenet5, alexnet, vgg11, vgg16, dcgan, ebgan");
-  CLI::Option* out_option = app.add_option("-o,--out", out, "the .fb file to write");
+      app.add_option("name", name, "zoo model: lenet5, alexnet, vgg11, vgg16, dcgan, ebgan")
+          ->option_text("NAME");
+  CLI::Option* out_option = app.add_option("-o,--out", out, "the .fb file to write")->option_text("FILE");
   // CLI11 alone would wrap "-3" around to 2^64 - 3 and saturate a seed past 2^64 - 1.
   const CLI::Validator seed_check(
       [](std::string& value) {
@@ -102,11 +103,13 @@ int main(int argc, char** argv) {
   app.add_flag("--fp16", fp16, "store weights as float16");
   app.add_option("--weights", weights_dir,
                  "trained weights: a folder of <PyTorch state_dict key>.npy files (models/README.md)")
-      ->check(CLI::ExistingDirectory);
+      ->check(CLI::Validator(CLI::ExistingDirectory).description(""))
+      ->option_text("DIR");
   app.add_option("--labels", labels, "metadata 'labels': class names, comma-separated");
   app.add_option("--description", description, "the model's description (replaces the zoo's)");
   app.add_option("--meta", meta, "extra metadata KEY=VALUE (repeatable; replaces the zoo's KEY)")
-      ->check(CLI::Validator(check_meta, "KEY=VALUE"));
+      ->check(CLI::Validator(check_meta, ""))
+      ->option_text("KEY=VALUE ...");
   app.add_flag("--list", list, "print the zoo's model names, one per line")
       ->excludes(name_option)
       ->excludes(out_option);
@@ -141,13 +144,14 @@ int main(int argc, char** argv) {
       const size_t eq = kv.find('=');
       builder.set_metadata(kv.substr(0, eq), kv.substr(eq + 1));
     }
-    builder.save(out);
-
-    // Read the file back: it proves the file loads, and gives the parameter count (every zoo constant
-    // is stored as options.weight_dtype, so the count is weight bytes over that size).
-    const infer::Model model = infer::Model::load(out);
+    // Loaded back before anything is written (a file infer would refuse never replaces an existing
+    // one); every zoo constant is stored as options.weight_dtype, so the parameter count is weight
+    // bytes over that size.
+    const std::vector<uint8_t> file = builder.finish();
+    const infer::Model model = infer::Model::from_bytes(file, out);
+    infer::write_file_atomic(out, file);
     const uint64_t parameters = model.weight_bytes() / infer::dtype_size(options.weight_dtype);
-    const uintmax_t bytes = std::filesystem::file_size(out);
+    const size_t bytes = file.size();
     std::cout << name << ": wrote " << out << " (" << bytes << " bytes, " << parameters
               << " parameters)\n";
     return 0;

@@ -2,9 +2,9 @@
 //   onnx2fb model.onnx out.fb [--name N] [--metadata k=v]... [--fp16]
 // Exit status: 0 done, 1 usage error (reported by CLI11), 2 anything the importer or the engine refuses
 // (unsupported ops, malformed protobuf, bad weights), reported as one `error: ...` line on stderr.
-// The written file is loaded back before success is reported, so a 0 exit means a model infer accepts.
+// The converted bytes are loaded back before they are written (temporary + rename), so a 0 exit means a
+// model infer accepts, and a failure never replaces an existing output.
 #include <exception>
-#include <filesystem>
 #include <iostream>
 #include <string>
 #include <utility>
@@ -12,6 +12,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "atomic_file.h"
 #include "infer/infer.h"
 #include "onnx_import.h"
 
@@ -23,21 +24,27 @@ int main(int argc, char** argv) {
   bool fp16 = false;
 
   app.add_option("model", in, "the .onnx file (external data is read relative to its folder)")
-      ->required();
-  app.add_option("out", out, "the .fb file to write")->required();
-  app.add_option("--name", options.name, "model name (default: the ONNX file's stem)");
+      ->required()
+      ->option_text("FILE");
+  app.add_option("out", out,
+                 "the .fb file to write (through a temporary file renamed into place on success)")
+      ->required()
+      ->option_text("FILE");
+  app.add_option("--name", options.name, "model name (default: the ONNX file's stem)")
+      ->option_text("NAME");
   const CLI::Validator key_value(
       [](std::string& value) {
         const size_t eq = value.find('=');
         if (eq == std::string::npos || eq == 0) return "must be KEY=VALUE, not '" + value + "'";
         return std::string();
       },
-      "KEY=VALUE", "key_value");
+      "", "key_value");
   app.add_option("--metadata", metadata,
                  "extra metadata KEY=VALUE (repeatable; wins over the ONNX metadata_props)")
       ->check(key_value)
       ->take_first()
-      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+      ->option_text("KEY=VALUE ...");
   app.add_flag("--fp16", fp16, "store weights as float16");
 
   try {
@@ -53,12 +60,14 @@ int main(int argc, char** argv) {
       options.metadata.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
     }
     options.weight_dtype = fp16 ? infer::DType::F16 : infer::DType::F32;
-    infer::onnx_import::import_file(in, options).save(out);
-
-    const infer::Model model = infer::Model::load(out);
+    // The bytes are loaded back before anything is written: a file infer would refuse never replaces
+    // an existing one (atomic_file.h: temporary, fsync, rename).
+    const std::vector<uint8_t> bytes = infer::onnx_import::import_file(in, options).finish();
+    const infer::Model model = infer::Model::from_bytes(bytes, out);
+    infer::write_file_atomic(out, bytes);
     std::cout << "onnx2fb: wrote " << out << " (" << model.name() << ": " << model.num_nodes()
-              << " nodes, " << model.weight_bytes() << " weight bytes, "
-              << std::filesystem::file_size(out) << " bytes)\n";
+              << " nodes, " << model.weight_bytes() << " weight bytes, " << bytes.size()
+              << " bytes)\n";
     return 0;
   } catch (const std::exception& e) {
     // infer::Error, and also a failed allocation or file-system call: one line, never a crash.

@@ -26,14 +26,29 @@ static_assert(FLATBUFFERS_LITTLEENDIAN, "weights are read in place as little-end
 
 namespace {
 
-constexpr int64_t kMaxElements = int64_t(1) << 40;
+// Resource limits (docs/format.md "Limits"): a small file must not describe a graph whose validation,
+// planning or arena takes minutes or gigabytes. The session's memory check (memory_budget.h) is the
+// bound on what is allocated; these keep every loop and size product of the loader small.
+constexpr int64_t kMaxElements = int64_t(1) << 31;  // per tensor, batch excluded (8 GiB of float32)
 constexpr size_t kMaxRank = 8;
+constexpr size_t kMaxTensors = 1'000'000;
+constexpr size_t kMaxNodes = 100'000;
+constexpr size_t kMaxNodeInputs = 1'024;
+constexpr size_t kMaxMetadata = 10'000;
 // FlatBuffers offsets are 32-bit signed; the verifier asserts on larger buffers.
 constexpr size_t kMaxFileBytes = FLATBUFFERS_MAX_BUFFER_SIZE - 1;
 
 std::string quoted(const std::string& s) { return "'" + s + "'"; }
 
 std::string str_or_empty(const flatbuffers::String* s) { return s ? s->str() : std::string(); }
+
+// FlatBuffers 2.0.8's verifier checks a vector's 4-byte length prefix, not the alignment of 8-byte
+// elements, and reading a misaligned int64 in place is undefined behaviour: check before reading.
+// (The file itself starts 8-byte aligned: load_graph copies it otherwise.)
+void check_aligned(const flatbuffers::Vector<int64_t>* v, const std::string& where) {
+  if (v && reinterpret_cast<uintptr_t>(v->Data()) % alignof(int64_t) != 0)
+    throw Error(where + " is not 8-byte aligned in the file (the file is corrupt)");
+}
 
 class Loader {
  public:
@@ -170,6 +185,7 @@ OpParams Loader::read_options(const fb::Node& node, const std::string& where) co
       const fb::Reshape* t = node.options_as_Reshape();
       ReshapeParams p;
       if (t->shape()) {
+        check_aligned(t->shape(), where + ": field shape");
         if (t->shape()->size() > kMaxRank)
           throw Error(where + ": field shape has " + std::to_string(t->shape()->size()) +
                       " dims (at most " + std::to_string(kMaxRank) + ")");
@@ -227,6 +243,9 @@ void Loader::read_header() {
 
 void Loader::read_metadata() {
   if (!m_.metadata()) return;
+  if (m_.metadata()->size() > kMaxMetadata)
+    fail("field metadata has " + std::to_string(m_.metadata()->size()) + " entries (at most " +
+         std::to_string(kMaxMetadata) + ")");
   for (const fb::KeyValue* kv : *m_.metadata()) {
     const std::string key = str_or_empty(kv->key());
     if (!g_->metadata.emplace(key, str_or_empty(kv->value())).second)
@@ -245,6 +264,9 @@ void Loader::read_tensors(const std::shared_ptr<const void>& keep) {
 
   num_tensors_ = m_.tensors() ? m_.tensors()->size() : 0;
   if (num_tensors_ == 0) fail("model has no tensors");
+  if (num_tensors_ > kMaxTensors)
+    fail("model has " + std::to_string(num_tensors_) + " tensors (at most " +
+         std::to_string(kMaxTensors) + ")");
   is_constant_.assign(num_tensors_, false);
   is_input_.assign(num_tensors_, false);
   producer_.assign(num_tensors_, -1);
@@ -259,6 +281,7 @@ void Loader::read_tensors(const std::shared_ptr<const void>& keep) {
     if (v.name.empty()) v.name = "tensor " + std::to_string(i);
 
     if (t->shape()) {
+      check_aligned(t->shape(), origin_ + ": " + label + ": field shape");
       if (t->shape()->size() > kMaxRank)
         fail(label + ": field shape has rank " + std::to_string(t->shape()->size()) + " (at most " +
              std::to_string(kMaxRank) + ")");
@@ -286,7 +309,7 @@ void Loader::read_tensors(const std::shared_ptr<const void>& keep) {
              (constant ? " (constant dims must be > 0)"
                        : " (dims must be > 0; only the leading one may be -1)"));
       if (dim > kMaxElements / n)
-        fail(label + ": field shape " + shape_str(v.shape) + " has more than 2^40 elements");
+        fail(label + ": field shape " + shape_str(v.shape) + " has more than 2^31 elements");
       n *= dim;
     }
     if (!constant) continue;
@@ -342,6 +365,9 @@ void Loader::read_inputs() {
 void Loader::read_nodes() {
   const auto* nodes = m_.nodes();
   if (!nodes || nodes->size() == 0) fail("model has no nodes");
+  if (nodes->size() > kMaxNodes)
+    fail("model has " + std::to_string(nodes->size()) + " nodes (at most " + std::to_string(kMaxNodes) +
+         ")");
   for (size_t k = 0; k < nodes->size(); ++k) {
     const fb::Node* fn = nodes->Get(static_cast<flatbuffers::uoffset_t>(k));
     std::string where = origin_ + ": " + node_label(k);
@@ -361,6 +387,9 @@ void Loader::read_nodes() {
 
     const auto* ins = fn->inputs();
     const size_t num_inputs = ins ? ins->size() : 0;
+    if (num_inputs > kMaxNodeInputs)
+      throw Error(where + ": has " + std::to_string(num_inputs) + " inputs (at most " +
+                  std::to_string(kMaxNodeInputs) + ")");
     for (size_t i = 0; i < num_inputs; ++i) {
       const bool parameter = is_parameter_input(op, i);
       const std::string what = where + ": input " + std::to_string(i) +

@@ -1,9 +1,12 @@
 // infer::ModelBuilder: records tensors and nodes, infers every node's output shape as it is added (so
 // invalid parameters fail here, with the loader's messages), and serialises with FlatBufferBuilder.
 // The output is deterministic (same calls, same bytes), weight data is 64-byte aligned within the file,
-// metadata is sorted by key, and save() replaces the target atomically (write .tmp, then rename).
+// metadata is sorted by key, and save() replaces the target atomically (temporary, fsync, rename).
 #include "infer/model_builder.h"
 
+#include <unistd.h>
+
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -347,11 +350,15 @@ std::vector<uint8_t> ModelBuilder::finish() const {
 
 void ModelBuilder::save(const std::string& path) const {
   const std::vector<uint8_t> bytes = finish();
-  const std::string tmp = path + ".tmp";
+  // A temporary of its own per process and call (two writers never share one), on disk (fsync)
+  // before the rename makes it visible: a crash leaves the old file or the new one.
+  static std::atomic<unsigned> counter{0};
+  const std::string tmp = path + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
   std::FILE* f = std::fopen(tmp.c_str(), "wb");
   if (!f) throw Error(path + ": cannot write: " + sys_error(errno));
   const size_t written = std::fwrite(bytes.data(), 1, bytes.size(), f);
   int err = written == bytes.size() ? 0 : (errno ? errno : EIO);
+  if (err == 0 && (std::fflush(f) != 0 || ::fsync(::fileno(f)) != 0)) err = errno ? errno : EIO;
   if (std::fclose(f) != 0 && err == 0) err = errno ? errno : EIO;
   if (err == 0 && std::rename(tmp.c_str(), path.c_str()) != 0) err = errno;
   if (err != 0) {

@@ -23,6 +23,7 @@
 #include "infer/error.h"
 #include "kernels/kernel_api.h"
 #include "layout.h"
+#include "memory_budget.h"
 #include "plan.h"
 #include "passes.h"
 #include "planner.h"
@@ -62,6 +63,8 @@ struct Session::Impl {
   detail::Plan plan;
   std::vector<int> tensor_value;      // per plan.tensors entry: its value id (-1 for workspaces)
   std::unique_ptr<detail::DeviceBuffer> arena;
+  uint64_t max_memory_bytes = 0;      // SessionOptions::max_memory_bytes (0: only what is available)
+  bool constants_held = false;        // build_calls() ran once: the backend holds its weight copies
   std::vector<void*> value_ptrs;      // device pointer of every value the nodes use (or nullptr)
   std::vector<uint64_t> value_bytes;  // activation bytes of every value (0 for constants)
 
@@ -95,6 +98,7 @@ struct Session::Impl {
   void log_fold_width();
   void autotune();
   void plan_memory();
+  void check_memory() const;
   void build_calls();
   void capture();
 };
@@ -293,6 +297,7 @@ Session::Impl::Impl(const Model& model, const SessionOptions& options) {
   }
   element_bytes = precision == Precision::FP16 ? 2 : 4;
   passes = options.passes;
+  max_memory_bytes = options.max_memory_bytes;
 
   if (options.batch < 1)
     throw Error("batch must be >= 1, got " + std::to_string(options.batch));
@@ -485,9 +490,35 @@ void Session::Impl::plan_memory() {
   }
 }
 
+// Before the arena exists: refuse a plan larger than the memory there is or the user's limit (a small
+// file can declare shapes whose arena is gigabytes). A device with its own memory (total > 0) holds
+// the arena, the weight copies and the prepared weights; the host holds the arena on cpu and the
+// float32 inputs and outputs of a run.
+void Session::Impl::check_memory() const {
+  uint64_t used = 0, total = 0;
+  backend->device_memory(&used, &total);
+  detail::MemoryNeed need;
+  need.arena = plan.report.arena_bytes;
+  need.prepared = prepared_bytes_now;
+  if (total > 0) {
+    need.weights = plan.report.weight_bytes;
+    const uint64_t held = prepared_bytes_now + (constants_held ? need.weights : 0);
+    detail::check_memory_budget(need, held, total - std::min(used, total),
+                                "free on the device (cudaMemGetInfo)", max_memory_bytes, graph->origin);
+    return;
+  }
+  for (const auto* list : {&inputs, &outputs})
+    for (const TensorInfo& t : *list)
+      need.io += activation_bytes(t.shape, sizeof(float), graph->origin + ": '" + t.name + "'");
+  detail::check_memory_budget(need, 0, detail::host_available_bytes(),
+                              "available on the host (MemAvailable, cgroup limit)", max_memory_bytes,
+                              graph->origin);
+}
+
 void Session::Impl::build_calls() {
   calls.clear();
   arena.reset();  // an autotuned re-plan frees the first arena before taking the second
+  check_memory();
   arena = backend->allocate(plan.report.arena_bytes);
   auto* base = static_cast<uint8_t*>(arena->data());
 
@@ -520,6 +551,8 @@ void Session::Impl::build_calls() {
     calls.push_back(KernelCall{descs[i], std::move(in), std::move(out), workspace_ptrs[i],
                                prepared[i].get(), backend->context()});
   }
+
+  constants_held = true;
 
   std::vector<detail::IoSlot> in_slots, out_slots;
   for (size_t k = 0; k < graph->inputs.size(); ++k)

@@ -1,6 +1,10 @@
 // infer::Model: a loaded, verified and validated model. load() mmaps the file, runs the FlatBuffers
 // verifier and the semantic validation (indices, buffer sizes, op parameters, shapes, order); any
 // problem is an infer::Error naming the file, node and field. A Model is immutable and cheap to copy.
+//
+// Thread safety: every member of Model is const and a Model never changes after load(), so one Model
+// (or copies of it, which share the loaded graph and the mapped file) may be used from any number of
+// threads at once, e.g. to create one Session per thread (infer/session.h). Loading is reentrant.
 #pragma once
 
 #include <cstdint>

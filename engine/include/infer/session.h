@@ -1,6 +1,15 @@
 // infer::Session: a model bound to a backend and a batch size. Creation does all the work that does not
 // depend on input values (graph passes, shape inference, kernel selection, memory planning, weight
-// preparation); run() then only executes. A session is not thread-safe; use one per thread.
+// preparation); run() then only executes.
+//
+// Thread safety: a Session is used by one thread at a time (run(), profile() and benchmark() change its
+// arena and, on cuda, its stream); calls from several threads at once need the caller's own lock.
+// Different Sessions may run at the same time on different threads, also when they were made from one
+// shared Model (each keeps its own copy of the graph, its own arena and, on cuda, its own stream and
+// CUDA graph); their outputs are bit-identical to running them one after the other
+// (tests/test_concurrency.cc, tests/test_cuda_concurrency.cc, `make test-tsan`). Creating Sessions
+// concurrently is safe. A Session may be moved to, and used from, another thread, and may outlive the
+// Model it was made from.
 #pragma once
 
 #include <map>
@@ -57,6 +66,10 @@ struct SessionOptions {
   // unknown name, a constant (weights), a name given twice or one that already is a model output is
   // an Error naming the value.
   std::vector<std::string> extra_outputs;
+  // Refuse (infer::Error naming the bytes) a session whose arena, weight copies, prepared weights and
+  // host inputs/outputs add up to more than this many bytes. 0: no limit of its own; the memory
+  // available (host MemAvailable and cgroup limit, or the GPU's free memory) is always checked.
+  uint64_t max_memory_bytes = 0;
 };
 
 // One executed node as the session planned it.
