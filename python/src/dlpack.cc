@@ -94,7 +94,9 @@ void bind_device_array(py::module_& m) {
                           "A session output in GPU memory (run(..., device_outputs=True)); "
                           "torch.from_dlpack(a) takes it without a copy.")
       .def_property_readonly("shape", [](const DeviceArray& a) {
-        return py::tuple(py::cast(std::vector<int64_t>(a.tensor.shape.begin(), a.tensor.shape.end())));
+        py::tuple t(a.tensor.shape.size());  // built by hand: this file does not include pybind11/stl.h
+        for (size_t i = 0; i < a.tensor.shape.size(); ++i) t[i] = py::int_(a.tensor.shape[i]);
+        return t;
       })
       .def_property_readonly("dtype", [](const DeviceArray&) { return "float32"; })
       .def_property_readonly("device", [](const DeviceArray& a) { return a.tensor.device; })
