@@ -344,6 +344,20 @@ inline CaseData make_case_data(const OpCase& c, Precision p) {
   return cd;
 }
 
+// The checks every run of a variant passes: `output` (the run's output in NCHW order) within `tol` of
+// the reference (NaN, from an unwritten poisoned element, fails), guards intact, inputs unchanged,
+// graph replays identical. `what` names the run in failure messages.
+inline void check_run(const std::string& what, const CudaRun& r, const std::vector<float>& output,
+                      const std::vector<float>& ref, double tol) {
+  const double err = rel_error(output, ref);
+  CHECK_MESSAGE(err <= tol, what << ": relative error " << err << " > " << tol);
+  CHECK_MESSAGE(r.output_guard_intact, what << ": wrote past the end of its output");
+  CHECK_MESSAGE(r.workspace_guard_intact,
+                what << ": wrote past its declared workspace of " << r.workspace_bytes << " bytes");
+  CHECK_MESSAGE(r.inputs_intact, what << ": modified an input");
+  CHECK_MESSAGE(r.replay_identical, what << ": a second graph replay gave different bits");
+}
+
 // Runs every registered cuda variant of c's op that is applicable (restricted to `only` when it is
 // not empty) in precision p and checks it against the reference: relative error within
 // tolerance(p) (NaN, from an unwritten poisoned element, fails), guards intact, inputs unchanged,
@@ -372,13 +386,7 @@ inline std::vector<std::string> check_case(const OpCase& c, Precision p,
       FAIL_CHECK(what << ": threw " << e.what());
       continue;
     }
-    const double err = rel_error(r.output, ref);
-    CHECK_MESSAGE(err <= tol, what << ": relative error " << err << " > " << tol);
-    CHECK_MESSAGE(r.output_guard_intact, what << ": wrote past the end of its output");
-    CHECK_MESSAGE(r.workspace_guard_intact,
-                  what << ": wrote past its declared workspace of " << r.workspace_bytes << " bytes");
-    CHECK_MESSAGE(r.inputs_intact, what << ": modified an input");
-    CHECK_MESSAGE(r.replay_identical, what << ": a second graph replay gave different bits");
+    check_run(what, r, r.output, ref, tol);
     ran.push_back(v->name);
   }
   return ran;
@@ -447,14 +455,7 @@ inline std::vector<std::string> check_case_in_layout(const OpCase& c, Precision 
       FAIL_CHECK(what << ": threw " << e.what());
       continue;
     }
-    const std::vector<float> out = relayout(r.output, node.output_shapes[0], layout, Layout::NCHW);
-    const double err = rel_error(out, ref);
-    CHECK_MESSAGE(err <= tol, what << ": relative error " << err << " > " << tol);
-    CHECK_MESSAGE(r.output_guard_intact, what << ": wrote past the end of its output");
-    CHECK_MESSAGE(r.workspace_guard_intact,
-                  what << ": wrote past its declared workspace of " << r.workspace_bytes << " bytes");
-    CHECK_MESSAGE(r.inputs_intact, what << ": modified an input");
-    CHECK_MESSAGE(r.replay_identical, what << ": a second graph replay gave different bits");
+    check_run(what, r, relayout(r.output, node.output_shapes[0], layout, Layout::NCHW), ref, tol);
     ran.push_back(v->name);
   }
   return ran;

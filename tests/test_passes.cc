@@ -165,6 +165,15 @@ TEST_CASE("PassOptions: names, set by name, unknown names are errors") {
   CHECK(p.fold_batchnorm);
   CHECK_THROWS_WITH_AS(p.set("fuse_everything", false),
                        doctest::Contains("unknown graph pass 'fuse_everything'"), Error);
+  // The CLIs' NAME=on|off form.
+  PassOptions q;
+  q.apply("fold_width=off");
+  CHECK_FALSE(q.fold_width);
+  q.apply("fold_width=on");
+  CHECK(q.fold_width);
+  CHECK_THROWS_WITH_AS(q.apply("fold_width"), doctest::Contains("expected NAME=off or NAME=on"), Error);
+  CHECK_THROWS_WITH_AS(q.apply("fold_width=maybe"), doctest::Contains("expected NAME=off or NAME=on"), Error);
+  CHECK_THROWS_WITH_AS(q.apply("nope=on"), doctest::Contains("unknown graph pass 'nope'"), Error);
 }
 
 TEST_CASE("fold_batchnorm: conv2d (no bias) + BN(relu) -> one conv2d with the BN's relu and a bias") {

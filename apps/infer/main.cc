@@ -97,12 +97,8 @@ int main(int argc, char** argv) {
     }
     if (no_fuse) o.passes.set_all(false);
     for (const std::string& choice : pass_choices) {
-      const size_t eq = choice.find('=');
-      const std::string state = eq == std::string::npos ? "" : choice.substr(eq + 1);
-      if (state != "off" && state != "on")
-        throw CLI::ValidationError("--pass", "expected NAME=off or NAME=on, got '" + choice + "'");
       try {
-        o.passes.set(choice.substr(0, eq), state == "on");
+        o.passes.apply(choice);
       } catch (const infer::Error& e) {
         throw CLI::ValidationError("--pass", e.what());
       }

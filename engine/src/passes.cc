@@ -45,6 +45,14 @@ void PassOptions::set_all(bool on) {
   fold_batchnorm = fuse_conv_avgpool = fuse_activation = channels_last = fold_width = on;
 }
 
+void PassOptions::apply(const std::string& choice) {
+  const size_t eq = choice.find('=');
+  const std::string state = eq == std::string::npos ? "" : choice.substr(eq + 1);
+  if (state != "off" && state != "on")
+    throw Error("expected NAME=off or NAME=on, got '" + choice + "'");
+  set(choice.substr(0, eq), state == "on");
+}
+
 bool PassOptions::enabled(const std::string& name) const {
   if (name == "fold_batchnorm") return fold_batchnorm;
   if (name == "fuse_conv_avgpool") return fuse_conv_avgpool;

@@ -23,6 +23,25 @@ struct PoolGeometry {
   bool is_max, count_include_pad;
 };
 
+// The window of output pixel (oy, ox) clipped to the image (rows yb..ye-1, columns xb..xe-1) and an
+// average's divisor: the window clipped to the padded image (count_include_pad) or its real cells.
+struct Window {
+  int yb, ye, xb, xe, divisor;
+};
+__device__ __forceinline__ Window window(const PoolGeometry& g, int oy, int ox) {
+  const int y0 = oy * g.sh - g.pad_top, x0 = ox * g.sw - g.pad_left;
+  Window w;
+  w.yb = y0 > 0 ? y0 : 0, w.ye = y0 + g.kh < g.H ? y0 + g.kh : g.H;
+  w.xb = x0 > 0 ? x0 : 0, w.xe = x0 + g.kw < g.W ? x0 + g.kw : g.W;
+  w.divisor = (w.ye - w.yb) * (w.xe - w.xb);
+  if (g.count_include_pad) {
+    const int py_end = y0 + g.kh < g.H + g.pad_bottom ? y0 + g.kh : g.H + g.pad_bottom;
+    const int px_end = x0 + g.kw < g.W + g.pad_right ? x0 + g.kw : g.W + g.pad_right;
+    w.divisor = (py_end - y0) * (px_end - x0);
+  }
+  return w;
+}
+
 // Threads: x walks the output pixels of a plane (adjacent threads, adjacent columns), y the planes
 // (n * C + c), several per block when a plane is shorter than a block. The plane is located once per
 // thread and plane, not by int64 division per element (which held VGG's pools to ~0.4 TB/s).
@@ -32,15 +51,8 @@ __global__ void pool2d_kernel(const T* __restrict__ x, T* __restrict__ y, int64_
   const int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
   if (i >= P) return;
   const int oy = i / g.WO, ox = i - oy * g.WO;
-  const int y0 = oy * g.sh - g.pad_top, x0 = ox * g.sw - g.pad_left;
-  const int yb = y0 > 0 ? y0 : 0, ye = y0 + g.kh < g.H ? y0 + g.kh : g.H;
-  const int xb = x0 > 0 ? x0 : 0, xe = x0 + g.kw < g.W ? x0 + g.kw : g.W;
-  int divisor = (ye - yb) * (xe - xb);
-  if (g.count_include_pad) {
-    const int py_end = y0 + g.kh < g.H + g.pad_bottom ? y0 + g.kh : g.H + g.pad_bottom;
-    const int px_end = x0 + g.kw < g.W + g.pad_right ? x0 + g.kw : g.W + g.pad_right;
-    divisor = (py_end - y0) * (px_end - x0);
-  }
+  const Window win = window(g, oy, ox);
+  const int yb = win.yb, ye = win.ye, xb = win.xb, xe = win.xe, divisor = win.divisor;
   for (int64_t plane = blockIdx.y * int64_t(blockDim.y) + threadIdx.y; plane < planes;
        plane += int64_t(gridDim.y) * blockDim.y) {
     const T* xp = x + plane * g.H * g.W;
@@ -75,15 +87,8 @@ __global__ void pool2d_nhwc_kernel(const T* __restrict__ x, T* __restrict__ y, i
     const int ox = pix % g.WO;
     pix /= g.WO;
     const int oy = pix % g.HO, n = pix / g.HO;
-    const int y0 = oy * g.sh - g.pad_top, x0 = ox * g.sw - g.pad_left;
-    const int yb = y0 > 0 ? y0 : 0, ye = y0 + g.kh < g.H ? y0 + g.kh : g.H;
-    const int xb = x0 > 0 ? x0 : 0, xe = x0 + g.kw < g.W ? x0 + g.kw : g.W;
-    int divisor = (ye - yb) * (xe - xb);
-    if (g.count_include_pad) {
-      const int py_end = y0 + g.kh < g.H + g.pad_bottom ? y0 + g.kh : g.H + g.pad_bottom;
-      const int px_end = x0 + g.kw < g.W + g.pad_right ? x0 + g.kw : g.W + g.pad_right;
-      divisor = (py_end - y0) * (px_end - x0);
-    }
+    const Window win = window(g, oy, ox);
+    const int yb = win.yb, ye = win.ye, xb = win.xb, xe = win.xe, divisor = win.divisor;
     float acc[V];
 #pragma unroll
     for (int k = 0; k < V; ++k) acc[k] = g.is_max ? -INFINITY : 0.f;

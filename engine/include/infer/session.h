@@ -42,6 +42,8 @@ struct PassOptions {
   // Switches one pass by name; an unknown name is an Error listing the known ones.
   void set(const std::string& name, bool on);
   void set_all(bool on);
+  // "NAME=on" or "NAME=off" (the CLIs' --pass); an Error for any other text or an unknown name.
+  void apply(const std::string& choice);
   bool enabled(const std::string& name) const;  // false for an unknown name
 };
 
