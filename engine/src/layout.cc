@@ -31,7 +31,7 @@ Graph assign_layouts(Graph g, const std::vector<LayoutSupport>& support, std::ve
   out.reserve(g.nodes.size() + 4);
   std::map<std::pair<int, Layout>, int> converted;  // (value, layout) -> the converted copy's id
   int nhwc_nodes = 0;
-  std::vector<std::string> where;  // "a -> b" per conversion, for the log
+  std::vector<std::string> where;  // "nhwc before conv1_1" per conversion, for the log
 
   auto convert = [&](int id, Layout to, const std::string& reader) {
     auto key = std::make_pair(id, to);
