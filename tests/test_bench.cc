@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "cli_test_util.h"
 #include "graph.h"
 #include "infer/infer.h"
 #include "kernels/kernel_api.h"
@@ -32,49 +33,15 @@ namespace {
 
 const std::string kBench = std::string(INFER_BINARY_DIR) + "/infer-bench";
 
-struct ScratchDir {
-  fs::path path;
-  ScratchDir() {
-    path = fs::path(INFER_BINARY_DIR) / ("test_bench_tmp_" + std::to_string(::getpid()));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
-const ScratchDir& scratch() {
-  static ScratchDir dir;
-  return dir;
-}
-std::string tmp(const std::string& name) { return (scratch().path / name).string(); }
+using infer::test::quote;
+using infer::test::Result;
+using infer::test::run_shell;
+using infer::test::slurp;
+using infer::test::tmp;
 
-std::string slurp(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-struct Result {
-  int code = -1;
-  std::string out, err;
-};
 
 // Runs infer-bench with args (already shell-safe: the tests pass plain words and scratch paths).
-Result bench(const std::string& args) {
-  static int counter = 0;
-  const std::string out = tmp("stdout_" + std::to_string(counter)), err = tmp("stderr_" + std::to_string(counter++));
-  const std::string cmd = kBench + " " + args + " >" + out + " 2>" + err + " </dev/null";
-  const int status = std::system(cmd.c_str());
-  Result r;
-  if (status != -1 && WIFEXITED(status)) r.code = WEXITSTATUS(status);
-  else if (status != -1 && WIFSIGNALED(status)) r.code = 128 + WTERMSIG(status);
-  r.out = slurp(out);
-  r.err = slurp(err);
-  return r;
-}
+Result bench(const std::string& args) { return run_shell(kBench + " " + args); }
 
 json read_json(const std::string& path) { return json::parse(slurp(path)); }
 

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "cli_test_util.h"
 #include "image_io.h"
 #include "infer/infer.h"
 #include "npy.h"
@@ -31,64 +32,15 @@ using infer::Tensor;
 
 namespace {
 
-struct ScratchDir {
-  fs::path path;
-  ScratchDir() {
-    path = fs::path(INFER_BINARY_DIR) / ("test_cli_tmp_" + std::to_string(::getpid()));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
-const ScratchDir& scratch() {
-  static ScratchDir dir;
-  return dir;
-}
-std::string tmp(const std::string& name) { return (scratch().path / name).string(); }
-
-std::string quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
-
-std::string slurp(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-struct Result {
-  int code = -1;  // exit status; 128 + signal when killed (a crash)
-  std::string out, err;
-  std::vector<std::string> err_lines() const {
-    std::vector<std::string> lines;
-    std::istringstream in(err);
-    for (std::string line; std::getline(in, line);) lines.push_back(line);
-    return lines;
-  }
-};
+using infer::test::quote;
+using infer::test::Result;
+using infer::test::run_shell;
+using infer::test::slurp;
+using infer::test::tmp;
 
 // `shell_prefix` runs in the same /bin/sh first (e.g. a ulimit), then the program is exec'd.
 Result run_exe(const std::string& exe, const std::string& args, const std::string& shell_prefix = "") {
-  static int counter = 0;
-  const std::string out = tmp("stdout_" + std::to_string(counter)),
-                    err = tmp("stderr_" + std::to_string(counter++));
-  const std::string cmd = shell_prefix + (shell_prefix.empty() ? "" : "exec ") + quote(exe) + " " +
-                          args + " >" + quote(out) + " 2>" + quote(err) + " </dev/null";
-  const int status = std::system(cmd.c_str());
-  Result r;
-  if (status != -1 && WIFEXITED(status))
-    r.code = WEXITSTATUS(status);
-  else if (status != -1 && WIFSIGNALED(status))
-    r.code = 128 + WTERMSIG(status);
-  r.out = slurp(out);
-  r.err = slurp(err);
-  return r;
+  return run_shell(shell_prefix + (shell_prefix.empty() ? "" : "exec ") + quote(exe) + " " + args);
 }
 Result infer_cli(const std::string& args) { return run_exe(INFER_BIN, args); }
 
@@ -215,7 +167,7 @@ void set_format_version(std::vector<uint8_t>& file, uint32_t version) {
 }
 
 bool no_temporaries_left() {
-  for (const auto& e : fs::directory_iterator(scratch().path))
+  for (const auto& e : fs::directory_iterator(infer::test::scratch_dir()))
     if (e.path().filename().string().find(".tmp-") != std::string::npos) return false;
   return true;
 }
@@ -444,7 +396,7 @@ TEST_CASE("bad model files: exit 2 with exactly one error line, never a crash") 
     check_one_error(infer_cli("--model " + quote(path)), name);  // the message names the file
   }
   check_one_error(infer_cli("--model " + quote(tmp("does_not_exist.fb"))), "does_not_exist.fb");
-  check_one_error(infer_cli("--model " + quote(scratch().path.string())));  // a directory
+  check_one_error(infer_cli("--model " + quote(infer::test::scratch_dir().string())));  // a directory
 }
 
 TEST_CASE("bad inputs: a non-image, a wrong-shape or broken .npy, a wrong input count") {
@@ -494,7 +446,7 @@ TEST_CASE("unwritable outputs: exit 2, one line, nothing half-written") {
   check_one_error(
       infer_cli("--model " + quote(classifier_model()) + " --trace /nonexistent-dir/t.json"));
   check_one_error(
-      infer_cli("--model " + quote(classifier_model()) + " --out " + quote(scratch().path.string())),
+      infer_cli("--model " + quote(classifier_model()) + " --out " + quote(infer::test::scratch_dir().string())),
       "directory");
   CHECK(no_temporaries_left());
 }
@@ -531,7 +483,7 @@ TEST_CASE("outputs never overwrite the model or an input") {
   const std::vector<uint8_t> before = read_bytes(model);
   check_one_error(infer_cli("--model " + quote(model) + " --out " + quote(model)), "--model");
   // The same file under another spelling.
-  const std::string other = (scratch().path / "." / "precious.fb").string();
+  const std::string other = (infer::test::scratch_dir() / "." / "precious.fb").string();
   check_one_error(infer_cli("--model " + quote(model) + " --profile-json " + quote(other)));
   check_one_error(infer_cli("--model " + quote(model) + " --trace " + quote(model)));
   // ... and through a symbolic link.
@@ -698,7 +650,7 @@ TEST_CASE("a read-only folder: exit 2 naming the file, the old output stays") {
     MESSAGE("skipped: running as root, where a read-only folder does not stop writes");
     return;
   }
-  const fs::path dir = scratch().path / "read_only";
+  const fs::path dir = infer::test::scratch_dir() / "read_only";
   fs::create_directories(dir);
   const std::string out = (dir / "out.npy").string();
   const std::string args = "--model " + quote(classifier_model()) + " --out " + quote(out);

@@ -15,40 +15,18 @@
 #include <string>
 #include <vector>
 
+#include "cli_test_util.h"
+
 namespace fs = std::filesystem;
 
 namespace {
 
-struct ScratchDir {
-  fs::path path;
-  ScratchDir() {
-    path = fs::path(INFER_BINARY_DIR) / ("test_eval_tmp_" + std::to_string(::getpid()));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
-const ScratchDir& scratch() {
-  static ScratchDir dir;
-  return dir;
-}
-std::string tmp(const std::string& name) { return (scratch().path / name).string(); }
+using infer::test::quote;
+using infer::test::Result;
+using infer::test::run_shell;
+using infer::test::slurp;
+using infer::test::tmp;
 
-std::string quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
-
-std::string slurp(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
 std::vector<uint8_t> read_bytes(const std::string& path) {
   const std::string s = slurp(path);
   return {s.begin(), s.end()};
@@ -58,27 +36,6 @@ void write_bytes(const std::string& path, const std::vector<uint8_t>& bytes) {
   f.write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
 }
 
-struct Result {
-  int code = -1;  // exit status; 128 + signal when killed (a crash)
-  std::string out, err;
-};
-
-Result run_shell(const std::string& cmd_without_redirects) {
-  static int counter = 0;
-  const std::string out = tmp("stdout_" + std::to_string(counter)),
-                    err = tmp("stderr_" + std::to_string(counter++));
-  const std::string cmd =
-      cmd_without_redirects + " >" + quote(out) + " 2>" + quote(err) + " </dev/null";
-  const int status = std::system(cmd.c_str());
-  Result r;
-  if (status != -1 && WIFEXITED(status))
-    r.code = WEXITSTATUS(status);
-  else if (status != -1 && WIFSIGNALED(status))
-    r.code = 128 + WTERMSIG(status);
-  r.out = slurp(out);
-  r.err = slurp(err);
-  return r;
-}
 // One OpenMP thread: ctest runs suites side by side on CI's two cores, and spinning OpenMP workers
 // on oversubscribed cores slow the cpu backend down by orders of magnitude.
 Result infer_cli(const std::string& args) {

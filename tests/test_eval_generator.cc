@@ -17,63 +17,23 @@
 #include <string>
 #include <vector>
 
+#include "cli_test_util.h"
+
 namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
 
-struct ScratchDir {
-  fs::path path;
-  ScratchDir() {
-    path = fs::path(INFER_BINARY_DIR) / ("test_eval_generator_tmp_" + std::to_string(::getpid()));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
-const ScratchDir& scratch() {
-  static ScratchDir dir;
-  return dir;
-}
-std::string tmp(const std::string& name) { return (scratch().path / name).string(); }
+using infer::test::quote;
+using infer::test::Result;
+using infer::test::run_shell;
+using infer::test::slurp;
+using infer::test::tmp;
 
-std::string quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
-
-std::string slurp(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-struct Result {
-  int code = -1;  // exit status; 128 + signal when killed (a crash)
-  std::string out, err;
-};
 
 // One OpenMP thread: ctest runs suites side by side on CI's two cores.
 Result infer_cli(const std::string& args) {
-  static int counter = 0;
-  const std::string out = tmp("stdout_" + std::to_string(counter)),
-                    err = tmp("stderr_" + std::to_string(counter++));
-  const std::string cmd = "OMP_NUM_THREADS=1 " + quote(INFER_BIN) + " " + args + " >" + quote(out) +
-                          " 2>" + quote(err) + " </dev/null";
-  const int status = std::system(cmd.c_str());
-  Result r;
-  if (status != -1 && WIFEXITED(status))
-    r.code = WEXITSTATUS(status);
-  else if (status != -1 && WIFSIGNALED(status))
-    r.code = 128 + WTERMSIG(status);
-  r.out = slurp(out);
-  r.err = slurp(err);
-  return r;
+  return run_shell("OMP_NUM_THREADS=1 " + quote(INFER_BIN) + " " + args);
 }
 
 void check_one_error(const Result& r, const std::string& expect) {
