@@ -264,6 +264,17 @@ struct OpCase {
   std::function<void(std::vector<std::vector<float>>&)> fill;
 };
 
+inline OpCase make_case(OpParams params, std::vector<Shape> inputs, std::vector<bool> constant,
+                        Shape output, uint64_t seed) {
+  OpCase c;
+  c.params = std::move(params);
+  c.inputs = std::move(inputs);
+  c.constant = std::move(constant);
+  c.output = std::move(output);
+  c.seed = seed;
+  return c;
+}
+
 inline std::string pad_str(const Padding2D& p) {
   return "pad " + std::to_string(p.top) + "," + std::to_string(p.left) + "," +
          std::to_string(p.bottom) + "," + std::to_string(p.right);

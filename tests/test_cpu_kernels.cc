@@ -23,6 +23,8 @@ using infer::test::random_vector;
 using infer::test::rel_error;
 using infer::test::uniform;
 
+using infer::test::random_activation;
+
 namespace {
 
 constexpr double kTol = 1e-5;
@@ -70,13 +72,6 @@ std::vector<std::vector<float>> random_inputs(const std::vector<Shape>& shapes, 
   std::vector<std::vector<float>> v;
   for (const Shape& s : shapes) v.push_back(random_vector(static_cast<size_t>(shape_numel(s)), seed++));
   return v;
-}
-
-Activation random_activation(std::mt19937_64& rng) {
-  Activation a;
-  a.kind = static_cast<ActivationKind>(rng() % 5);
-  a.alpha = 0.1f;
-  return a;
 }
 
 std::string describe(const NodeDesc& node) {

@@ -22,29 +22,13 @@
 using namespace infer;
 using infer::test::check_case;
 using infer::test::check_case_in_layout;
+using infer::test::make_case;
 using infer::test::OpCase;
+using infer::test::random_activation;
 using infer::test::scaled;
 using infer::test::uniform;
 
 namespace {
-
-OpCase make_case(OpParams params, std::vector<Shape> inputs, std::vector<bool> constant, Shape output,
-                 uint64_t seed) {
-  OpCase c;
-  c.params = std::move(params);
-  c.inputs = std::move(inputs);
-  c.constant = std::move(constant);
-  c.output = std::move(output);
-  c.seed = seed;
-  return c;
-}
-
-Activation random_activation(std::mt19937_64& rng) {
-  Activation a;
-  a.kind = static_cast<ActivationKind>(rng() % 5);
-  a.alpha = 0.1f;
-  return a;
-}
 
 bool contains(const std::vector<std::string>& v, const std::string& s) {
   return std::find(v.begin(), v.end(), s) != v.end();

@@ -29,6 +29,14 @@ inline std::string default_variant(const std::string& backend, const std::string
   return chosen ? chosen->name : std::string();
 }
 
+// A random fused activation (every kind, leaky slope 0.1) for the random-case generators.
+inline Activation random_activation(std::mt19937_64& rng) {
+  Activation a;
+  a.kind = static_cast<ActivationKind>(rng() % 5);
+  a.alpha = 0.1f;
+  return a;
+}
+
 // A uniform integer in [lo, hi] (inclusive) for the random-shape generators.
 inline int uniform(std::mt19937_64& rng, int lo, int hi) {
   return lo + int(rng() % uint64_t(hi - lo + 1));
