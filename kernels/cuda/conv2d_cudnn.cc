@@ -63,9 +63,6 @@ Geometry geometry(const NodeDesc& node) {
   return g;
 }
 
-// Channel multiple the tensor cores want: 8 halves or 4 floats (16 bytes).
-int64_t alignment(Precision p) { return p == Precision::FP16 ? 8 : 4; }
-
 bool cudnn_applicable(const NodeDesc& node) {
   // NHWC needs the weights on the host to re-lay them out once.
   return geometry(node).ok && (node.layout == Layout::NCHW || has_constant_weight(node));
@@ -79,7 +76,7 @@ int cudnn_priority(const NodeDesc& node) {
   const Geometry g = geometry(node);
   if (!g.ok) return 0;
   if (node.layout == Layout::NCHW || node.precision == Precision::FP32) return 4;
-  const int64_t a = alignment(node.precision);
+  const int64_t a = dnn::channel_alignment(node.precision);
   const bool aligned = g.problem.C % a == 0 && g.problem.K % a == 0;
   if (!aligned) return 2;
   return g.problem.N >= 4 ? 50 : 8;
@@ -157,7 +154,7 @@ Fold fold_of(const NodeDesc& node) {
     return f;
   const dnn::Problem& q = g.problem;
   if (q.stride_w != 1 || q.stride_h != 1 || (q.C > 4 && q.K > 4)) return f;
-  const int64_t a = alignment(node.precision);
+  const int64_t a = dnn::channel_alignment(node.precision);
   for (int64_t F : {4, 8, 16}) {
     if ((F * q.C) % a != 0 || (F * q.K) % a != 0 || q.W % F != 0 || q.Q % F != 0) continue;
     const int64_t lo = floor_div(-q.pad_w, F), hi = floor_div(F - 1 - q.pad_w + q.S - 1, F);

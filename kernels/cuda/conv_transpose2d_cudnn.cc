@@ -61,7 +61,7 @@ int priority(const NodeDesc& node) {
   const Geometry g = geometry(node);
   if (!g.ok) return 0;
   if (node.layout == Layout::NCHW || node.precision == Precision::FP32) return 4;
-  const int64_t a = node.precision == Precision::FP16 ? 8 : 4;
+  const int64_t a = dnn::channel_alignment(node.precision);
   if (g.problem.C % a != 0) return 2;
   return g.problem.N >= 8 ? 50 : 8;
 }
