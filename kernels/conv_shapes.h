@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-#include "kernels/kernel_api.h"
+#include "engine/src/kernel_api.h"
 
 namespace infer {
 
@@ -30,6 +30,11 @@ ConvPool2DDims conv_pool2d_dims(const NodeDesc& node, const char* backend);
 // True when the *_dims function above accepts the node (for the variants' applicable()).
 bool conv_transpose2d_valid(const NodeDesc& node);
 bool conv_pool2d_valid(const NodeDesc& node);
+// True when a conv2d node has dilation 1, all today's conv2d kernels handle (their `applicable`).
+inline bool conv2d_undilated(const NodeDesc& node) {
+  const auto& p = std::get<Conv2DParams>(node.params);
+  return p.dilation_h == 1 && p.dilation_w == 1;
+}
 // True when the weight (input 1) is a constant, which the variants that prepare it need.
 inline bool has_constant_weight(const NodeDesc& node) {
   return node.constants.size() >= 2 && node.constants[1] != nullptr;

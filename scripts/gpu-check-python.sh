@@ -49,7 +49,7 @@ if ! ls "$PACK/python/infer/_infer$suffix" >/dev/null 2>&1; then
   mkdir -p "$PACK/dlpack/dlpack" && cp "$dl" "$PACK/dlpack/dlpack/dlpack.h"
   extra=$(ldd "$PACK/bin/onnx2fb" | awk '/onnx_proto|protobuf/ {print $3}' | tr '\n' ' ')
   rm -f "$PACK"/python/infer/_infer*.so
-  g++ -O2 -std=c++17 -shared -fPIC -fvisibility=hidden -DINFER_WITH_CUDA=1 \
+  g++ -O2 -std=c++20 -shared -fPIC -fvisibility=hidden -DINFER_WITH_CUDA=1 \
     -Iengine/include -Iengine/src -I. -Iapps/common -Iapps/onnx2fb -Imodels -I"$pyinc" -I"$pbinc" -I"$PACK/dlpack" \
     python/src/module.cc python/src/arrays.cc python/src/dlpack.cc \
     "$PACK/static/libinfer_onnx.a" "$PACK/static/libinfer_zoo.a" "$PACK/static/libinfer_appcommon.a" \

@@ -21,7 +21,7 @@
 #include "cli_test_util.h"
 #include "graph.h"
 #include "infer/infer.h"
-#include "kernels/kernel_api.h"
+#include "engine/src/kernel_api.h"
 #include "npy.h"
 #include "test_util.h"
 #include "zoo.h"

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "infer/error.h"
-#include "kernels/kernel_api.h"
+#include "engine/src/kernel_api.h"
 #include "kernels/reference/reference.h"
 #include "test_util.h"
 
@@ -141,11 +141,11 @@ TEST_CASE("LeNet-5 layers: conv 1->6 k5 p2 + avgpool 2 and conv 6->16 k5 + avgpo
 }
 
 TEST_CASE("odd conv outputs drop the partial pooling window; zero-size outputs are fine") {
-  Case c;  // conv 7x7 -> pool 3 -> 2x2 (row/column 6 dropped)
+  Case c;  // conv 8x7 -> pool 3 -> 2x2 (rows 6-7 and column 6 dropped)
   c.p.pool = 3;
   c.p.conv.pad = {1, 0, 0, 1};
   c.x = {1, 5, 8, 7};
-  c.w = {4, 5, 2, 1};
+  c.w = {4, 5, 2, 2};
   c.y = {1, 4, 2, 2};
   check_case(c, 9);
 }

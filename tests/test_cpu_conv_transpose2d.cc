@@ -13,7 +13,7 @@
 
 #include "infer/error.h"
 #include "kernels/cpu/conv_transpose2d.h"
-#include "kernels/kernel_api.h"
+#include "engine/src/kernel_api.h"
 #include "kernels/reference/reference.h"
 #include "test_util.h"
 

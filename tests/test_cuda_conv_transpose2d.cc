@@ -16,7 +16,7 @@
 #include "cuda_test_util.h"
 #include "infer/error.h"
 #include "kernels/cpu/conv_transpose2d.h"
-#include "kernels/kernel_api.h"
+#include "engine/src/kernel_api.h"
 
 using namespace infer;
 using infer::test::check_case;

@@ -17,7 +17,7 @@
 
 #include "cuda_test_util.h"
 #include "infer/error.h"
-#include "kernels/kernel_api.h"
+#include "engine/src/kernel_api.h"
 
 using namespace infer;
 using infer::test::check_case;
@@ -510,18 +510,18 @@ CUDA_TEST_CASE("softmax (axis 1 and inner axes), concat (axis 1, 2 and others), 
     std::mt19937_64 rng(17 + int(p));
     const int count = scaled(p == Precision::FP32 ? 150 : 50);
     for (int t = 0; t < count; ++t) {
-      const int rank = uniform(rng, 1, 4);
+      const int rank = uniform(rng, 2, 4);
       Shape s;
       for (int d = 0; d < rank; ++d) s.push_back(uniform(rng, 1, d == rank - 1 ? 40 : 6));
       const bool capture = t % 3 == 2;
       SoftmaxParams sp;
-      sp.axis = uniform(rng, -rank, rank - 1);
+      sp.axis = uniform(rng, 1, rank - 1);  // the format's axes: not the batch, not negative
       OpCase sc = make_case(sp, {s}, {false}, s, 700 + t);
       sc.fill = large_logits;
       CHECK(check_case(sc, p, {}, capture).size() == 1);
 
       ConcatParams cp;
-      cp.axis = uniform(rng, -rank, rank - 1);
+      cp.axis = uniform(rng, 1, rank - 1);
       const int axis = cp.axis < 0 ? cp.axis + rank : cp.axis;
       const int k = uniform(rng, 1, 4);
       std::vector<Shape> ins;
@@ -540,8 +540,9 @@ CUDA_TEST_CASE("softmax (axis 1 and inner axes), concat (axis 1, 2 and others), 
                        capture)
                 .size() == 1);
       ReshapeParams rp;
-      rp.shape = {n};
-      CHECK(check_case(make_case(rp, {s}, {false}, {n}, 1000 + t), p, {}, capture).size() == 1);
+      rp.shape = {n / s[0]};  // per sample: the batch dimension stays
+      CHECK(check_case(make_case(rp, {s}, {false}, {s[0], n / s[0]}, 1000 + t), p, {}, capture)
+                .size() == 1);
     }
   }
 }

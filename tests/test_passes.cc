@@ -19,7 +19,7 @@
 
 #include "graph.h"
 #include "infer/infer.h"
-#include "kernels/kernel_api.h"
+#include "engine/src/kernel_api.h"
 #include "models/zoo.h"
 #include "passes.h"
 #include "test_util.h"

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "infer/error.h"
-#include "kernels/kernel_api.h"
+#include "engine/src/kernel_api.h"
 #include "kernels/reference/reference.h"
 #include "test_util.h"
 
@@ -643,7 +643,7 @@ TEST_CASE("registry adapters run the reference functions") {
     p.stride_h = 2;
     p.pad = pad4(1, 2, 0, 1);
     p.activation.kind = ActivationKind::Sigmoid;
-    const Shape xs{2, 3, 7, 6}, ws{4, 3, 3, 3}, ys{2, 4, 3, 6};
+    const Shape xs{2, 3, 7, 6}, ws{4, 3, 3, 3}, ys{2, 4, 3, 7};
     const auto x = random_vector(shape_numel(xs), 1), w = random_vector(shape_numel(ws), 2);
     const auto b = random_vector(4, 3);
     for (bool with_bias : {true, false}) {

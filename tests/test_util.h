@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/kernel_api.h"
+#include "engine/src/kernel_api.h"
 
 namespace infer::test {
 

@@ -20,7 +20,7 @@
 #include <fmt/format.h>
 
 #include "npy.h"
-#include "kernels/kernel_api.h"
+#include "engine/src/kernel_api.h"
 
 namespace infer::bench {
 

@@ -15,7 +15,7 @@
 
 #include "bench.h"
 #include "kernels/cpu/conv_transpose2d.h"
-#include "kernels/kernel_api.h"
+#include "engine/src/kernel_api.h"
 
 namespace infer::bench {
 

@@ -3,7 +3,7 @@
 // compares variants fairly). Conventions are documented in cost.cc.
 #pragma once
 
-#include "kernels/kernel_api.h"
+#include "engine/src/kernel_api.h"
 
 namespace infer::detail {
 

@@ -21,7 +21,7 @@
 #include "cost.h"
 #include "graph.h"
 #include "infer/error.h"
-#include "kernels/kernel_api.h"
+#include "engine/src/kernel_api.h"
 #include "layout.h"
 #include "memory_budget.h"
 #include "plan.h"

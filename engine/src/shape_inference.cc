@@ -21,15 +21,16 @@ constexpr int64_t kMaxElements = int64_t(1) << 40;
 
 std::string str(const Shape& s) { return shape_str(s); }
 
-// Every dim >= 1 and the element count <= 2^40, checked without overflowing.
-bool bounded(const Shape& s, std::string* why) {
+// Every dim >= 1 (>= 0 with allow_empty) and the element count <= 2^40, checked without overflowing.
+bool bounded(const Shape& s, std::string* why, bool allow_empty = false) {
   int64_t n = 1;
   for (int64_t d : s) {
-    if (d < 1) {
-      *why = "dimension " + std::to_string(d) + " is not >= 1";
+    if (d < (allow_empty ? 0 : 1)) {
+      *why = "dimension " + std::to_string(d) + " is not >= " + (allow_empty ? "0" : "1");
       return false;
     }
-    if (d > kMaxElements / n) {
+    if (d == 0) n = 0;  // empty: no element count to overflow
+    if (n != 0 && d > kMaxElements / n) {
       *why = "more than 2^40 elements";
       return false;
     }
@@ -391,17 +392,17 @@ bool same_declared(const Shape& declared, const Shape& computed) {
 }  // namespace
 
 std::vector<Shape> infer_node_shapes(const OpParams& params, const std::vector<Shape>& input_shapes,
-                                     const std::string& where) {
+                                     const std::string& where, bool allow_empty) {
   Inputs in(where, input_shapes, input_roles(op_type(params)));
   for (size_t i = 0; i < input_shapes.size(); ++i) {
     std::string why;
-    if (!bounded(input_shapes[i], &why))
+    if (!bounded(input_shapes[i], &why, allow_empty))
       fail(where, in.label(i) + " has shape " + str(input_shapes[i]) + ": " + why);
   }
   std::vector<Shape> out = dispatch(params, in, where);
   for (const Shape& s : out) {
     std::string why;
-    if (!bounded(s, &why)) fail(where, "output shape " + str(s) + ": " + why);
+    if (!bounded(s, &why, allow_empty)) fail(where, "output shape " + str(s) + ": " + why);
   }
   return out;
 }

@@ -7,40 +7,25 @@
 // threads each GEMM; im2col and the epilogue are OpenMP loops outside it. No allocation at run time.
 #include <string>
 
-#include "kernels/cpu/call_util.h"
+#include "infer/error.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/im2col.h"
+#include "kernels/conv_shapes.h"
 
 namespace infer::cpu {
 namespace {
 
-bool conv2d_applicable(const NodeDesc& node) {
-  const auto* p = std::get_if<Conv2DParams>(&node.params);
-  if (!p || node.input_shapes.size() < 2 || node.input_shapes.size() > 3 ||
-      node.output_shapes.size() != 1)
-    return false;
-  if (p->dilation_h != 1 || p->dilation_w != 1 || p->stride_h <= 0 || p->stride_w <= 0) return false;
-  const Shape &x = node.input_shapes[0], &w = node.input_shapes[1], &y = node.output_shapes[0];
-  return x.size() == 4 && w.size() == 4 && y.size() == 4;
-}
-
 size_t conv2d_workspace(const NodeDesc& node) {
-  if (!conv2d_applicable(node)) return 0;
   const ConvGeometry g = conv_geometry(std::get<Conv2DParams>(node.params), node.input_shapes[0],
                                        node.input_shapes[1], node.output_shapes[0]);
   return im2col_is_identity(g) ? 0 : g.col_floats() * sizeof(float);
 }
 
 void conv2d_run(const KernelCall& call) {
-  check_call(call, "conv2d", 2, 3);
-  const auto& p = params_of<Conv2DParams>(call.node, "conv2d");
+  const auto& p = std::get<Conv2DParams>(call.node.params);
   const Shape &xs = call.node.input_shapes[0], &ws = call.node.input_shapes[1];
   const Shape& ys = call.node.output_shapes[0];
   const ConvGeometry g = conv_geometry(p, xs, ws, ys);
-  for (const Shape* s : {&xs, &ws, &ys}) check_dims("conv2d", *s);
-  if (call.node.input_shapes.size() == 3 && shape_numel(call.node.input_shapes[2]) != ws[0])
-    throw Error("cpu conv2d: bias has shape " + shape_str(call.node.input_shapes[2]) +
-                ", expected " + std::to_string(ws[0]) + " elements");
   const bool identity = im2col_is_identity(g);
   if (!identity && !call.workspace && g.col_floats() > 0)
     throw Error("cpu conv2d: im2col_gemm needs a workspace of " +
@@ -70,15 +55,10 @@ void conv2d_run(const KernelCall& call) {
 }  // namespace
 
 void register_conv2d(KernelRegistry& registry) {
-  KernelVariant v;
-  v.op = "conv2d";
-  v.name = "im2col_gemm";
-  v.backend = "cpu";
-  v.priority = 10;
-  v.applicable = conv2d_applicable;
-  v.workspace_bytes = conv2d_workspace;
-  v.run = conv2d_run;
-  registry.add(std::move(v));
+  registry.add("cpu", {
+      {.op = "conv2d", .name = "im2col_gemm", .priority = 10, .applicable = conv2d_undilated,
+       .workspace_bytes = conv2d_workspace, .run = conv2d_run},
+  });
 }
 
 }  // namespace infer::cpu

@@ -38,11 +38,6 @@ struct PoolCall {
 
 PoolCall pool_call(const KernelCall& call) {
   PoolCall c{pool_dims(call.node), nullptr, nullptr, nullptr, nullptr};
-  if (call.inputs.size() != call.node.input_shapes.size() || call.outputs.size() != 1)
-    throw Error("cpu conv_pool2d: call has the wrong number of inputs or outputs");
-  for (const float* in : call.inputs)
-    if (!in) throw Error("cpu conv_pool2d: null input");
-  if (!call.outputs[0]) throw Error("cpu conv_pool2d: null output");
   c.x = call.inputs[0];
   c.w = call.inputs[1];
   c.bias = call.inputs.size() == 3 ? call.inputs[2] : nullptr;
@@ -270,37 +265,16 @@ bool valid_with_constant_weight(const NodeDesc& node) { return valid_node(node) 
 
 void register_conv_pool2d(KernelRegistry& registry) {
   // Heuristic (measured, see docs/kernels.md): direct_sum, then fused_filter, then unfused.
-  KernelVariant direct;
-  direct.op = "conv_pool2d";
-  direct.name = "direct_sum";
-  direct.backend = "cpu";
-  direct.priority = 20;
-  direct.applicable = valid_with_constant_weight;
-  direct.workspace_bytes = direct_sum_workspace_bytes;
-  direct.prepare = prepare_direct_sum;
-  direct.run = run_direct_sum;
-  registry.add(std::move(direct));
-
-  KernelVariant fused;
-  fused.op = "conv_pool2d";
-  fused.name = "fused_filter";
-  fused.backend = "cpu";
-  fused.priority = 10;
-  fused.applicable = valid_with_constant_weight;
-  fused.workspace_bytes = fused_filter_workspace_bytes;
-  fused.prepare = prepare_fused_filter;
-  fused.run = run_fused_filter;
-  registry.add(std::move(fused));
-
-  KernelVariant unfused;
-  unfused.op = "conv_pool2d";
-  unfused.name = "unfused";
-  unfused.backend = "cpu";
-  unfused.priority = 5;
-  unfused.applicable = valid_node;
-  unfused.workspace_bytes = unfused_workspace_bytes;
-  unfused.run = run_unfused;
-  registry.add(std::move(unfused));
+  registry.add("cpu", {
+      {.op = "conv_pool2d", .name = "direct_sum", .priority = 20,
+       .applicable = valid_with_constant_weight, .workspace_bytes = direct_sum_workspace_bytes,
+       .prepare = prepare_direct_sum, .run = run_direct_sum},
+      {.op = "conv_pool2d", .name = "fused_filter", .priority = 10,
+       .applicable = valid_with_constant_weight, .workspace_bytes = fused_filter_workspace_bytes,
+       .prepare = prepare_fused_filter, .run = run_fused_filter},
+      {.op = "conv_pool2d", .name = "unfused", .priority = 5, .applicable = valid_node,
+       .workspace_bytes = unfused_workspace_bytes, .run = run_unfused},
+  });
 }
 
 }  // namespace infer::cpu

@@ -37,7 +37,7 @@ constexpr int64_t kParallelMin = int64_t(1) << 15;
 using TconvDims = ConvTranspose2DDims;
 TconvDims tconv_dims(const NodeDesc& node) { return conv_transpose2d_dims(node, "cpu"); }
 
-// Run-time unpacking: dims plus non-null pointers for every input the node declares.
+// Run-time unpacking: dims plus the call's pointers (checked non-null by check_kernel_call).
 struct TconvCall {
   TconvDims d;
   const float *x, *w, *bias;
@@ -46,11 +46,6 @@ struct TconvCall {
 
 TconvCall tconv_call(const KernelCall& call) {
   TconvCall c{tconv_dims(call.node), nullptr, nullptr, nullptr, nullptr};
-  if (call.inputs.size() != call.node.input_shapes.size() || call.outputs.size() != 1)
-    throw Error("cpu conv_transpose2d: call has the wrong number of inputs or outputs");
-  for (const float* in : call.inputs)
-    if (!in) throw Error("cpu conv_transpose2d: null input");
-  if (!call.outputs[0]) throw Error("cpu conv_transpose2d: null output");
   c.x = call.inputs[0];
   c.w = call.inputs[1];
   c.bias = call.inputs.size() == 3 ? call.inputs[2] : nullptr;
@@ -566,90 +561,60 @@ void conv_gemm_banded(const ConvGeometry& g, const float* A, int64_t M, const fl
   }
 }
 
-void register_conv_transpose2d(KernelRegistry& registry) {
-  const std::string op = "conv_transpose2d";
-  auto prepare_phases = [](const NodeDesc& node) -> std::shared_ptr<void> {
-    const TconvDims d = tconv_dims(node);
-    return make_phases(d, node.constants.size() >= 2 ? node.constants[1] : nullptr, d.sh, d.sw);
-  };
-  auto prepare_flipped = [](const NodeDesc& node) -> std::shared_ptr<void> {
-    const TconvDims d = tconv_dims(node);
-    return make_phases(d, node.constants.size() >= 2 ? node.constants[1] : nullptr, 1, 1);
-  };
-  auto stride = [](const NodeDesc& node) {
-    const auto& p = std::get<ConvTranspose2DParams>(node.params);
-    return std::make_pair(p.stride_h, p.stride_w);
-  };
+namespace {
 
+std::shared_ptr<void> prepare_phases(const NodeDesc& node) {
+  const TconvDims d = tconv_dims(node);
+  return make_phases(d, node.constants.size() >= 2 ? node.constants[1] : nullptr, d.sh, d.sw);
+}
+
+std::shared_ptr<void> prepare_flipped(const NodeDesc& node) {
+  const TconvDims d = tconv_dims(node);
+  return make_phases(d, node.constants.size() >= 2 ? node.constants[1] : nullptr, 1, 1);
+}
+
+bool flipped_applicable(const NodeDesc& node) {
+  const auto& p = std::get<ConvTranspose2DParams>(node.params);
+  return valid_with_constant_weight(node) && p.stride_h == 1 && p.stride_w == 1;
+}
+
+bool col2im_applicable(const NodeDesc& node) {
+  if (!valid(node)) return false;
+  const TconvDims d = tconv_dims(node);
+  return d.CO * d.KH * d.KW <= INT_MAX && d.H * d.W <= INT_MAX && d.CI <= INT_MAX;
+}
+
+bool conventional_applicable(const NodeDesc& node) {
+  if (!valid_with_constant_weight(node)) return false;
+  const auto& p = std::get<ConvTranspose2DParams>(node.params);
+  const int64_t kh = node.input_shapes[1][2], kw = node.input_shapes[1][3];
+  return p.pad.top < kh && p.pad.bottom < kh && p.pad.left < kw && p.pad.right < kw;
+}
+
+}  // namespace
+
+void register_conv_transpose2d(KernelRegistry& registry) {
   // Heuristic (priorities measured, see docs/kernels.md and unified_priority / col2im_priority):
   // a 1x1 input -> segregated_unified; other stride 1 -> flipped_conv; stride 2 -> gemm_col2im for
   // C_out <= 8, segregated_unified on 4x4 and 128x128 inputs, gemm_col2im elsewhere when C_out <=
   // C_in / 2, else segregated_gemm; other strides -> segregated_gemm (the s*s-phase general path).
-  KernelVariant flipped;
-  flipped.op = op;
-  flipped.name = "flipped_conv";
-  flipped.backend = "cpu";
-  flipped.priority = 30;
-  flipped.applicable = [stride](const NodeDesc& node) {
-    return valid_with_constant_weight(node) && stride(node) == std::make_pair(1, 1);
-  };
-  flipped.workspace_bytes = gemm_workspace_bytes;
-  flipped.prepare = prepare_phases;
-  flipped.run = run_segregated_gemm;
-  registry.add(std::move(flipped));
-
-  KernelVariant gemm;
-  gemm.op = op;
-  gemm.name = "segregated_gemm";
-  gemm.backend = "cpu";
-  gemm.priority = 20;
-  gemm.applicable = valid_with_constant_weight;
-  gemm.workspace_bytes = gemm_workspace_bytes;
-  gemm.prepare = prepare_phases;
-  gemm.run = run_segregated_gemm;
-  registry.add(std::move(gemm));
-
-  KernelVariant unified;
-  unified.op = op;
-  unified.name = "segregated_unified";
-  unified.backend = "cpu";
-  unified.priority = 10;
-  unified.priority_for = unified_priority;
-  unified.applicable = valid_with_constant_weight;
-  unified.prepare = prepare_unified;
-  unified.run = run_segregated_unified;
-  registry.add(std::move(unified));
-
-  KernelVariant col2im;
-  col2im.op = op;
-  col2im.name = "gemm_col2im";
-  col2im.backend = "cpu";
-  col2im.priority = 5;
-  col2im.priority_for = col2im_priority;
-  col2im.applicable = [](const NodeDesc& node) {
-    if (!valid(node)) return false;
-    const TconvDims d = tconv_dims(node);
-    return d.CO * d.KH * d.KW <= INT_MAX && d.H * d.W <= INT_MAX && d.CI <= INT_MAX;
-  };
-  col2im.workspace_bytes = col2im_workspace_bytes;
-  col2im.run = run_gemm_col2im;
-  registry.add(std::move(col2im));
-
-  KernelVariant conventional;
-  conventional.op = op;
-  conventional.name = "conventional";
-  conventional.backend = "cpu";
-  conventional.priority = 1;
-  conventional.applicable = [](const NodeDesc& node) {
-    if (!valid_with_constant_weight(node)) return false;
-    const auto& p = std::get<ConvTranspose2DParams>(node.params);
-    const int64_t kh = node.input_shapes[1][2], kw = node.input_shapes[1][3];
-    return p.pad.top < kh && p.pad.bottom < kh && p.pad.left < kw && p.pad.right < kw;
-  };
-  conventional.workspace_bytes = conventional_workspace_bytes;
-  conventional.prepare = prepare_flipped;
-  conventional.run = run_conventional;
-  registry.add(std::move(conventional));
+  registry.add("cpu", {
+      {.op = "conv_transpose2d", .name = "flipped_conv", .priority = 30,
+       .applicable = flipped_applicable, .workspace_bytes = gemm_workspace_bytes,
+       .prepare = prepare_phases, .run = run_segregated_gemm},
+      {.op = "conv_transpose2d", .name = "segregated_gemm", .priority = 20,
+       .applicable = valid_with_constant_weight, .workspace_bytes = gemm_workspace_bytes,
+       .prepare = prepare_phases, .run = run_segregated_gemm},
+      {.op = "conv_transpose2d", .name = "segregated_unified", .priority = 10,
+       .priority_for = unified_priority, .applicable = valid_with_constant_weight,
+       .prepare = prepare_unified, .run = run_segregated_unified},
+      {.op = "conv_transpose2d", .name = "gemm_col2im", .priority = 5,
+       .priority_for = col2im_priority, .applicable = col2im_applicable,
+       .workspace_bytes = col2im_workspace_bytes, .run = run_gemm_col2im},
+      {.op = "conv_transpose2d", .name = "conventional", .priority = 1,
+       .applicable = conventional_applicable, .workspace_bytes = conventional_workspace_bytes,
+       .prepare = prepare_flipped, .run = run_conventional},
+  });
 }
 
 }  // namespace infer::cpu

@@ -3,7 +3,7 @@
 // register.cc. Variants register on backend "cpu" with priority > 0, above the reference kernels.
 #pragma once
 
-#include "kernels/kernel_api.h"
+#include "engine/src/kernel_api.h"
 
 namespace infer::cpu {
 

@@ -8,34 +8,20 @@
 
 #include <cblas.h>
 
-#include "kernels/cpu/call_util.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/im2col.h"
 
 namespace infer::cpu {
 namespace {
 
+// BLAS takes int dimensions.
 bool dense_applicable(const NodeDesc& node) {
-  if (!std::holds_alternative<DenseParams>(node.params) || node.input_shapes.size() < 2 ||
-      node.input_shapes.size() > 3 || node.output_shapes.size() != 1)
-    return false;
-  const Shape &x = node.input_shapes[0], &w = node.input_shapes[1];
-  return x.size() == 2 && w.size() == 2 && x[1] <= INT_MAX && w[0] <= INT_MAX;
+  return node.input_shapes[0][1] <= INT_MAX && node.input_shapes[1][0] <= INT_MAX;
 }
 
 void dense_run(const KernelCall& call) {
-  check_call(call, "dense", 2, 3);
   const Shape &xs = call.node.input_shapes[0], &ws = call.node.input_shapes[1];
-  const Shape& ys = call.node.output_shapes[0];
-  if (xs.size() != 2 || ws.size() != 2 || ys.size() != 2 || ws[1] != xs[1] || ys[0] != xs[0] ||
-      ys[1] != ws[0])
-    throw Error("cpu dense: inconsistent shapes input " + shape_str(xs) + ", weight " + shape_str(ws) +
-                ", output " + shape_str(ys));
-  for (const Shape* s : {&xs, &ws}) check_dims("dense", *s);
   const int64_t N = xs[0], FI = xs[1], FO = ws[0];
-  if (call.inputs.size() == 3 && shape_numel(call.node.input_shapes[2]) != FO)
-    throw Error("cpu dense: bias has shape " + shape_str(call.node.input_shapes[2]) + ", expected " +
-                std::to_string(FO) + " elements");
   const float* x = call.inputs[0];
   const float* w = call.inputs[1];
   const float* bias = call.inputs.size() == 3 ? call.inputs[2] : nullptr;
@@ -57,14 +43,10 @@ void dense_run(const KernelCall& call) {
 }  // namespace
 
 void register_dense(KernelRegistry& registry) {
-  KernelVariant v;
-  v.op = "dense";
-  v.name = "gemm";
-  v.backend = "cpu";
-  v.priority = 10;
-  v.applicable = dense_applicable;
-  v.run = dense_run;
-  registry.add(std::move(v));
+  registry.add("cpu", {
+      {.op = "dense", .name = "gemm", .priority = 10, .applicable = dense_applicable,
+       .run = dense_run},
+  });
 }
 
 }  // namespace infer::cpu

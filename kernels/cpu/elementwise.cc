@@ -7,7 +7,6 @@
 #include <string>
 #include <algorithm>
 
-#include "kernels/cpu/call_util.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/im2col.h"
 
@@ -20,10 +19,7 @@ constexpr int64_t kParallelMin = int64_t(1) << 15;
 
 
 void activation_run(const KernelCall& call) {
-  check_call(call, "activation", 1, 1);
-  check_same_shapes(call, "activation");
-  check_dims("activation", call.node.input_shapes[0]);
-  const Activation act = params_of<ActivationParams>(call.node, "activation").activation;
+  const Activation act = std::get<ActivationParams>(call.node.params).activation;
   const int64_t n = shape_numel(call.node.input_shapes[0]);
   const float* x = call.inputs[0];
   float* y = call.outputs[0];
@@ -39,10 +35,7 @@ void activation_run(const KernelCall& call) {
 }
 
 void add_run(const KernelCall& call) {
-  check_call(call, "add", 2, 2);
-  check_same_shapes(call, "add");
-  check_dims("add", call.node.input_shapes[0]);
-  const Activation act = params_of<AddParams>(call.node, "add").activation;
+  const Activation act = std::get<AddParams>(call.node.params).activation;
   const int64_t n = shape_numel(call.node.input_shapes[0]);
   const float *a = call.inputs[0], *b = call.inputs[1];
   float* y = call.outputs[0];
@@ -51,25 +44,9 @@ void add_run(const KernelCall& call) {
   activate_inplace(y, n, act);
 }
 
-bool batchnorm_applicable(const NodeDesc& node) {
-  if (!std::holds_alternative<BatchNormParams>(node.params) || node.input_shapes.size() != 5 ||
-      node.output_shapes.size() != 1)
-    return false;
-  const Shape& s = node.input_shapes[0];
-  if (s.size() < 2 || s != node.output_shapes[0]) return false;
-  for (size_t i = 1; i < 5; ++i)
-    if (shape_numel(node.input_shapes[i]) != s[1]) return false;
-  return true;
-}
-
 void batchnorm_run(const KernelCall& call) {
-  check_call(call, "batchnorm", 5, 5);
-  const auto& p = params_of<BatchNormParams>(call.node, "batchnorm");
+  const auto& p = std::get<BatchNormParams>(call.node.params);
   const Shape& s = call.node.input_shapes[0];
-  if (!batchnorm_applicable(call.node))
-    throw Error("cpu batchnorm: input " + shape_str(s) + " needs rank >= 2, an equal output shape and "
-                "per-channel scale, bias, mean and var");
-  check_dims("batchnorm", s);
   const int64_t N = s[0], C = s[1], inner = shape_numel(s) / std::max<int64_t>(N * C, 1);
   const float *x = call.inputs[0], *scale = call.inputs[1], *bias = call.inputs[2],
               *mean = call.inputs[3], *var = call.inputs[4];
@@ -91,21 +68,11 @@ void batchnorm_run(const KernelCall& call) {
 }  // namespace
 
 void register_elementwise(KernelRegistry& registry) {
-  struct Entry {
-    const char* op;
-    void (*run)(const KernelCall&);
-  };
-  for (const Entry& e : {Entry{"activation", activation_run}, Entry{"add", add_run},
-                         Entry{"batchnorm", batchnorm_run}}) {
-    KernelVariant v;
-    v.op = e.op;
-    v.name = "direct";
-    v.backend = "cpu";
-    v.priority = 10;
-    if (std::string(e.op) == "batchnorm") v.applicable = batchnorm_applicable;
-    v.run = e.run;
-    registry.add(std::move(v));
-  }
+  registry.add("cpu", {
+      {.op = "activation", .name = "direct", .priority = 10, .run = activation_run},
+      {.op = "add", .name = "direct", .priority = 10, .run = add_run},
+      {.op = "batchnorm", .name = "direct", .priority = 10, .run = batchnorm_run},
+  });
 }
 
 }  // namespace infer::cpu

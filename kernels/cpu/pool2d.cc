@@ -6,7 +6,6 @@
 #include <limits>
 #include <string>
 
-#include "kernels/cpu/call_util.h"
 #include "kernels/cpu/cpu_kernels.h"
 
 namespace infer::cpu {
@@ -17,24 +16,9 @@ namespace {
 constexpr int64_t kParallelMin = int64_t(1) << 15;
 
 
-bool pool2d_applicable(const NodeDesc& node) {
-  const auto* p = std::get_if<Pool2DParams>(&node.params);
-  return p && node.input_shapes.size() == 1 && node.output_shapes.size() == 1 &&
-         node.input_shapes[0].size() == 4 && node.output_shapes[0].size() == 4 && p->kernel_h > 0 &&
-         p->kernel_w > 0 && p->stride_h > 0 && p->stride_w > 0 && p->pad.top >= 0 &&
-         p->pad.left >= 0 && p->pad.bottom >= 0 && p->pad.right >= 0;
-}
-
 void pool2d_run(const KernelCall& call) {
-  check_call(call, "pool2d", 1, 1);
-  if (!pool2d_applicable(call.node))
-    throw Error("cpu pool2d: direct needs rank-4 shapes, kernel and stride > 0 and padding >= 0");
   const auto& p = std::get<Pool2DParams>(call.node.params);
   const Shape &xs = call.node.input_shapes[0], &ys = call.node.output_shapes[0];
-  check_dims("pool2d", xs);
-  check_dims("pool2d", ys);
-  if (ys[0] != xs[0] || ys[1] != xs[1])
-    throw Error("cpu pool2d: output " + shape_str(ys) + " does not match input " + shape_str(xs));
   const int64_t NC = xs[0] * xs[1], H = xs[2], W = xs[3], HO = ys[2], WO = ys[3];
   const float* x = call.inputs[0];
   float* y = call.outputs[0];
@@ -77,14 +61,9 @@ void pool2d_run(const KernelCall& call) {
 }  // namespace
 
 void register_pool2d(KernelRegistry& registry) {
-  KernelVariant v;
-  v.op = "pool2d";
-  v.name = "direct";
-  v.backend = "cpu";
-  v.priority = 10;
-  v.applicable = pool2d_applicable;
-  v.run = pool2d_run;
-  registry.add(std::move(v));
+  registry.add("cpu", {
+      {.op = "pool2d", .name = "direct", .priority = 10, .run = pool2d_run},
+  });
 }
 
 }  // namespace infer::cpu

@@ -15,51 +15,26 @@
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/epilogue.h"
 #include "kernels/cuda/im2col.cuh"
+#include "kernels/conv_shapes.h"
 
 namespace infer::cuda {
 namespace {
 
-bool conv2d_applicable(const NodeDesc& node) {
-  const auto* p = std::get_if<Conv2DParams>(&node.params);
-  if (!p || node.input_shapes.size() < 2 || node.input_shapes.size() > 3 ||
-      node.output_shapes.size() != 1)
-    return false;
-  if (p->dilation_h != 1 || p->dilation_w != 1 || p->stride_h <= 0 || p->stride_w <= 0) return false;
-  const Shape &x = node.input_shapes[0], &w = node.input_shapes[1], &y = node.output_shapes[0];
-  return x.size() == 4 && w.size() == 4 && y.size() == 4;
-}
+// Shapes, parameter type and dilation 1 were checked by the registry (check_kernel_call) and shape
+// inference before any of these functions sees a node.
 
 bool gemm_1x1_applicable(const NodeDesc& node) {
-  if (!conv2d_applicable(node)) return false;
+  if (!conv2d_undilated(node)) return false;
   const auto& p = std::get<Conv2DParams>(node.params);
   const Shape &x = node.input_shapes[0], &w = node.input_shapes[1], &y = node.output_shapes[0];
   return w[2] == 1 && w[3] == 1 && p.stride_h == 1 && p.stride_w == 1 && p.pad.top == 0 &&
          p.pad.left == 0 && p.pad.bottom == 0 && p.pad.right == 0 && y[2] == x[2] && y[3] == x[3];
 }
 
-// The node's geometry, validated: consistent ranks and channels, no negative dimension.
+// The node's geometry (x [N,C,H,W], w [CO,C,KH,KW], y [N,CO,HO,WO]).
 ConvGeometry geometry(const NodeDesc& node) {
-  const auto* p = std::get_if<Conv2DParams>(&node.params);
-  if (!p)
-    throw Error(std::string("cuda conv2d: node parameters are for op '") +
-                op_name(op_type(node.params)) + "'");
-  if (node.input_shapes.size() < 2 || node.input_shapes.size() > 3 || node.output_shapes.size() != 1)
-    throw Error("cuda conv2d: expected 2 or 3 inputs and 1 output");
+  const auto* p = &std::get<Conv2DParams>(node.params);
   const Shape &xs = node.input_shapes[0], &ws = node.input_shapes[1], &ys = node.output_shapes[0];
-  if (xs.size() != 4 || ws.size() != 4 || ys.size() != 4)
-    throw Error("cuda conv2d: expected rank-4 input, weight and output (got " + shape_str(xs) + ", " +
-                shape_str(ws) + ", " + shape_str(ys) + ")");
-  for (const Shape* s : {&xs, &ws, &ys})
-    for (int64_t d : *s)
-      if (d < 0) throw Error("cuda conv2d: shape " + shape_str(*s) + " has a negative dimension");
-  if (ws[1] != xs[1] || ys[1] != ws[0] || ys[0] != xs[0])
-    throw Error("cuda conv2d: inconsistent shapes input " + shape_str(xs) + ", weight " + shape_str(ws) +
-                ", output " + shape_str(ys));
-  if (p->stride_h <= 0 || p->stride_w <= 0 || p->dilation_h != 1 || p->dilation_w != 1)
-    throw Error("cuda conv2d: stride must be > 0 and dilation 1");
-  if (node.input_shapes.size() == 3 && shape_numel(node.input_shapes[2]) != ws[0])
-    throw Error("cuda conv2d: bias has shape " + shape_str(node.input_shapes[2]) + ", expected " +
-                std::to_string(ws[0]) + " elements");
   ConvGeometry g;
   g.C = xs[1];
   g.H = xs[2];
@@ -75,7 +50,7 @@ ConvGeometry geometry(const NodeDesc& node) {
   return g;
 }
 
-// The call's pointers, checked against the node: 2 or 3 non-null inputs, one non-null output.
+// The call's geometry and pointers.
 struct ConvCall {
   ConvGeometry g;
   int64_t N, CO;
@@ -85,13 +60,6 @@ struct ConvCall {
 
 ConvCall conv_call(const KernelCall& call) {
   ConvCall c{geometry(call.node), 0, 0, nullptr, nullptr, nullptr, nullptr};
-  if (call.inputs.size() != call.node.input_shapes.size() || call.outputs.size() != 1)
-    throw Error("cuda conv2d: call has " + std::to_string(call.inputs.size()) + " inputs and " +
-                std::to_string(call.outputs.size()) + " outputs for a node with " +
-                std::to_string(call.node.input_shapes.size()) + " inputs and 1 output");
-  for (size_t i = 0; i < call.inputs.size(); ++i)
-    if (!call.inputs[i]) throw Error("cuda conv2d: input " + std::to_string(i) + " is null");
-  if (!call.outputs[0]) throw Error("cuda conv2d: output 0 is null");
   c.N = call.node.input_shapes[0][0];
   c.CO = call.node.input_shapes[1][0];
   c.x = call.inputs[0];
@@ -104,7 +72,6 @@ ConvCall conv_call(const KernelCall& call) {
 // ---- im2col_gemm / gemm_1x1 -----------------------------------------------------------------------
 
 size_t im2col_gemm_workspace(const NodeDesc& node) {
-  if (!conv2d_applicable(node)) return 0;
   return conv_gemm_workspace_bytes(geometry(node), node.input_shapes[0][0], node.precision);
 }
 
@@ -206,7 +173,7 @@ struct SmallCoutArgs {
 };
 
 bool small_cout_applicable(const NodeDesc& node) {
-  if (!conv2d_applicable(node)) return false;
+  if (!conv2d_undilated(node)) return false;
   const Shape& w = node.input_shapes[1];
   if (w[0] < 1 || w[0] > kSmallCoutMax) return false;
   // One channel's weights (as float) must fit the shared memory; the output tile grid must fit.
@@ -410,43 +377,18 @@ void run_small_cout(const KernelCall& call) {
 }  // namespace
 
 void register_conv2d(KernelRegistry& registry) {
-  KernelVariant small;
-  small.op = "conv2d";
-  small.name = "direct_small_cout";
-  small.backend = "cuda";
-  small.priority = 30;  // the static order; the heuristic uses priority_for
-  small.priority_for = small_cout_priority;
-  small.applicable = small_cout_applicable;
-  small.run = run_small_cout;
-  registry.add(std::move(small));
-
-  KernelVariant one;
-  one.op = "conv2d";
-  one.name = "gemm_1x1";
-  one.backend = "cuda";
-  one.priority = 20;
-  one.applicable = gemm_1x1_applicable;
-  one.run = run_gemm_1x1;
-  registry.add(std::move(one));
-
-  KernelVariant gemm;
-  gemm.op = "conv2d";
-  gemm.name = "im2col_gemm";
-  gemm.backend = "cuda";
-  gemm.priority = 10;
-  gemm.applicable = conv2d_applicable;
-  gemm.workspace_bytes = im2col_gemm_workspace;
-  gemm.run = run_im2col_gemm;
-  registry.add(std::move(gemm));
-
-  KernelVariant direct;
-  direct.op = "conv2d";
-  direct.name = "direct";
-  direct.backend = "cuda";
-  direct.priority = 1;
-  direct.applicable = conv2d_applicable;
-  direct.run = run_direct;
-  registry.add(std::move(direct));
+  registry.add("cuda", {
+      // priority is the static order; the heuristic uses priority_for
+      {.op = "conv2d", .name = "direct_small_cout", .priority = 30,
+       .priority_for = small_cout_priority, .applicable = small_cout_applicable,
+       .run = run_small_cout},
+      {.op = "conv2d", .name = "gemm_1x1", .priority = 20, .applicable = gemm_1x1_applicable,
+       .run = run_gemm_1x1},
+      {.op = "conv2d", .name = "im2col_gemm", .priority = 10, .applicable = conv2d_undilated,
+       .workspace_bytes = im2col_gemm_workspace, .run = run_im2col_gemm},
+      {.op = "conv2d", .name = "direct", .priority = 1, .applicable = conv2d_undilated,
+       .run = run_direct},
+  });
 }
 
 }  // namespace infer::cuda

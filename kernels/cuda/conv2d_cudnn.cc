@@ -17,7 +17,6 @@
 
 #include "infer/error.h"
 #include "kernels/conv_shapes.h"
-#include "kernels/cuda/call_util.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/cudnn.h"
 #include "kernels/cuda/epilogue.h"
@@ -117,8 +116,6 @@ size_t cudnn_workspace(const NodeDesc& node) {
 // Shared by both variants: the convolution (ReLU and bias fused when both are there), then any other
 // epilogue in the node's layout.
 void run_prepared(const KernelCall& call, const char* variant) {
-  check_call(call, variant, 2, 3);
-  params_of<Conv2DParams>(call.node, variant);
   if (!call.prepared) throw Error(std::string("cuda ") + variant + ": not prepared");
   const State& st = *static_cast<const State*>(call.prepared);
   Context& ctx = context_of(call);
@@ -233,32 +230,14 @@ void folded_run(const KernelCall& call) { run_prepared(call, "conv2d.cudnn_folde
 }  // namespace
 
 void register_conv2d_cudnn(KernelRegistry& registry) {
-  KernelVariant v;
-  v.op = "conv2d";
-  v.name = "cudnn";
-  v.backend = "cuda";
-  v.priority = 4;
-  v.priority_for = cudnn_priority;
-  v.layouts = {Layout::NCHW, Layout::NHWC};
-  v.applicable = cudnn_applicable;
-  v.workspace_bytes = cudnn_workspace;
-  v.prepare = cudnn_prepare;
-  v.run = cudnn_run;
-  registry.add(v);
-
-  KernelVariant f;
-  f.op = "conv2d";
-  f.name = "cudnn_folded";
-  f.backend = "cuda";
-  f.priority = 60;
-  f.priority_for = folded_priority;
-  f.layouts = {Layout::NHWC};
-  f.requires_pass = "fold_width";
-  f.applicable = folded_applicable;
-  f.workspace_bytes = folded_workspace;
-  f.prepare = folded_prepare;
-  f.run = folded_run;
-  registry.add(f);
+  registry.add("cuda", {
+      {.op = "conv2d", .name = "cudnn", .priority = 4, .priority_for = cudnn_priority,
+       .layouts = {Layout::NCHW, Layout::NHWC}, .applicable = cudnn_applicable,
+       .workspace_bytes = cudnn_workspace, .prepare = cudnn_prepare, .run = cudnn_run},
+      {.op = "conv2d", .name = "cudnn_folded", .priority = 60, .priority_for = folded_priority,
+       .layouts = {Layout::NHWC}, .requires_pass = "fold_width", .applicable = folded_applicable,
+       .workspace_bytes = folded_workspace, .prepare = folded_prepare, .run = folded_run},
+  });
 }
 
 }  // namespace infer::cuda

@@ -12,7 +12,6 @@
 #include <vector>
 
 #include "infer/error.h"
-#include "kernels/cuda/call_util.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_kernels.h"
 
@@ -150,8 +149,7 @@ void launch(const Checked& c, const T* x, const State& st, T* y, DeviceActivatio
 }
 
 void run(const KernelCall& call) {
-  check_call(call, "conv2d.direct_small_cout_nhwc", 2, 3);
-  const auto& p = params_of<Conv2DParams>(call.node, "conv2d.direct_small_cout_nhwc");
+  const auto& p = std::get<Conv2DParams>(call.node.params);
   if (!call.prepared) throw Error("cuda conv2d.direct_small_cout_nhwc: not prepared");
   const Checked c = check(call.node);
   if (!c.ok) throw Error("cuda conv2d.direct_small_cout_nhwc: needs NHWC, C_out <= 8 and constant weights");
@@ -179,17 +177,10 @@ void run(const KernelCall& call) {
 }  // namespace
 
 void register_conv2d_small_cout_nhwc(KernelRegistry& registry) {
-  KernelVariant v;
-  v.op = "conv2d";
-  v.name = "direct_small_cout_nhwc";
-  v.backend = "cuda";
-  v.priority = 3;
-  v.priority_for = priority;
-  v.layouts = {Layout::NHWC};
-  v.applicable = applicable;
-  v.prepare = prepare;
-  v.run = run;
-  registry.add(v);
+  registry.add("cuda", {
+      {.op = "conv2d", .name = "direct_small_cout_nhwc", .priority = 3, .priority_for = priority,
+       .layouts = {Layout::NHWC}, .applicable = applicable, .prepare = prepare, .run = run},
+  });
 }
 
 }  // namespace infer::cuda

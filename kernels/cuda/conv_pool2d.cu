@@ -287,37 +287,17 @@ int fused_filter_priority(const NodeDesc& node) {
 
 void register_conv_pool2d(KernelRegistry& registry) {
   // Same order as the CPU backend: direct_sum (fewest FLOPs), fused_filter, unfused.
-  KernelVariant direct;
-  direct.op = "conv_pool2d";
-  direct.name = "direct_sum";
-  direct.backend = "cuda";
-  direct.priority = 20;
-  direct.applicable = valid_with_constant_weight;
-  direct.workspace_bytes = direct_sum_workspace_bytes;
-  direct.run = run_direct_sum;
-  registry.add(std::move(direct));
-
-  KernelVariant fused;
-  fused.op = "conv_pool2d";
-  fused.name = "fused_filter";
-  fused.backend = "cuda";
-  fused.priority = 10;
-  fused.priority_for = fused_filter_priority;
-  fused.applicable = valid_with_constant_weight;
-  fused.workspace_bytes = fused_filter_workspace_bytes;
-  fused.prepare = prepare_fused_filter;
-  fused.run = run_fused_filter;
-  registry.add(std::move(fused));
-
-  KernelVariant unfused;
-  unfused.op = "conv_pool2d";
-  unfused.name = "unfused";
-  unfused.backend = "cuda";
-  unfused.priority = 5;
-  unfused.applicable = valid_node;
-  unfused.workspace_bytes = unfused_workspace_bytes;
-  unfused.run = run_unfused;
-  registry.add(std::move(unfused));
+  registry.add("cuda", {
+      {.op = "conv_pool2d", .name = "direct_sum", .priority = 20,
+       .applicable = valid_with_constant_weight, .workspace_bytes = direct_sum_workspace_bytes,
+       .run = run_direct_sum},
+      {.op = "conv_pool2d", .name = "fused_filter", .priority = 10,
+       .priority_for = fused_filter_priority, .applicable = valid_with_constant_weight,
+       .workspace_bytes = fused_filter_workspace_bytes, .prepare = prepare_fused_filter,
+       .run = run_fused_filter},
+      {.op = "conv_pool2d", .name = "unfused", .priority = 5, .applicable = valid_node,
+       .workspace_bytes = unfused_workspace_bytes, .run = run_unfused},
+  });
 }
 
 }  // namespace infer::cuda

@@ -1461,19 +1461,6 @@ static int segregated_cublas_priority(const NodeDesc& node) {
   return 15;
 }
 
-void register_segregated_cublas(KernelRegistry& registry) {
-  KernelVariant v;
-  v.op = "conv_transpose2d";
-  v.name = "segregated_cublas";
-  v.backend = "cuda";
-  v.priority = 15;  // when a caller ignores priority_for: below segregated_gemm (20)
-  v.priority_for = segregated_cublas_priority;
-  v.applicable = segregated_cublas_applicable;
-  v.workspace_bytes = segregated_cublas_workspace_bytes;
-  v.prepare = prepare_segregated_cublas;
-  v.run = run_segregated_cublas;
-  registry.add(std::move(v));
-}
 
 }  // namespace
 
@@ -1509,72 +1496,50 @@ uint64_t conv_transpose2d_upsampled_bytes(const NodeDesc& desc) {
   return upsampled_elements(d) * element_size(desc.precision);
 }
 
+namespace {
+
+bool flipped_applicable(const NodeDesc& node) {
+  return valid(node) && has_constant_weight(node) && strides(node) == std::make_pair(1, 1);
+}
+
+bool col2im_applicable(const NodeDesc& node) {
+  if (!valid(node)) return false;
+  const TconvDims d = tconv_dims(node);
+  // cuBLAS's int dimensions; col2im's 32-bit in-plane index math (one image's columns per output
+  // channel, and an output plane, under 2^31 elements)
+  return d.CO * d.KH * d.KW <= INT_MAX && d.H * d.W <= INT_MAX && d.CI <= INT_MAX &&
+         d.KH * d.KW * d.H * d.W <= INT_MAX && d.HO * d.WO <= INT_MAX && d.CO <= INT_MAX;
+}
+
+bool unified_applicable(const NodeDesc& node) {
+  return valid(node) && strides(node) == std::make_pair(2, 2);
+}
+
+}  // namespace
+
 void register_conv_transpose2d(KernelRegistry& registry) {
-  const std::string op = "conv_transpose2d";
-
-  KernelVariant flipped;
-  flipped.op = op;
-  flipped.name = "flipped_conv";
-  flipped.backend = "cuda";
-  flipped.priority = 30;
-  flipped.applicable = [](const NodeDesc& node) {
-    return valid(node) && has_constant_weight(node) && strides(node) == std::make_pair(1, 1);
-  };
-  flipped.workspace_bytes = flipped_workspace_bytes;
-  flipped.prepare = prepare_flipped;
-  flipped.run = run_flipped_conv;
-  registry.add(std::move(flipped));
-
-  KernelVariant col2im;
-  col2im.op = op;
-  col2im.name = "gemm_col2im";
-  col2im.backend = "cuda";
-  col2im.priority = 12;  // when a caller ignores priority_for
-  col2im.priority_for = gemm_col2im_priority;
-  col2im.applicable = [](const NodeDesc& node) {
-    if (!valid(node)) return false;
-    const TconvDims d = tconv_dims(node);
-    // cuBLAS's int dimensions; col2im's 32-bit in-plane index math (one image's columns per
-    // output channel, and an output plane, under 2^31 elements)
-    return d.CO * d.KH * d.KW <= INT_MAX && d.H * d.W <= INT_MAX && d.CI <= INT_MAX &&
-           d.KH * d.KW * d.H * d.W <= INT_MAX && d.HO * d.WO <= INT_MAX && d.CO <= INT_MAX;
-  };
-  col2im.workspace_bytes = col2im_workspace_bytes;
-  col2im.run = run_gemm_col2im;
-  registry.add(std::move(col2im));
-
-  KernelVariant gemm;
-  gemm.op = op;
-  gemm.name = "segregated_gemm";
-  gemm.backend = "cuda";
-  gemm.priority = 20;
-  gemm.applicable = segregated_gemm_applicable;
-  gemm.prepare = prepare_segregated_gemm;
-  gemm.run = run_segregated_gemm;
-  registry.add(std::move(gemm));
-
-  KernelVariant unified;
-  unified.op = op;
-  unified.name = "segregated_unified";
-  unified.backend = "cuda";
-  unified.priority = 10;
-  unified.applicable = [](const NodeDesc& node) {
-    return valid(node) && strides(node) == std::make_pair(2, 2);
-  };
-  unified.run = run_unified;
-  registry.add(std::move(unified));
-
-  KernelVariant conventional;
-  conventional.op = op;
-  conventional.name = "conventional";
-  conventional.backend = "cuda";
-  conventional.priority = 1;
-  conventional.applicable = conventional_applicable;
-  conventional.workspace_bytes = conventional_workspace_bytes;
-  conventional.prepare = prepare_flipped;
-  conventional.run = run_conventional;
-  registry.add(std::move(conventional));
-  register_segregated_cublas(registry);
+  registry.add("cuda", {
+      {.op = "conv_transpose2d", .name = "flipped_conv", .priority = 30,
+       .applicable = flipped_applicable, .workspace_bytes = flipped_workspace_bytes,
+       .prepare = prepare_flipped, .run = run_flipped_conv},
+      // priority: when a caller ignores priority_for
+      {.op = "conv_transpose2d", .name = "gemm_col2im", .priority = 12,
+       .priority_for = gemm_col2im_priority, .applicable = col2im_applicable,
+       .workspace_bytes = col2im_workspace_bytes, .run = run_gemm_col2im},
+      {.op = "conv_transpose2d", .name = "segregated_gemm", .priority = 20,
+       .applicable = segregated_gemm_applicable, .prepare = prepare_segregated_gemm,
+       .run = run_segregated_gemm},
+      {.op = "conv_transpose2d", .name = "segregated_unified", .priority = 10,
+       .applicable = unified_applicable, .run = run_unified},
+      {.op = "conv_transpose2d", .name = "conventional", .priority = 1,
+       .applicable = conventional_applicable, .workspace_bytes = conventional_workspace_bytes,
+       .prepare = prepare_flipped, .run = run_conventional},
+      // priority: when a caller ignores priority_for, below segregated_gemm (20)
+      {.op = "conv_transpose2d", .name = "segregated_cublas", .priority = 15,
+       .priority_for = segregated_cublas_priority, .applicable = segregated_cublas_applicable,
+       .workspace_bytes = segregated_cublas_workspace_bytes, .prepare = prepare_segregated_cublas,
+       .run = run_segregated_cublas},
+  });
 }
 
 }  // namespace infer::cuda

@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "kernels/kernel_api.h"
+#include "engine/src/kernel_api.h"
 
 namespace infer::cuda {
 

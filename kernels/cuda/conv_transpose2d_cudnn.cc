@@ -11,7 +11,6 @@
 
 #include "infer/error.h"
 #include "kernels/conv_shapes.h"
-#include "kernels/cuda/call_util.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/cudnn.h"
 #include "kernels/cuda/epilogue.h"
@@ -95,8 +94,6 @@ size_t workspace(const NodeDesc& node) {
 }
 
 void run(const KernelCall& call) {
-  check_call(call, "conv_transpose2d.cudnn", 2, 3);
-  params_of<ConvTranspose2DParams>(call.node, "conv_transpose2d.cudnn");
   if (!call.prepared) throw Error("cuda conv_transpose2d.cudnn: not prepared");
   const State& st = *static_cast<const State*>(call.prepared);
   Context& ctx = context_of(call);
@@ -113,18 +110,11 @@ void run(const KernelCall& call) {
 }  // namespace
 
 void register_conv_transpose2d_cudnn(KernelRegistry& registry) {
-  KernelVariant v;
-  v.op = "conv_transpose2d";
-  v.name = "cudnn";
-  v.backend = "cuda";
-  v.priority = 4;
-  v.priority_for = priority;
-  v.layouts = {Layout::NCHW, Layout::NHWC};
-  v.applicable = applicable;
-  v.workspace_bytes = workspace;
-  v.prepare = prepare;
-  v.run = run;
-  registry.add(v);
+  registry.add("cuda", {
+      {.op = "conv_transpose2d", .name = "cudnn", .priority = 4, .priority_for = priority,
+       .layouts = {Layout::NCHW, Layout::NHWC}, .applicable = applicable,
+       .workspace_bytes = workspace, .prepare = prepare, .run = run},
+  });
 }
 
 }  // namespace infer::cuda

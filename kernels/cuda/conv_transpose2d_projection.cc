@@ -11,7 +11,6 @@
 
 #include "infer/error.h"
 #include "kernels/conv_shapes.h"
-#include "kernels/cuda/call_util.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/epilogue.h"
 #include "kernels/cuda/gemm.h"
@@ -50,8 +49,6 @@ std::shared_ptr<void> prepare(const NodeDesc& node) {
 }
 
 void run(const KernelCall& call) {
-  check_call(call, "conv_transpose2d.projection", 2, 3);
-  params_of<ConvTranspose2DParams>(call.node, "conv_transpose2d.projection");
   if (!call.prepared) throw Error("cuda conv_transpose2d.projection: not prepared");
   if (!applicable(call.node))
     throw Error("cuda conv_transpose2d.projection: needs a 1x1 input, no padding");
@@ -75,17 +72,11 @@ void run(const KernelCall& call) {
 }  // namespace
 
 void register_conv_transpose2d_projection(KernelRegistry& registry) {
-  KernelVariant v;
-  v.op = "conv_transpose2d";
-  v.name = "projection";
-  v.backend = "cuda";
-  v.priority = 60;
-  v.priority_for = priority;
-  v.layouts = {Layout::NCHW, Layout::NHWC};
-  v.applicable = applicable;
-  v.prepare = prepare;
-  v.run = run;
-  registry.add(v);
+  registry.add("cuda", {
+      {.op = "conv_transpose2d", .name = "projection", .priority = 60, .priority_for = priority,
+       .layouts = {Layout::NCHW, Layout::NHWC}, .applicable = applicable, .prepare = prepare,
+       .run = run},
+  });
 }
 
 }  // namespace infer::cuda

@@ -2,7 +2,7 @@
 // calls them all). Variant names match the CPU backend's where the method is the same.
 #pragma once
 
-#include "kernels/kernel_api.h"
+#include "engine/src/kernel_api.h"
 
 namespace infer::cuda {
 

@@ -6,7 +6,6 @@
 #include <cstdint>
 #include <string>
 
-#include "kernels/cuda/call_util.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_kernels.h"
 
@@ -116,20 +115,8 @@ __global__ void batchnorm_kernel(const T* x, const T* scale, const T* bias, cons
   }
 }
 
-// Argument checks (params_of, check_call): kernels/cuda/call_util.h.
-
-// Every input shape equals the output shape (activation, add; batchnorm's data input).
-void check_same_shapes(const KernelCall& call, const char* op, size_t count) {
-  for (size_t i = 0; i < count; ++i)
-    if (call.node.input_shapes[i] != call.node.output_shapes[0])
-      throw Error(std::string("cuda ") + op + ": input shape " + shape_str(call.node.input_shapes[i]) +
-                  " differs from output shape " + shape_str(call.node.output_shapes[0]));
-}
-
 void activation_run(const KernelCall& call) {
-  check_call(call, "activation", 1);
-  const Activation act = params_of<ActivationParams>(call.node, "activation").activation;
-  check_same_shapes(call, "activation", 1);
+  const Activation act = std::get<ActivationParams>(call.node.params).activation;
   const int64_t n = shape_numel(call.node.input_shapes[0]);
   if (n == 0) return;
   Context& ctx = context_of(call);
@@ -145,33 +132,16 @@ void activation_run(const KernelCall& call) {
 }
 
 void add_run(const KernelCall& call) {
-  check_call(call, "add", 2);
-  const Activation act = params_of<AddParams>(call.node, "add").activation;
-  check_same_shapes(call, "add", 2);
+  const Activation act = std::get<AddParams>(call.node.params).activation;
   const int64_t n = shape_numel(call.node.input_shapes[0]);
   if (n == 0) return;
   launch_map(context_of(call), call.node.precision, call.inputs[0], call.inputs[1], call.outputs[0], n,
              AddFn{device_activation(act)});
 }
 
-bool batchnorm_applicable(const NodeDesc& node) {
-  if (!std::holds_alternative<BatchNormParams>(node.params) || node.input_shapes.size() != 5 ||
-      node.output_shapes.size() != 1)
-    return false;
-  const Shape& s = node.input_shapes[0];
-  if (s.size() < 2 || s != node.output_shapes[0]) return false;
-  for (size_t i = 1; i < 5; ++i)
-    if (shape_numel(node.input_shapes[i]) != s[1]) return false;
-  return true;
-}
-
 void batchnorm_run(const KernelCall& call) {
-  check_call(call, "batchnorm", 5);
-  const auto& p = params_of<BatchNormParams>(call.node, "batchnorm");
+  const auto& p = std::get<BatchNormParams>(call.node.params);
   const Shape& s = call.node.input_shapes[0];
-  if (!batchnorm_applicable(call.node))
-    throw Error("cuda batchnorm: input " + shape_str(s) + " needs rank >= 2, an equal output shape and "
-                "per-channel scale, bias, mean and var");
   const int64_t n = shape_numel(s);
   if (n == 0) return;
   const int64_t C = s[1], inner = n / (s[0] * C);
@@ -196,24 +166,15 @@ void batchnorm_run(const KernelCall& call) {
 }  // namespace
 
 void register_elementwise(KernelRegistry& registry) {
-  struct Entry {
-    const char* op;
-    void (*run)(const KernelCall&);
-  };
-  for (const Entry& e : {Entry{"activation", activation_run}, Entry{"add", add_run},
-                         Entry{"batchnorm", batchnorm_run}}) {
-    KernelVariant v;
-    v.op = e.op;
-    v.name = "direct";
-    v.backend = "cuda";
-    v.priority = 10;
-    if (std::string(e.op) == "batchnorm")
-      v.applicable = batchnorm_applicable;  // per channel: NCHW only
-    else
-      v.layouts = {Layout::NCHW, Layout::NHWC};  // element by element (add: equal shapes and layouts)
-    v.run = e.run;
-    registry.add(std::move(v));
-  }
+  // activation and add go element by element (add: equal shapes and layouts), so either layout;
+  // batchnorm is per channel: NCHW only.
+  const std::vector<Layout> any_layout{Layout::NCHW, Layout::NHWC};
+  registry.add("cuda", {
+      {.op = "activation", .name = "direct", .priority = 10, .layouts = any_layout,
+       .run = activation_run},
+      {.op = "add", .name = "direct", .priority = 10, .layouts = any_layout, .run = add_run},
+      {.op = "batchnorm", .name = "direct", .priority = 10, .run = batchnorm_run},
+  });
 }
 
 }  // namespace infer::cuda

@@ -7,7 +7,6 @@
 // adjacent pixels, so every plane access and the pixel-major side are coalesced).
 #include <string>
 
-#include "kernels/cuda/call_util.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_kernels.h"
 
@@ -71,8 +70,7 @@ bool layout_applicable(const NodeDesc& node) {
 }
 
 void layout_run(const KernelCall& call) {
-  check_call(call, "layout", 1);
-  const auto& p = params_of<LayoutParams>(call.node, "layout");
+  const auto& p = std::get<LayoutParams>(call.node.params);
   if (!layout_applicable(call.node))
     throw Error("cuda layout: needs a 4-D input and an output of the same shape, got " +
                 shape_str(call.node.input_shapes[0]) + " -> " + shape_str(call.node.output_shapes[0]));
@@ -117,15 +115,10 @@ void layout_run(const KernelCall& call) {
 }  // namespace
 
 void register_layout(KernelRegistry& registry) {
-  KernelVariant v;
-  v.op = "layout";
-  v.name = "transpose_tiled";
-  v.backend = "cuda";
-  v.priority = 10;
-  v.layouts = {Layout::NCHW, Layout::NHWC};
-  v.applicable = layout_applicable;
-  v.run = layout_run;
-  registry.add(std::move(v));
+  registry.add("cuda", {
+      {.op = "layout", .name = "transpose_tiled", .priority = 10,
+       .layouts = {Layout::NCHW, Layout::NHWC}, .applicable = layout_applicable, .run = layout_run},
+  });
 }
 
 }  // namespace infer::cuda

@@ -7,48 +7,21 @@
 #include <limits>
 #include <string>
 
-#include "kernels/cuda/call_util.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_kernels.h"
 
 namespace infer::cuda {
 namespace {
 
-// Argument checks (params_of, check_call): kernels/cuda/call_util.h.
-
-// Resolves a possibly negative axis against the rank of s; an Error naming op when out of range.
-int resolve_axis(const char* op, int axis, const Shape& s) {
-  const int rank = static_cast<int>(s.size());
-  const int a = axis < 0 ? axis + rank : axis;
-  if (a < 0 || a >= rank)
-    throw Error(std::string("cuda ") + op + ": axis " + std::to_string(axis) +
-                " is out of range for shape " + shape_str(s));
-  return a;
-}
-
 // --- flatten, reshape ---
 
-void copy_relabelled(const KernelCall& call, const char* op) {
-  check_call(call, op, 1, 1);
-  const Shape &xs = call.node.input_shapes[0], &ys = call.node.output_shapes[0];
-  if (shape_numel(xs) != shape_numel(ys))
-    throw Error(std::string("cuda ") + op + ": output " + shape_str(ys) +
-                " has a different element count than input " + shape_str(xs));
-  const int64_t n = shape_numel(xs);
+// flatten and reshape: the same elements under another shape (a copy unless in place).
+void copy_relabelled(const KernelCall& call) {
+  const int64_t n = shape_numel(call.node.input_shapes[0]);
   if (n > 0 && call.inputs[0] != call.outputs[0])
     INFER_CUDA_CHECK(cudaMemcpyAsync(call.outputs[0], call.inputs[0],
                                      size_t(n) * element_size(call.node.precision),
                                      cudaMemcpyDeviceToDevice, context_of(call).stream));
-}
-
-void flatten_run(const KernelCall& call) {
-  params_of<FlattenParams>(call.node, "flatten");
-  copy_relabelled(call, "flatten");
-}
-
-void reshape_run(const KernelCall& call) {
-  params_of<ReshapeParams>(call.node, "reshape");
-  copy_relabelled(call, "reshape");
 }
 
 // --- softmax ---
@@ -155,12 +128,11 @@ __global__ void softmax_thread_kernel(const T* x, T* y, int64_t lines, int64_t l
 }
 
 void softmax_run(const KernelCall& call) {
-  check_call(call, "softmax", 1, 1);
   const Shape& s = call.node.input_shapes[0];
   if (s != call.node.output_shapes[0])
     throw Error("cuda softmax: input shape " + shape_str(s) + " differs from output shape " +
                 shape_str(call.node.output_shapes[0]));
-  const int axis = resolve_axis("softmax", params_of<SoftmaxParams>(call.node, "softmax").axis, s);
+  const int axis = resolved_axis(std::get<SoftmaxParams>(call.node.params).axis, s);
   int64_t outer = 1, inner = 1;
   for (int d = 0; d < axis; ++d) outer *= s[size_t(d)];
   for (size_t d = size_t(axis) + 1; d < s.size(); ++d) inner *= s[d];
@@ -213,21 +185,8 @@ void launch_copy_slab(Context& ctx, const void* x, void* y, int64_t outer, int64
 }
 
 void concat_run(const KernelCall& call) {
-  check_call(call, "concat", 1, std::numeric_limits<size_t>::max());
   const Shape& ys = call.node.output_shapes[0];
-  const int axis = resolve_axis("concat", params_of<ConcatParams>(call.node, "concat").axis, ys);
-  int64_t axis_total = 0;
-  for (const Shape& s : call.node.input_shapes) {
-    bool ok = s.size() == ys.size();
-    for (size_t d = 0; ok && d < s.size(); ++d) ok = int(d) == axis || s[d] == ys[d];
-    if (!ok)
-      throw Error("cuda concat: input " + shape_str(s) + " is incompatible with output " + shape_str(ys) +
-                  " along axis " + std::to_string(axis));
-    axis_total += s[size_t(axis)];
-  }
-  if (axis_total != ys[size_t(axis)])
-    throw Error("cuda concat: inputs sum to " + std::to_string(axis_total) + " along axis " +
-                std::to_string(axis) + ", output has " + std::to_string(ys[size_t(axis)]));
+  const int axis = resolved_axis(std::get<ConcatParams>(call.node.params).axis, ys);
   int64_t outer = 1, inner = 1;
   for (int d = 0; d < axis; ++d) outer *= ys[size_t(d)];
   for (size_t d = size_t(axis) + 1; d < ys.size(); ++d) inner *= ys[d];
@@ -267,20 +226,12 @@ void concat_run(const KernelCall& call) {
 }  // namespace
 
 void register_tensor_ops(KernelRegistry& registry) {
-  struct Entry {
-    const char* op;
-    void (*run)(const KernelCall&);
-  };
-  for (const Entry& e : {Entry{"flatten", flatten_run}, Entry{"reshape", reshape_run},
-                         Entry{"softmax", softmax_run}, Entry{"concat", concat_run}}) {
-    KernelVariant v;
-    v.op = e.op;
-    v.name = "direct";
-    v.backend = "cuda";
-    v.priority = 10;
-    v.run = e.run;
-    registry.add(std::move(v));
-  }
+  registry.add("cuda", {
+      {.op = "flatten", .name = "direct", .priority = 10, .run = copy_relabelled},
+      {.op = "reshape", .name = "direct", .priority = 10, .run = copy_relabelled},
+      {.op = "softmax", .name = "direct", .priority = 10, .run = softmax_run},
+      {.op = "concat", .name = "direct", .priority = 10, .run = concat_run},
+  });
 }
 
 }  // namespace infer::cuda

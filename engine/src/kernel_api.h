@@ -1,7 +1,8 @@
-// The small interface between the engine and every kernel (ggml-style): a kernel variant is a named
-// implementation of one op on one backend with an applicability check, a workspace size, an optional
-// once-per-session preparation, and a run function. Kernels see shapes, parameters and pointers only:
-// never files, models or the memory planner.
+// The small interface the engine owns and every kernel implements (ggml-style): a kernel variant is a
+// named implementation of one op on one backend with an applicability check, a workspace size, an
+// optional once-per-session preparation, and a run function. Kernels see shapes, parameters and
+// pointers only: never files, models or the memory planner. The registry checks every call's arguments
+// against the op's rules once (kernel_checks.cc) before any variant runs, for all backends.
 #pragma once
 
 #include <cstddef>
@@ -42,10 +43,15 @@ struct KernelCall {
                                       // cuda::Context* (stream, cuBLAS handles; kernels/cuda/context.h)
 };
 
+// Declared as a table row with designated initialisers (C++20), e.g.
+//   registry.add("cpu", {{.op = "conv2d", .name = "im2col_gemm", .priority = 10,
+//                         .applicable = ..., .workspace_bytes = ..., .run = ...}});
+// fields left out keep the defaults below. `run` may assume the call passed check_kernel_call: the
+// op's input count, shapes and parameter type are right (its own limits it checks in `applicable`).
 struct KernelVariant {
   std::string op;       // op_name(), e.g. "conv_transpose2d"
   std::string name;     // e.g. "reference", "segregated_unified"
-  std::string backend;  // "cpu" or "cuda"
+  std::string backend;  // "cpu" or "cuda"; set by KernelRegistry::add(backend, ...)
   int priority = 0;     // default heuristic: the applicable variant with the highest priority runs
   // A shape-dependent priority that replaces `priority` when set (e.g. a variant that wins only on
   // small spatial sizes); ties keep registration order.
@@ -71,7 +77,9 @@ class KernelRegistry {
   // The process-wide registry, filled with every built backend's kernels on first use.
   static const KernelRegistry& global();
 
-  void add(KernelVariant variant);
+  // Adds one backend's variants (their `backend` is set here). Each variant's run is wrapped so that
+  // every call is checked by check_kernel_call first, whoever makes it (session, tests, benchmarks).
+  void add(const std::string& backend, std::vector<KernelVariant> variants);
   // Variants of op on backend, highest priority first.
   std::vector<const KernelVariant*> variants(const std::string& backend, const std::string& op) const;
   const KernelVariant* find(const std::string& backend, const std::string& op,
@@ -81,6 +89,17 @@ class KernelRegistry {
  private:
   std::vector<std::unique_ptr<KernelVariant>> variants_;
 };
+
+// An op's axis parameter (negative counts from the end) as an index into s; check_kernel_call has
+// already rejected an axis out of range.
+inline int resolved_axis(int axis, const Shape& s) {
+  return axis < 0 ? axis + static_cast<int>(s.size()) : axis;
+}
+
+// Throws an infer::Error ("<backend> <op>.<variant>: ...") unless the call fits the op's rules: the
+// parameter type, the number of inputs (non-null, each with a shape, no negative dimension), one
+// output, and the op's shape relations (kernel_checks.cc: one table for every backend).
+void check_kernel_call(const KernelVariant& variant, const KernelCall& call);
 
 // Registration entry points, one per kernel folder; called by KernelRegistry::global().
 void register_reference_kernels(KernelRegistry& registry);

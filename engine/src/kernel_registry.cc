@@ -1,9 +1,9 @@
 // KernelRegistry: the list of kernel variants of every built backend. Filled once, on first use, by
 // each kernel folder's register_*_kernels() (explicit calls: static-initialiser registration is
-// silently dropped by linkers).
+// silently dropped by linkers). Every variant's run goes through check_kernel_call first.
 #include <algorithm>
 
-#include "kernels/kernel_api.h"
+#include "engine/src/kernel_api.h"
 
 namespace infer {
 
@@ -25,8 +25,18 @@ bool variant_applies(const KernelVariant& v, const NodeDesc& node) {
   return !v.applicable || v.applicable(node);
 }
 
-void KernelRegistry::add(KernelVariant variant) {
-  variants_.push_back(std::make_unique<KernelVariant>(std::move(variant)));
+void KernelRegistry::add(const std::string& backend, std::vector<KernelVariant> variants) {
+  for (KernelVariant& v : variants) {
+    v.backend = backend;
+    auto entry = std::make_unique<KernelVariant>(std::move(v));
+    // The checked run refers to the variant by address: entries are never moved once added.
+    const KernelVariant* self = entry.get();
+    entry->run = [self, run = std::move(entry->run)](const KernelCall& call) {
+      check_kernel_call(*self, call);
+      run(call);
+    };
+    variants_.push_back(std::move(entry));
+  }
 }
 
 std::vector<const KernelVariant*> KernelRegistry::variants(const std::string& backend,
