@@ -3,12 +3,8 @@
 // or half storage with float accumulation: tensor cores (wmma, cp.async pipeline) in fp16 / tf32, a SIMT
 // tile in strict fp32; each thread owns one output column of the tile, stored strided straight into y
 // with bias + activation. Layers with <= 64 columns per phase take segregated_gemm_skinny.cu instead.
-#include <cooperative_groups.h>
-#include <mma.h>
-
 #include <algorithm>
 #include <climits>
-#include <type_traits>
 #include <vector>
 
 #include "infer/error.h"
@@ -138,28 +134,7 @@ std::shared_ptr<void> prepare_segregated_gemm(const NodeDesc& node) {
   return out;
 }
 
-
 namespace {
-
-// cp.async (sm_80+): 16-byte global -> shared copies that bypass the registers; plain copies before.
-__device__ __forceinline__ void cp_async16(void* dst, const void* src) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src) : "memory");
-#else
-  *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(src);
-#endif
-}
-__device__ __forceinline__ void cp_async_commit() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile("cp.async.commit_group;\n" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void cp_async_wait_all() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile("cp.async.wait_group 0;\n" ::: "memory");
-#endif
-}
 
 // BN: the column tile, 64, or 128 for fp16 layers with many columns (kWideBN): a 64 x 128 tile
 // with twice the threads (8 warps, each still 32 x 32), so each weight tile feeds twice the columns.
@@ -222,16 +197,7 @@ __global__ void __launch_bounds__(seg_threads<kMode, BN>())
   const int b_col = tid % BN, b_row0 = tid / BN;
   const int64_t jcol = col0 + b_col;
   const bool col_ok = jcol < P.ncols;
-  int64_t n = 0, m = 0, mm = 0;
-  if (col_ok) {
-    const int64_t hw = P.count_h * P.count_w;
-    n = jcol / hw;
-    const int64_t r = jcol - n * hw;
-    m = r / P.count_w;
-    mm = r - m * P.count_w;
-  }
-  const T* xn = x + n * a.CI * a.H * a.W;
-  const int64_t iy0 = P.q0h + m - (P.nj - 1), ix0 = P.q0w + mm - (P.ni - 1);
+  const PhaseColumn<T> col = phase_column(x, a, P, jcol, col_ok);
   const T* ap = wp + P.a_offset + int64_t(m0) * P.k_pad;
 
   T b_reg[kBPer];
@@ -248,30 +214,7 @@ __global__ void __launch_bounds__(seg_threads<kMode, BN>())
   };
   // B (implicit im2col gather with bounds): into registers one tile ahead, stored by begin_tile.
   auto load_b = [&](int kt) {
-    // k = (ty*ni + tx)*CI + ci: decompose the first row once, then step by kBRowStep incrementally.
-    const int k_first = kt * BK + b_row0;
-    int tap = k_first / int(a.CI);
-    int ci = k_first - tap * int(a.CI);
-    int ty = tap / max(P.ni, 1);
-    int tx = tap - ty * P.ni;
-#pragma unroll
-    for (int i = 0; i < kBPer; ++i) {
-      const int k = k_first + i * kBRowStep;
-      T v = from_float<T>(0.f);
-      if (col_ok && k < P.k) {
-        const int64_t iy = iy0 + ty, ix = ix0 + tx;
-        if (iy >= 0 && iy < a.H && ix >= 0 && ix < a.W) v = xn[(int64_t(ci) * a.H + iy) * a.W + ix];
-      }
-      b_reg[i] = v;
-      ci += kBRowStep;
-      while (ci >= int(a.CI)) {
-        ci -= int(a.CI);
-        if (++tx == P.ni) {
-          tx = 0;
-          ++ty;
-        }
-      }
-    }
+    gather_b<T, kBPer, kBRowStep>(b_reg, col, P, a, col_ok, kt * BK + b_row0);
   };
   auto store_b = [&](int st) {
     T* Bs = Bs_of(st);
@@ -291,147 +234,64 @@ __global__ void __launch_bounds__(seg_threads<kMode, BN>())
     }
   };
 
+  // The main loop over this block's k-tiles; multiply(As, Bs) adds one tile to the accumulators.
+  auto main_loop = [&](auto&& multiply) {
+    if (kt_begin < kt_end) {
+      issue_a(kt_begin, 0);
+      load_b(kt_begin);
+    }
+    for (int kt = kt_begin, st = 0; kt < kt_end; ++kt, st ^= 1) {
+      begin_tile(kt, st);
+      multiply(As_of(st), Bs_of(st));
+    }
+  };
+
   if constexpr (kMode == GemmMode::Simt) {
-    // 16 x 16 threads, each a 4 x 4 register tile: rows ty + 16i, columns tx + 16j (conflict-free
-    // shared reads: a warp reads 2 A words and 16 consecutive B words per k).
+    // 16 x 16 threads, each a 4 x 4 register tile (gemm_tiles.cuh).
     const int tx = tid % 16, ty = tid / 16;
-    float acc[4][4] = {};
-    if (kt_begin < kt_end) {
-      issue_a(kt_begin, 0);
-      load_b(kt_begin);
-    }
-    for (int kt = kt_begin, st = 0; kt < kt_end; ++kt, st ^= 1) {
-      begin_tile(kt, st);
-      const T* As = As_of(st);
-      const T* Bs = Bs_of(st);
-#pragma unroll
-      for (int k = 0; k < BK; ++k) {
-        float av[4], bv[4];
-#pragma unroll
-        for (int i = 0; i < 4; ++i) av[i] = As[(ty + 16 * i) * S::kLdA + k];
-#pragma unroll
-        for (int j = 0; j < 4; ++j) bv[j] = Bs[k * S::kLdB + tx + 16 * j];
-#pragma unroll
-        for (int i = 0; i < 4; ++i)
-#pragma unroll
-          for (int j = 0; j < 4; ++j) acc[i][j] = fmaf(av[i], bv[j], acc[i][j]);
-      }
-    }
+    ThreadTile4x4 tile;
+    main_loop([&](const T* As, const T* Bs) { tile.mma<BK, S::kLdA, S::kLdB>(As, Bs, tx, ty); });
     __syncthreads();
-#pragma unroll
-    for (int i = 0; i < 4; ++i)
-#pragma unroll
-      for (int j = 0; j < 4; ++j) Cs[(ty + 16 * i) * S::kLdC + tx + 16 * j] = acc[i][j];
+    tile.store<S::kLdC>(Cs, tx, ty);
   } else {
-    // Warps in a 2 x (BN/32) grid, each a 32 x 32 block of 2 x 2 wmma 16x16 accumulators (float).
-    using namespace nvcuda;
-    constexpr int kFragK = kMode == GemmMode::Half ? 16 : 8;
-    using AType = std::conditional_t<kMode == GemmMode::Half, __half, wmma::precision::tf32>;
+    // Warps in a 2 x (BN/32) grid, each a 32 x 32 block of 2 x 2 wmma 16x16 accumulators (gemm_tiles.cuh).
     const int warp = tid / 32, wm = (warp / (BN / 32)) * 32, wn = (warp % (BN / 32)) * 32;
-    wmma::fragment<wmma::accumulator, 16, 16, kFragK, float> acc[2][2];
-#pragma unroll
-    for (int i = 0; i < 2; ++i)
-#pragma unroll
-      for (int j = 0; j < 2; ++j) wmma::fill_fragment(acc[i][j], 0.f);
-    if (kt_begin < kt_end) {
-      issue_a(kt_begin, 0);
-      load_b(kt_begin);
-    }
-    for (int kt = kt_begin, st = 0; kt < kt_end; ++kt, st ^= 1) {
-      begin_tile(kt, st);
-      const T* As = As_of(st);
-      const T* Bs = Bs_of(st);
-#pragma unroll
-      for (int kk = 0; kk < BK; kk += kFragK) {
-        wmma::fragment<wmma::matrix_a, 16, 16, kFragK, AType, wmma::row_major> fa[2];
-        wmma::fragment<wmma::matrix_b, 16, 16, kFragK, AType, wmma::row_major> fb[2];
-#pragma unroll
-        for (int i = 0; i < 2; ++i) {
-          wmma::load_matrix_sync(fa[i], As + (wm + 16 * i) * S::kLdA + kk, S::kLdA);
-          wmma::load_matrix_sync(fb[i], Bs + kk * S::kLdB + wn + 16 * i, S::kLdB);
-          if constexpr (kMode == GemmMode::Tf32) {
-#pragma unroll
-            for (int e = 0; e < fa[i].num_elements; ++e) fa[i].x[e] = wmma::__float_to_tf32(fa[i].x[e]);
-#pragma unroll
-            for (int e = 0; e < fb[i].num_elements; ++e) fb[i].x[e] = wmma::__float_to_tf32(fb[i].x[e]);
-          }
-        }
-#pragma unroll
-        for (int i = 0; i < 2; ++i)
-#pragma unroll
-          for (int j = 0; j < 2; ++j) wmma::mma_sync(acc[i][j], fa[i], fb[j], acc[i][j]);
-      }
-    }
+    WarpTile32<kMode> tile;
+    tile.zero();
+    main_loop([&](const T* As, const T* Bs) { tile.template mma<BK, S::kLdA, S::kLdB>(As, Bs, wm, wn); });
     __syncthreads();
-#pragma unroll
-    for (int i = 0; i < 2; ++i)
-#pragma unroll
-      for (int j = 0; j < 2; ++j)
-        wmma::store_matrix_sync(Cs + (wm + 16 * i) * S::kLdC + wn + 16 * j, acc[i][j], S::kLdC,
-                                wmma::mem_row_major);
+    tile.template store<S::kLdC>(Cs, wm, wn);
   }
   __syncthreads();
 
   // Epilogue: thread -> fixed column b_col, rows b_row0 + kBRowStep*i. Column j = (n, m, mm) is
   // output pixel (first_h + 2m, first_w + 2mm) of sample n. With a split, block `split` of the cluster
-  // reduces rows [row_begin, row_end) over every block's Cs (distributed shared memory).
-  int row_begin = 0, row_end = kBM;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  namespace cg = cooperative_groups;
-  if (a.splits > 1) {
-    cg::this_cluster().sync();  // every block's Cs is complete
-    const int per = (kBM + a.splits - 1) / a.splits;
-    row_begin = min(kBM, split * per);
-    row_end = min(kBM, row_begin + per);
-  }
-#endif
+  // reduces rows [rows.begin, rows.end) over every block's Cs (distributed shared memory).
+  const ClusterRows rows = cluster_split_rows(kBM, a.splits, split);
   if (col_ok) {
     const int64_t plane = a.HO * a.WO;
-    T* yp = y + n * a.CO * plane + (P.first_h + 2 * m) * a.WO + P.first_w + 2 * mm;
-    for (int r = row_begin + b_row0; r < row_end; r += kBRowStep) {
+    T* yp = y + col.n * a.CO * plane + (P.first_h + 2 * col.m) * a.WO + P.first_w + 2 * col.mm;
+    for (int r = rows.begin + b_row0; r < rows.end; r += kBRowStep) {
       const int64_t co = m0 + r;
       if (co >= a.CO) break;
-      float v = 0.f;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-      if (a.splits > 1) {
-        for (int q = 0; q < a.splits; ++q)
-          v += cg::this_cluster().map_shared_rank(Cs, q)[r * S::kLdC + b_col];
-      } else
-#endif
-      {
-        v = Cs[r * S::kLdC + b_col];
-      }
+      float v = cluster_split_sum(Cs, r * S::kLdC + b_col, a.splits);
       if (bias) v += to_float(bias[co]);
       yp[co * plane] = from_float<T>(activate(act, v));
     }
   }
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  if (a.splits > 1) cg::this_cluster().sync();  // no block leaves while others read its Cs
-#endif
+  cluster_split_end(a.splits);
 }
 
 template <GemmMode kMode, int BN = kBN>
 void launch_segregated_gemm(Context& ctx, const TconvCall& c, const SegPrepared& prep, const SegArgs& a) {
   using T = typename GemmCfg<kMode>::T;
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(static_cast<unsigned>((a.ncols_max + BN - 1) / BN),
-                     static_cast<unsigned>((a.CO + kBM - 1) / kBM), static_cast<unsigned>(4 * a.splits));
-  cfg.blockDim = dim3(seg_threads<kMode, BN>());
-  cfg.dynamicSmemBytes = 0;
-  cfg.stream = ctx.stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = 1;
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = static_cast<unsigned>(a.splits);
-  cfg.attrs = attr;
-  cfg.numAttrs = a.splits > 1 ? 1 : 0;  // a plain launch without a split
-  INFER_CUDA_CHECK(cudaLaunchKernelEx(&cfg, segregated_gemm_kernel<kMode, BN>, static_cast<const T*>(c.x),
-                                      static_cast<const T*>(prep.w->data()),
-                                      static_cast<const T*>(c.bias), static_cast<T*>(c.y), a,
-                                      device_activation(c.d.act)));
-  INFER_CUDA_CHECK_LAUNCH();
+  const dim3 grid(static_cast<unsigned>((a.ncols_max + BN - 1) / BN),
+                  static_cast<unsigned>((a.CO + kBM - 1) / kBM), static_cast<unsigned>(4 * a.splits));
+  launch_cluster_z(segregated_gemm_kernel<kMode, BN>, grid, dim3(seg_threads<kMode, BN>()), a.splits,
+                   ctx.stream, static_cast<const T*>(c.x), static_cast<const T*>(prep.w->data()),
+                   static_cast<const T*>(c.bias), static_cast<T*>(c.y), a, device_activation(c.d.act));
 }
+
 }  // namespace
 
 void run_segregated_gemm(const KernelCall& call) {

@@ -3,8 +3,6 @@
 // by streaming the weights, so a lane owns one output channel and streams its weight row into
 // registers, the gathered B chunk is broadcast from shared memory, and K is split over a thread-block
 // cluster (sm_90) whose blocks add their tiles through distributed shared memory. NCHW, float sums.
-#include <cooperative_groups.h>
-
 #include <algorithm>
 
 #include "kernels/cuda/common.cuh"
@@ -16,7 +14,8 @@ namespace {
 // ---- skinny-N path: weight streaming for small-spatial layers ------------------------------------
 // When every phase has <= 64 columns (batch * phase pixels: 4x4 and 8x8 inputs at small batch), the
 // GEMM is a few columns against C_out x K weights (EB-GAN layer 1: 134 MB fp32), so it is bound by
-// streaming the weights, and the 64x64 tile of segregated_gemm.cu wastes most of its columns. This kernel instead:
+// streaming the weights, and the 64x64 tile of segregated_gemm.cu wastes most of its columns. This
+// kernel instead:
 //   block = 256 threads = 8 warps, a tile of 32 output channels x NC columns (NC = 16/32/64 >= the
 //   phase's columns) x one K slice; lane l owns channel m0 + l, warp w owns k [w*KPW, (w+1)*KPW) of
 //   each K chunk (KC = 8*KPW). The weights never touch shared memory: each lane loads its row's
@@ -27,8 +26,8 @@ namespace {
 //   float4 and each weight element feeds NC FMAs from registers (float accumulation; TF32 nodes
 //   are computed in full fp32 here, which is more accurate than TF32).
 //   The 8 warps' partial sums are added in shared memory (fixed tree order), then the `splits`
-//   blocks of one tile (a cluster along z, as in segregated_gemm.cu) add theirs through distributed shared memory,
-//   each rank storing a slice of the 32 channels with bias + activation, strided into y.
+//   blocks of one tile (a cluster along z, as in segregated_gemm.cu) add theirs through distributed
+//   shared memory, each rank storing a slice of the 32 channels with bias + activation, strided into y.
 // One launch, no workspace, deterministic. Prepared weights are the same layout as the tiled
 // kernel's (rows padded to 64, K to the k-tile): a lane's KPW-slice is entirely inside k_pad or
 // entirely past it (KPW divides the k-tile), so loads need no per-element guard.
@@ -50,19 +49,7 @@ struct SkinnyCfg {
   static_assert((sizeof(T) == 4 ? 16 : 32) % kKpw == 0, "KPW must divide the k-tile (16 fp32, 32 tf32/fp16)");
 };
 
-// A read-only 16-byte load of streamed weights; on sm_80+ it asks L2 to fetch the whole 128-byte
-// line on a miss (a lane reads 16..64 bytes of one row per chunk, the neighbouring warp the rest).
-__device__ __forceinline__ uint4 load_weights16(const void* p) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  uint4 v;
-  asm volatile("ld.global.nc.L2::128B.v4.u32 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p));
-  return v;
-#else
-  return __ldg(reinterpret_cast<const uint4*>(p));
-#endif
-}
+// load_weights16 (the streaming 16-byte load): kernels/cuda/gemm_tiles.cuh.
 
 // Element i of the lane's weight slice, held as 32-bit words.
 template <class T> __device__ __forceinline__ float slice_elem(const uint32_t* w, int i);
@@ -97,16 +84,7 @@ __global__ void __launch_bounds__(kSkinnyThreads, 2)
   // B: thread -> column b_col, chunk rows b_row0 + BSTEP*i.
   const int b_col = tid % NC, b_row0 = tid / NC;
   const bool col_ok = b_col < P.ncols;
-  int64_t n = 0, m = 0, mm = 0;
-  if (col_ok) {
-    const int64_t hw = P.count_h * P.count_w;
-    n = b_col / hw;
-    const int64_t r = b_col - n * hw;
-    m = r / P.count_w;
-    mm = r - m * P.count_w;
-  }
-  const T* xn = x + n * a.CI * a.H * a.W;
-  const int64_t iy0 = P.q0h + m - (P.nj - 1), ix0 = P.q0w + mm - (P.ni - 1);
+  const PhaseColumn<T> col = phase_column(x, a, P, b_col, col_ok);
 
   uint32_t a_w[NW];
   T b_reg[BPER];
@@ -125,29 +103,7 @@ __global__ void __launch_bounds__(kSkinnyThreads, 2)
 #pragma unroll
       for (int i = 0; i < NW; ++i) a_w[i] = 0u;
     }
-    const int k_first = ch * KC + b_row0;
-    int tap = k_first / int(a.CI);
-    int ci = k_first - tap * int(a.CI);
-    int ty = tap / max(P.ni, 1);
-    int tx = tap - ty * P.ni;
-#pragma unroll
-    for (int i = 0; i < BPER; ++i) {
-      const int k = k_first + i * BSTEP;
-      T v = from_float<T>(0.f);
-      if (col_ok && k < P.k) {
-        const int64_t iy = iy0 + ty, ix = ix0 + tx;
-        if (iy >= 0 && iy < a.H && ix >= 0 && ix < a.W) v = xn[(int64_t(ci) * a.H + iy) * a.W + ix];
-      }
-      b_reg[i] = v;
-      ci += BSTEP;
-      while (ci >= int(a.CI)) {
-        ci -= int(a.CI);
-        if (++tx == P.ni) {
-          tx = 0;
-          ++ty;
-        }
-      }
-    }
+    gather_b<T, BPER, BSTEP>(b_reg, col, P, a, col_ok, ch * KC + b_row0);
   };
 
   float acc[NC];
@@ -200,39 +156,20 @@ __global__ void __launch_bounds__(kSkinnyThreads, 2)
   }
   __syncthreads();
 
-  int row_begin = 0, row_end = R;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  namespace cg = cooperative_groups;
-  if (a.splits > 1) {
-    cg::this_cluster().sync();  // every block's Cs is complete
-    const int per = (R + a.splits - 1) / a.splits;
-    row_begin = min(R, split * per);
-    row_end = min(R, row_begin + per);
-  }
-#endif
-  const int rows = row_end - row_begin;
+  const ClusterRows slice = cluster_split_rows(R, a.splits, split);  // gemm_tiles.cuh
+  const int row_begin = slice.begin, rows = slice.end - slice.begin;
   const int64_t plane = a.HO * a.WO, hw = P.count_h * P.count_w;
   for (int e = tid; e < rows * NC; e += kSkinnyThreads) {
     const int r = row_begin + e % rows, c = e / rows;  // consecutive threads: consecutive channels
     const int64_t co = m0 + r;
     if (co >= a.CO || c >= P.ncols) continue;
-    float v = 0.f;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    if (a.splits > 1) {
-      for (int q = 0; q < a.splits; ++q) v += cg::this_cluster().map_shared_rank(Cs, q)[c * R + r];
-    } else
-#endif
-    {
-      v = Cs[c * R + r];
-    }
+    float v = cluster_split_sum(Cs, c * R + r, a.splits);
     if (bias) v += to_float(bias[co]);
     const int64_t cn = c / hw, crem = c - cn * hw, cm = crem / P.count_w, cmm = crem - cm * P.count_w;
     y[(cn * a.CO + co) * plane + (P.first_h + 2 * cm) * a.WO + P.first_w + 2 * cmm] =
         from_float<T>(activate(act, v));
   }
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  if (a.splits > 1) cg::this_cluster().sync();  // no block leaves while others read its Cs
-#endif
+  cluster_split_end(a.splits);
 }
 
 }  // namespace
@@ -260,24 +197,11 @@ int skinny_splits(const SegArgs& a, const Context& ctx, int kc) {
 template <class T, int NC>
 void launch_skinny(Context& ctx, const TconvCall& c, const SegPrepared& prep, SegArgs a) {
   a.splits = skinny_splits(a, ctx, SkinnyCfg<T, NC>::kKc);
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(static_cast<unsigned>((a.CO + kBM - 1) / kBM * (kBM / kSkinnyRows)), 1u,
-                     static_cast<unsigned>(4 * a.splits));
-  cfg.blockDim = dim3(kSkinnyThreads);
-  cfg.dynamicSmemBytes = 0;
-  cfg.stream = ctx.stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = 1;
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = static_cast<unsigned>(a.splits);
-  cfg.attrs = attr;
-  cfg.numAttrs = a.splits > 1 ? 1 : 0;
-  INFER_CUDA_CHECK(cudaLaunchKernelEx(&cfg, segregated_skinny_kernel<T, NC>, static_cast<const T*>(c.x),
-                                      static_cast<const T*>(prep.w->data()),
-                                      static_cast<const T*>(c.bias), static_cast<T*>(c.y), a,
-                                      device_activation(c.d.act)));
-  INFER_CUDA_CHECK_LAUNCH();
+  const dim3 grid(static_cast<unsigned>((a.CO + kBM - 1) / kBM * (kBM / kSkinnyRows)), 1u,
+                  static_cast<unsigned>(4 * a.splits));
+  launch_cluster_z(segregated_skinny_kernel<T, NC>, grid, dim3(kSkinnyThreads), a.splits, ctx.stream,
+                   static_cast<const T*>(c.x), static_cast<const T*>(prep.w->data()),
+                   static_cast<const T*>(c.bias), static_cast<T*>(c.y), a, device_activation(c.d.act));
 }
 
 }  // namespace
