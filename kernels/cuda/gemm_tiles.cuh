@@ -1,9 +1,8 @@
 // GEMM building blocks for the hand-written CUDA convolution kernels (conv2d, conv_transpose2d,
-// conv_pool2d), so that a tiled implicit-GEMM kernel is written once from these parts rather than per op:
-// cp.async tile copies, a streaming 16-byte weight load, the precision -> MMA path, a warp's 32 x 32
-// wmma block and a thread's 4 x 4 SIMT block, and split-K over a thread-block cluster (the launch and
-// the reduction through distributed shared memory). CUDA-C only (.cu files). cp.async and the
-// L2-prefetching load need sm_80 (plain copies before); clusters need sm_90 (callers keep splits 1 before).
+// conv_pool2d), so a tiled implicit-GEMM kernel is assembled from these rather than written per op:
+// cp.async tile copies, a streaming 16-byte weight load, a warp's 32x32 wmma block and a thread's 4x4
+// SIMT block, split-K over a thread-block cluster (launch + reduction through distributed shared
+// memory). CUDA-C only. cp.async and the L2 prefetch need sm_80, clusters sm_90 (splits 1 before).
 #pragma once
 
 #include <cooperative_groups.h>
