@@ -1,4 +1,4 @@
-// Tests of the CUDA transposed-convolution variants (kernels/cuda/conv_transpose2d.cu) against the
+// Tests of the CUDA transposed-convolution variants (kernels/cuda/conv_transpose2d/) against the
 // reference kernel through the registry (every registered cuda variant runs wherever it applies):
 // >= 200 random shapes per variant in fp32 (kernel 1-7, asymmetric padding 0..k-1, output_padding,
 // odd and even sizes, channels 1..67, batch 1..3, every activation), 60 in fp16 and in tf32 (the GEMM
@@ -338,8 +338,8 @@ CUDA_TEST_CASE("the default heuristic: col2im for small stride-2 layers (batched
   ConvTranspose2DParams s2;
   s2.stride_h = s2.stride_w = 2;
   s2.pad = {1, 1, 1, 1};
-  // From the H100 measurements (kernels/cuda/conv_transpose2d.cu, gemm_col2im_priority): cuBLAS +
-  // col2im up to 64x64 inputs, the one-launch segregated GEMM above, the projection GEMM (one over
+  // From the H100 measurements (kernels/cuda/conv_transpose2d/gemm_col2im.cu, gemm_col2im_priority):
+  // cuBLAS + col2im up to 64x64 inputs, the one-launch segregated GEMM above, the projection GEMM (one over
   // the whole batch) for a 1x1 input.
   CHECK(pick(s2, {1, 512, 8, 8}, {512, 256, 4, 4}) == "gemm_col2im");
   CHECK(pick(s2, {1, 64, 128, 128}, {64, 64, 4, 4}) == "segregated_gemm");

@@ -1,4 +1,4 @@
-// CUDA transposed convolution (kernels/cuda/conv_transpose2d.cu) as seen from outside the kernel:
+// CUDA transposed convolution (kernels/cuda/conv_transpose2d/) as seen from outside the kernels:
 // the size of the `conventional` variant's zero-upsampled, padded input buffer, i.e. its workspace
 // (the memory the unified kernel-segregation paper's Table 4 says the segregated kernels save).
 #pragma once

@@ -1,0 +1,47 @@
+// The shared part of the CUDA conv_transpose2d variants (common.h): the unpacking of a call (checked by check_kernel_call before)
+// and the flipped weights [C_out][C_in][KH][KW] that conventional and flipped_conv prepare once per
+// session (host code).
+#include "kernels/cuda/conv_transpose2d/common.h"
+
+#include <vector>
+
+namespace infer::cuda::tconv {
+
+TconvCall tconv_call(const KernelCall& call) {
+  TconvCall c{tconv_dims(call.node), nullptr, nullptr, nullptr, nullptr};
+  c.x = call.inputs[0];
+  c.w = call.inputs[1];
+  c.bias = call.inputs.size() == 3 ? call.inputs[2] : nullptr;
+  c.y = call.outputs[0];
+  return c;
+}
+
+std::shared_ptr<void> prepare_flipped(const NodeDesc& node) {
+  const TconvDims d = tconv_dims(node);
+  const float* w = host_weight(node, "flipped_conv");
+  std::vector<float> f(static_cast<size_t>(d.CO * d.CI * d.KH * d.KW));
+  for (int64_t co = 0; co < d.CO; ++co)
+    for (int64_t ci = 0; ci < d.CI; ++ci)
+      for (int64_t ky = 0; ky < d.KH; ++ky)
+        for (int64_t kx = 0; kx < d.KW; ++kx)
+          f[static_cast<size_t>(((co * d.CI + ci) * d.KH + ky) * d.KW + kx)] =
+              w[((ci * d.CO + co) * d.KH + (d.KH - 1 - ky)) * d.KW + (d.KW - 1 - kx)];
+  auto out = std::make_shared<FlippedWeights>();
+  out->precision = node.precision;
+  out->CO = d.CO;
+  out->CI = d.CI;
+  out->KH = d.KH;
+  out->KW = d.KW;
+  out->w = upload(f.data(), f.size(), node.precision);
+  return out;
+}
+
+const FlippedWeights& flipped_of(const KernelCall& call, const TconvDims& d, const char* variant) {
+  const auto* f = static_cast<const FlippedWeights*>(call.prepared);
+  if (!f || f->precision != call.node.precision || f->CO != d.CO || f->CI != d.CI || f->KH != d.KH ||
+      f->KW != d.KW)
+    throw Error(std::string("cuda conv_transpose2d.") + variant + ": not prepared for this node");
+  return *f;
+}
+
+}  // namespace infer::cuda::tconv

@@ -1,0 +1,99 @@
+// What the CUDA conv_transpose2d variants of this folder share (host code, for .cc and .cu files):
+// the node's validated sizes, the run-time unpacking of a call (dims + non-null device pointers), the
+// flipped weights that conventional and flipped_conv prepare, and every variant family's entry points
+// (applicable / workspace / prepare / run / priority), which register.cc puts in the registry.
+// Everything lives in namespace infer::cuda::tconv; the definitions are in common.cc and the family files.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <variant>
+
+#include "infer/error.h"
+#include "kernels/conv_shapes.h"
+#include "kernels/cuda/context.h"
+
+namespace infer::cuda::tconv {
+
+// ---- the node, validated -----------------------------------------------------------------------
+
+// The node's validated sizes (kernels/conv_shapes.h), shared with the cpu kernels.
+using TconvDims = ConvTranspose2DDims;
+inline TconvDims tconv_dims(const NodeDesc& node) { return conv_transpose2d_dims(node, "cuda"); }
+
+// Run-time unpacking: dims plus non-null device pointers for every input the node declares.
+struct TconvCall {
+  TconvDims d;
+  const void *x, *w, *bias;
+  void* y;
+};
+
+TconvCall tconv_call(const KernelCall& call);
+
+inline bool valid(const NodeDesc& node) { return conv_transpose2d_valid(node); }
+
+inline std::pair<int, int> strides(const NodeDesc& node) {
+  const auto& p = std::get<ConvTranspose2DParams>(node.params);
+  return {p.stride_h, p.stride_w};
+}
+
+inline const float* host_weight(const NodeDesc& node, const char* variant) {
+  if (!has_constant_weight(node))
+    throw Error(std::string("cuda conv_transpose2d.") + variant + ": the weight must be a constant");
+  return node.constants[1];
+}
+
+// ---- the phase decomposition (docs/kernels.md, "Phases") -------------------------------------------
+// Output row oy receives x[iy] * w[ky] exactly when iy*s - pad + ky = oy, i.e. ky = r + s*j with
+// phase r = (oy + pad) % s and iy = (oy + pad) / s - j. Phase r is a stride-1 correlation of the
+// un-upsampled input with the taps r, r+s, ... (ceil((K-r)/s) of them) stored flipped; its outputs
+// are first + s*m, and tap t of the flipped sub-kernel reads input q0 + m - (taps-1) + t.
+
+// phase_axis / phase_taps / PhaseAxis: kernels/conv_shapes.h.
+
+// ---- flipped weights: [C_out][C_in][KH][KW] = w[ci][co][KH-1-ky][KW-1-kx] (conventional, flipped_conv)
+
+struct FlippedWeights {
+  Precision precision;
+  int64_t CO, CI, KH, KW;
+  std::unique_ptr<DeviceArray> w;
+};
+
+std::shared_ptr<void> prepare_flipped(const NodeDesc& node);
+const FlippedWeights& flipped_of(const KernelCall& call, const TconvDims& d, const char* variant);
+
+// ---- the variant families' entry points (register.cc) --------------------------------------------
+
+// conventional.cu: Tida et al. Algorithm 1 (zero-insertion buffer + direct convolution), any stride.
+bool conventional_applicable(const NodeDesc& node);
+size_t conventional_workspace_bytes(const NodeDesc& node);
+void run_conventional(const KernelCall& call);
+
+// segregated_unified.cu: Tida et al. Algorithm 2, stride 2, one thread per output.
+void run_unified(const KernelCall& call);
+
+// segregated_gemm.cu (+ segregated_gemm_skinny.cu): the four phases as implicit GEMMs, stride 2.
+bool segregated_gemm_applicable(const NodeDesc& node);
+std::shared_ptr<void> prepare_segregated_gemm(const NodeDesc& node);
+void run_segregated_gemm(const KernelCall& call);
+
+// segregated_cublas.cu: the four phases' explicit columns + one batched cuBLAS GEMM, stride 2.
+bool segregated_cublas_applicable(const NodeDesc& node);
+size_t segregated_cublas_workspace_bytes(const NodeDesc& node);
+std::shared_ptr<void> prepare_segregated_cublas(const NodeDesc& node);
+void run_segregated_cublas(const KernelCall& call);
+int segregated_cublas_priority(const NodeDesc& node);
+
+// flipped_conv.cc: stride 1 as im2col + cuBLAS with the flipped kernel.
+size_t flipped_workspace_bytes(const NodeDesc& node);
+void run_flipped_conv(const KernelCall& call);
+
+// gemm_col2im.cu: Caffe / PyTorch deconvolution (cuBLAS, then a gathering col2im), any stride.
+size_t col2im_workspace_bytes(const NodeDesc& node);
+void run_gemm_col2im(const KernelCall& call);
+int gemm_col2im_priority(const NodeDesc& node);
+
+}  // namespace infer::cuda::tconv

@@ -1,0 +1,230 @@
+// GEMM building blocks for the hand-written CUDA convolution kernels (conv2d, conv_transpose2d,
+// conv_pool2d), so a tiled implicit-GEMM kernel is assembled from these rather than written per op:
+// cp.async tile copies, a streaming 16-byte weight load, a warp's 32x32 wmma block and a thread's 4x4
+// SIMT block, split-K over a thread-block cluster (launch + reduction through distributed shared
+// memory). CUDA-C only. cp.async and the L2 prefetch need sm_80, clusters sm_90 (splits 1 before).
+#pragma once
+
+#include <cooperative_groups.h>
+#include <cuda_fp16.h>
+#include <mma.h>
+
+#include <cstdint>
+#include <type_traits>
+#include <utility>
+
+#include "kernels/cuda/context.h"
+
+namespace infer::cuda {
+
+// ---- global -> shared memory --------------------------------------------------------------------
+
+// cp.async (sm_80+): 16-byte global -> shared copies that bypass the registers; plain copies before.
+__device__ __forceinline__ void cp_async16(void* dst, const void* src) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src) : "memory");
+#else
+  *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(src);
+#endif
+}
+__device__ __forceinline__ void cp_async_commit() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void cp_async_wait_all() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+#endif
+}
+
+// ---- global -> registers ------------------------------------------------------------------------
+
+// A read-only 16-byte load of streamed weights; on sm_80+ it asks L2 to fetch the whole 128-byte
+// line on a miss (a lane reads 16..64 bytes of one row per chunk, the neighbouring warp the rest).
+__device__ __forceinline__ uint4 load_weights16(const void* p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  uint4 v;
+  asm volatile("ld.global.nc.L2::128B.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+#else
+  return __ldg(reinterpret_cast<const uint4*>(p));
+#endif
+}
+
+// ---- the multiply ---------------------------------------------------------------------------------
+
+// How a precision multiplies: fp16 on tensor cores (half operands), tf32 on tensor cores (float
+// operands rounded to tf32), strict fp32 on the SIMT cores. Accumulation is float in all three.
+enum class GemmMode { Half, Tf32, Simt };
+
+inline GemmMode gemm_mode(Precision p) {
+  return p == Precision::FP16 ? GemmMode::Half : p == Precision::TF32 ? GemmMode::Tf32 : GemmMode::Simt;
+}
+
+// One warp's 32 x 32 block of an output tile as 2 x 2 wmma 16x16 accumulators (float): fp16
+// m16n16k16 or tf32 m16n16k8 (operands rounded with __float_to_tf32). The warp's block starts at row
+// wm, column wn of the tile; A [rows][kLdA] and B [BK][kLdB] are row-major in shared memory, as T.
+template <GemmMode kMode>
+struct WarpTile32 {
+  static_assert(kMode != GemmMode::Simt, "the SIMT tile is ThreadTile4x4");
+  static constexpr int kFragK = kMode == GemmMode::Half ? 16 : 8;
+  using T = std::conditional_t<kMode == GemmMode::Half, __half, float>;
+  using AType = std::conditional_t<kMode == GemmMode::Half, __half, nvcuda::wmma::precision::tf32>;
+
+  nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, kFragK, float> acc[2][2];
+
+  __device__ __forceinline__ void zero() {
+    using namespace nvcuda;
+#pragma unroll
+    for (int i = 0; i < 2; ++i)
+#pragma unroll
+      for (int j = 0; j < 2; ++j) wmma::fill_fragment(acc[i][j], 0.f);
+  }
+
+  // acc += A[wm, wm+32)[0, BK) * B[0, BK)[wn, wn+32).
+  template <int BK, int kLdA, int kLdB>
+  __device__ __forceinline__ void mma(const T* As, const T* Bs, int wm, int wn) {
+    using namespace nvcuda;
+#pragma unroll
+    for (int kk = 0; kk < BK; kk += kFragK) {
+      wmma::fragment<wmma::matrix_a, 16, 16, kFragK, AType, wmma::row_major> fa[2];
+      wmma::fragment<wmma::matrix_b, 16, 16, kFragK, AType, wmma::row_major> fb[2];
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        wmma::load_matrix_sync(fa[i], As + (wm + 16 * i) * kLdA + kk, kLdA);
+        wmma::load_matrix_sync(fb[i], Bs + kk * kLdB + wn + 16 * i, kLdB);
+        if constexpr (kMode == GemmMode::Tf32) {
+#pragma unroll
+          for (int e = 0; e < fa[i].num_elements; ++e) fa[i].x[e] = wmma::__float_to_tf32(fa[i].x[e]);
+#pragma unroll
+          for (int e = 0; e < fb[i].num_elements; ++e) fb[i].x[e] = wmma::__float_to_tf32(fb[i].x[e]);
+        }
+      }
+#pragma unroll
+      for (int i = 0; i < 2; ++i)
+#pragma unroll
+        for (int j = 0; j < 2; ++j) wmma::mma_sync(acc[i][j], fa[i], fb[j], acc[i][j]);
+    }
+  }
+
+  // The block into Cs [rows][kLdC] (float, row-major) at (wm, wn).
+  template <int kLdC>
+  __device__ __forceinline__ void store(float* Cs, int wm, int wn) const {
+    using namespace nvcuda;
+#pragma unroll
+    for (int i = 0; i < 2; ++i)
+#pragma unroll
+      for (int j = 0; j < 2; ++j)
+        wmma::store_matrix_sync(Cs + (wm + 16 * i) * kLdC + wn + 16 * j, acc[i][j], kLdC,
+                                wmma::mem_row_major);
+  }
+};
+
+// One thread's 4 x 4 register block of a 64 x 64 SIMT tile computed by 16 x 16 threads: rows
+// ty + 16i, columns tx + 16j (conflict-free shared reads: a warp reads 2 A words and 16 consecutive B
+// words per k). Strict fp32: one fmaf per product, in k order.
+struct ThreadTile4x4 {
+  float acc[4][4] = {};
+
+  // acc += A[rows][0, BK) * B[0, BK)[columns], A [64][kLdA] and B [BK][kLdB] row-major in shared memory.
+  template <int BK, int kLdA, int kLdB, class T>
+  __device__ __forceinline__ void mma(const T* As, const T* Bs, int tx, int ty) {
+#pragma unroll
+    for (int k = 0; k < BK; ++k) {
+      float av[4], bv[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) av[i] = As[(ty + 16 * i) * kLdA + k];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) bv[j] = Bs[k * kLdB + tx + 16 * j];
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) acc[i][j] = fmaf(av[i], bv[j], acc[i][j]);
+    }
+  }
+
+  // The block into Cs [64][kLdC] (float, row-major).
+  template <int kLdC>
+  __device__ __forceinline__ void store(float* Cs, int tx, int ty) const {
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+#pragma unroll
+      for (int j = 0; j < 4; ++j) Cs[(ty + 16 * i) * kLdC + tx + 16 * j] = acc[i][j];
+  }
+};
+
+// ---- split-K in a thread-block cluster (sm_90) -------------------------------------------------
+// The `splits` blocks of one output tile form a cluster along z, each multiplies a slice of K into its
+// own shared-memory tile Cs, and they add the tiles through distributed shared memory: still one
+// launch, no workspace, no partials in global memory, a fixed sum order (deterministic). In a kernel:
+//   const ClusterRows rows = cluster_split_rows(kRows, splits, rank);  // barrier: every Cs complete
+//   for r in [rows.begin, rows.end): v = cluster_split_sum(Cs, index of (r, column), splits); store
+//   cluster_split_end(splits);  // no block leaves while others read its Cs
+// With splits == 1 (and before sm_90) they are the plain single-block epilogue.
+
+struct ClusterRows {
+  int begin, end;
+};
+
+// The rows [begin, end) of a `rows`-row tile that cluster rank `rank` reduces and stores.
+__device__ __forceinline__ ClusterRows cluster_split_rows(int rows, int splits, int rank) {
+  ClusterRows r{0, rows};
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  namespace cg = cooperative_groups;
+  if (splits > 1) {
+    cg::this_cluster().sync();  // every block's Cs is complete
+    const int per = (rows + splits - 1) / splits;
+    r.begin = min(rows, rank * per);
+    r.end = min(rows, r.begin + per);
+  }
+#endif
+  return r;
+}
+
+// Element i of the tile: the sum of every rank's Cs[i] in rank order, or this block's Cs[i].
+__device__ __forceinline__ float cluster_split_sum(float* Cs, int i, int splits) {
+  float v = 0.f;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  namespace cg = cooperative_groups;
+  if (splits > 1) {
+    for (int q = 0; q < splits; ++q) v += cg::this_cluster().map_shared_rank(Cs, q)[i];
+  } else
+#endif
+  {
+    v = Cs[i];
+  }
+  return v;
+}
+
+__device__ __forceinline__ void cluster_split_end(int splits) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if (splits > 1) cooperative_groups::this_cluster().sync();  // no block leaves while others read its Cs
+#endif
+}
+
+// Launches kernel on `stream` with `grid` x `block` (no dynamic shared memory) as clusters of `splits`
+// blocks along z, or as a plain launch when splits == 1; throws infer::Error if the launch fails.
+template <class... Params, class... Args>
+void launch_cluster_z(void (*kernel)(Params...), dim3 grid, dim3 block, int splits, cudaStream_t stream,
+                      Args&&... args) {
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = 0;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = 1;
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = static_cast<unsigned>(splits);
+  cfg.attrs = attr;
+  cfg.numAttrs = splits > 1 ? 1 : 0;  // a plain launch without a split
+  INFER_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...));
+  INFER_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace infer::cuda
