@@ -207,10 +207,19 @@ class Importer {
         const onnx::TensorShapeProto::Dimension& dim = tt.shape().dim(d);
         const bool known = dim.has_dim_value();
         if (d == 0) {
-          if (known && dim.dim_value() != 1)
-            throw Error(what + " has a fixed batch of " + std::to_string(dim.dim_value()) +
-                        "; export with batch 1 or a dynamic batch axis");
-          shape.push_back(-1);  // symbolic or 1: the batch
+          // Symbolic or fixed: the batch. A fixed size is what the exporter traced at; constants
+          // computed from it (Reshape targets) are mapped back to the batch where they are used.
+          if (known) {
+            if (dim.dim_value() < 1 || dim.dim_value() > kMaxElements)
+              throw Error(what + ": batch dimension " + std::to_string(dim.dim_value()) + " is invalid");
+            if (exported_batch_ > 0 && exported_batch_ != dim.dim_value())
+              throw Error(what + " has a fixed batch of " + std::to_string(dim.dim_value()) +
+                          " but an earlier input has " + std::to_string(exported_batch_) +
+                          "; export every input at one batch");
+            exported_batch_ = dim.dim_value();
+            exported_batch_from_ = in.name();
+          }
+          shape.push_back(-1);
           continue;
         }
         if (!known || dim.dim_value() < 1 || dim.dim_value() > kMaxElements)
@@ -829,7 +838,10 @@ class Importer {
   }
 
   // Target shapes keep the batch: their first entry must be the batch (the folded batch sentinel, 0
-  // = copy, the ONNX batch of 1, or -1 where the rest fixes the per-sample size).
+  // = copy, the fixed batch the model was exported at (1 for dynamic exports), or -1 where the rest
+  // fixes the per-sample size). A leading entry equal to the exported batch B > 1 that is also one of
+  // the input's per-sample dims could be that dim used as a number (x.view(C, -1) traced at batch C):
+  // the importer cannot tell, so it refuses rather than guess.
   void reshape() {
     const int x = act(0);
     const Const& t = ints(1);
@@ -851,13 +863,25 @@ class Importer {
       rest.push_back(d);
     }
     const int64_t first = t.i[0];
-    bool batch = first == kBatch || (first == 0 && !allow_zero) || first == 1;
+    const int64_t exported = exported_batch_ > 0 ? exported_batch_ : 1;
+    bool batch = first == kBatch || (first == 0 && !allow_zero) || first == exported;
+    if (first == exported && exported > 1 &&
+        std::find(xs.begin() + 1, xs.end(), exported) != xs.end())
+      unsupported("shape " + str_dims(t.i) + " starts with " + std::to_string(exported) +
+                  ", which is both the exported batch (input '" + exported_batch_from_ +
+                  "') and a dimension of its input " + str_dims(xs) +
+                  ", so the batch cannot be told apart; export at a batch that differs from every "
+                  "other dimension, or with a dynamic batch axis");
     if (first == -1 && !minus_one) {
       const int64_t per_sample = checked_numel(Shape(xs.begin() + 1, xs.end()), node_label());
       const int64_t want = checked_numel(rest, node_label());
       batch = want == per_sample;
     }
-    if (!batch) unsupported("shape " + str_dims(t.i) + " changes the batch dimension");
+    if (!batch)
+      unsupported("shape " + str_dims(t.i) + " changes the batch dimension" +
+                  (exported_batch_ > 1 ? " (the model was exported at batch " +
+                                             std::to_string(exported_batch_) + ")"
+                                       : std::string()));
     // [N, C, H, W] -> [N, C*H*W] is a flatten (the dynamo exporter writes torch.flatten(x, 1) as a
     // Reshape): the same node as the Flatten that older exporters and model-zoo write.
     if (xs.size() > 2 && rest.size() == 1 &&
@@ -1034,6 +1058,9 @@ class Importer {
         if (has_input(4)) steps = ints(4).i;
       }
       if (starts.size() != 1 || ends.size() != 1) unsupported("Slice over more than one axis");
+      for (const std::vector<int64_t>* v : {&starts, &ends, &steps})
+        if (std::find(v->begin(), v->end(), kBatch) != v->end())
+          unsupported("the batch dimension used as a Slice bound");
       if (!axes.empty() && norm_axis(axes[0], 1) != 0) fail("axes are invalid");
       const int64_t n = x.dims[0];
       // A step beyond the length takes one element either way; clamping it keeps s + step in range.
@@ -1085,6 +1112,8 @@ class Importer {
   ImportOptions opt_;
   ModelBuilder b_;
   int64_t opset_ = -1;
+  int64_t exported_batch_ = 0;       // the inputs' fixed leading size; 0 = symbolic (dynamic axis)
+  std::string exported_batch_from_;  // the input that fixed it (for messages)
   std::map<std::string, Val> values_;
   std::set<std::string> used_;
   std::map<std::string, std::vector<int>> consumers_;
