@@ -129,6 +129,12 @@ TEST_CASE("byom: torchvision classifiers and GAN generators match PyTorch, as kE
       CHECK_MESSAGE(!failures.empty(), "model " << name << " is listed as '" << row->second
                                                 << "' but every export now converts and matches PyTorch: "
                                                    "mark it supported in kExpected");
+      // The reason's first word (an op type) must be in what the importer reports: keeps it honest.
+      const std::string reason = row->second.substr(row->second.find(": ") + 2);
+      const std::string first_op = reason.substr(0, reason.find_first_of(" ,(;"));
+      bool named = false;
+      for (const std::string& why : failures) named = named || why.find(first_op) != std::string::npos;
+      CHECK_MESSAGE(named, "kExpected says " << name << " fails at " << first_op << ", but the errors do not say so");
       std::set<std::string> distinct(failures.begin(), failures.end());
       std::printf("byom: %s (%s):\n", name.c_str(), row->second.c_str());
       for (std::string why : distinct) {  // one line per export, named relative to BYOM_DIR
