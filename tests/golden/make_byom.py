@@ -20,6 +20,8 @@ import torch
 import torch.nn as nn
 import torchvision
 
+from golden_init import init_weights
+
 torch.set_num_threads(1)
 OUT = sys.argv[1] if len(sys.argv) > 1 else "byom"
 os.makedirs(OUT, exist_ok=True)
@@ -158,28 +160,6 @@ MODELS = [
     ("unet", UNet, (3, 32, 32), 3, [3, 5]),
     ("resnet_gen", ResnetGen, (3, 32, 32), 2, [2]),
 ]
-
-
-def init_weights(net, seed):
-    """Seeded weights scaled by fan-in (so activations stay O(1) through deep nets); every BatchNorm
-    (and affine norm) gets non-trivial affine parameters and running statistics."""
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for m in net.modules():
-            if isinstance(m, (nn.Conv2d, nn.ConvTranspose2d, nn.Linear)):
-                w = m.weight
-                fan_in = w[0].numel() if not isinstance(m, nn.ConvTranspose2d) else \
-                    w.shape[0] * w.shape[2] * w.shape[3] / (m.stride[0] * m.stride[1]) / m.groups
-                w.copy_(torch.randn(w.shape, generator=g) * (2.0 / max(fan_in, 1)) ** 0.5)
-                if m.bias is not None:
-                    m.bias.copy_(torch.randn(m.bias.shape, generator=g) * 0.05)
-            elif isinstance(m, nn.BatchNorm2d):
-                c = m.num_features
-                m.weight.copy_(1 + 0.1 * torch.randn(c, generator=g))
-                m.bias.copy_(0.1 * torch.randn(c, generator=g))
-                m.running_mean.copy_(0.1 * torch.randn(c, generator=g))
-                m.running_var.copy_(0.5 + torch.rand(c, generator=g))
-    return net.eval()
 
 
 def export(net, example, path, opset):
