@@ -849,7 +849,7 @@ class Importer {
   // = copy, the fixed batch the model was exported at (1 for dynamic exports), or -1 where the rest
   // fixes the per-sample size). A leading entry equal to the exported batch B > 1 that is also one of
   // the input's per-sample dims could be that dim used as a number (x.view(C, -1) traced at batch C):
-  // the importer cannot tell, so it refuses rather than guess.
+  // the importer cannot tell, so rather than guess it keeps the model at B (PinBatch, import_impl).
   void reshape() {
     const int x = act(0);
     const Const& t = ints(1);
@@ -1123,7 +1123,7 @@ class Importer {
   ImportOptions opt_;
   ModelBuilder b_;
   int64_t opset_ = -1;
-  std::string pinned_;  // non-empty: the inputs keep their fixed batch, for this reason (batch.fixed)
+  std::string pinned_;               // non-empty: the inputs keep their fixed batch, for this reason
   int64_t exported_batch_ = 0;       // the inputs' fixed leading size; 0 = symbolic (dynamic axis)
   std::string exported_batch_from_;  // the input that fixed it (for messages)
   std::map<std::string, Val> values_;
