@@ -12,7 +12,7 @@ packages=(
   doctest-dev libstb-dev libcli11-dev nlohmann-json3-dev
   libopenblas-dev libopenblas-openmp-dev liblapacke-dev zlib1g-dev
   dataset-fashion-mnist
-  libonnx-dev libprotobuf-dev protobuf-compiler python3-torch python3-onnx python3-numpy
+  libonnx-dev libprotobuf-dev protobuf-compiler python3-torch python3-torchvision python3-onnx python3-numpy
   python3-dev pybind11-dev libdlpack-dev python3-pytest
   clang libclang-rt-14-dev libomp-dev
 )

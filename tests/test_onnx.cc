@@ -447,3 +447,91 @@ TEST_CASE("unsupported attributes and bad tensors are clear errors") {
     CHECK(import_error(m).find("opset 99 is not supported") != std::string::npos);
   }
 }
+
+namespace {
+
+// input x [batch, 2, 6, 6] -> Conv (W [c_out, 2, 3, 3], all 0.5) -> Reshape to `target` -> y: what
+// `x.view(x.size(0), -1)` looks like when traced at a fixed batch (the exporter folds the target).
+onnx::ModelProto conv_reshape(int64_t batch, int64_t c_out, const std::vector<int64_t>& target) {
+  onnx::ModelProto m = one_node("Conv", {c_out, 2, 3, 3});
+  onnx::GraphProto* g = m.mutable_graph();
+  g->mutable_input(0)->mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(0)->set_dim_value(batch);
+  g->mutable_node(0)->set_output(0, "c");
+  onnx::TensorProto* t = g->add_initializer();
+  t->set_name("target");
+  t->set_data_type(onnx::TensorProto::INT64);
+  t->add_dims(static_cast<int64_t>(target.size()));
+  for (int64_t v : target) t->add_int64_data(v);
+  onnx::NodeProto* r = g->add_node();
+  r->set_op_type("Reshape");
+  r->set_name("the_view");
+  r->add_input("c");
+  r->add_input("target");
+  r->add_output("y");
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("a fixed export batch that cannot be told from a number stays fixed; --batch says why") {
+  // Batch 4 and 4 channels: is the target's leading 4 the batch or the channel count? The model
+  // keeps batch 4, its batch.fixed metadata says why, and a session at another batch quotes it.
+  onnx::ModelProto m = conv_reshape(4, 4, {4, -1});
+  std::string bytes;
+  REQUIRE(m.SerializeToString(&bytes));
+  fs::create_directories(kWork);
+  const std::string onnx_file = kWork + "/pinned.onnx", fb = kWork + "/pinned.fb";
+  write_file_atomic(onnx_file, std::vector<uint8_t>(bytes.begin(), bytes.end()));
+  Result r = onnx2fb(quote(onnx_file) + " " + quote(fb));
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  CHECK(r.output.find("note: the model keeps its exported batch 4 (infer --batch takes no other): "
+                      "node 'the_view' (Reshape): shape [4,-1] starts with 4, which is both the exported "
+                      "batch (input 'x') and a dimension of its input [4,4,4,4]") != std::string::npos);
+  const Model model = Model::load(fb);
+  CHECK(model.inputs()[0].shape == Shape{4, 2, 6, 6});
+  CHECK(model.meta("batch.fixed").find("export at a batch that differs from every other dimension") !=
+        std::string::npos);
+  Tensor y;
+  REQUIRE(run_on(model, "reference", Tensor({4, 2, 6, 6}, std::vector<float>(288, 1.f)), y));
+  CHECK(y.shape == Shape{4, 64});
+  for (float v : y.data) CHECK(v == doctest::Approx(0.5 * 18));
+  r = run(quote(INFER_BIN) + " --model " + quote(fb) + " --batch 5 --out " + quote(kWork + "/pinned.npy"));
+  CHECK(r.code != 0);
+  CHECK(r.output.find("batch 5 cannot apply: the model has no batch dimension (input 'x' is 4x2x6x6") !=
+        std::string::npos);
+  CHECK(r.output.find("(batch.fixed: node 'the_view' (Reshape): shape [4,-1] starts with 4") != std::string::npos);
+}
+
+TEST_CASE("a fixed export batch becomes the batch dimension; batch-changing targets are clear errors") {
+  {  // traced at batch 3: the input and the Reshape target's leading 3 become the batch
+    onnx::ModelProto m = conv_reshape(3, 4, {3, -1});
+    std::string bytes;
+    REQUIRE(m.SerializeToString(&bytes));
+    const Model model = Model::from_bytes(
+        onnx_import::import_bytes(std::vector<uint8_t>(bytes.begin(), bytes.end()), "t", "").finish());
+    CHECK(model.inputs()[0].shape == Shape{-1, 2, 6, 6});
+    CHECK(model.outputs()[0].shape == Shape{-1, 64});
+    for (int64_t batch : {1, 3, 5}) {
+      CAPTURE(batch);
+      Tensor y;
+      REQUIRE(run_on(model, "cpu", Tensor({batch, 2, 6, 6}, std::vector<float>(batch * 72, 1.f)), y));
+      CHECK(y.shape == Shape{batch, 64});
+      for (float v : y.data) CHECK(v == doctest::Approx(0.5 * 18));
+    }
+  }
+  CHECK(import_error(conv_reshape(2, 4, {2, 4, 16})).empty());
+  CHECK(import_error(conv_reshape(2, 4, {-1, 4, 16})).empty());
+  std::string e = import_error(conv_reshape(3, 4, {1, -1}));
+  CHECK(e.find("changes the batch dimension (the model was exported at batch 3)") != std::string::npos);
+  e = import_error(conv_reshape(3, 4, {6, -1}));
+  CHECK(e.find("changes the batch dimension") != std::string::npos);
+  {  // two inputs at different fixed batches
+    onnx::ModelProto m = conv_reshape(3, 4, {3, -1});
+    onnx::ValueInfoProto* x2 = m.mutable_graph()->add_input();
+    *x2 = m.graph().input(0);
+    x2->set_name("x2");
+    x2->mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(0)->set_dim_value(2);
+    CHECK(import_error(m).find("input 'x2' has a fixed batch of 2 but an earlier input has 3") != std::string::npos);
+  }
+}

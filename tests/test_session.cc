@@ -313,6 +313,30 @@ TEST_CASE("session: bad options are errors") {
   CHECK(forced.nodes()[0].variant == "reference");
 }
 
+TEST_CASE("session: a model without a batch dimension runs only at its built size, and says so") {
+  ModelBuilder b("fixed");
+  const int x = b.input("x", {2, 5});
+  b.output(b.node("soft", SoftmaxParams{1}, {x}));
+  const Model model = Model::from_bytes(b.finish());
+  SessionOptions o;
+  o.backend = "cpu";
+  for (int64_t batch : {1, 2}) {  // 1: the default; 2: the built size
+    o.batch = batch;
+    Session s(model, o);
+    CHECK(s.inputs()[0].shape == Shape{2, 5});
+  }
+  o.batch = 3;
+  try {
+    Session s(model, o);
+    FAIL("expected an Error");
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    CHECK(what.find("batch 3 cannot apply: the model has no batch dimension (input 'x' is 2x5") !=
+          std::string::npos);
+    CHECK(what.find('\n') == std::string::npos);
+  }
+}
+
 TEST_CASE("session: memory report and plan of zoo models") {
   for (const char* name : {"lenet5", "dcgan"}) {
     CAPTURE(name);

@@ -68,6 +68,10 @@ int main(int argc, char** argv) {
     std::cout << "onnx2fb: wrote " << out << " (" << model.name() << ": " << model.num_nodes()
               << " nodes, " << model.weight_bytes() << " weight bytes, " << bytes.size()
               << " bytes)\n";
+    const std::string fixed = model.meta("batch.fixed");
+    if (!fixed.empty())
+      std::cout << "onnx2fb: note: the model keeps its exported batch " << model.inputs()[0].shape[0]
+                << " (infer --batch takes no other): " << fixed << "\n";
     return 0;
   } catch (const std::exception& e) {
     // infer::Error, and also a failed allocation or file-system call: one line, never a crash.

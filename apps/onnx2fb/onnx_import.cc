@@ -102,17 +102,23 @@ float half_to_float(uint16_t h) {
   return v;
 }
 
+// Thrown (and caught in import_impl) when the exported batch cannot be told apart from a number.
+struct PinBatch {
+  std::string reason;
+};
+
 class Importer {
  public:
   Importer(const onnx::ModelProto& model, std::string origin, std::string base_dir,
-           const ImportOptions& options, std::string default_name)
+           const ImportOptions& options, std::string default_name, std::string pinned = "")
       : m_(model), origin_(std::move(origin)), base_dir_(std::move(base_dir)), opt_(options),
-        b_(pick_name(options, default_name, model)) {}
+        b_(pick_name(options, default_name, model)), pinned_(std::move(pinned)) {}
 
   ModelBuilder run() {
     check_opset();
     check_supported();
     set_header();
+    if (!pinned_.empty()) b_.set_metadata("batch.fixed", pinned_);
     const onnx::GraphProto& g = m_.graph();
     for (const onnx::TensorProto& t : g.initializer())
       define(t.name(), constant(decode(t, "initializer '" + t.name() + "'"), t.name()));
@@ -207,10 +213,21 @@ class Importer {
         const onnx::TensorShapeProto::Dimension& dim = tt.shape().dim(d);
         const bool known = dim.has_dim_value();
         if (d == 0) {
-          if (known && dim.dim_value() != 1)
-            throw Error(what + " has a fixed batch of " + std::to_string(dim.dim_value()) +
-                        "; export with batch 1 or a dynamic batch axis");
-          shape.push_back(-1);  // symbolic or 1: the batch
+          // Symbolic or fixed: the batch. A fixed size is what the exporter traced at; constants
+          // computed from it (Reshape targets) are mapped back to the batch where they are used.
+          if (known) {
+            if (dim.dim_value() < 1 || dim.dim_value() > kMaxElements)
+              throw Error(what + ": batch dimension " + std::to_string(dim.dim_value()) + " is invalid");
+            if (exported_batch_ > 0 && exported_batch_ != dim.dim_value())
+              throw Error(what + " has a fixed batch of " + std::to_string(dim.dim_value()) +
+                          " but an earlier input has " + std::to_string(exported_batch_) +
+                          "; export every input at one batch");
+            exported_batch_ = dim.dim_value();
+            exported_batch_from_ = in.name();
+          }
+          if (!pinned_.empty() && !known)
+            throw Error(what + " has a dynamic batch axis but the model is kept at its fixed batch: " + pinned_);
+          shape.push_back(pinned_.empty() ? -1 : dim.dim_value());
           continue;
         }
         if (!known || dim.dim_value() < 1 || dim.dim_value() > kMaxElements)
@@ -829,7 +846,10 @@ class Importer {
   }
 
   // Target shapes keep the batch: their first entry must be the batch (the folded batch sentinel, 0
-  // = copy, the ONNX batch of 1, or -1 where the rest fixes the per-sample size).
+  // = copy, the fixed batch the model was exported at (1 for dynamic exports), or -1 where the rest
+  // fixes the per-sample size). A leading entry equal to the exported batch B > 1 that is also one of
+  // the input's per-sample dims could be that dim used as a number (x.view(C, -1) traced at batch C):
+  // the importer cannot tell, so rather than guess it keeps the model at B (PinBatch, import_impl).
   void reshape() {
     const int x = act(0);
     const Const& t = ints(1);
@@ -851,13 +871,28 @@ class Importer {
       rest.push_back(d);
     }
     const int64_t first = t.i[0];
-    bool batch = first == kBatch || (first == 0 && !allow_zero) || first == 1;
+    const int64_t exported = exported_batch_ > 0 ? exported_batch_ : 1;
+    bool batch = first == kBatch || (first == 0 && !allow_zero) || first == exported;
+    if (first == exported && exported > 1 && pinned_.empty() &&
+        std::find(xs.begin() + 1, xs.end(), exported) != xs.end()) {
+      Shape traced = xs;  // the input as the exporter saw it
+      traced[0] = exported;
+      throw PinBatch{node_label() + ": shape " + str_dims(t.i) + " starts with " + std::to_string(exported) +
+                     ", which is both the exported batch (input '" + exported_batch_from_ +
+                     "') and a dimension of its input " + str_dims(traced) +
+                     ", so the batch cannot be told apart; to run at other batches, export at a batch "
+                     "that differs from every other dimension, or with a dynamic batch axis"};
+    }
     if (first == -1 && !minus_one) {
       const int64_t per_sample = checked_numel(Shape(xs.begin() + 1, xs.end()), node_label());
       const int64_t want = checked_numel(rest, node_label());
       batch = want == per_sample;
     }
-    if (!batch) unsupported("shape " + str_dims(t.i) + " changes the batch dimension");
+    if (!batch)
+      unsupported("shape " + str_dims(t.i) + " changes the batch dimension" +
+                  (exported_batch_ > 1 ? " (the model was exported at batch " +
+                                             std::to_string(exported_batch_) + ")"
+                                       : std::string()));
     // [N, C, H, W] -> [N, C*H*W] is a flatten (the dynamo exporter writes torch.flatten(x, 1) as a
     // Reshape): the same node as the Flatten that older exporters and model-zoo write.
     if (xs.size() > 2 && rest.size() == 1 &&
@@ -926,7 +961,7 @@ class Importer {
       c.is_int = true;
       const Val& v = in(0);
       Shape s = v.is_const() ? v.c->dims : b_.shape(v.id);
-      if (!v.is_const() && !s.empty()) s[0] = kBatch;
+      if (!v.is_const() && !s.empty() && pinned_.empty()) s[0] = kBatch;  // pinned: the number itself
       const int64_t r = static_cast<int64_t>(s.size());
       int64_t start = attr_int("start", 0), end = attr_int("end", r);
       if (start < 0) start += r;
@@ -1034,6 +1069,9 @@ class Importer {
         if (has_input(4)) steps = ints(4).i;
       }
       if (starts.size() != 1 || ends.size() != 1) unsupported("Slice over more than one axis");
+      for (const std::vector<int64_t>* v : {&starts, &ends, &steps})
+        if (std::find(v->begin(), v->end(), kBatch) != v->end())
+          unsupported("the batch dimension used as a Slice bound");
       if (!axes.empty() && norm_axis(axes[0], 1) != 0) fail("axes are invalid");
       const int64_t n = x.dims[0];
       // A step beyond the length takes one element either way; clamping it keeps s + step in range.
@@ -1085,6 +1123,9 @@ class Importer {
   ImportOptions opt_;
   ModelBuilder b_;
   int64_t opset_ = -1;
+  std::string pinned_;               // non-empty: the inputs keep their fixed batch, for this reason
+  int64_t exported_batch_ = 0;       // the inputs' fixed leading size; 0 = symbolic (dynamic axis)
+  std::string exported_batch_from_;  // the input that fixed it (for messages)
   std::map<std::string, Val> values_;
   std::set<std::string> used_;
   std::map<std::string, std::vector<int>> consumers_;
@@ -1101,7 +1142,14 @@ ModelBuilder import_impl(const std::vector<uint8_t>& bytes, const std::string& o
   if (bytes.empty() || !model.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())))
     throw Error(origin + ": not a valid ONNX model (protobuf parse failed)");
   if (!model.has_graph()) throw Error(origin + ": the ONNX model has no graph");
-  return Importer(model, origin, base_dir, options, default_name).run();
+  // A fixed export batch becomes -1 unless the importer cannot tell it from another number: then the
+  // model is converted again with the inputs kept at that batch, and the reason goes into its
+  // `batch.fixed` metadata, which a session at another batch quotes.
+  try {
+    return Importer(model, origin, base_dir, options, default_name).run();
+  } catch (const PinBatch& pin) {
+    return Importer(model, origin, base_dir, options, default_name, pin.reason).run();
+  }
 }
 
 }  // namespace

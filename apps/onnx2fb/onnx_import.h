@@ -2,7 +2,8 @@
 // ModelBuilder through the public API only. Untrusted input: the protobuf is parsed from a bounded
 // buffer, every dims product and external-data range is checked, and every problem is an infer::Error
 // with a one-line message. Ops outside the supported set fail together in ONE error listing each
-// unsupported op type with its node names.
+// unsupported op type with its node names. The input's batch (symbolic or fixed) becomes -1; a fixed
+// batch that cannot be told from another number keeps the model at that batch (metadata batch.fixed).
 #pragma once
 
 #include <cstdint>

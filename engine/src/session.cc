@@ -96,6 +96,7 @@ struct Session::Impl {
   void choose_layouts();
   void select_kernels();
   void log_fold_width();
+  void check_fixed_batch(const Model& model) const;
   void autotune();
   void plan_memory();
   void check_memory() const;
@@ -234,6 +235,25 @@ void Session::Impl::choose_layouts() {
   shapes = detail::infer_shapes(*graph, batch);
 }
 
+// A model whose inputs have no batch dimension (no leading -1) runs only at the size it was built
+// with: any other batch fails here, naming the input that fixes it and quoting the model's
+// `batch.fixed` metadata (why its producer kept it fixed; onnx2fb writes it), instead of being silently
+// ignored (its shapes would stay at the built size while batch() and the profile claimed another).
+void Session::Impl::check_fixed_batch(const Model& model) const {
+  if (graph->inputs.empty() || batch == 1) return;
+  for (int id : graph->inputs) {
+    const Shape& s = graph->values[static_cast<size_t>(id)].shape;
+    if (!s.empty() && s[0] == -1) return;
+  }
+  const detail::Value& first = graph->values[static_cast<size_t>(graph->inputs[0])];
+  if (!first.shape.empty() && first.shape[0] == batch) return;
+  const std::string why = model.meta("batch.fixed");
+  throw Error(fmt::format("{}: batch {} cannot apply: the model has no batch dimension (input '{}' is {}, "
+                          "with no leading -1); it runs only at the size it was built with{}",
+                          graph->origin, batch, first.name, shape_str(first.shape),
+                          why.empty() ? std::string() : " (batch.fixed: " + why + ")"));
+}
+
 // One pass-log line for fold_width, from the variants chosen (a folded variant requires the pass).
 void Session::Impl::log_fold_width() {
   if (!passes.fold_width) {
@@ -315,6 +335,7 @@ Session::Impl::Impl(const Model& model, const SessionOptions& options) {
   };
   for (int id : graph->inputs) inputs.push_back(info(id, "input"));
   for (int id : graph->outputs) outputs.push_back(info(id, "output"));
+  check_fixed_batch(model);
 
   check_forced(options);
   choose_layouts();

@@ -29,6 +29,8 @@ import torch
 import torch.nn as nn
 from onnx import TensorProto, helper, numpy_helper
 
+from golden_init import init_weights
+
 torch.set_num_threads(1)
 OUT = sys.argv[1] if len(sys.argv) > 1 else "golden"
 os.makedirs(OUT, exist_ok=True)
@@ -129,26 +131,6 @@ class Generator(nn.Module):
         for i in range(1, self.n + 1):
             x = torch.relu(getattr(self, f"bn{i}")(getattr(self, f"tconv{i}")(x)))
         return torch.tanh(self.tconv5(x) if self.head == "dcgan" else self.conv8(x))
-
-
-def init_weights(net, seed):
-    """Seeded weights; BatchNorm gets non-trivial affine parameters and running statistics."""
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for m in net.modules():
-            if isinstance(m, (nn.Conv2d, nn.ConvTranspose2d, nn.Linear)):
-                fan_in = m.weight[0].numel() if not isinstance(m, nn.ConvTranspose2d) else \
-                    m.weight.shape[0] * m.weight.shape[2] * m.weight.shape[3] / (m.stride[0] * m.stride[1])
-                m.weight.copy_(torch.randn(m.weight.shape, generator=g) * (2.0 / fan_in) ** 0.5)
-                if m.bias is not None:
-                    m.bias.copy_(torch.randn(m.bias.shape, generator=g) * 0.05)
-            elif isinstance(m, nn.BatchNorm2d):
-                c = m.num_features
-                m.weight.copy_(1 + 0.1 * torch.randn(c, generator=g))
-                m.bias.copy_(0.1 * torch.randn(c, generator=g))
-                m.running_mean.copy_(0.1 * torch.randn(c, generator=g))
-                m.running_var.copy_(0.5 + torch.rand(c, generator=g))
-    return net.eval()
 
 
 def export(net, example, path, opset, dynamic=False, torchscript=False):
