@@ -101,7 +101,7 @@ Case random_case(std::mt19937& rng) {
     cv.stride_w = uni(0, 3) == 0 ? 2 : cv.stride_h;
     cv.pad = {uni(0, kh - 1), uni(0, kw - 1), uni(0, kh - 1), uni(0, kw - 1)};
     if (uni(0, 1)) cv.pad.bottom = cv.pad.top, cv.pad.right = cv.pad.left;
-    cv.activation.kind = static_cast<ActivationKind>(uni(0, 4));
+    cv.activation = test::activation_case(uni(0, test::kBoundedActivationCases - 1));
     c.p.pool = uni(2, 4);
     c.bias = uni(0, 3) != 0;
     int ci = uni(1, 67), co = uni(1, 67);

@@ -110,7 +110,7 @@ Case random_case(std::mt19937& rng, const std::vector<int>& strides) {
     if (uni(0, 1)) c.p.pad.bottom = c.p.pad.top, c.p.pad.right = c.p.pad.left;  // symmetric often
     c.p.output_padding_h = uni(0, c.p.stride_h - 1);
     c.p.output_padding_w = uni(0, c.p.stride_w - 1);
-    c.p.activation.kind = static_cast<ActivationKind>(uni(0, 4));
+    c.p.activation = test::activation_case(uni(0, test::kBoundedActivationCases - 1));
     c.bias = uni(0, 3) != 0;
     // channels 1..67, but keep C_in*C_out moderate so the double-precision oracle stays fast
     int ci = uni(1, 67), co = uni(1, 67);

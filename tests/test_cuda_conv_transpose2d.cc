@@ -67,8 +67,7 @@ OpCase random_case(std::mt19937& rng, const std::vector<int>& strides, bool squa
     if (uni(0, 1)) p.pad.bottom = p.pad.top, p.pad.right = p.pad.left;  // symmetric often
     p.output_padding_h = uni(0, p.stride_h - 1);
     p.output_padding_w = uni(0, p.stride_w - 1);
-    p.activation.kind = static_cast<ActivationKind>(uni(0, 4));
-    p.activation.alpha = 0.2f;
+    p.activation = test::activation_case(uni(0, test::kBoundedActivationCases - 1));
     const bool bias = uni(0, 3) != 0;
     // channels 1..67, but keep C_in*C_out moderate so the double-precision oracle stays fast
     int ci = uni(1, 67), co = uni(1, 67);

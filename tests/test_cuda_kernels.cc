@@ -399,9 +399,14 @@ CUDA_TEST_CASE("activation (every kind), add and batchnorm match the reference")
       const Shape s = random_elementwise_shape(rng, t);
       const bool capture = t % 3 == 2;
       ActivationParams ap;
-      ap.activation = random_activation(rng);
-      ap.activation.kind = static_cast<ActivationKind>(t % 5);  // every kind, incl. none (a copy)
-      CHECK(check_case(make_case(ap, {s}, {false}, s, 400 + t), p, {}, capture).size() == 1);
+      random_activation(rng);  // drawn and dropped: keeps the later cases' random stream as it was
+      ap.activation = test::activation_case(t);  // every case, incl. none (a copy), exp and sqrt
+      OpCase ac = make_case(ap, {s}, {false}, s, 400 + t);
+      if (ap.activation.kind == ActivationKind::Sqrt)
+        ac.fill = [](std::vector<std::vector<float>>& in) {
+          for (float& v : in[0]) v = std::fabs(v);  // sqrt's domain
+        };
+      CHECK(check_case(ac, p, {}, capture).size() == 1);
 
       AddParams addp;
       addp.activation = random_activation(rng);
@@ -427,6 +432,46 @@ CUDA_TEST_CASE("activation (every kind), add and batchnorm match the reference")
     AddParams addp;
     addp.activation.kind = ActivationKind::Relu;
     CHECK(check_case(make_case(addp, {s, s}, {false, false}, s, 2), p).size() == 1);
+  }
+}
+
+// Issue 14: conv + bias + any activation. Every bounded activation case (test_util.h: the new kinds
+// with ReLU6 and two HardSigmoid parameter sets) as the fused epilogue of every applicable conv2d,
+// conv_transpose2d, dense and add variant, in fp32 and fp16, NCHW and (conv) NHWC, eager and captured.
+CUDA_TEST_CASE("every activation kind as a fused epilogue (conv2d, conv_transpose2d, dense, add)") {
+  for (Precision p : {Precision::FP32, Precision::FP16}) {
+    CAPTURE(test::precision_label(p));
+    for (int i = 0; i < test::kBoundedActivationCases; ++i) {
+      const Activation act = test::activation_case(i);
+      const std::string name = activation_name(act.kind);
+      CAPTURE(name);
+      const bool capture = i % 2 == 1;
+      const uint64_t seed = 7000 + 10 * uint64_t(i) + uint64_t(p);
+      Conv2DParams cp;
+      cp.pad = {1, 1, 1, 1};
+      cp.activation = act;
+      const OpCase conv = make_case(cp, {{2, 16, 9, 11}, {24, 16, 3, 3}, {24}}, {false, true, true},
+                                    {2, 24, 9, 11}, seed);
+      CHECK(!check_case(conv, p, {}, capture).empty());
+      if (p == Precision::FP16) test::check_case_in_layout(conv, p, Layout::NHWC, {}, capture);
+      ConvTranspose2DParams tp;
+      tp.stride_h = tp.stride_w = 2;
+      tp.pad = {1, 1, 1, 1};
+      tp.activation = act;
+      const OpCase tconv = make_case(tp, {{2, 16, 5, 6}, {16, 8, 4, 4}, {8}}, {false, true, true},
+                                     {2, 8, 10, 12}, seed + 1);
+      CHECK(!check_case(tconv, p, {}, capture).empty());
+      if (p == Precision::FP16) test::check_case_in_layout(tconv, p, Layout::NHWC, {}, capture);
+      DenseParams dp;
+      dp.activation = act;
+      CHECK(!check_case(make_case(dp, {{3, 50}, {20, 50}, {20}}, {false, true, true}, {3, 20}, seed + 2), p,
+                        {}, capture)
+                 .empty());
+      AddParams ap;
+      ap.activation = act;
+      const Shape s{2, 5, 7, 9};
+      CHECK(!check_case(make_case(ap, {s, s}, {false, false}, s, seed + 3), p, {}, capture).empty());
+    }
   }
 }
 

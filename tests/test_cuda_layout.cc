@@ -134,10 +134,12 @@ CUDA_TEST_CASE("conv2d.cudnn_folded: width folding is exact for C_in <= 4 and C_
   int ran = 0;
   for (const Geo& g : geos)
     for (Precision p : {Precision::FP16, Precision::TF32})
-      for (ActivationKind act : {ActivationKind::Relu, ActivationKind::Tanh, ActivationKind::None}) {
+      // relu, tanh, none, then ReLU6 (clip), hard_swish and silu (test_util.h's activation cases)
+      for (int act_case : {1, 3, 0, 5, 7, 8}) {
+        const ActivationKind act = test::activation_case(act_case).kind;
         Conv2DParams cp;
         cp.pad = {int(g.pad), int(g.pad), int(g.pad), int(g.pad)};
-        cp.activation.kind = act;
+        cp.activation = test::activation_case(act_case);
         const int64_t HO = g.h + 2 * g.pad - g.k + 1, WO = g.w + 2 * g.pad - g.k + 1;
         std::vector<Shape> in{{2, g.ci, g.h, g.w}, {g.co, g.ci, g.k, g.k}};
         if (act != ActivationKind::None) in.push_back({g.co});

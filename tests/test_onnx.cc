@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -107,6 +108,12 @@ TEST_CASE("golden: every ONNX case matches PyTorch on every backend (rel err <= 
     if (name.rfind("random", 0) == 0) ++random_nets;
     const Model model = Model::load(convert(c["onnx"], name));
     REQUIRE(model.inputs().size() == 1);
+    if (c.contains("activations")) {  // each exported activation (or x * gate pattern) is one node
+      std::set<std::string> kinds;
+      for (const auto& n : model.graph().nodes)
+        if (auto* a = std::get_if<ActivationParams>(&n.params)) kinds.insert(activation_name(a->activation.kind));
+      for (const auto& want : c["activations"]) CHECK(kinds.count(want.get<std::string>()) == 1);
+    }
     CHECK(model.inputs()[0].shape[0] == -1);  // the ONNX batch (symbolic or 1) became -1
     Tensor input = read_npy(kGolden + "/" + c["input"].get<std::string>());
     Tensor expected = read_npy(kGolden + "/" + c["output"].get<std::string>());
@@ -348,6 +355,90 @@ TEST_CASE("the importer's own model: a hand-built Conv converts and runs") {
   REQUIRE(run_on(model, "reference", x, y));
   CHECK(y.shape == Shape{1, 4, 4, 4});
   for (float v : y.data) CHECK(v == doctest::Approx(0.5 * 18));
+}
+
+namespace {
+
+// x [1, 2, 6, 6] -> `gate` (Sigmoid / HardSigmoid with `alpha`) -> Mul(mul_a, mul_b) -> y; "s" names
+// the gate's output.
+onnx::ModelProto gate_model(const std::string& gate, float alpha, const std::string& mul_a,
+                            const std::string& mul_b) {
+  onnx::ModelProto m = one_node(gate, {1});
+  onnx::GraphProto* g = m.mutable_graph();
+  g->clear_initializer();
+  onnx::NodeProto* n = g->mutable_node(0);
+  n->mutable_input()->RemoveLast();
+  n->set_output(0, "s");
+  if (gate == "HardSigmoid") {
+    onnx::AttributeProto* a = n->add_attribute();
+    a->set_name("alpha");
+    a->set_type(onnx::AttributeProto::FLOAT);
+    a->set_f(alpha);
+  }
+  onnx::NodeProto* mul = g->add_node();
+  mul->set_op_type("Mul");
+  mul->set_name("the_mul");
+  mul->add_input(mul_a);
+  mul->add_input(mul_b);
+  mul->add_output("y");
+  return m;
+}
+
+// The activation nodes of an imported model, as "name:kind".
+std::vector<std::string> activations_of(const onnx::ModelProto& m) {
+  std::string bytes;
+  REQUIRE(m.SerializeToString(&bytes));
+  const ModelBuilder b = onnx_import::import_bytes(std::vector<uint8_t>(bytes.begin(), bytes.end()), "t", "");
+  const Model model = Model::from_bytes(b.finish());
+  std::vector<std::string> out;
+  for (const auto& n : model.graph().nodes)
+    out.push_back(n.name + ":" + (std::holds_alternative<ActivationParams>(n.params)
+                                      ? activation_name(std::get<ActivationParams>(n.params).activation.kind)
+                                      : op_name(n.op())));
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("x * Sigmoid(x) imports as one silu, x * HardSigmoid(x; 1/6, 0.5) as one hard_swish") {
+  CHECK(activations_of(gate_model("Sigmoid", 0, "x", "s")) == std::vector<std::string>{"the_mul:silu"});
+  CHECK(activations_of(gate_model("Sigmoid", 0, "s", "x")) == std::vector<std::string>{"the_mul:silu"});
+  CHECK(activations_of(gate_model("HardSigmoid", 1.f / 6.f, "x", "s")) ==
+        std::vector<std::string>{"the_mul:hard_swish"});
+  // Not the pattern: another slope, the gate times itself; Mul alone is not an op infer imports.
+  CHECK(import_error(gate_model("HardSigmoid", 0.2f, "x", "s")).find("unsupported ONNX ops: Mul (the_mul)") !=
+        std::string::npos);
+  CHECK(import_error(gate_model("Sigmoid", 0, "s", "s")).find("unsupported ONNX ops: Mul (the_mul)") !=
+        std::string::npos);
+  // The gate's output also used elsewhere (a graph output): the Sigmoid must stay, so no fusion.
+  onnx::ModelProto twice = gate_model("Sigmoid", 0, "x", "s");
+  twice.mutable_graph()->add_output()->set_name("s");
+  CHECK(import_error(twice).find("unsupported ONNX ops: Mul (the_mul)") != std::string::npos);
+}
+
+TEST_CASE("Clip: bounds from constant inputs, refused when not scalar constants or min > max") {
+  const auto clip = [](const std::vector<std::pair<std::string, float>>& bounds) {
+    onnx::ModelProto m = one_node("Clip", {1});
+    onnx::GraphProto* g = m.mutable_graph();
+    g->clear_initializer();
+    onnx::NodeProto* n = g->mutable_node(0);
+    n->mutable_input()->RemoveLast();
+    for (const auto& [name, value] : bounds) {
+      n->add_input(name);
+      if (!name.empty()) *g->add_initializer() = float_tensor(name, {}, value);
+    }
+    return m;
+  };
+  CHECK(activations_of(clip({{"lo", 0.f}, {"hi", 6.f}})) == std::vector<std::string>{"the_node:clip"});
+  CHECK(activations_of(clip({{"lo", 0.f}})) == std::vector<std::string>{"the_node:relu"});
+  CHECK(activations_of(clip({{"", 0.f}, {"hi", 1.f}})) == std::vector<std::string>{"the_node:clip"});
+  CHECK(import_error(clip({{"lo", 2.f}, {"hi", 1.f}})).find("unsupported: min 2") != std::string::npos);
+  onnx::ModelProto wide = clip({{"lo", 0.f}});
+  *wide.mutable_graph()->mutable_initializer(0) = float_tensor("lo", {2}, 0.f);
+  CHECK(import_error(wide).find("min must be a scalar") != std::string::npos);
+  onnx::ModelProto computed = clip({});
+  computed.mutable_graph()->mutable_node(0)->add_input("x");  // min = the input itself
+  CHECK(import_error(computed).find("must be a constant") != std::string::npos);
 }
 
 TEST_CASE("unsupported attributes and bad tensors are clear errors") {

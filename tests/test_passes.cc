@@ -306,6 +306,78 @@ TEST_CASE("fuse_activation: into dense, add and a BatchNorm that follows a pool 
   check_on_equals_off(m, "reference", 2);
 }
 
+// Issue 14 must 3: convolution + bias + any of the new activations. Every activation case of
+// test_util.h (each kind; ReLU6 = Clip(0, 6); HardSigmoid with two parameter sets) fuses into conv2d,
+// conv_transpose2d, conv_pool2d (after the pooling), add and dense with its alpha and beta, and the
+// fused session computes what the unfused one does on the reference and the cpu backend.
+TEST_CASE("fuse_activation: every activation kind into conv2d, conv_transpose2d, conv_pool2d, add, dense") {
+  for (int i = 0; i < infer::test::kActivationCases; ++i) {
+    const Activation a = infer::test::activation_case(i);
+    if (a.kind == ActivationKind::None) continue;
+    const std::string kind = activation_name(a.kind);
+    CAPTURE(kind);
+    CAPTURE(i);
+    ModelBuilder b("acts");
+    auto activation = [&](const std::string& name, int x) {
+      ActivationParams p;
+      p.activation = a;
+      return b.node(name, p, {x});
+    };
+    // exp grows fast and sqrt needs x >= 0: an abs before sqrt, small weights before exp.
+    const float scale = a.kind == ActivationKind::Exp ? 0.01f : 1.f;
+    auto weight = [&](const std::string& name, Shape s, uint64_t seed) {
+      std::vector<float> w = random_vector(size_t(shape_numel(s)), seed);
+      for (float& v : w) v *= scale;
+      return b.constant(name, s, w);
+    };
+    auto domain = [&](const std::string& name, int x) {
+      if (a.kind != ActivationKind::Sqrt) return x;
+      ActivationParams p;
+      p.activation.kind = ActivationKind::Abs;
+      return b.node(name, p, {x});
+    };
+    int x = b.input("x", {-1, 3, 8, 8});
+    Conv2DParams cp;
+    cp.pad = {1, 1, 1, 1};
+    int c = b.node("conv1", cp, {x, weight("conv1.w", {4, 3, 3, 3}, 1), weight("conv1.b", {4}, 2)});
+    c = activation("act1", domain("abs1", c));
+    ConvTranspose2DParams tp;
+    tp.stride_h = tp.stride_w = 2;
+    tp.pad = {1, 1, 1, 1};
+    int t = b.node("tconv", tp, {c, weight("tconv.w", {4, 3, 4, 4}, 3), weight("tconv.b", {3}, 4)});
+    t = activation("act2", domain("abs2", t));
+    int c2 = b.node("conv2", cp, {t, weight("conv2.w", {3, 3, 3, 3}, 5), weight("conv2.b", {3}, 6)});
+    Pool2DParams avg;
+    avg.kind = PoolKind::Average;
+    int p = b.node("pool", avg, {c2});
+    p = activation("act3", domain("abs3", p));
+    int r = b.node("add", AddParams{}, {p, b.node("pool_x", avg, {t})});
+    r = activation("act4", domain("abs4", r));
+    int f = b.node("flatten", FlattenParams{}, {r});
+    int d = b.node("fc", DenseParams{}, {f, weight("fc.w", {5, 3 * 8 * 8}, 7), weight("fc.b", {5}, 8)});
+    d = activation("act5", domain("abs5", d));
+    b.output(d);
+    Model m = Model::from_bytes(b.finish(), "acts.fb");
+    std::vector<std::string> log;
+    detail::Graph g = passed(m, &log);
+    if (a.kind != ActivationKind::Sqrt) {
+      CHECK(node_list(g) == std::vector<std::string>{"conv1:conv2d", "tconv:conv_transpose2d", "conv2:conv_pool2d",
+                                                     "pool_x:pool2d", "add:add", "flatten:flatten", "fc:dense"});
+      CHECK(log[2] == "fuse_activation: 5 activation nodes fused into conv2d (1), conv_transpose2d (1), "
+                      "conv_pool2d (1), add (1), dense (1)");
+      for (const char* name : {"conv1", "tconv", "conv2", "add", "fc"}) {
+        CAPTURE(name);
+        const Activation got = fused_activation(node_named(g, name).params);
+        CHECK(got.kind == a.kind);
+        CHECK(got.alpha == a.alpha);
+        CHECK(got.beta == a.beta);
+      }
+    }
+    check_on_equals_off(m, "reference", 2);
+    check_on_equals_off(m, "cpu", 3);
+  }
+}
+
 TEST_CASE("no fusion where it would change the result or lose a tensor") {
   SUBCASE("conv output read twice") {
     ModelBuilder b("read_twice");

@@ -183,4 +183,21 @@ TEST_CASE("profile: renderings of a hand-made profile") {
   // Cost model by hand for a stride-2 transposed conv (DCGAN layer 2, direct scatter form).
   NodeDesc t{ConvTranspose2DParams{}, {{1, 1024, 4, 4}, {1024, 512, 4, 4}}, {{1, 512, 8, 8}}, {}};
   CHECK(detail::node_cost(t).flops == 2.0 * 4 * 4 * 1024 * 512 * 4 * 4);
+
+  // Standalone activations: activation_flops(kind) per element (cost.cc): the old kinds 1, the
+  // compound ones one per operation of their formula, none (a copy) 0.
+  const auto act_flops = [](ActivationKind kind) {
+    ActivationParams ap;
+    ap.activation = {kind, 0.f, 6.f};
+    return detail::node_cost(NodeDesc{ap, {{2, 3, 4, 5}}, {{2, 3, 4, 5}}, {}}).flops;
+  };
+  CHECK(act_flops(ActivationKind::Relu) == 120);
+  CHECK(act_flops(ActivationKind::Sigmoid) == 120);
+  CHECK(act_flops(ActivationKind::Clip) == 2 * 120);
+  CHECK(act_flops(ActivationKind::HardSigmoid) == 4 * 120);
+  CHECK(act_flops(ActivationKind::HardSwish) == 5 * 120);
+  CHECK(act_flops(ActivationKind::Silu) == 2 * 120);
+  CHECK(act_flops(ActivationKind::Elu) == 3 * 120);
+  CHECK(act_flops(ActivationKind::Exp) == 120);
+  CHECK(act_flops(ActivationKind::None) == 0);
 }

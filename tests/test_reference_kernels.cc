@@ -7,7 +7,9 @@
 
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -423,6 +425,71 @@ TEST_CASE("batchnorm: (x - mean) / sqrt(var + eps) * scale + bias over axis 1") 
     CHECK_THROWS_AS(
         ref::batchnorm(p, x.data(), {2}, scale.data(), bias.data(), mean.data(), var.data(), y.data()),
         infer::Error);
+  }
+}
+
+TEST_CASE("activation: clip, hard_sigmoid, hard_swish, silu, elu, exp, sqrt, neg, abs, softplus") {
+  const std::vector<float> x{-4, -2, -0.5f, 0, 0.5f, 3, 7};
+  auto run = [](ActivationKind kind, float alpha, float beta, std::vector<float> in) {
+    ActivationParams p;
+    p.activation = {kind, alpha, beta};
+    const Shape s{1, int64_t(in.size())};
+    auto y = poisoned(s);
+    ref::activation(p, in.data(), s, y.data());
+    return y;
+  };
+  // ReLU6 = Clip(0, 6): both bounds reached, values on a bound kept; a general clip.
+  expect_values(run(ActivationKind::Clip, 0, 6, x), {0, 0, 0, 0, 0.5f, 3, 6});
+  expect_values(run(ActivationKind::Clip, -1, 0.25f, {-1.5f, -1, 0, 0.25f, 9}), {-1, -1, 0, 0.25f, 0.25f});
+  expect_values(run(ActivationKind::Clip, 2, 2, x), std::vector<float>(7, 2));  // min == max is allowed
+  // ONNX's default HardSigmoid(0.2, 0.5): saturates at 0 below x = -2.5 and at 1 above 2.5.
+  expect_values(run(ActivationKind::HardSigmoid, 0.2f, 0.5f, x), {0, 0.1f, 0.4f, 0.5f, 0.6f, 1, 1}, 1e-7);
+  expect_values(run(ActivationKind::HardSigmoid, 1.f / 6, 0.5f, {-3, -3.5f, 3, 4, 0}), {0, 0, 1, 1, 0.5f}, 1e-7);
+  // HardSwish: 0 up to -3, x from 3 on.
+  expect_values(run(ActivationKind::HardSwish, 0, 0, x),
+                {0, -0.3333333333333333f, -0.20833333333333334f, 0, 0.2916666666666667f, 3, 7}, 1e-7);
+  expect_values(run(ActivationKind::Silu, 0, 0, x),
+                {-0.07194483984836623f, -0.2384058440442351f, -0.1887703343990727f, 0, 0.3112296656009273f,
+                 2.8577223804672998f, 6.993622641639196f},
+                1e-7);
+  expect_values(run(ActivationKind::Elu, 0.7f, 0, x),
+                {-0.687179052777886f, -0.6052653017343711f, -0.2754285382011566f, 0, 0.5f, 3, 7}, 1e-7);
+  expect_values(run(ActivationKind::Softplus, 0, 0, x),
+                {0.018149927917809738f, 0.1269280110429725f, 0.4740769841801067f, 0.6931471805599453f,
+                 0.9740769841801067f, 3.048587351573742f, 7.000911466453774f},
+                1e-7);
+  // softplus of large magnitudes: no overflow to inf, no loss to 0 where the value is representable
+  expect_values(run(ActivationKind::Softplus, 0, 0, {100, -100}), {100, 3.720075976020836e-44f});
+  expect_values(run(ActivationKind::Neg, 0, 0, x), {4, 2, 0.5f, 0, -0.5f, -3, -7});
+  expect_values(run(ActivationKind::Abs, 0, 0, x), {4, 2, 0.5f, 0, 0.5f, 3, 7});
+  expect_values(run(ActivationKind::Sqrt, 0, 0, {0, 0.25f, 4, 2}), {0, 0.5f, 2, 1.4142135623730951f}, 1e-7);
+  CHECK(std::isnan(run(ActivationKind::Sqrt, 0, 0, {-1})[0]));
+  // exp: tiny results stay (subnormal) floats; e^88 is the largest finite float power; e^89 is inf.
+  const auto e = run(ActivationKind::Exp, 0, 0, {-100, 0, 1, 88, 89});
+  CHECK(e[0] == 3.720075976020836e-44f);  // the double result rounded once, as the literal is
+  CHECK(e[1] == 1.f);
+  CHECK(e[2] == doctest::Approx(2.718281828459045).epsilon(1e-7));
+  CHECK(e[3] == doctest::Approx(1.6516362549940018e+38).epsilon(1e-7));
+  CHECK(std::isinf(e[4]));
+
+  SUBCASE("NaN in, NaN out for every kind") {
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    for (int k = 0; k < kNumActivationKinds; ++k) {
+      const ActivationKind kind = static_cast<ActivationKind>(k);
+      CAPTURE(activation_name(kind));
+      CHECK(std::isnan(run(kind, 0, 6, {nan})[0]));
+    }
+  }
+  SUBCASE("every kind has its own stable name") {
+    std::set<std::string> names;
+    for (int k = 0; k < kNumActivationKinds; ++k) names.insert(activation_name(static_cast<ActivationKind>(k)));
+    CHECK(names.size() == size_t(kNumActivationKinds));
+    CHECK(names.count("unknown") == 0);
+    CHECK(std::string(activation_name(ActivationKind::Clip)) == "clip");
+    CHECK(std::string(activation_name(ActivationKind::HardSigmoid)) == "hard_sigmoid");
+    CHECK(std::string(activation_name(ActivationKind::HardSwish)) == "hard_swish");
+    CHECK(std::string(activation_name(ActivationKind::Silu)) == "silu");
+    CHECK(std::string(activation_name(ActivationKind::Softplus)) == "softplus");
   }
 }
 

@@ -140,9 +140,25 @@ TEST_CASE("parameter errors name the field") {
   CHECK_THROWS_WITH_AS(one(p, {{1, 3, 8, 8}, {4, 3, 3, 3}}),
                        Contains("field dilation_w must be 1 (dilation 2 is not supported)"), Error);
   p = conv(1, 0);
-  p.activation.kind = static_cast<ActivationKind>(9);
+  p.activation.kind = static_cast<ActivationKind>(kNumActivationKinds);
   CHECK_THROWS_WITH_AS(one(p, {{1, 3, 8, 8}, {4, 3, 3, 3}}),
-                       Contains("field activation has unknown value 9"), Error);
+                       Contains("field activation has unknown value 15"), Error);
+  p = conv(1, 0);
+  p.activation = {ActivationKind::Clip, 6.5f, 6.f};
+  CHECK_THROWS_WITH_AS(one(p, {{1, 3, 8, 8}, {4, 3, 3, 3}}),
+                       Contains("field activation_alpha (clip min 6.5) must be <= activation_beta (clip max 6)"),
+                       Error);
+  p.activation = {ActivationKind::Clip, 6.f, 6.f};  // min == max: a constant, allowed
+  CHECK_NOTHROW(one(p, {{1, 3, 8, 8}, {4, 3, 3, 3}}));
+  p.activation = {ActivationKind::HardSigmoid, 0.2f, INFINITY};
+  CHECK_THROWS_WITH_AS(one(p, {{1, 3, 8, 8}, {4, 3, 3, 3}}), Contains("field activation_beta must be finite"),
+                       Error);
+  ActivationParams clip;
+  clip.activation = {ActivationKind::Clip, 1.f, -1.f};
+  CHECK_THROWS_WITH_AS(one(clip, {{1, 3}}), Contains("field alpha (clip min 1) must be <= beta (clip max -1)"),
+                       Error);
+  clip.activation = {ActivationKind::Silu, 0.01f, std::nanf("")};
+  CHECK_THROWS_WITH_AS(one(clip, {{1, 3}}), Contains("field beta must be finite"), Error);
 
   p = conv(1, 0);
   p.activation.alpha = std::nanf("");

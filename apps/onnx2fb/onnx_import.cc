@@ -57,7 +57,8 @@ const std::set<std::string>& op_set() {
       // converted
       "Conv", "ConvTranspose", "Gemm", "MatMul", "MaxPool", "AveragePool", "GlobalAveragePool",
       "BatchNormalization", "Relu", "LeakyRelu", "Tanh", "Sigmoid", "Softmax", "Flatten", "Reshape",
-      "Add", "Concat", "ReduceMean",
+      "Add", "Concat", "ReduceMean", "Clip", "HardSigmoid", "HardSwish", "Elu", "Exp", "Sqrt", "Neg",
+      "Abs", "Softplus",
       // removed (Pad: when all zero, or merged into the AveragePool after it)
       "Dropout", "Identity", "Pad",
       // folded (constant inputs only; Shape also of activations)
@@ -116,6 +117,8 @@ class Importer {
 
   ModelBuilder run() {
     check_opset();
+    count_consumers();
+    find_gates();
     check_supported();
     set_header();
     if (!pinned_.empty()) b_.set_metadata("batch.fixed", pinned_);
@@ -123,7 +126,6 @@ class Importer {
     for (const onnx::TensorProto& t : g.initializer())
       define(t.name(), constant(decode(t, "initializer '" + t.name() + "'"), t.name()));
     add_inputs();
-    count_consumers();
     for (int k = 0; k < g.node_size(); ++k) {
       if (skip_.count(k)) continue;
       convert(k);
@@ -167,6 +169,7 @@ class Importer {
       const onnx::NodeProto& n = g.node(k);
       const bool std_domain = n.domain().empty() || n.domain() == "ai.onnx";
       if (std_domain && op_set().count(n.op_type())) continue;
+      if (gate_muls_.count(k)) continue;  // x * Sigmoid(x) and the like: one activation (find_gates)
       const std::string type = std_domain ? n.op_type() : n.domain() + "." + n.op_type();
       bad[type].push_back(n.name().empty() ? "#" + std::to_string(k) : n.name());
     }
@@ -247,6 +250,41 @@ class Importer {
       for (const std::string& in : g.node(k).input())
         if (!in.empty()) consumers_[in].push_back(k);
     for (const onnx::ValueInfoProto& o : g.output()) graph_outputs_.insert(o.name());
+  }
+
+  // Exporters write SiLU as Mul(x, Sigmoid(x)) (PyTorch's nn.SiLU below opset 20 has no op of its
+  // own) and, below opset 14, Hardswish as Mul(x, HardSigmoid(x; 1/6, 0.5)). A Sigmoid / HardSigmoid
+  // whose output feeds only one Mul, whose other input is the gate's own input, becomes one
+  // activation node (silu / hard_swish) at the gate; the Mul is skipped. A HardSigmoid with other
+  // alpha / beta is not a hard_swish and stays as it is.
+  void find_gates() {
+    const onnx::GraphProto& g = m_.graph();
+    for (int k = 0; k < g.node_size(); ++k) {
+      const onnx::NodeProto& n = g.node(k);
+      if (!n.domain().empty() && n.domain() != "ai.onnx") continue;
+      const bool sig = n.op_type() == "Sigmoid", hsig = n.op_type() == "HardSigmoid";
+      if ((!sig && !hsig) || n.input_size() != 1 || n.output_size() != 1 || n.input(0).empty()) continue;
+      if (hsig) {
+        float alpha = 0.2f, beta = 0.5f;
+        for (const onnx::AttributeProto& a : n.attribute()) {
+          if (a.name() == "alpha") alpha = a.f();
+          if (a.name() == "beta") beta = a.f();
+        }
+        if (std::fabs(alpha - 1.f / 6.f) > 1e-6f || beta != 0.5f) continue;
+      }
+      const std::string& x = n.input(0);
+      const std::string& s = n.output(0);
+      auto users = consumers_.find(s);
+      if (users == consumers_.end() || users->second.size() != 1 || graph_outputs_.count(s)) continue;
+      const int m = users->second[0];
+      const onnx::NodeProto& mul = g.node(m);
+      if (mul.op_type() != "Mul" || (!mul.domain().empty() && mul.domain() != "ai.onnx") ||
+          mul.input_size() != 2 || mul.output_size() != 1)
+        continue;
+      if (!((mul.input(0) == x && mul.input(1) == s) || (mul.input(0) == s && mul.input(1) == x))) continue;
+      gates_[k] = {sig ? ActivationKind::Silu : ActivationKind::HardSwish, m};
+      gate_muls_.insert(m);
+    }
   }
 
   // ---- values ----------------------------------------------------------------------------------
@@ -568,7 +606,18 @@ class Importer {
     if (op == "Relu") return activation(ActivationKind::Relu, 0.01f);
     if (op == "LeakyRelu") return activation(ActivationKind::LeakyRelu, attr_float("alpha", 0.01f));
     if (op == "Tanh") return activation(ActivationKind::Tanh, 0.01f);
+    if (auto gate = gates_.find(k); gate != gates_.end()) return gated(gate->second);
     if (op == "Sigmoid") return activation(ActivationKind::Sigmoid, 0.01f);
+    if (op == "Clip") return clip();
+    if (op == "HardSigmoid")
+      return activation(ActivationKind::HardSigmoid, attr_float("alpha", 0.2f), attr_float("beta", 0.5f));
+    if (op == "HardSwish") return activation(ActivationKind::HardSwish, 0.01f);
+    if (op == "Elu") return activation(ActivationKind::Elu, attr_float("alpha", 1.f));
+    if (op == "Exp") return activation(ActivationKind::Exp, 0.01f);
+    if (op == "Sqrt") return activation(ActivationKind::Sqrt, 0.01f);
+    if (op == "Neg") return activation(ActivationKind::Neg, 0.01f);
+    if (op == "Abs") return activation(ActivationKind::Abs, 0.01f);
+    if (op == "Softplus") return activation(ActivationKind::Softplus, 0.01f);
     if (op == "Softmax") return softmax();
     if (op == "Flatten") return flatten();
     if (op == "Reshape") return reshape();
@@ -814,11 +863,66 @@ class Importer {
     output(b_.node(node_name(), p, inputs));
   }
 
-  void activation(ActivationKind kind, float alpha) {
+  void activation(ActivationKind kind, float alpha, float beta = 0.f) {
+    if (!std::isfinite(alpha) || !std::isfinite(beta)) fail("alpha and beta must be finite");
     ActivationParams p;
     p.activation.kind = kind;
     p.activation.alpha = alpha;
+    p.activation.beta = beta;
     output(b_.node(node_name(), p, {act(0)}));
+  }
+
+  // The gate node of a find_gates pattern: one activation named after the Mul, defining its output.
+  struct Gate {
+    ActivationKind kind;
+    int mul;  // index of the Mul node, skipped
+  };
+  void gated(const Gate& gate) {
+    const onnx::NodeProto& mul = m_.graph().node(gate.mul);
+    ActivationParams p;
+    p.activation.kind = gate.kind;
+    const std::string name = unique(mul.name(), std::string(activation_name(gate.kind)) + "_" +
+                                                    std::to_string(gate.mul));
+    Val v;
+    v.id = b_.node(name, p, {act(0)});
+    define(mul.output(0), v);
+    skip_.insert(gate.mul);
+  }
+
+  // Clip: bounds from attributes (opset < 11) or optional constant scalar inputs 1 and 2 (an empty
+  // name = no bound). No lower and no upper bound is a copy; min 0 without max is relu (its faster
+  // kernels); an absent bound is otherwise the largest finite float (the format needs finite values).
+  void clip() {
+    constexpr float kHuge = std::numeric_limits<float>::max();
+    float lo = -kHuge, hi = kHuge;
+    bool has_lo = false, has_hi = false;
+    if (opset_ < 11) {
+      const onnx::AttributeProto* a = attr("min", onnx::AttributeProto::FLOAT);
+      const onnx::AttributeProto* b = attr("max", onnx::AttributeProto::FLOAT);
+      if (a) lo = a->f(), has_lo = true;
+      if (b) hi = b->f(), has_hi = true;
+    } else {
+      const auto bound = [&](int k, float& v, bool& has) {
+        if (!has_input(k)) return;
+        const Const& c = weight(k);
+        if (c.numel() != 1) fail(std::string(k == 1 ? "min" : "max") + " must be a scalar");
+        v = c.f[0];
+        has = true;
+      };
+      bound(1, lo, has_lo);
+      bound(2, hi, has_hi);
+    }
+    if (std::isnan(lo) || std::isnan(hi)) fail("min and max must not be NaN");
+    lo = std::max(lo, -kHuge);  // -inf / +inf bounds mean "no bound"
+    hi = std::min(hi, kHuge);
+    if (lo > hi) unsupported("min " + std::to_string(lo) + " > max " + std::to_string(hi));
+    if (!has_lo && !has_hi) {
+      Val v;
+      v.id = act(0);
+      return define(n_->output_size() ? n_->output(0) : "", v);
+    }
+    if (has_lo && lo == 0.f && (!has_hi || hi == kHuge)) return activation(ActivationKind::Relu, 0.01f);
+    activation(ActivationKind::Clip, lo, hi);
   }
 
   void softmax() {
@@ -1131,6 +1235,8 @@ class Importer {
   std::map<std::string, std::vector<int>> consumers_;
   std::set<std::string> graph_outputs_;
   std::set<int> skip_;
+  std::map<int, Gate> gates_;  // gate node (Sigmoid / HardSigmoid) -> the activation it becomes
+  std::set<int> gate_muls_;    // the Mul nodes of gates_
   std::map<std::string, Padding2D> pending_pad_;  // Pad outputs merged into the AveragePool after them
 };
 

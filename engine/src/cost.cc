@@ -3,8 +3,11 @@
 // - conv_transpose2d: the direct (scatter) form, H_in*W_in*C_in*C_out*KH*KW multiply-adds per sample,
 //   whatever the kernel does (the segregated kernels do less work; their GFLOP/s shows it).
 // - conv_pool2d: the conv over the pooled region (H_out*pool x W_out*pool) plus the pooling.
-// - pool2d: one op per window element; batchnorm: one multiply-add (2) per element; activation and
-//   add: one per element; softmax: 3 per element (max, exp-and-sum, divide).
+// - pool2d: one op per window element; batchnorm: one multiply-add (2) per element; add: one per
+//   element; softmax: 3 per element (max, exp-and-sum, divide).
+// - activation: activation_flops(kind) per element: one per arithmetic operation, compare or
+//   transcendental of its formula (infer/ops.h), except that relu, leaky_relu, tanh and sigmoid count
+//   one as they always have, and none (a copy) 0.
 // - Bias adds and fused activation epilogues are not counted (they are O(outputs), negligible next
 //   to the multiply-adds). flatten, reshape, concat: 0 FLOPs, only bytes.
 // - Bytes: 4 per element of every input (constants included) and every output.
@@ -32,6 +35,27 @@ double conv_flops(const NodeDesc& node, double out_h, double out_w) {
 }
 
 }  // namespace
+
+double activation_flops(ActivationKind kind) {
+  switch (kind) {
+    case ActivationKind::None: return 0;
+    case ActivationKind::Relu:
+    case ActivationKind::LeakyRelu:
+    case ActivationKind::Tanh:
+    case ActivationKind::Sigmoid:
+    case ActivationKind::Exp:
+    case ActivationKind::Sqrt:
+    case ActivationKind::Neg:
+    case ActivationKind::Abs: return 1;
+    case ActivationKind::Clip: return 2;         // max, min
+    case ActivationKind::Silu: return 2;         // sigmoid, multiply
+    case ActivationKind::Softplus: return 2;     // exp, log1p
+    case ActivationKind::Elu: return 3;          // compare, expm1, multiply
+    case ActivationKind::HardSigmoid: return 4;  // multiply, add, max, min
+    case ActivationKind::HardSwish: return 5;    // add, max, min, multiply, divide
+  }
+  return 1;
+}
 
 NodeCost node_cost(const NodeDesc& node) {
   NodeCost cost;
@@ -73,6 +97,8 @@ NodeCost node_cost(const NodeDesc& node) {
       cost.flops = 2.0 * out_elems;
       break;
     case OpType::Activation:
+      cost.flops = out_elems * activation_flops(std::get<ActivationParams>(node.params).activation.kind);
+      break;
     case OpType::Add:
       cost.flops = out_elems;
       break;

@@ -14,4 +14,7 @@ struct NodeCost {
 
 NodeCost node_cost(const NodeDesc& node);
 
+// FLOPs per element of a standalone activation of `kind` (cost.cc says how they are counted).
+double activation_flops(ActivationKind kind);
+
 }  // namespace infer::detail

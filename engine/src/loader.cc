@@ -98,12 +98,16 @@ class Loader {
 
 // ---- op options: flatbuffers tables -> OpParams ---------------------------------------------------
 
-Activation read_activation(fb::ActivationKind kind, float alpha, const std::string& where,
+// The parameter values (finite, Clip's min <= max) are checked by shape inference's check_activation,
+// which also guards graphs built in memory.
+Activation read_activation(fb::ActivationKind kind, float alpha, float beta, const std::string& where,
                            const std::string& field) {
+  static_assert(static_cast<int>(fb::ActivationKind::MAX) == kNumActivationKinds - 1,
+                "schema/model.fbs and infer/ops.h disagree on the activation kinds");
   const int k = static_cast<int>(kind);
   if (k < static_cast<int>(fb::ActivationKind::MIN) || k > static_cast<int>(fb::ActivationKind::MAX))
     throw Error(where + ": field " + field + " has unknown value " + std::to_string(k));
-  return Activation{static_cast<ActivationKind>(k), alpha};
+  return Activation{static_cast<ActivationKind>(k), alpha, beta};
 }
 
 Padding2D read_padding(const fb::Padding* p) {
@@ -126,7 +130,8 @@ Conv2DParams read_conv(const fb::Conv2D* c, const std::string& where, const std:
   p.pad = read_padding(c->padding());
   p.dilation_h = c->dilation_h();
   p.dilation_w = c->dilation_w();
-  p.activation = read_activation(c->activation(), c->activation_alpha(), where, prefix + "activation");
+  p.activation = read_activation(c->activation(), c->activation_alpha(), c->activation_beta(), where,
+                                 prefix + "activation");
   return p;
 }
 
@@ -143,7 +148,8 @@ OpParams Loader::read_options(const fb::Node& node, const std::string& where) co
       p.output_padding_w = t->output_padding_w();
       p.dilation_h = t->dilation_h();
       p.dilation_w = t->dilation_w();
-      p.activation = read_activation(t->activation(), t->activation_alpha(), where, "activation");
+      p.activation =
+          read_activation(t->activation(), t->activation_alpha(), t->activation_beta(), where, "activation");
       return p;
     }
     case fb::Op::Pool2D: {
@@ -164,20 +170,22 @@ OpParams Loader::read_options(const fb::Node& node, const std::string& where) co
     case fb::Op::Dense: {
       const fb::Dense* t = node.options_as_Dense();
       DenseParams p;
-      p.activation = read_activation(t->activation(), t->activation_alpha(), where, "activation");
+      p.activation =
+          read_activation(t->activation(), t->activation_alpha(), t->activation_beta(), where, "activation");
       return p;
     }
     case fb::Op::BatchNorm: {
       const fb::BatchNorm* t = node.options_as_BatchNorm();
       BatchNormParams p;
       p.epsilon = t->epsilon();
-      p.activation = read_activation(t->activation(), t->activation_alpha(), where, "activation");
+      p.activation =
+          read_activation(t->activation(), t->activation_alpha(), t->activation_beta(), where, "activation");
       return p;
     }
     case fb::Op::Activation: {
       const fb::Activation* t = node.options_as_Activation();
       ActivationParams p;
-      p.activation = read_activation(t->kind(), t->alpha(), where, "kind");
+      p.activation = read_activation(t->kind(), t->alpha(), t->beta(), where, "kind");
       return p;
     }
     case fb::Op::Flatten: return FlattenParams{node.options_as_Flatten()->axis()};
@@ -197,7 +205,8 @@ OpParams Loader::read_options(const fb::Node& node, const std::string& where) co
     case fb::Op::Add: {
       const fb::Add* t = node.options_as_Add();
       AddParams p;
-      p.activation = read_activation(t->activation(), t->activation_alpha(), where, "activation");
+      p.activation =
+          read_activation(t->activation(), t->activation_alpha(), t->activation_beta(), where, "activation");
       return p;
     }
     case fb::Op::Concat: return ConcatParams{node.options_as_Concat()->axis()};

@@ -74,7 +74,7 @@ fb::Padding fb_padding(const Padding2D& p) { return fb::Padding(p.top, p.left, p
 flatbuffers::Offset<fb::Conv2D> fb_conv(flatbuffers::FlatBufferBuilder& fbb, const Conv2DParams& p) {
   const fb::Padding pad = fb_padding(p.pad);
   return fb::CreateConv2D(fbb, p.stride_h, p.stride_w, &pad, p.dilation_h, p.dilation_w,
-                          fb_kind(p.activation.kind), p.activation.alpha);
+                          fb_kind(p.activation.kind), p.activation.alpha, p.activation.beta);
 }
 
 // The union value of a node's options (type + table).
@@ -89,7 +89,7 @@ std::pair<fb::Op, flatbuffers::Offset<void>> fb_options(flatbuffers::FlatBufferB
       return {fb::Op::ConvTranspose2D,
               fb::CreateConvTranspose2D(fbb, p.stride_h, p.stride_w, &pad, p.output_padding_h,
                                         p.output_padding_w, p.dilation_h, p.dilation_w,
-                                        fb_kind(p.activation.kind), p.activation.alpha)
+                                        fb_kind(p.activation.kind), p.activation.alpha, p.activation.beta)
                   .Union()};
     }
     case OpType::Pool2D: {
@@ -102,17 +102,18 @@ std::pair<fb::Op, flatbuffers::Offset<void>> fb_options(flatbuffers::FlatBufferB
     }
     case OpType::Dense: {
       const auto& a = std::get<DenseParams>(params).activation;
-      return {fb::Op::Dense, fb::CreateDense(fbb, fb_kind(a.kind), a.alpha).Union()};
+      return {fb::Op::Dense, fb::CreateDense(fbb, fb_kind(a.kind), a.alpha, a.beta).Union()};
     }
     case OpType::BatchNorm: {
       const auto& p = std::get<BatchNormParams>(params);
       return {fb::Op::BatchNorm,
-              fb::CreateBatchNorm(fbb, p.epsilon, fb_kind(p.activation.kind), p.activation.alpha)
+              fb::CreateBatchNorm(fbb, p.epsilon, fb_kind(p.activation.kind), p.activation.alpha,
+                                  p.activation.beta)
                   .Union()};
     }
     case OpType::Activation: {
       const auto& a = std::get<ActivationParams>(params).activation;
-      return {fb::Op::Activation, fb::CreateActivation(fbb, fb_kind(a.kind), a.alpha).Union()};
+      return {fb::Op::Activation, fb::CreateActivation(fbb, fb_kind(a.kind), a.alpha, a.beta).Union()};
     }
     case OpType::Flatten:
       return {fb::Op::Flatten, fb::CreateFlatten(fbb, std::get<FlattenParams>(params).axis).Union()};
@@ -124,7 +125,7 @@ std::pair<fb::Op, flatbuffers::Offset<void>> fb_options(flatbuffers::FlatBufferB
       return {fb::Op::Softmax, fb::CreateSoftmax(fbb, std::get<SoftmaxParams>(params).axis).Union()};
     case OpType::Add: {
       const auto& a = std::get<AddParams>(params).activation;
-      return {fb::Op::Add, fb::CreateAdd(fbb, fb_kind(a.kind), a.alpha).Union()};
+      return {fb::Op::Add, fb::CreateAdd(fbb, fb_kind(a.kind), a.alpha, a.beta).Union()};
     }
     case OpType::Concat:
       return {fb::Op::Concat, fb::CreateConcat(fbb, std::get<ConcatParams>(params).axis).Union()};

@@ -35,6 +35,16 @@ const char* activation_name(ActivationKind kind) {
     case ActivationKind::LeakyRelu: return "leaky_relu";
     case ActivationKind::Tanh: return "tanh";
     case ActivationKind::Sigmoid: return "sigmoid";
+    case ActivationKind::Clip: return "clip";
+    case ActivationKind::HardSigmoid: return "hard_sigmoid";
+    case ActivationKind::HardSwish: return "hard_swish";
+    case ActivationKind::Silu: return "silu";
+    case ActivationKind::Elu: return "elu";
+    case ActivationKind::Exp: return "exp";
+    case ActivationKind::Sqrt: return "sqrt";
+    case ActivationKind::Neg: return "neg";
+    case ActivationKind::Abs: return "abs";
+    case ActivationKind::Softplus: return "softplus";
   }
   return "unknown";
 }

@@ -5,6 +5,7 @@
 #include "shape_inference.h"
 
 #include <cmath>
+#include <cstdio>
 #include <string>
 
 #include "infer/error.h"
@@ -90,14 +91,27 @@ class Inputs {
   std::vector<const char*> roles_;
 };
 
-// `field` names the kind; the slope is `field`_alpha, or plain "alpha" for the Activation op's "kind".
+// A float as a short decimal ("6", "0.5") for messages.
+std::string fmt_float(float v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", double(v));
+  return buf;
+}
+
+// `field` names the kind; its parameters are `field`_alpha and `field`_beta, or plain "alpha" and
+// "beta" for the Activation op's "kind". Both must be finite for every kind (an ignored parameter too:
+// a file that carries a NaN is corrupt); Clip's min (alpha) must not exceed its max (beta).
 void check_activation(const std::string& where, const std::string& field, const Activation& a) {
   const int k = static_cast<int>(a.kind);
-  if (k < 0 || k > static_cast<int>(ActivationKind::Sigmoid))
+  if (k < 0 || k >= kNumActivationKinds)
     fail(where, "field " + field + " has unknown value " + std::to_string(k));
-  if (!std::isfinite(a.alpha))
-    fail(where, "field " + (field == "kind" ? std::string("alpha") : field + "_alpha") +
-                    " must be finite");
+  const std::string alpha = field == "kind" ? std::string("alpha") : field + "_alpha";
+  const std::string beta = field == "kind" ? std::string("beta") : field + "_beta";
+  if (!std::isfinite(a.alpha)) fail(where, "field " + alpha + " must be finite");
+  if (!std::isfinite(a.beta)) fail(where, "field " + beta + " must be finite");
+  if (a.kind == ActivationKind::Clip && !(a.alpha <= a.beta))
+    fail(where, "field " + alpha + " (clip min " + fmt_float(a.alpha) + ") must be <= " + beta +
+                    " (clip max " + fmt_float(a.beta) + ")");
 }
 
 void positive(const std::string& where, const std::string& field, int64_t v) {

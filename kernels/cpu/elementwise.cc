@@ -1,5 +1,5 @@
-// CPU element-wise kernels, all "direct" OpenMP loops over contiguous float32 data: activation (relu,
-// leaky_relu, tanh, sigmoid; none copies), add (equal shapes, then the fused activation) and inference
+// CPU element-wise kernels, all "direct" OpenMP loops over contiguous float32 data: activation (every
+// ActivationKind through im2col.h's activate(); none copies), add (equal shapes, then the fused activation) and inference
 // batchnorm over axis 1 (when the fold pass did not remove it): per channel, scale and shift are
 // precomputed as a = scale / sqrt(var + eps), b = bias - mean * a, so y = act(a * x + b). Each output
 // depends only on the input at the same index, so every kernel may run in place (y == x).

@@ -63,6 +63,12 @@ void activate_inplace(float* y, int64_t n, const Activation& act);
 
 namespace infer::cpu {
 
+// v clamped to [lo, hi], NaN kept (the comparisons are false for NaN).
+inline float clamp_nan(float v, float lo, float hi) {
+  v = v < lo ? lo : v;
+  return v > hi ? hi : v;
+}
+
 inline float activate(const Activation& a, float v) {
   switch (a.kind) {
     case ActivationKind::None: return v;
@@ -70,6 +76,16 @@ inline float activate(const Activation& a, float v) {
     case ActivationKind::LeakyRelu: return v < 0.f ? a.alpha * v : v;
     case ActivationKind::Tanh: return std::tanh(v);
     case ActivationKind::Sigmoid: return 1.f / (1.f + std::exp(-v));
+    case ActivationKind::Clip: return clamp_nan(v, a.alpha, a.beta);
+    case ActivationKind::HardSigmoid: return clamp_nan(a.alpha * v + a.beta, 0.f, 1.f);
+    case ActivationKind::HardSwish: return v * clamp_nan(v + 3.f, 0.f, 6.f) * (1.f / 6.f);
+    case ActivationKind::Silu: return v / (1.f + std::exp(-v));
+    case ActivationKind::Elu: return v > 0.f ? v : a.alpha * std::expm1(v);
+    case ActivationKind::Exp: return std::exp(v);
+    case ActivationKind::Sqrt: return std::sqrt(v);
+    case ActivationKind::Neg: return -v;
+    case ActivationKind::Abs: return std::fabs(v);
+    case ActivationKind::Softplus: return v > 0.f ? v + std::log1p(std::exp(-v)) : std::log1p(std::exp(v));
   }
   return v;
 }

@@ -26,16 +26,36 @@ template <> __device__ __forceinline__ __half from_float<__half>(float v) { retu
 // The activation of a fused epilogue, by value so kernels take it as a launch argument.
 struct DeviceActivation {
   ActivationKind kind = ActivationKind::None;
-  float alpha = 0.01f;
+  float alpha = 0.01f;  // LeakyRelu slope, Clip min, HardSigmoid slope, Elu alpha
+  float beta = 0.f;     // Clip max, HardSigmoid offset
 };
-inline DeviceActivation device_activation(const Activation& a) { return {a.kind, a.alpha}; }
+inline DeviceActivation device_activation(const Activation& a) { return {a.kind, a.alpha, a.beta}; }
 
+// x clamped to [lo, hi] with NaN passed through (fminf/fmaxf would drop it, unlike the reference).
+__device__ __forceinline__ float clamp_nan(float x, float lo, float hi) {
+  x = x < lo ? lo : x;
+  return x > hi ? hi : x;
+}
+
+// Formulas: infer/ops.h. Computed in float for both storage types (fp16 rounds once on the store).
+// Exp, Elu and Softplus use the accurate expf / expm1f / log1pf: their results are compared with the
+// reference at 1e-5 relative over the whole range, where __expf's error grows with |x|.
 __device__ __forceinline__ float activate(const DeviceActivation& a, float x) {
   switch (a.kind) {
     case ActivationKind::Relu: return x < 0.f ? 0.f : x;  // NaN passes through, as in the reference
     case ActivationKind::LeakyRelu: return x > 0.f ? x : a.alpha * x;
     case ActivationKind::Tanh: return tanhf(x);
     case ActivationKind::Sigmoid: return 1.f / (1.f + __expf(-x));
+    case ActivationKind::Clip: return clamp_nan(x, a.alpha, a.beta);
+    case ActivationKind::HardSigmoid: return clamp_nan(fmaf(a.alpha, x, a.beta), 0.f, 1.f);
+    case ActivationKind::HardSwish: return x * clamp_nan(x + 3.f, 0.f, 6.f) * (1.f / 6.f);
+    case ActivationKind::Silu: return x / (1.f + __expf(-x));
+    case ActivationKind::Elu: return x > 0.f ? x : a.alpha * expm1f(x);
+    case ActivationKind::Exp: return expf(x);
+    case ActivationKind::Sqrt: return sqrtf(x);
+    case ActivationKind::Neg: return -x;
+    case ActivationKind::Abs: return fabsf(x);
+    case ActivationKind::Softplus: return x > 0.f ? x + log1pf(expf(-x)) : log1pf(expf(x));
     default: return x;
   }
 }

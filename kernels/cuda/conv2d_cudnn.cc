@@ -121,6 +121,9 @@ void run_prepared(const KernelCall& call, const char* variant) {
   Context& ctx = context_of(call);
   const void* w = st.weights ? st.weights->data() : call.inputs[1];
   const void* bias = st.bias ? st.bias->data() : st.has_bias ? call.inputs[2] : nullptr;
+  // cuDNN's fused epilogue is used for bias + ReLU only (its other modes do not match infer's kinds:
+  // CLIPPED_RELU has no lower bound parameter, SWISH no beta); every other kind, the new Clip,
+  // HardSwish, Silu, ... included, runs exactly in bias_activation below, so no node needs refusing.
   const bool fuse = bias && st.act.kind == ActivationKind::Relu;
   st.conv->forward(ctx, call.inputs[0], w, fuse ? bias : nullptr, fuse, call.outputs[0], call.workspace);
   if (fuse) return;

@@ -1,5 +1,5 @@
-// Reference element-wise activation (relu, leaky_relu(alpha), tanh, sigmoid; none copies), evaluated in
-// double and rounded once. Element-wise per index, so it may run in place.
+// Reference element-wise activation (every ActivationKind of infer/ops.h, with its formula there; none
+// copies), evaluated in double and rounded once. Element-wise per index, so it may run in place.
 #include "kernels/reference/common.h"
 #include "kernels/reference/reference.h"
 

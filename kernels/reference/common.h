@@ -12,6 +12,12 @@
 
 namespace infer::ref::detail {
 
+// NaN in, NaN out for every kind: the clamps are written as v < lo ? lo : v, which keeps a NaN.
+inline double clamp_nan(double v, double lo, double hi) {
+  v = v < lo ? lo : v;
+  return v > hi ? hi : v;
+}
+
 inline double activate(const Activation& a, double v) {
   switch (a.kind) {
     case ActivationKind::None: return v;
@@ -19,6 +25,17 @@ inline double activate(const Activation& a, double v) {
     case ActivationKind::LeakyRelu: return v < 0 ? double(a.alpha) * v : v;
     case ActivationKind::Tanh: return std::tanh(v);
     case ActivationKind::Sigmoid: return 1.0 / (1.0 + std::exp(-v));
+    case ActivationKind::Clip: return clamp_nan(v, a.alpha, a.beta);
+    case ActivationKind::HardSigmoid: return clamp_nan(double(a.alpha) * v + double(a.beta), 0.0, 1.0);
+    case ActivationKind::HardSwish: return v * clamp_nan(v + 3.0, 0.0, 6.0) / 6.0;
+    case ActivationKind::Silu: return v / (1.0 + std::exp(-v));
+    case ActivationKind::Elu: return v > 0 ? v : double(a.alpha) * std::expm1(v);
+    case ActivationKind::Exp: return std::exp(v);
+    case ActivationKind::Sqrt: return std::sqrt(v);
+    case ActivationKind::Neg: return -v;
+    case ActivationKind::Abs: return std::fabs(v);
+    // log(1 + e^v) without overflow: v + log1p(e^-v) for v > 0.
+    case ActivationKind::Softplus: return v > 0 ? v + std::log1p(std::exp(-v)) : std::log1p(std::exp(v));
   }
   return v;
 }

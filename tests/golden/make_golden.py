@@ -10,6 +10,10 @@ it as a fixture: `make_golden.py OUT_DIR`. Writes into OUT_DIR:
     weights as <state_dict key>.npy folders for `model-zoo --weights` (the zoo/onnx2fb identity test);
   - >= 20 random small nets of conv / tconv / pool / dense layers (random kernel, stride, padding,
     output_padding, odd sizes), opsets 11-17, some with a dynamic batch axis;
+  - small nets for each element-wise activation PyTorch exports as its own op or pattern (ReLU6 ->
+    Clip, Hardsigmoid, Hardswish (a HardSigmoid * x pattern below opset 14), SiLU (x * Sigmoid(x)),
+    ELU, Softplus, exp / sqrt / neg / abs), each at opset 13 and 17, with the activation names the
+    imported model must contain ("activations" in the manifest);
   - hand-written ONNX graphs (Gemm alpha/beta/transB=0, MatMul+Add, Constant, Identity, Dropout),
     a model with external data, one with metadata_props, one with unsupported ops;
   - manifest.json listing every case (file names, expected output, tolerance notes).
@@ -298,6 +302,58 @@ def random_cases(count=24):
     print(f"make_golden: {count} random nets done at {time.time() - T0:.1f} s", flush=True)
 
 
+# ---- element-wise activations ----------------------------------------------------------------------
+
+class ActNet(nn.Module):
+    """conv + BN + act, conv (stride 2) + act, a residual add + act, dense + act: the activation as a
+    fused epilogue of conv (after BN folding), add and dense, and standalone where nothing fuses."""
+
+    def __init__(self, make_act):
+        super().__init__()
+        self.conv1, self.bn1 = nn.Conv2d(3, 8, 3, 1, 1), nn.BatchNorm2d(8)
+        self.conv2 = nn.Conv2d(8, 6, 3, 2, 1)
+        self.conv3 = nn.Conv2d(6, 6, 1)
+        self.fc = nn.Linear(6 * 4 * 5, 7)
+        self.a1, self.a2, self.a3, self.a4 = make_act(), make_act(), make_act(), make_act()
+
+    def forward(self, x):
+        x = self.a1(self.bn1(self.conv1(x)))
+        x = self.a2(self.conv2(x))
+        x = self.a3(x + self.conv3(x))
+        return self.a4(self.fc(torch.flatten(x, 1)))
+
+
+class Extras(nn.Module):
+    """exp, sqrt, neg, abs and softplus, each once, on values where they are defined."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1, self.conv2 = nn.Conv2d(3, 4, 3, 1, 1), nn.Conv2d(4, 4, 3, 1, 1)
+
+    def forward(self, x):
+        x = self.conv1(x)
+        x = torch.sqrt(torch.abs(x)) + torch.exp(torch.neg(x))
+        return nn.functional.softplus(self.conv2(x))
+
+
+def activation_cases():
+    specs = [("relu6", nn.ReLU6, ["clip"]), ("hardsigmoid", nn.Hardsigmoid, ["hard_sigmoid"]),
+             ("hardswish", nn.Hardswish, ["hard_swish"]), ("silu", nn.SiLU, ["silu"]),
+             ("elu", lambda: nn.ELU(0.7), ["elu"]), ("extras", None, ["exp", "sqrt", "neg", "abs", "softplus"])]
+    for i, (name, make, acts) in enumerate(specs):
+        torch.manual_seed(500 + i)
+        net = init_weights(Extras() if make is None else ActNet(make), 5000 + i)
+        # Spread wide enough to reach every branch (ReLU6's 6, the hard gates' saturation at +-3).
+        x = (1 if make is None else 3) * torch.randn((2, 3, 8, 9), generator=torch.Generator().manual_seed(6000 + i))
+        inp = save_npy(f"act_{name}.in.npy", x.numpy())
+        out = save_npy(f"act_{name}.out.npy", reference(net, x))
+        for opset in (13, 17):
+            case = f"act_{name}_op{opset}"
+            export(net, x[:1], case + ".onnx", opset, dynamic=opset == 17, torchscript=True)
+            add_case(case, case + ".onnx", inp, out, opset=opset, activations=acts)
+    print(f"make_golden: activation nets done at {time.time() - T0:.1f} s", flush=True)
+
+
 # ---- hand-written graphs ----------------------------------------------------------------------------
 
 def handmade_case():
@@ -386,6 +442,37 @@ def dynamo_style_cases():
                  opset=opset)
 
 
+def clip_cases():
+    """Clip as exporters other than PyTorch's write it: opset 10 with min / max attributes; opset 13
+    with only a max (an empty min name), only a min of 0 (imported as relu), and none (a copy), each
+    after a conv; the expected outputs in numpy (float64)."""
+    rng = np.random.default_rng(21)
+    w = rng.standard_normal((4, 2, 3, 3)).astype(np.float32)
+    b = rng.standard_normal((4,)).astype(np.float32)
+    x = rng.standard_normal((2, 2, 6, 5)).astype(np.float32)
+    c = conv2d_np(x, w, b, 1)
+    x_info = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 2, 6, 5])
+    y_info = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 4, 6, 5])
+    conv = helper.make_node("Conv", ["x", "W", "B"], ["c"], pads=[1, 1, 1, 1], kernel_shape=[3, 3], name="conv")
+    inits = [numpy_helper.from_array(w, "W"), numpy_helper.from_array(b, "B")]
+    lo = numpy_helper.from_array(np.array(0, dtype=np.float32), "lo")
+    hi = numpy_helper.from_array(np.array(1.5, dtype=np.float32), "hi")
+    for name, opset, clip, extra, expected in [
+        ("clip_attr_op10", 10, helper.make_node("Clip", ["c"], ["y"], min=-1.0, max=2.0, name="clip"), [],
+         np.clip(c, -1, 2)),
+        ("clip_max_only_op13", 13, helper.make_node("Clip", ["c", "", "hi"], ["y"], name="clip"), [hi],
+         np.minimum(c, 1.5)),
+        ("clip_min0_op13", 13, helper.make_node("Clip", ["c", "lo"], ["y"], name="clip"), [lo], np.maximum(c, 0)),
+        ("clip_none_op13", 13, helper.make_node("Clip", ["c"], ["y"], name="clip"), [], c),
+    ]:
+        graph = helper.make_graph([conv, clip], name, [x_info], [y_info], inits + extra)
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+        onnx.checker.check_model(model)
+        onnx.save(model, os.path.join(OUT, name + ".onnx"))
+        add_case(name, name + ".onnx", save_npy(name + ".in.npy", x), save_npy(name + ".out.npy", expected),
+                 opset=opset)
+
+
 def external_data_case():
     """A small conv net (LeakyRelu, Sigmoid) saved with its weights in a separate file (data_location
     EXTERNAL)."""
@@ -417,7 +504,7 @@ def metadata_case():
 
 
 def unsupported_case():
-    """A net with ops infer does not import: Resize (twice), Sin, Exp."""
+    """A net with ops infer does not import: Resize (twice), Sin, Cos."""
 
     class Bad(nn.Module):
         def __init__(self):
@@ -427,7 +514,7 @@ def unsupported_case():
 
         def forward(self, x):
             x = self.up(torch.sin(self.conv(x)))
-            return torch.exp(self.up(x))
+            return torch.cos(self.up(x))
 
     torch.manual_seed(9)
     net = Bad().eval()
@@ -435,7 +522,7 @@ def unsupported_case():
     model = onnx.load(os.path.join(OUT, "unsupported.onnx"))
     bad = {}
     for node in model.graph.node:
-        if node.op_type in ("Resize", "Sin", "Exp"):
+        if node.op_type in ("Resize", "Sin", "Cos"):
             bad.setdefault(node.op_type, []).append(node.name)
     MANIFEST["unsupported"] = {"onnx": "unsupported.onnx", "ops": bad}
 
@@ -443,8 +530,10 @@ def unsupported_case():
 def main():
     zoo_cases()
     random_cases()
+    activation_cases()
     handmade_case()
     dynamo_style_cases()
+    clip_cases()
     external_data_case()
     metadata_case()
     unsupported_case()

@@ -28,11 +28,34 @@ const char* precision_name(Precision p);  // "fp32", "tf32", "fp16"
 enum class Layout : uint8_t { NCHW = 0, NHWC = 1 };
 const char* layout_name(Layout layout);  // "nchw", "nhwc"
 
-enum class ActivationKind : uint8_t { None = 0, Relu = 1, LeakyRelu = 2, Tanh = 3, Sigmoid = 4 };
+// Element-wise non-linearities (standalone Activation nodes or a producer's fused epilogue). Values
+// match schema/model.fbs; new kinds are appended, never renumbered. NaN inputs give NaN outputs.
+//   None           y = x
+//   Relu           y = max(0, x)
+//   LeakyRelu      y = x > 0 ? x : alpha * x                         (alpha = slope)
+//   Tanh           y = tanh(x)
+//   Sigmoid        y = 1 / (1 + exp(-x))
+//   Clip           y = min(max(x, alpha), beta)                      (alpha = min, beta = max; ReLU6 = Clip(0, 6))
+//   HardSigmoid    y = max(0, min(1, alpha * x + beta))              (alpha = slope, beta = offset)
+//   HardSwish      y = x * min(max(x + 3, 0), 6) / 6
+//   Silu           y = x * sigmoid(x)                                (Swish)
+//   Elu            y = x > 0 ? x : alpha * (exp(x) - 1)
+//   Exp            y = exp(x)
+//   Sqrt           y = sqrt(x)                                       (NaN for x < 0)
+//   Neg            y = -x
+//   Abs            y = |x|
+//   Softplus       y = log(1 + exp(x))
+// Kinds not listed with alpha / beta ignore them.
+enum class ActivationKind : uint8_t {
+  None = 0, Relu = 1, LeakyRelu = 2, Tanh = 3, Sigmoid = 4, Clip = 5, HardSigmoid = 6, HardSwish = 7,
+  Silu = 8, Elu = 9, Exp = 10, Sqrt = 11, Neg = 12, Abs = 13, Softplus = 14
+};
+constexpr int kNumActivationKinds = 15;
 
 struct Activation {
   ActivationKind kind = ActivationKind::None;
-  float alpha = 0.01f;  // LeakyRelu slope
+  float alpha = 0.01f;  // LeakyRelu slope, Clip min, HardSigmoid slope, Elu alpha
+  float beta = 0.f;     // Clip max, HardSigmoid offset
 };
 
 struct Padding2D {
@@ -78,7 +101,7 @@ struct BatchNormParams {
 };
 
 struct ActivationParams {
-  Activation activation{ActivationKind::Relu, 0.01f};
+  Activation activation{ActivationKind::Relu, 0.01f, 0.f};
 };
 
 struct FlattenParams {
@@ -131,7 +154,9 @@ inline OpType op_type(const OpParams& p) { return static_cast<OpType>(p.index())
 // conv2d, conv_transpose2d, pool2d, dense, batchnorm, activation, flatten, reshape, softmax, add,
 // concat, conv_pool2d, layout.
 const char* op_name(OpType op);
-const char* activation_name(ActivationKind kind);  // none, relu, leaky_relu, tanh, sigmoid
+// none, relu, leaky_relu, tanh, sigmoid, clip, hard_sigmoid, hard_swish, silu, elu, exp, sqrt, neg, abs,
+// softplus ("unknown" for a value outside the enum).
+const char* activation_name(ActivationKind kind);
 const char* dtype_name(DType dtype);                // f32, f16
 size_t dtype_size(DType dtype);
 
