@@ -4,7 +4,8 @@
 //   whatever the kernel does (the segregated kernels do less work; their GFLOP/s shows it).
 // - conv_pool2d: the conv over the pooled region (H_out*pool x W_out*pool) plus the pooling.
 // - pool2d: one op per window element; batchnorm: one multiply-add (2) per element; activation and
-//   add: one per element; softmax: 3 per element (max, exp-and-sum, divide).
+//   add: one per element; binary (add/sub/mul/div, broadcast): one per output element, its bytes the
+//   inputs as stored (a broadcast constant is read once per use, but counted once); softmax: 3 per element (max, exp-and-sum, divide).
 // - Bias adds and fused activation epilogues are not counted (they are O(outputs), negligible next
 //   to the multiply-adds). flatten, reshape, concat: 0 FLOPs, only bytes.
 // - Bytes: 4 per element of every input (constants included) and every output.
@@ -74,6 +75,7 @@ NodeCost node_cost(const NodeDesc& node) {
       break;
     case OpType::Activation:
     case OpType::Add:
+    case OpType::Binary:
       cost.flops = out_elems;
       break;
     case OpType::Softmax:

@@ -133,6 +133,12 @@ std::pair<fb::Op, flatbuffers::Offset<void>> fb_options(flatbuffers::FlatBufferB
       const auto conv = fb_conv(fbb, p.conv);
       return {fb::Op::ConvPool2D, fb::CreateConvPool2D(fbb, conv, p.pool).Union()};
     }
+    case OpType::Binary: {
+      const auto& p = std::get<BinaryParams>(params);
+      return {fb::Op::Binary, fb::CreateBinary(fbb, static_cast<fb::BinaryKind>(p.kind),
+                                               fb_kind(p.activation.kind), p.activation.alpha)
+                                  .Union()};
+    }
     case OpType::Layout:
       throw Error("layout nodes are engine-internal (the channels_last pass) and have no file form");
   }
@@ -150,6 +156,9 @@ bool is_parameter_input(OpType op, size_t i) {
     default: return false;
   }
 }
+
+// Ops whose inputs may each be a constant or an activation (binary).
+bool any_input_kind(OpType op) { return op == OpType::Binary; }
 
 std::string sys_error(int err) { return std::generic_category().message(err); }
 
@@ -243,6 +252,7 @@ int ModelBuilder::node(const std::string& name, OpParams params, std::vector<int
   const std::string where = "model builder: node '" + name + "' (" + op_name(op) + ")";
   // Shapes with a leading -1 are inferred at batch 1; the output then gets the -1 back.
   std::vector<Shape> shapes;
+  std::vector<bool> constant;
   bool batched = false;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const TensorRecord& t = impl_->tensor(inputs[i], where + ": input " + std::to_string(i));
@@ -250,7 +260,7 @@ int ModelBuilder::node(const std::string& name, OpParams params, std::vector<int
     if (parameter && !t.constant)
       throw Error(where + ": input " + std::to_string(i) + " '" + t.name +
                   "' is an activation; it must be a constant");
-    if (!parameter && t.constant)
+    if (!parameter && t.constant && !any_input_kind(op))
       throw Error(where + ": input " + std::to_string(i) + " '" + t.name +
                   "' is a constant; it must be an activation");
     Shape s = t.shape;
@@ -259,8 +269,9 @@ int ModelBuilder::node(const std::string& name, OpParams params, std::vector<int
       batched = true;
     }
     shapes.push_back(std::move(s));
+    constant.push_back(t.constant);
   }
-  std::vector<Shape> out = detail::infer_node_shapes(params, shapes, where);
+  std::vector<Shape> out = detail::infer_node_shapes(params, shapes, where, &constant);
   if (out.size() != 1) throw Error(where + ": expected one output");
   if (batched) out[0][0] = -1;  // every op keeps the batch as dim 0
   check_shape(where + ": output", out[0], true);

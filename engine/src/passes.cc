@@ -98,6 +98,7 @@ Activation* epilogue(OpParams& p) {
   if (auto* c = std::get_if<BatchNormParams>(&p)) return &c->activation;
   if (auto* c = std::get_if<AddParams>(&p)) return &c->activation;
   if (auto* c = std::get_if<ConvPool2DParams>(&p)) return &c->conv.activation;
+  if (auto* c = std::get_if<BinaryParams>(&p)) return &c->activation;
   return nullptr;
 }
 
