@@ -50,6 +50,12 @@ void softmax(const SoftmaxParams& p, const float* x, const Shape& shape, float* 
 // y = a + b for equal shapes, then p.activation. y may be a or b.
 void add(const AddParams& p, const float* a, const float* b, const Shape& shape, float* y);
 
+// y = act(a <p.kind> b) with NumPy broadcasting of a and b to y_shape (row-major NCHW, missing leading
+// dims and size-1 dims broadcast). y may be an input of y's shape.
+void binary(const BinaryParams& p, const float* a, const Shape& a_shape, const float* b,
+            const Shape& b_shape, float* y, const Shape& y_shape);
+double binary_apply(BinaryKind kind, double a, double b);  // a + b, a - b, a * b or a / b
+
 // Concatenation of any number of inputs along p.axis (negative counts from the end).
 void concat(const ConcatParams& p, const std::vector<const float*>& xs,
             const std::vector<Shape>& x_shapes, float* y, const Shape& y_shape);

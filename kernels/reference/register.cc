@@ -119,6 +119,13 @@ void run_add(const KernelCall& c) {
            c.outputs[0]);
 }
 
+void run_binary(const KernelCall& c) {
+  check_call(c, "binary", 2, 2);
+  const auto& s = c.node.input_shapes;
+  ref::binary(params_of<BinaryParams>(c, "binary"), c.inputs[0], s[0], c.inputs[1], s[1], c.outputs[0],
+              c.node.output_shapes[0]);
+}
+
 void run_flatten(const KernelCall& c) {
   check_call(c, "flatten", 1, 1);
   ref::flatten(params_of<FlattenParams>(c, "flatten"), c.inputs[0], c.node.input_shapes[0],
@@ -159,6 +166,7 @@ RunFn reference_run(OpType op) {
     case OpType::Add: return run_add;
     case OpType::Concat: return run_concat;
     case OpType::ConvPool2D: return run_conv_pool2d;
+    case OpType::Binary: return run_binary;
     case OpType::Layout: return run_layout;
   }
   return nullptr;
