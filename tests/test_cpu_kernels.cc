@@ -88,7 +88,7 @@ TEST_CASE("the heuristic picks the fast cpu variants") {
       {"conv2d", "im2col_gemm"}, {"dense", "gemm"},       {"pool2d", "direct"},
       {"activation", "direct"},  {"add", "direct"},       {"batchnorm", "direct"},
       {"softmax", "direct"},     {"concat", "direct"},    {"flatten", "direct"},
-      {"reshape", "direct"}};
+      {"reshape", "direct"},     {"binary", "broadcast"}};
   for (const auto& entry : expected) {
     const std::string op = entry.first, name = entry.second;
     CAPTURE(op);
@@ -230,6 +230,108 @@ TEST_CASE("activation, add and batchnorm direct match the reference") {
     for (float& v : in[4]) v = v * v + 0.1f;  // variances > 0
     check_against_reference("direct", make_node(bn, {s, c, c, c, c}, s), in);
   }
+}
+
+// A random broadcast pair for a binary node: the output shape y (rank 1-5, odd sizes) and two inputs
+// that each keep, drop to 1 or (leading dims) omit every dim: same shape, per-channel [C,1,1] and
+// [1,C,1,1], squeeze-excitation [N,C,1,1], scalars [1], and mixes where both inputs broadcast.
+struct BinaryCase {
+  Shape a, b, y;
+};
+BinaryCase random_binary_case(std::mt19937_64& rng, int t) {
+  BinaryCase c;
+  const int rank = uniform(rng, 1, 5);
+  for (int d = 0; d < rank; ++d) c.y.push_back(uniform(rng, 1, d == 0 ? 3 : 13));
+  auto pick = [&](int pattern) {
+    Shape s = c.y;
+    const size_t r = s.size();
+    switch (pattern) {
+      case 0: return s;                                   // same shape
+      case 1: return Shape{1};                            // scalar
+      case 2:                                             // per-channel [1,C,1,...]
+        for (size_t d = 0; d < r; ++d) if (d != 1) s[d] = 1;
+        return s;
+      case 3:                                             // per-channel without the batch: [C,1,1]
+        if (r >= 2) { Shape q(s.begin() + 1, s.end()); for (size_t d = 1; d < q.size(); ++d) q[d] = 1; return q; }
+        return s;
+      case 4:                                             // squeeze-excitation gate [N,C,1,1]
+        for (size_t d = 2; d < r; ++d) s[d] = 1;
+        return s;
+      default:                                            // each dim kept or 1, leading ones dropped
+        for (size_t d = 0; d < r; ++d) if (rng() % 2) s[d] = 1;
+        while (s.size() > 1 && rng() % 3 == 0) s.erase(s.begin());
+        return s;
+    }
+  };
+  c.a = t % 7 == 6 ? pick(5) : c.y;  // usually the activation of full shape first
+  c.b = pick(uniform(rng, 0, 5));
+  if (t % 4 == 3) std::swap(c.a, c.b);  // the broadcast operand first (Sub, Div are not symmetric)
+  // y is the broadcast of a and b (a may have lost dims to its pattern as well).
+  return c;
+}
+
+TEST_CASE("binary broadcast matches the reference (every kind and broadcast pattern)") {
+  std::mt19937_64 rng(19);
+  for (int t = 0; t < 400; ++t) {
+    BinaryCase c = random_binary_case(rng, t);
+    // The output is the full broadcast of a and b.
+    const size_t r = std::max(c.a.size(), c.b.size());
+    Shape y(r, 1);
+    for (size_t d = 0; d < r; ++d) {
+      const int64_t da = d + c.a.size() >= r ? c.a[d + c.a.size() - r] : 1;
+      const int64_t db = d + c.b.size() >= r ? c.b[d + c.b.size() - r] : 1;
+      y[d] = std::max(da, db);
+    }
+    BinaryParams p;
+    p.kind = static_cast<BinaryKind>(t % 4);
+    p.activation = random_activation(rng);
+    const NodeDesc node = make_node(p, {c.a, c.b}, y);
+    const std::string desc = describe(node) + " " + binary_kind_name(p.kind);
+    CAPTURE(desc);
+    auto in = random_inputs({c.a, c.b}, 900 + t);
+    if (p.kind == BinaryKind::Div)
+      for (float& v : in[1]) v = v < 0 ? v - 0.5f : v + 0.5f;  // keep divisors away from 0
+    check_against_reference("broadcast", node, in);
+  }
+}
+
+TEST_CASE("binary broadcast: large per-channel and same-shape cases (threaded, long rows)") {
+  const Shape y{2, 37, 61, 67};
+  for (const Shape& b : {Shape{1, 37, 1, 1}, Shape{2, 37, 1, 1}, y, Shape{1}, Shape{61, 1}}) {
+    for (int k = 0; k < 4; ++k) {
+      BinaryParams p;
+      p.kind = static_cast<BinaryKind>(k);
+      const NodeDesc node = make_node(p, {y, b}, y);
+      const std::string desc = describe(node);
+      CAPTURE(desc);
+      auto in = random_inputs({y, b}, 1000 + k);
+      for (float& v : in[1]) v += 2.f;
+      check_against_reference("broadcast", node, in);
+    }
+  }
+}
+
+TEST_CASE("binary broadcast runs in place and rejects malformed calls") {
+  const Shape s{2, 3, 5, 7}, c{1, 3, 1, 1};
+  const auto x = random_vector(210, 5), g = random_vector(3, 6);
+  BinaryParams p;
+  p.kind = BinaryKind::Mul;
+  p.activation.kind = ActivationKind::Relu;
+  const NodeDesc node = make_node(p, {s, c}, s);
+  const std::vector<float> want = run_variant("reference", node, {x, g});
+  std::vector<float> buf = x;
+  const KernelVariant* v = KernelRegistry::global().find("cpu", "binary", "broadcast");
+  REQUIRE(v != nullptr);
+  v->run(KernelCall{node, {buf.data(), g.data()}, {buf.data()}});
+  CHECK(rel_error(buf, want) <= kTol);
+  std::vector<float> y(210);
+  // b [1,4,1,1] does not broadcast to [2,3,5,7]; a missing input; the wrong params.
+  CHECK_FALSE(v->applicable(make_node(p, {s, {1, 4, 1, 1}}, s)));
+  CHECK_THROWS_WITH_AS(v->run(KernelCall{make_node(p, {s, {1, 4, 1, 1}}, s), {x.data(), g.data()}, {y.data()}}),
+                       "cpu binary: input 1x4x1x1 does not broadcast to output 2x3x5x7", Error);
+  CHECK_THROWS_AS(v->run(KernelCall{node, {x.data()}, {y.data()}}), Error);
+  CHECK_THROWS_AS(v->run(KernelCall{make_node(AddParams{}, {s, s}, s), {x.data(), x.data()}, {y.data()}}),
+                  Error);
 }
 
 TEST_CASE("elementwise direct kernels run in place") {

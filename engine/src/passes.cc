@@ -384,7 +384,8 @@ void validate_graph(const Graph& g) {
     for (size_t k = 0; k < n.inputs.size(); ++k) {
       const size_t id = check_id(n.inputs[k], fmt::format("{}: input {}", where, k));
       const bool constant = g.values[id].is_constant();
-      if (is_parameter_input(n.op(), k) != constant)
+      // binary: either input may be a constant (the shape rule checks how it broadcasts).
+      if (n.op() != OpType::Binary && is_parameter_input(n.op(), k) != constant)
         fail(fmt::format("{}: input {} '{}' is {}", where, k, g.values[id].name,
                          constant ? "a constant where data is expected" : "an activation where a "
                                                                           "constant is expected"));
