@@ -232,65 +232,15 @@ TEST_CASE("activation, add and batchnorm direct match the reference") {
   }
 }
 
-// A random broadcast pair for a binary node: the output shape y (rank 1-5, odd sizes) and two inputs
-// that each keep, drop to 1 or (leading dims) omit every dim: same shape, per-channel [C,1,1] and
-// [1,C,1,1], squeeze-excitation [N,C,1,1], scalars [1], and mixes where both inputs broadcast.
-struct BinaryCase {
-  Shape a, b, y;
-};
-BinaryCase random_binary_case(std::mt19937_64& rng, int t) {
-  BinaryCase c;
-  const int rank = uniform(rng, 1, 5);
-  for (int d = 0; d < rank; ++d) c.y.push_back(uniform(rng, 1, d == 0 ? 3 : 13));
-  auto pick = [&](int pattern) {
-    Shape s = c.y;
-    const size_t r = s.size();
-    switch (pattern) {
-      case 0: return s;                                   // same shape
-      case 1: return Shape{1};                            // scalar
-      case 2:                                             // per-channel [1,C,1,...]
-        for (size_t d = 0; d < r; ++d) if (d != 1) s[d] = 1;
-        return s;
-      case 3:                                             // per-channel without the batch: [C,1,1]
-        if (r >= 2) { Shape q(s.begin() + 1, s.end()); for (size_t d = 1; d < q.size(); ++d) q[d] = 1; return q; }
-        return s;
-      case 4:                                             // squeeze-excitation gate [N,C,1,1]
-        for (size_t d = 2; d < r; ++d) s[d] = 1;
-        return s;
-      default:                                            // each dim kept or 1, leading ones dropped
-        for (size_t d = 0; d < r; ++d) if (rng() % 2) s[d] = 1;
-        while (s.size() > 1 && rng() % 3 == 0) s.erase(s.begin());
-        return s;
-    }
-  };
-  c.a = t % 7 == 6 ? pick(5) : c.y;  // usually the activation of full shape first
-  c.b = pick(uniform(rng, 0, 5));
-  if (t % 4 == 3) std::swap(c.a, c.b);  // the broadcast operand first (Sub, Div are not symmetric)
-  // y is the broadcast of a and b (a may have lost dims to its pattern as well).
-  return c;
-}
-
 TEST_CASE("binary broadcast matches the reference (every kind and broadcast pattern)") {
   std::mt19937_64 rng(19);
   for (int t = 0; t < 400; ++t) {
-    BinaryCase c = random_binary_case(rng, t);
-    // The output is the full broadcast of a and b.
-    const size_t r = std::max(c.a.size(), c.b.size());
-    Shape y(r, 1);
-    for (size_t d = 0; d < r; ++d) {
-      const int64_t da = d + c.a.size() >= r ? c.a[d + c.a.size() - r] : 1;
-      const int64_t db = d + c.b.size() >= r ? c.b[d + c.b.size() - r] : 1;
-      y[d] = std::max(da, db);
-    }
-    BinaryParams p;
-    p.kind = static_cast<BinaryKind>(t % 4);
-    p.activation = random_activation(rng);
-    const NodeDesc node = make_node(p, {c.a, c.b}, y);
-    const std::string desc = describe(node) + " " + binary_kind_name(p.kind);
+    const test::RandomBinary c = test::random_binary(rng, t);
+    const NodeDesc node = make_node(c.p, {c.a, c.b}, c.y);
+    const std::string desc = describe(node) + " " + binary_kind_name(c.p.kind);
     CAPTURE(desc);
     auto in = random_inputs({c.a, c.b}, 900 + t);
-    if (p.kind == BinaryKind::Div)
-      for (float& v : in[1]) v = v < 0 ? v - 0.5f : v + 0.5f;  // keep divisors away from 0
+    if (c.p.kind == BinaryKind::Div) test::keep_from_zero(in[1]);
     check_against_reference("broadcast", node, in);
   }
 }
