@@ -134,8 +134,12 @@ TEST_CASE("conv2d im2col_gemm matches the reference on 250 random shapes") {
       if (valid && N * CI * CO * kh * kw * HO * WO <= 3'000'000) break;
     }
     const bool bias = rng() % 4 != 0;
+    // Every third case adds a residual (fuse_conv_residual's form: x, weight, bias, r); decided from
+    // t so that the random stream of the other cases is unchanged.
+    p.add_residual = t % 3 == 1;
     std::vector<Shape> in{{N, CI, H, W}, {CO, CI, kh, kw}};
-    if (bias) in.push_back({CO});
+    if (bias || p.add_residual) in.push_back({CO});
+    if (p.add_residual) in.push_back({N, CO, HO, WO});
     const NodeDesc node = make_node(p, in, {N, CO, HO, WO});
     CAPTURE(t);
     const std::string desc = describe(node);

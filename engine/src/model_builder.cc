@@ -72,6 +72,8 @@ fb::ActivationKind fb_kind(ActivationKind k) { return static_cast<fb::Activation
 fb::Padding fb_padding(const Padding2D& p) { return fb::Padding(p.top, p.left, p.bottom, p.right); }
 
 flatbuffers::Offset<fb::Conv2D> fb_conv(flatbuffers::FlatBufferBuilder& fbb, const Conv2DParams& p) {
+  if (p.add_residual)
+    throw Error("conv2d add_residual is engine-internal (the fuse_conv_residual pass) and has no file form");
   const fb::Padding pad = fb_padding(p.pad);
   return fb::CreateConv2D(fbb, p.stride_h, p.stride_w, &pad, p.dilation_h, p.dilation_w,
                           fb_kind(p.activation.kind), p.activation.alpha);

@@ -138,7 +138,12 @@ int64_t window_out(const std::string& where, const char* axis, int64_t in, int p
 // Shared by conv2d and conv_pool2d: parameter checks, input checks, and the conv output shape.
 Shape conv2d_shape(const std::string& where, const std::string& prefix, const Conv2DParams& p,
                    const Inputs& in) {
-  in.expect_count(2, 3);
+  if (p.add_residual) {
+    if (!prefix.empty()) fail(where, "field " + prefix + "add_residual is only for conv2d");
+    in.expect_count(4, 4);  // x, weight, bias, residual
+  } else {
+    in.expect_count(2, 3);
+  }
   const Shape& x = in.with_rank(0, 4, "[N,C_in,H,W]");
   const Shape& w = in.with_rank(1, 4, "[C_out,C_in,KH,KW]");
   positive(where, prefix + "stride_h", p.stride_h);
@@ -150,10 +155,13 @@ Shape conv2d_shape(const std::string& where, const std::string& prefix, const Co
   if (w[1] != x[1])
     fail(where, in.label(1) + " has " + std::to_string(w[1]) + " input channels but input 0 has " +
                     std::to_string(x[1]));
-  if (in.size() == 3) in.expect_vector(2, w[0], "C_out");
+  if (in.size() >= 3) in.expect_vector(2, w[0], "C_out");
   const int64_t h = window_out(where, "height", x[2], p.pad.top, p.pad.bottom, w[2], p.stride_h);
   const int64_t wd = window_out(where, "width", x[3], p.pad.left, p.pad.right, w[3], p.stride_w);
-  return {x[0], w[0], h, wd};
+  const Shape out{x[0], w[0], h, wd};
+  if (p.add_residual && in[3] != out)
+    fail(where, in.label(3) + " (residual) has shape " + str(in[3]) + " but the output is " + str(out));
+  return out;
 }
 
 std::vector<Shape> conv2d(const std::string& where, const Conv2DParams& p, const Inputs& in) {

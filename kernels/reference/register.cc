@@ -60,7 +60,22 @@ void run_weighted(const KernelCall& call, const char* op, Fn fn) {
      call.outputs[0], call.node.output_shapes[0]);
 }
 
-void run_conv2d(const KernelCall& c) { run_weighted<Conv2DParams>(c, "conv2d", ref::conv2d); }
+// conv2d: x, weight, optional bias; with add_residual (the fuse_conv_residual pass) always x, weight,
+// bias and the residual of the output's shape.
+void run_conv2d(const KernelCall& c) {
+  const auto& p = params_of<Conv2DParams>(c, "conv2d");
+  if (!p.add_residual) {
+    check_call(c, "conv2d", 2, 3);
+  } else {
+    check_call(c, "conv2d", 4, 4);
+    if (c.node.input_shapes[3] != c.node.output_shapes[0])
+      throw Error("reference conv2d: residual has shape " + shape_str(c.node.input_shapes[3]) +
+                  " but the output is " + shape_str(c.node.output_shapes[0]));
+  }
+  const auto& s = c.node.input_shapes;
+  ref::conv2d(p, c.inputs[0], s[0], c.inputs[1], s[1], optional_input(c, 2), c.outputs[0],
+              c.node.output_shapes[0], p.add_residual ? c.inputs[3] : nullptr);
+}
 void run_conv_transpose2d(const KernelCall& c) {
   run_weighted<ConvTranspose2DParams>(c, "conv_transpose2d", ref::conv_transpose2d);
 }

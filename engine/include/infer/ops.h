@@ -45,6 +45,9 @@ struct Conv2DParams {
   Padding2D pad;
   int dilation_h = 1, dilation_w = 1;  // only 1 is supported
   Activation activation;               // fused epilogue
+  // Engine-internal (the fuse_conv_residual pass; no file form): inputs are x, weight, bias, r with r
+  // of the output's shape, and y = act(conv(x) + bias + r), the residual add of a ResNet block.
+  bool add_residual = false;
 };
 
 // x [N,C_in,H,W], weight [C_in,C_out,KH,KW], optional bias [C_out].
