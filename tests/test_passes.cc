@@ -520,7 +520,9 @@ TEST_CASE("fuse_conv_residual: conv + residual add on cpu, same values, shown in
                         {"conv1:conv2d", "conv2:conv2d", "short:conv2d", "conv3:conv2d", "add3:add",
                          "conv4:conv2d", "add4:binary"});
   }
-  Session s(m, SessionOptions{});
+  SessionOptions cpu;
+  cpu.backend = "cpu";  // the pass's backend (auto would pick cuda on a GPU machine)
+  Session s(m, cpu);
   CHECK(s.passes()[5] == "fuse_conv_residual: 2 conv2d + residual add pairs fused");
   CHECK(s.nodes()[0].fused == std::vector<std::string>{"add1", "relu1"});
   CHECK(s.nodes()[0].variant == "im2col_gemm");
@@ -528,7 +530,7 @@ TEST_CASE("fuse_conv_residual: conv + residual add on cpu, same values, shown in
   const Profile prof = s.profile(random_inputs(s, 3), 1);
   CHECK(prof.table().find("add1+relu1") != std::string::npos);
 
-  SessionOptions off;
+  SessionOptions off = cpu;
   off.passes.fuse_conv_residual = false;
   Session plain(m, off);
   CHECK(plain.passes()[5] == "fuse_conv_residual: off");
