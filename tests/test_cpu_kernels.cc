@@ -88,7 +88,7 @@ TEST_CASE("the heuristic picks the fast cpu variants") {
       {"conv2d", "im2col_gemm"}, {"dense", "gemm"},       {"pool2d", "direct"},
       {"activation", "direct"},  {"add", "direct"},       {"batchnorm", "direct"},
       {"softmax", "direct"},     {"concat", "direct"},    {"flatten", "direct"},
-      {"reshape", "direct"}};
+      {"reshape", "direct"},     {"binary", "broadcast"}};
   for (const auto& entry : expected) {
     const std::string op = entry.first, name = entry.second;
     CAPTURE(op);
@@ -134,8 +134,12 @@ TEST_CASE("conv2d im2col_gemm matches the reference on 250 random shapes") {
       if (valid && N * CI * CO * kh * kw * HO * WO <= 3'000'000) break;
     }
     const bool bias = rng() % 4 != 0;
+    // Every third case adds a residual (fuse_conv_residual's form: x, weight, bias, r); decided from
+    // t so that the random stream of the other cases is unchanged.
+    p.add_residual = t % 3 == 1;
     std::vector<Shape> in{{N, CI, H, W}, {CO, CI, kh, kw}};
-    if (bias) in.push_back({CO});
+    if (bias || p.add_residual) in.push_back({CO});
+    if (p.add_residual) in.push_back({N, CO, HO, WO});
     const NodeDesc node = make_node(p, in, {N, CO, HO, WO});
     CAPTURE(t);
     const std::string desc = describe(node);
@@ -233,6 +237,58 @@ TEST_CASE("activation, add and batchnorm direct match the reference") {
     for (float& v : in[4]) v = v * v + 0.1f;  // variances > 0
     check_against_reference("direct", make_node(bn, {s, c, c, c, c}, s), in);
   }
+}
+
+TEST_CASE("binary broadcast matches the reference (every kind and broadcast pattern)") {
+  std::mt19937_64 rng(19);
+  for (int t = 0; t < 400; ++t) {
+    const test::RandomBinary c = test::random_binary(rng, t);
+    const NodeDesc node = make_node(c.p, {c.a, c.b}, c.y);
+    const std::string desc = describe(node) + " " + binary_kind_name(c.p.kind);
+    CAPTURE(desc);
+    auto in = random_inputs({c.a, c.b}, 900 + t);
+    if (c.p.kind == BinaryKind::Div) test::keep_from_zero(in[1]);
+    check_against_reference("broadcast", node, in);
+  }
+}
+
+TEST_CASE("binary broadcast: large per-channel and same-shape cases (threaded, long rows)") {
+  const Shape y{2, 37, 61, 67};
+  for (const Shape& b : {Shape{1, 37, 1, 1}, Shape{2, 37, 1, 1}, y, Shape{1}, Shape{61, 1}}) {
+    for (int k = 0; k < 4; ++k) {
+      BinaryParams p;
+      p.kind = static_cast<BinaryKind>(k);
+      const NodeDesc node = make_node(p, {y, b}, y);
+      const std::string desc = describe(node);
+      CAPTURE(desc);
+      auto in = random_inputs({y, b}, 1000 + k);
+      for (float& v : in[1]) v += 2.f;
+      check_against_reference("broadcast", node, in);
+    }
+  }
+}
+
+TEST_CASE("binary broadcast runs in place and rejects malformed calls") {
+  const Shape s{2, 3, 5, 7}, c{1, 3, 1, 1};
+  const auto x = random_vector(210, 5), g = random_vector(3, 6);
+  BinaryParams p;
+  p.kind = BinaryKind::Mul;
+  p.activation.kind = ActivationKind::Relu;
+  const NodeDesc node = make_node(p, {s, c}, s);
+  const std::vector<float> want = run_variant("reference", node, {x, g});
+  std::vector<float> buf = x;
+  const KernelVariant* v = KernelRegistry::global().find("cpu", "binary", "broadcast");
+  REQUIRE(v != nullptr);
+  v->run(KernelCall{node, {buf.data(), g.data()}, {buf.data()}});
+  CHECK(rel_error(buf, want) <= kTol);
+  std::vector<float> y(210);
+  // b [1,4,1,1] does not broadcast to [2,3,5,7]; a missing input; the wrong params.
+  CHECK_FALSE(v->applicable(make_node(p, {s, {1, 4, 1, 1}}, s)));
+  CHECK_THROWS_WITH_AS(v->run(KernelCall{make_node(p, {s, {1, 4, 1, 1}}, s), {x.data(), g.data()}, {y.data()}}),
+                       "cpu binary: input 1x4x1x1 does not broadcast to output 2x3x5x7", Error);
+  CHECK_THROWS_AS(v->run(KernelCall{node, {x.data()}, {y.data()}}), Error);
+  CHECK_THROWS_AS(v->run(KernelCall{make_node(AddParams{}, {s, s}, s), {x.data(), x.data()}, {y.data()}}),
+                  Error);
 }
 
 TEST_CASE("elementwise direct kernels run in place") {

@@ -475,6 +475,46 @@ CUDA_TEST_CASE("every activation kind as a fused epilogue (conv2d, conv_transpos
   }
 }
 
+namespace {
+
+// A random binary case whose broadcast operand is, half the time when the batch rules allow it (rank
+// below the output's or a leading 1), a constant (float32 host data, uploaded as the session would).
+OpCase random_binary_case(std::mt19937_64& rng, int t, int min_rank, int max_rank, uint64_t seed) {
+  const test::RandomBinary r = test::random_binary(rng, t, min_rank, max_rank);
+  const Shape& other = r.b_first ? r.a : r.b;
+  const bool constant = (other.size() < r.y.size() || other[0] == 1) && rng() % 2;
+  const std::vector<bool> flags = r.b_first ? std::vector<bool>{constant, false} : std::vector<bool>{false, constant};
+  OpCase c = make_case(r.p, {r.a, r.b}, flags, r.y, seed);
+  if (r.p.kind == BinaryKind::Div) c.fill = [](std::vector<std::vector<float>>& in) { test::keep_from_zero(in[1]); };
+  return c;
+}
+
+}  // namespace
+
+CUDA_TEST_CASE("binary broadcast (add/sub/mul/div, every pattern, constants either side) matches the reference") {
+  test::require_registered("binary", {"broadcast"});
+  for (Precision p : test::kAllPrecisions) {
+    CAPTURE(test::precision_label(p));
+    std::mt19937_64 rng(23 + int(p));
+    const int count = scaled(p == Precision::FP32 ? 200 : 80);
+    for (int t = 0; t < count; ++t) {
+      const OpCase c = random_binary_case(rng, t, 1, 5, 1000 + t);
+      CHECK(check_case(c, p, {}, t % 3 == 2) == std::vector<std::string>{"broadcast"});
+    }
+    // A million elements: per-channel scale, squeeze-excitation gate, residual, scalar.
+    const Shape y{2, 64, 100, 100};
+    int k = 0;
+    for (const Shape& b : {Shape{1, 64, 1, 1}, Shape{2, 64, 1, 1}, y, Shape{1}}) {
+      BinaryParams bp;
+      bp.kind = static_cast<BinaryKind>(k++);
+      bp.activation.kind = ActivationKind::Relu;
+      OpCase c = make_case(bp, {y, b}, {false, b[0] == 1 && b.size() == 4}, y, 2000 + k);
+      c.fill = [](std::vector<std::vector<float>>& in) { test::keep_from_zero(in[1]); };
+      CHECK(check_case(c, p).size() == 1);
+    }
+  }
+}
+
 CUDA_TEST_CASE("activation, add and batchnorm run in place (output == first input)") {
   for (Precision p : {Precision::FP32, Precision::FP16}) {
     CAPTURE(test::precision_label(p));

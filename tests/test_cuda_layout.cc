@@ -265,6 +265,19 @@ CUDA_TEST_CASE("pool2d, activation and add in NHWC match the reference") {
   }
 }
 
+CUDA_TEST_CASE("binary broadcast in NHWC matches the reference (constants stay NCHW)") {
+  std::mt19937_64 rng(717171);
+  for (int t = 0; t < scaled(80); ++t) {
+    const test::RandomBinary r = test::random_binary(rng, t, 4, 4);
+    const Shape& other = r.b_first ? r.a : r.b;
+    const bool constant = (other.size() < 4 || other[0] == 1) && rng() % 2;
+    const std::vector<bool> flags = r.b_first ? std::vector<bool>{constant, false} : std::vector<bool>{false, constant};
+    OpCase c = make_case(r.p, {r.a, r.b}, flags, r.y, 800 + t);
+    if (r.p.kind == BinaryKind::Div) c.fill = [](std::vector<std::vector<float>>& in) { test::keep_from_zero(in[1]); };
+    CHECK(contains(check_case_in_layout(c, kPrecisions[t % 3], Layout::NHWC, {}, t % 2 == 0), "broadcast"));
+  }
+}
+
 // ---- whole sessions -----------------------------------------------------------------------------
 
 namespace {

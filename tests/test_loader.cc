@@ -271,7 +271,8 @@ std::vector<uint8_t> all_ops_model() {
   avg.stride_h = avg.stride_w = 1;
   avg.pad = {1, 1, 1, 1};
   const int p = b.node("avgpool", avg, {c});                                    // 3x6x6
-  const int a = b.node("add", AddParams{}, {c, p});
+  int a = b.node("add", AddParams{}, {c, p});
+  a = b.node("scale", BinaryParams{BinaryKind::Mul, {}}, {a, weights("scale.c", {3, 1, 1})});
   y = b.node("concat", ConcatParams{1}, {a, c});                                // 6x6x6
   y = b.node("flatten", FlattenParams{1}, {y});                                 // 216
   y = b.node("dense", DenseParams{}, {y, weights("dense.w", {10, 216}, DType::F16),
@@ -319,7 +320,7 @@ TEST_CASE("the valid models load") {
   const auto all = all_ops_model();
   write_case("valid_all_ops", all);
   const Model m = Model::from_bytes(all, "all_ops.fb");
-  CHECK(m.num_nodes() == 13);
+  CHECK(m.num_nodes() == 14);
   CHECK(m.outputs()[0].shape == Shape{-1, 2, 5});
   std::set<OpType> ops;
   for (const auto& n : m.graph().nodes) ops.insert(n.op());
@@ -673,6 +674,24 @@ TEST_CASE("corpus: hand-broken op parameters") {
                           fb::CreatePool2D(fbb, static_cast<fb::PoolKind>(-3), 2, 2, 2, 2).Union());
   };
   expect_bad("unknown_pool_kind", m, "node 1 'pool' (pool2d): field kind has unknown value -3");
+  m = RawModel::base();
+  m.nodes[1].inputs = {3, 2};
+  m.nodes[1].custom = [](flatbuffers::FlatBufferBuilder& fbb) {
+    return std::make_pair(fb::Op::Binary, fb::CreateBinary(fbb, static_cast<fb::BinaryKind>(7)).Union());
+  };
+  expect_bad("unknown_binary_kind", m, "node 1 'pool' (binary): field kind has unknown value 7");
+  m = RawModel::base();
+  m.nodes[1].inputs = {1, 2};
+  m.nodes[1].custom = [](flatbuffers::FlatBufferBuilder& fbb) {
+    return std::make_pair(fb::Op::Binary, fb::CreateBinary(fbb, fb::BinaryKind::Mul).Union());
+  };
+  expect_bad("binary_all_constant", m, "node 1 'pool' (binary): every input is a constant");
+  m = RawModel::base();
+  m.nodes[1].inputs = {3, 2};  // [N,3,6,6] with [3]: the last dims 6 and 3 do not broadcast
+  m.nodes[1].custom = [](flatbuffers::FlatBufferBuilder& fbb) {
+    return std::make_pair(fb::Op::Binary, fb::CreateBinary(fbb, fb::BinaryKind::Div).Union());
+  };
+  expect_bad("binary_no_broadcast", m, "node 1 'pool' (binary): input 1 has shape 3 which does not broadcast with input 0's 1x3x6x6");
 }
 
 TEST_CASE("corpus: hand-broken graph structure") {
@@ -720,9 +739,10 @@ TEST_CASE("corpus: hand-broken graph structure") {
   expect_bad("missing_options_table", m, "node 0 'conv': options are missing");
   m = RawModel::base();
   m.nodes[0].custom = [](flatbuffers::FlatBufferBuilder& fbb) {
-    return std::make_pair(static_cast<fb::Op>(13), fb::CreateFlatten(fbb).Union());
+    return std::make_pair(static_cast<fb::Op>(static_cast<int>(fb::Op::MAX) + 1),
+                          fb::CreateFlatten(fbb).Union());
   };
-  expect_bad("unknown_options_type", m, "node 0 'conv': options have unknown type 13");
+  expect_bad("unknown_options_type", m, "node 0 'conv': options have unknown type 14");
   m = RawModel::base();
   m.nodes[0].outputs->push_back(4);
   expect_bad("two_outputs", m, "node 0 'conv' (conv2d): has 2 outputs");

@@ -626,3 +626,32 @@ TEST_CASE("a fixed export batch becomes the batch dimension; batch-changing targ
     CHECK(import_error(m).find("input 'x2' has a fixed batch of 2 but an earlier input has 3") != std::string::npos);
   }
 }
+
+TEST_CASE("golden: Add/Sub/Mul/Div import as broadcasting binary nodes") {
+  // The nets of make_golden.py's binary_cases (their values are checked by the golden test above).
+  struct Want {
+    const char* name;
+    std::vector<std::pair<BinaryKind, Shape>> binaries;  // kind and the shape of its constant operand
+  };
+  const std::vector<Want> wants = {
+      {"binary_scale", {{BinaryKind::Mul, {1, 5, 1, 1}}, {BinaryKind::Add, {5, 1, 1}}}},
+      {"binary_se", {{BinaryKind::Mul, {}}}},                                      // gate: both activations
+      {"binary_divconst", {{BinaryKind::Div, {1}}, {BinaryKind::Sub, {1}}}},      // x / 2.5, 1.5 - tanh
+      {"binary_sub", {{BinaryKind::Sub, {}}, {BinaryKind::Sub, {}}}}};            // a - b, d - pool(d)
+  for (const Want& w : wants) {
+    for (int opset : {13, 17}) {
+      const std::string name = std::string(w.name) + "_op" + std::to_string(opset);
+      CAPTURE(name);
+      const Model m = Model::load(convert(name + ".onnx", name));
+      std::vector<std::pair<BinaryKind, Shape>> got;
+      for (const auto& n : m.graph().nodes) {
+        if (n.op() != OpType::Binary) continue;
+        Shape constant;
+        for (int id : n.inputs)
+          if (m.graph().values[size_t(id)].is_constant()) constant = m.graph().values[size_t(id)].shape;
+        got.emplace_back(std::get<BinaryParams>(n.params).kind, constant);
+      }
+      CHECK(got == w.binaries);
+    }
+  }
+}

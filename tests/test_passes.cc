@@ -9,6 +9,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -80,7 +83,11 @@ void check_on_equals_off(const Model& m, const std::string& backend, int64_t bat
   on.batch = off.batch = batch;
   off.passes = all(false);
   Session fused(m, on), plain(m, off);
-  if (!expect_nodes.empty()) CHECK(node_list(fused) == expect_nodes);
+  if (!expect_nodes.empty()) {
+    const std::string got = fmt::format("{}", fmt::join(node_list(fused), " "));
+    CAPTURE(got);
+    CHECK(node_list(fused) == expect_nodes);
+  }
   CHECK(plain.nodes().size() == m.num_nodes());
   const std::vector<Tensor> in = random_inputs(plain, 7);
   const std::vector<Tensor> a = fused.run(in), b = plain.run(in);
@@ -144,7 +151,7 @@ int act(ModelBuilder& b, const std::string& name, int x, ActivationKind kind) {
 TEST_CASE("PassOptions: names, set by name, unknown names are errors") {
   CHECK(PassOptions::names() == std::vector<std::string>{"fold_batchnorm", "fuse_conv_avgpool",
                                                          "fuse_activation", "channels_last",
-                                                         "fold_width"});
+                                                         "fold_width", "fuse_conv_residual"});
   PassOptions p;
   CHECK(p.fold_batchnorm);
   CHECK(p.fuse_conv_avgpool);
@@ -480,7 +487,8 @@ TEST_CASE("session and profile report what the passes did") {
   Session s(lenet, SessionOptions{});
   // Three graph passes, then the backend passes: channels_last does nothing on the cpu backend and
   // fold_width finds no folded kernel there.
-  REQUIRE(s.passes().size() == 5);
+  REQUIRE(s.passes().size() == 6);
+  CHECK(s.passes()[5] == "fuse_conv_residual: no conv2d + residual add to fuse");
   CHECK(s.passes()[3] == "channels_last: not used (cpu in fp32 keeps NCHW)");
   CHECK(s.passes()[4] == "fold_width: no convolution width-folded");
   CHECK(s.nodes()[0].layout == Layout::NCHW);
@@ -499,7 +507,7 @@ TEST_CASE("session and profile report what the passes did") {
   Session plain(lenet, off);
   CHECK(plain.passes() == std::vector<std::string>{"fold_batchnorm: off", "fuse_conv_avgpool: off",
                                                    "fuse_activation: off", "channels_last: off",
-                                                   "fold_width: off"});
+                                                   "fold_width: off", "fuse_conv_residual: off"});
   CHECK(plain.nodes().size() == lenet.num_nodes());
 }
 
@@ -553,4 +561,56 @@ TEST_CASE("infer CLI: --no-fuse and --pass") {
   CHECK(cli("--pass fold_batchnorm=maybe", &out) == 1);
   CHECK(out.find("expected NAME=off or NAME=on") != std::string::npos);
   fs::remove_all(dir);
+}
+
+// ResNet's basic block tail: conv -> (+ shortcut) -> relu. The add (with the relu fused into it) goes
+// into the conv's GEMM on the cpu backend; the conv may be either input of the add, the merged node
+// runs at the add's place, and a conv without bias gets a zero one. Not fused: a conv with its own activation, a conv
+// read twice, a broadcasting add.
+TEST_CASE("fuse_conv_residual: conv + residual add on cpu, same values, shown in the profile") {
+  ModelBuilder b("resblock");
+  const int x = b.input("x", {-1, 4, 7, 9});
+  const int c1 = conv(b, "conv1", x, 4, 4, 3, 1, true, 1);  // shortcut added second
+  int y = b.node("add1", AddParams{}, {c1, x});
+  y = act(b, "relu1", y, ActivationKind::Relu);
+  const int c2 = conv(b, "conv2", y, 4, 4, 3, 1, true, 3);
+  const int sc = conv(b, "short", y, 4, 4, 1, 0, false, 5);  // no bias: gets a zero one
+  BinaryParams badd;  // a binary add of equal shapes fuses too: the first input's conv takes the other
+  int z = b.node("add2", badd, {sc, c2});
+  const int c3 = conv(b, "conv3", z, 4, 4, 3, 1, true, 7, ActivationKind::Relu);  // own activation
+  z = b.node("add3", AddParams{}, {c3, z});
+  const int c4 = conv(b, "conv4", z, 4, 4, 1, 0, true, 9);
+  const int g = b.constant("gate", {1, 4, 1, 1}, {1.f, 2.f, 3.f, 4.f});
+  BinaryParams bc;  // broadcasting: not a residual
+  z = b.node("add4", bc, {c4, g});
+  b.output(z);
+  const Model m = Model::from_bytes(b.finish(), "resblock.fb");
+
+  for (const char* backend : {"cpu", "reference"}) {
+    CAPTURE(backend);
+    check_on_equals_off(m, backend, 3,
+                        {"conv1:conv2d", "conv2:conv2d", "short:conv2d", "conv3:conv2d", "add3:add",
+                         "conv4:conv2d", "add4:binary"});
+  }
+  SessionOptions cpu;
+  cpu.backend = "cpu";  // the pass's backend (auto would pick cuda on a GPU machine)
+  Session s(m, cpu);
+  CHECK(s.passes()[5] == "fuse_conv_residual: 2 conv2d + residual add pairs fused");
+  CHECK(s.nodes()[0].fused == std::vector<std::string>{"add1", "relu1"});
+  CHECK(s.nodes()[0].variant == "im2col_gemm");
+  CHECK(s.nodes()[2].fused == std::vector<std::string>{"add2"});
+  const Profile prof = s.profile(random_inputs(s, 3), 1);
+  CHECK(prof.table().find("add1+relu1") != std::string::npos);
+
+  SessionOptions off = cpu;
+  off.passes.fuse_conv_residual = false;
+  Session plain(m, off);
+  CHECK(plain.passes()[5] == "fuse_conv_residual: off");
+  CHECK(plain.nodes().size() == 9);
+  // The fused conv has no file form.
+  Conv2DParams fused;
+  fused.add_residual = true;
+  ModelBuilder nb("n");
+  const int nx = nb.input("x", {-1, 1, 3, 3});
+  CHECK_THROWS_AS(nb.node("c", fused, {nx, nb.constant("w", {1, 1, 1, 1}, {1.f})}), Error);
 }

@@ -4,6 +4,7 @@
 // heuristic picks for a node.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -122,6 +123,68 @@ inline bool all_finite(const std::vector<float>& v) {
   for (float x : v)
     if (!std::isfinite(x)) return false;
   return true;
+}
+
+// A random binary node (every kind, a random fused activation) on a random broadcast pair: y has
+// rank min_rank..max_rank (odd sizes); b is the same shape, a scalar [1], per-channel [1,C,1,..] or
+// [C,1,..], a squeeze-excitation gate [N,C,1,..], or each dim kept or 1 with leading ones dropped;
+// sometimes a broadcasts too, and sometimes the broadcast operand comes first (Sub, Div are not
+// symmetric). y is the broadcast of a and b. `b_first`: the operands were swapped.
+struct RandomBinary {
+  BinaryParams p;
+  Shape a, b, y;
+  bool b_first = false;
+};
+inline RandomBinary random_binary(std::mt19937_64& rng, int t, int min_rank = 1, int max_rank = 5) {
+  RandomBinary r;
+  r.p.kind = static_cast<BinaryKind>(t % 4);
+  r.p.activation = random_activation(rng);
+  Shape full;
+  const int rank = uniform(rng, min_rank, max_rank);
+  for (int d = 0; d < rank; ++d) full.push_back(uniform(rng, 1, d == 0 ? 3 : 13));
+  auto pick = [&](int pattern) {
+    Shape s = full;
+    const size_t n = s.size();
+    switch (pattern) {
+      case 0: return s;
+      case 1: return Shape{1};
+      case 2:
+        for (size_t d = 0; d < n; ++d)
+          if (d != 1) s[d] = 1;
+        return s;
+      case 3:
+        if (n >= 2) {
+          Shape q(s.begin() + 1, s.end());
+          for (size_t d = 1; d < q.size(); ++d) q[d] = 1;
+          return q;
+        }
+        return s;
+      case 4:
+        for (size_t d = 2; d < n; ++d) s[d] = 1;
+        return s;
+      default:
+        for (size_t d = 0; d < n; ++d)
+          if (rng() % 2) s[d] = 1;
+        while (s.size() > 1 && rng() % 3 == 0) s.erase(s.begin());
+        return s;
+    }
+  };
+  r.a = t % 7 == 6 ? pick(5) : full;
+  r.b = pick(uniform(rng, 0, 5));
+  if (t % 4 == 3) std::swap(r.a, r.b), r.b_first = true;
+  const size_t n = std::max(r.a.size(), r.b.size());
+  r.y.assign(n, 1);
+  for (size_t d = 0; d < n; ++d) {
+    const int64_t da = d + r.a.size() >= n ? r.a[d + r.a.size() - n] : 1;
+    const int64_t db = d + r.b.size() >= n ? r.b[d + r.b.size() - n] : 1;
+    r.y[d] = std::max(da, db);
+  }
+  return r;
+}
+
+// Divisors away from 0 (|v| >= 0.5), so that Div cases compare well-conditioned values.
+inline void keep_from_zero(std::vector<float>& v) {
+  for (float& x : v) x = x < 0 ? x - 0.5f : x + 0.5f;
 }
 
 }  // namespace infer::test

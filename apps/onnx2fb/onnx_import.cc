@@ -57,8 +57,8 @@ const std::set<std::string>& op_set() {
       // converted
       "Conv", "ConvTranspose", "Gemm", "MatMul", "MaxPool", "AveragePool", "GlobalAveragePool",
       "BatchNormalization", "Relu", "LeakyRelu", "Tanh", "Sigmoid", "Softmax", "Flatten", "Reshape",
-      "Add", "Concat", "ReduceMean", "Clip", "HardSigmoid", "HardSwish", "Elu", "Exp", "Sqrt", "Neg",
-      "Abs", "Softplus",
+      "Add", "Sub", "Mul", "Div", "Concat", "ReduceMean", "Clip", "HardSigmoid", "HardSwish", "Elu",
+      "Exp", "Sqrt", "Neg", "Abs", "Softplus",
       // removed (Pad: when all zero, or merged into the AveragePool after it)
       "Dropout", "Identity", "Pad",
       // folded (constant inputs only; Shape also of activations)
@@ -587,7 +587,7 @@ class Importer {
     if (op == "Shape" || op == "Gather" || op == "Unsqueeze" || op == "Squeeze" || op == "Cast" ||
         op == "Slice")
       return define_outputs(fold());
-    if (op == "Concat" || op == "Reshape") {
+    if (op == "Concat" || op == "Reshape" || is_arith(op)) {
       bool all_const = true;
       for (int i = 0; i < n_->input_size(); ++i)
         if (has_input(i) && !in(i).is_const()) all_const = false;
@@ -621,7 +621,7 @@ class Importer {
     if (op == "Softmax") return softmax();
     if (op == "Flatten") return flatten();
     if (op == "Reshape") return reshape();
-    if (op == "Add") return add();
+    if (is_arith(op)) return binary(op);
     if (op == "Concat") return concat();
     unsupported("op");  // not reached: check_supported() listed every other op
   }
@@ -1010,9 +1010,37 @@ class Importer {
     output(b_.node(node_name(), p, {x}));
   }
 
-  void add() {
-    const int a = act(0), bb = act(1);
-    output(b_.node(node_name(), AddParams{}, {a, bb}));
+  static bool is_arith(const std::string& op) {
+    return op == "Add" || op == "Sub" || op == "Mul" || op == "Div";
+  }
+  static BinaryKind arith_kind(const std::string& op) {
+    return op == "Sub" ? BinaryKind::Sub : op == "Mul" ? BinaryKind::Mul : op == "Div" ? BinaryKind::Div
+                                                                             : BinaryKind::Add;
+  }
+
+  // Add / Sub / Mul / Div with at least one activation input (all-constant ones are folded). An Add
+  // of two equally shaped activations stays the residual `add` node (what older files hold and the
+  // conv + residual fusion looks for); everything else is a broadcasting `binary` node. A constant
+  // operand drops leading 1s beyond the activation's rank (torch exports scalars and [1,C,1,1]
+  // shapes), a scalar becomes [1].
+  void binary(const std::string& op) {
+    const Val va = in(0), vb = in(1);
+    if (!va.is_const() && !vb.is_const() && op == "Add" && b_.shape(va.id) == b_.shape(vb.id))
+      return output(b_.node(node_name(), AddParams{}, {va.id, vb.id}));
+    const int rank = rank_of(va.is_const() ? vb.id : va.id);
+    auto operand = [&](int k, const Val& v) {
+      if (!v.is_const()) return v.id;
+      if (v.c->is_int) unsupported("input " + std::to_string(k) + " '" + n_->input(k) +
+                                   "' is an integer constant used with a computed tensor");
+      Shape dims = v.c->dims;
+      while (static_cast<int>(dims.size()) > rank && dims.front() == 1) dims.erase(dims.begin());
+      if (dims.empty()) dims = {1};
+      return add_weight(k, dims, v.c->f);
+    };
+    BinaryParams p;
+    p.kind = arith_kind(op);
+    const int a = operand(0, va), bb = operand(1, vb);
+    output(b_.node(node_name(), p, {a, bb}));
   }
 
   void concat() {
@@ -1050,6 +1078,65 @@ class Importer {
       return c;
     }
     fail("has no value");
+  }
+
+  // Add / Sub / Mul / Div of two constants with NumPy broadcasting: float weights, or int64 shape math
+  // (integer division truncates, as ONNX Div on int64 does; the batch may not take part).
+  Const fold_arith(const std::string& op) {
+    const Const& x = *in(0).c;
+    const Const& y = *in(1).c;
+    if (x.is_int != y.is_int) unsupported("arithmetic between an integer and a float constant");
+    const size_t rank = std::max(x.dims.size(), y.dims.size());
+    Const c;
+    c.is_int = x.is_int;
+    c.dims.assign(rank, 1);
+    std::vector<int64_t> sx(rank, 0), sy(rank, 0);
+    int64_t stx = 1, sty = 1;
+    for (size_t k = rank; k-- > 0;) {
+      const size_t ox = rank - x.dims.size(), oy = rank - y.dims.size();
+      const int64_t dx = k >= ox ? x.dims[k - ox] : 1, dy = k >= oy ? y.dims[k - oy] : 1;
+      if (dx != dy && dx != 1 && dy != 1)
+        fail("constants " + str_dims(x.dims) + " and " + str_dims(y.dims) + " do not broadcast");
+      c.dims[k] = dx == 1 ? dy : dx;
+      sx[k] = dx == 1 ? 0 : stx;
+      sy[k] = dy == 1 ? 0 : sty;
+      stx *= dx;
+      sty *= dy;
+    }
+    const int64_t n = checked_numel(c.dims, node_label());
+    const BinaryKind kind = arith_kind(op);
+    std::vector<int64_t> idx(rank, 0);
+    for (int64_t e = 0; e < n; ++e) {
+      int64_t ix = 0, iy = 0;
+      for (size_t k = 0; k < rank; ++k) ix += idx[k] * sx[k], iy += idx[k] * sy[k];
+      if (c.is_int) {
+        const int64_t a = x.i[static_cast<size_t>(ix)], b = y.i[static_cast<size_t>(iy)];
+        if (a == kBatch || b == kBatch) unsupported("the batch dimension used in arithmetic");
+        if (kind == BinaryKind::Div && b == 0) fail("integer division by zero");
+        const auto wide = [&]() -> __int128 {
+          switch (kind) {
+            case BinaryKind::Add: return __int128(a) + b;
+            case BinaryKind::Sub: return __int128(a) - b;
+            case BinaryKind::Mul: return __int128(a) * b;
+            case BinaryKind::Div: return __int128(a) / b;
+          }
+          return 0;
+        }();
+        if (wide > kMaxElements || wide < -kMaxElements) fail("integer result is out of range");
+        c.i.push_back(static_cast<int64_t>(wide));
+      } else {
+        const float a = x.f[static_cast<size_t>(ix)], b = y.f[static_cast<size_t>(iy)];
+        c.f.push_back(kind == BinaryKind::Add   ? a + b
+                      : kind == BinaryKind::Sub ? a - b
+                      : kind == BinaryKind::Mul ? a * b
+                                                : a / b);
+      }
+      for (size_t k = rank; k-- > 0;) {
+        if (++idx[k] < c.dims[k]) break;
+        idx[k] = 0;
+      }
+    }
+    return c;
   }
 
   // Reads an axes list from an attribute (older opsets) or input 1 (newer).
@@ -1219,6 +1306,7 @@ class Importer {
       c.dims = dims;
       return c;
     }
+    if (is_arith(op)) return fold_arith(op);
     unsupported("folding");
   }
 

@@ -4,7 +4,9 @@
 //   whatever the kernel does (the segregated kernels do less work; their GFLOP/s shows it).
 // - conv_pool2d: the conv over the pooled region (H_out*pool x W_out*pool) plus the pooling.
 // - pool2d: one op per window element; batchnorm: one multiply-add (2) per element; add: one per
-//   element; softmax: 3 per element (max, exp-and-sum, divide).
+//   element; binary (add/sub/mul/div, broadcast): one per output element, its bytes the inputs as
+//   stored (a broadcast constant is read once per use, but counted once); softmax: 3 per element
+//   (max, exp-and-sum, divide).
 // - activation: activation_flops(kind) per element: one per arithmetic operation, compare or
 //   transcendental of its formula (infer/ops.h), except that relu, leaky_relu, tanh and sigmoid count
 //   one as they always have, and none (a copy) 0.
@@ -100,6 +102,7 @@ NodeCost node_cost(const NodeDesc& node) {
       cost.flops = out_elems * activation_flops(std::get<ActivationParams>(node.params).activation.kind);
       break;
     case OpType::Add:
+    case OpType::Binary:
       cost.flops = out_elems;
       break;
     case OpType::Softmax:

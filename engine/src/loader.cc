@@ -217,10 +217,25 @@ OpParams Loader::read_options(const fb::Node& node, const std::string& where) co
       p.pool = t->pool();
       return p;
     }
+    case fb::Op::Binary: {
+      const fb::Binary* t = node.options_as_Binary();
+      const int kind = static_cast<int>(t->kind());
+      if (kind < static_cast<int>(fb::BinaryKind::MIN) || kind > static_cast<int>(fb::BinaryKind::MAX))
+        throw Error(where + ": field kind has unknown value " + std::to_string(kind));
+      BinaryParams p;
+      p.kind = static_cast<BinaryKind>(kind);
+      p.activation =
+          read_activation(t->activation(), t->activation_alpha(), t->activation_beta(), where, "activation");
+      return p;
+    }
     case fb::Op::NONE: break;
   }
   throw Error(where + ": options are missing");
 }
+
+// Ops whose inputs may each be a constant or an activation (binary: a per-channel scale may come first
+// or second); the shape rule then checks how constants broadcast.
+bool any_input_kind(OpType op) { return op == OpType::Binary; }
 
 // Which inputs of an op hold parameters (must be constants); the others carry data (activations).
 bool is_parameter_input(OpType op, size_t i) {
@@ -410,7 +425,7 @@ void Loader::read_nodes() {
       const std::string label = tensor_label(index);
       if (parameter && !is_constant_[index])
         throw Error(what + " is " + label + ", an activation; it must be a constant");
-      if (!parameter && is_constant_[index])
+      if (!parameter && is_constant_[index] && !any_input_kind(op))
         throw Error(what + " is " + label + ", a constant; it must be an activation");
       if (!is_constant_[index] && !is_input_[index] && producer_[index] < 0) {
         // Find out why, for the message: produced by a later node (or this one), or by none.
@@ -427,6 +442,12 @@ void Loader::read_nodes() {
         throw Error(what + " is " + label + ", which no node produces and is not a model input");
       }
       node.inputs.push_back(static_cast<int>(index));
+    }
+    if (any_input_kind(op)) {
+      bool activation = false;
+      for (int id : node.inputs) activation = activation || !is_constant_[static_cast<size_t>(id)];
+      if (!activation && num_inputs > 0)
+        throw Error(where + ": every input is a constant (at least one must be an activation)");
     }
 
     const auto* outs = fn->outputs();

@@ -72,6 +72,8 @@ fb::ActivationKind fb_kind(ActivationKind k) { return static_cast<fb::Activation
 fb::Padding fb_padding(const Padding2D& p) { return fb::Padding(p.top, p.left, p.bottom, p.right); }
 
 flatbuffers::Offset<fb::Conv2D> fb_conv(flatbuffers::FlatBufferBuilder& fbb, const Conv2DParams& p) {
+  if (p.add_residual)
+    throw Error("conv2d add_residual is engine-internal (the fuse_conv_residual pass) and has no file form");
   const fb::Padding pad = fb_padding(p.pad);
   return fb::CreateConv2D(fbb, p.stride_h, p.stride_w, &pad, p.dilation_h, p.dilation_w,
                           fb_kind(p.activation.kind), p.activation.alpha, p.activation.beta);
@@ -134,6 +136,13 @@ std::pair<fb::Op, flatbuffers::Offset<void>> fb_options(flatbuffers::FlatBufferB
       const auto conv = fb_conv(fbb, p.conv);
       return {fb::Op::ConvPool2D, fb::CreateConvPool2D(fbb, conv, p.pool).Union()};
     }
+    case OpType::Binary: {
+      const auto& p = std::get<BinaryParams>(params);
+      return {fb::Op::Binary, fb::CreateBinary(fbb, static_cast<fb::BinaryKind>(p.kind),
+                                               fb_kind(p.activation.kind), p.activation.alpha,
+                                               p.activation.beta)
+                                  .Union()};
+    }
     case OpType::Layout:
       throw Error("layout nodes are engine-internal (the channels_last pass) and have no file form");
   }
@@ -151,6 +160,9 @@ bool is_parameter_input(OpType op, size_t i) {
     default: return false;
   }
 }
+
+// Ops whose inputs may each be a constant or an activation (binary).
+bool any_input_kind(OpType op) { return op == OpType::Binary; }
 
 std::string sys_error(int err) { return std::generic_category().message(err); }
 
@@ -244,6 +256,7 @@ int ModelBuilder::node(const std::string& name, OpParams params, std::vector<int
   const std::string where = "model builder: node '" + name + "' (" + op_name(op) + ")";
   // Shapes with a leading -1 are inferred at batch 1; the output then gets the -1 back.
   std::vector<Shape> shapes;
+  std::vector<bool> constant;
   bool batched = false;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const TensorRecord& t = impl_->tensor(inputs[i], where + ": input " + std::to_string(i));
@@ -251,7 +264,7 @@ int ModelBuilder::node(const std::string& name, OpParams params, std::vector<int
     if (parameter && !t.constant)
       throw Error(where + ": input " + std::to_string(i) + " '" + t.name +
                   "' is an activation; it must be a constant");
-    if (!parameter && t.constant)
+    if (!parameter && t.constant && !any_input_kind(op))
       throw Error(where + ": input " + std::to_string(i) + " '" + t.name +
                   "' is a constant; it must be an activation");
     Shape s = t.shape;
@@ -260,8 +273,9 @@ int ModelBuilder::node(const std::string& name, OpParams params, std::vector<int
       batched = true;
     }
     shapes.push_back(std::move(s));
+    constant.push_back(t.constant);
   }
-  std::vector<Shape> out = detail::infer_node_shapes(params, shapes, where);
+  std::vector<Shape> out = detail::infer_node_shapes(params, shapes, where, &constant);
   if (out.size() != 1) throw Error(where + ": expected one output");
   if (batched) out[0][0] = -1;  // every op keeps the batch as dim 0
   check_shape(where + ": output", out[0], true);

@@ -21,6 +21,7 @@ const char* op_name(OpType op) {
     case OpType::Add: return "add";
     case OpType::Concat: return "concat";
     case OpType::ConvPool2D: return "conv_pool2d";
+    case OpType::Binary: return "binary";
     case OpType::Layout: return "layout";
   }
   return "unknown";
@@ -49,6 +50,16 @@ const char* activation_name(ActivationKind kind) {
   return "unknown";
 }
 
+const char* binary_kind_name(BinaryKind kind) {
+  switch (kind) {
+    case BinaryKind::Add: return "add";
+    case BinaryKind::Sub: return "sub";
+    case BinaryKind::Mul: return "mul";
+    case BinaryKind::Div: return "div";
+  }
+  return "unknown";
+}
+
 const char* dtype_name(DType dtype) { return dtype == DType::F16 ? "f16" : "f32"; }
 
 size_t dtype_size(DType dtype) { return dtype == DType::F16 ? 2 : 4; }
@@ -60,6 +71,7 @@ Activation fused_activation(const OpParams& p) {
   if (auto* b = std::get_if<BatchNormParams>(&p)) return b->activation;
   if (auto* a = std::get_if<AddParams>(&p)) return a->activation;
   if (auto* cp = std::get_if<ConvPool2DParams>(&p)) return cp->conv.activation;
+  if (auto* bi = std::get_if<BinaryParams>(&p)) return bi->activation;
   return {};
 }
 

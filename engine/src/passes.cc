@@ -19,7 +19,8 @@ namespace infer {
 
 const std::vector<std::string>& PassOptions::names() {
   static const std::vector<std::string> kNames = {"fold_batchnorm", "fuse_conv_avgpool",
-                                                  "fuse_activation", "channels_last", "fold_width"};
+                                                  "fuse_activation", "channels_last", "fold_width",
+                                                  "fuse_conv_residual"};
   return kNames;
 }
 
@@ -34,6 +35,8 @@ void PassOptions::set(const std::string& name, bool on) {
     channels_last = on;
   } else if (name == "fold_width") {
     fold_width = on;
+  } else if (name == "fuse_conv_residual") {
+    fuse_conv_residual = on;
   } else {
     std::string known;
     for (const std::string& n : names()) known += (known.empty() ? "" : ", ") + n;
@@ -42,7 +45,7 @@ void PassOptions::set(const std::string& name, bool on) {
 }
 
 void PassOptions::set_all(bool on) {
-  fold_batchnorm = fuse_conv_avgpool = fuse_activation = channels_last = fold_width = on;
+  fold_batchnorm = fuse_conv_avgpool = fuse_activation = channels_last = fold_width = fuse_conv_residual = on;
 }
 
 void PassOptions::apply(const std::string& choice) {
@@ -59,6 +62,7 @@ bool PassOptions::enabled(const std::string& name) const {
   if (name == "fuse_activation") return fuse_activation;
   if (name == "channels_last") return channels_last;
   if (name == "fold_width") return fold_width;
+  if (name == "fuse_conv_residual") return fuse_conv_residual;
   return false;
 }
 
@@ -98,6 +102,7 @@ Activation* epilogue(OpParams& p) {
   if (auto* c = std::get_if<BatchNormParams>(&p)) return &c->activation;
   if (auto* c = std::get_if<AddParams>(&p)) return &c->activation;
   if (auto* c = std::get_if<ConvPool2DParams>(&p)) return &c->conv.activation;
+  if (auto* c = std::get_if<BinaryParams>(&p)) return &c->activation;
   return nullptr;
 }
 
@@ -326,6 +331,70 @@ Graph fuse_activation(Graph g, std::vector<std::string>* log) {
   return g;
 }
 
+// --- fuse_conv_residual -------------------------------------------------------------------------------
+// add(conv(x), r) -> conv(x) with r as its residual input (Conv2DParams::add_residual), when the conv
+// has no activation of its own and only the add reads it, and r is an activation of the add's shape.
+// The merged node takes the add's place in execution order (r may be computed after the conv; the
+// conv's inputs all exist earlier), its output and activation, and the conv's name; a conv without
+// bias gets a zero one so that the residual is always input 3 (no kernel can mistake it for a bias).
+Graph fuse_conv_residual(Graph g, std::vector<std::string>* log) {
+  Uses uses(g);
+  std::vector<bool> removed(g.nodes.size(), false);
+  int count = 0;
+  for (size_t c = 0; c < g.nodes.size(); ++c) {
+    Node& add = g.nodes[c];
+    Activation act;
+    if (auto* a = std::get_if<AddParams>(&add.params)) {
+      act = a->activation;
+    } else if (auto* b = std::get_if<BinaryParams>(&add.params); b && b->kind == BinaryKind::Add) {
+      act = b->activation;
+    } else {
+      continue;
+    }
+    if (add.inputs.size() != 2) continue;
+    const Shape& out_shape = g.values.at(static_cast<size_t>(add.outputs.at(0))).shape;
+    for (size_t k = 0; k < 2; ++k) {
+      const auto conv_out = static_cast<size_t>(add.inputs[k]);
+      const auto r = static_cast<size_t>(add.inputs[1 - k]);
+      if (conv_out == r || uses.readers[conv_out] != 1 || uses.is_output[conv_out]) continue;
+      const int p = uses.producer[conv_out];
+      if (p < 0 || removed[static_cast<size_t>(p)]) continue;
+      Node& conv = g.nodes[static_cast<size_t>(p)];
+      const auto* cp = std::get_if<Conv2DParams>(&conv.params);
+      if (!cp || cp->add_residual || cp->activation.kind != ActivationKind::None) continue;
+      if (g.values[r].is_constant() || g.values[r].shape != out_shape ||
+          g.values[conv_out].shape != out_shape)
+        continue;
+      Node merged = conv;
+      auto& mp = std::get<Conv2DParams>(merged.params);
+      mp.add_residual = true;
+      mp.activation = act;
+      if (merged.inputs.size() == 2) {
+        const int64_t channels = g.values.at(static_cast<size_t>(merged.inputs[1])).shape.at(0);
+        const std::string bias_name = conv.name + ".zero_bias";
+        // add_constant grows g.values: no value references are held past this point.
+        merged.inputs.push_back(g.add_constant(bias_name, Shape{channels},
+                                               std::vector<float>(static_cast<size_t>(channels), 0.f)));
+      }
+      merged.inputs.push_back(static_cast<int>(r));
+      merged.outputs = g.nodes[c].outputs;
+      merged.fused.push_back(g.nodes[c].name);
+      merged.fused.insert(merged.fused.end(), g.nodes[c].fused.begin(), g.nodes[c].fused.end());
+      removed[static_cast<size_t>(p)] = true;
+      g.nodes[c] = std::move(merged);
+      uses.producer[static_cast<size_t>(g.nodes[c].outputs[0])] = static_cast<int>(c);
+      ++count;
+      break;
+    }
+  }
+  if (count) compact(g, removed);
+  if (log)
+    log->push_back(count ? fmt::format("fuse_conv_residual: {} conv2d + residual add {} fused",
+                                       count, plural(count, "pair", "pairs"))
+                         : "fuse_conv_residual: no conv2d + residual add to fuse");
+  return g;
+}
+
 Graph run_passes(Graph g, const PassOptions& options, std::vector<std::string>* log) {
   const size_t nodes_before = g.nodes.size();
   if (options.fold_batchnorm)
@@ -383,7 +452,10 @@ void validate_graph(const Graph& g) {
     for (size_t k = 0; k < n.inputs.size(); ++k) {
       const size_t id = check_id(n.inputs[k], fmt::format("{}: input {}", where, k));
       const bool constant = g.values[id].is_constant();
-      if (is_parameter_input(n.op(), k) != constant)
+      // binary: either input may be a constant (the shape rule checks how it broadcasts).
+      const auto* conv = std::get_if<Conv2DParams>(&n.params);
+      const bool residual = conv && conv->add_residual && k == 3;  // fuse_conv_residual's data input
+      if (n.op() != OpType::Binary && (is_parameter_input(n.op(), k) && !residual) != constant)
         fail(fmt::format("{}: input {} '{}' is {}", where, k, g.values[id].name,
                          constant ? "a constant where data is expected" : "an activation where a "
                                                                           "constant is expected"));

@@ -19,6 +19,8 @@ namespace infer::detail {
 Graph fold_batchnorm(Graph graph, std::vector<std::string>* log = nullptr);
 Graph fuse_conv_avgpool(Graph graph, std::vector<std::string>* log = nullptr);
 Graph fuse_activation(Graph graph, std::vector<std::string>* log = nullptr);
+// A backend pass (the session runs it on backends whose conv2d kernels take a residual input: cpu).
+Graph fuse_conv_residual(Graph graph, std::vector<std::string>* log = nullptr);
 
 // The enabled passes in order (fold_batchnorm, fuse_conv_avgpool, fuse_activation); a disabled pass
 // logs "<name>: off".

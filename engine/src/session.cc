@@ -97,6 +97,7 @@ struct Session::Impl {
   void select_kernels();
   void log_fold_width();
   void check_fixed_batch(const Model& model) const;
+  std::string fuse_residual();
   void autotune();
   void plan_memory();
   void check_memory() const;
@@ -254,6 +255,18 @@ void Session::Impl::check_fixed_batch(const Model& model) const {
                           why.empty() ? std::string() : " (batch.fixed: " + why + ")"));
 }
 
+// The fuse_conv_residual backend pass: on cpu (and reference), whose conv2d kernels take the residual
+// input; the cuda conv2d kernels do not yet (they are not applicable to it). Returns its log line.
+std::string Session::Impl::fuse_residual() {
+  if (!passes.fuse_conv_residual) return "fuse_conv_residual: off";
+  if (backend->name() != "cpu")
+    return fmt::format("fuse_conv_residual: not used ({} conv2d kernels take no residual input)", backend_name);
+  std::vector<std::string> log;
+  graph = std::make_shared<const detail::Graph>(detail::fuse_conv_residual(*graph, &log));
+  detail::validate_graph(*graph);
+  return log.empty() ? std::string("fuse_conv_residual: ?") : log.front();
+}
+
 // One pass-log line for fold_width, from the variants chosen (a folded variant requires the pass).
 void Session::Impl::log_fold_width() {
   if (!passes.fold_width) {
@@ -318,6 +331,7 @@ Session::Impl::Impl(const Model& model, const SessionOptions& options) {
   element_bytes = precision == Precision::FP16 ? 2 : 4;
   passes = options.passes;
   max_memory_bytes = options.max_memory_bytes;
+  const std::string residual_log = fuse_residual();
 
   if (options.batch < 1)
     throw Error("batch must be >= 1, got " + std::to_string(options.batch));
@@ -348,6 +362,7 @@ Session::Impl::Impl(const Model& model, const SessionOptions& options) {
     build_calls();
   }
   log_fold_width();
+  pass_log.push_back(residual_log);  // listed last: see PassOptions::fuse_conv_residual
   capture();
   note_device_memory();
 }

@@ -4,6 +4,7 @@
 // is bounded: no tensor may exceed 2^40 elements, and every product is checked before it is formed.
 #include "shape_inference.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -152,7 +153,12 @@ int64_t window_out(const std::string& where, const char* axis, int64_t in, int p
 // Shared by conv2d and conv_pool2d: parameter checks, input checks, and the conv output shape.
 Shape conv2d_shape(const std::string& where, const std::string& prefix, const Conv2DParams& p,
                    const Inputs& in) {
-  in.expect_count(2, 3);
+  if (p.add_residual) {
+    if (!prefix.empty()) fail(where, "field " + prefix + "add_residual is only for conv2d");
+    in.expect_count(4, 4);  // x, weight, bias, residual
+  } else {
+    in.expect_count(2, 3);
+  }
   const Shape& x = in.with_rank(0, 4, "[N,C_in,H,W]");
   const Shape& w = in.with_rank(1, 4, "[C_out,C_in,KH,KW]");
   positive(where, prefix + "stride_h", p.stride_h);
@@ -164,10 +170,13 @@ Shape conv2d_shape(const std::string& where, const std::string& prefix, const Co
   if (w[1] != x[1])
     fail(where, in.label(1) + " has " + std::to_string(w[1]) + " input channels but input 0 has " +
                     std::to_string(x[1]));
-  if (in.size() == 3) in.expect_vector(2, w[0], "C_out");
+  if (in.size() >= 3) in.expect_vector(2, w[0], "C_out");
   const int64_t h = window_out(where, "height", x[2], p.pad.top, p.pad.bottom, w[2], p.stride_h);
   const int64_t wd = window_out(where, "width", x[3], p.pad.left, p.pad.right, w[3], p.stride_w);
-  return {x[0], w[0], h, wd};
+  const Shape out{x[0], w[0], h, wd};
+  if (p.add_residual && in[3] != out)
+    fail(where, in.label(3) + " (residual) has shape " + str(in[3]) + " but the output is " + str(out));
+  return out;
 }
 
 std::vector<Shape> conv2d(const std::string& where, const Conv2DParams& p, const Inputs& in) {
@@ -337,6 +346,49 @@ std::vector<Shape> add(const std::string& where, const AddParams& p, const Input
   return {in[0]};
 }
 
+// NumPy / ONNX multidirectional broadcasting. With `constant` (which inputs are constants; the loader,
+// the builder and the session know it) also the batch rules of BinaryParams: activations have equal
+// rank, and a constant never reaches the batch axis, so dim 0 of the output stays the batch.
+std::vector<Shape> binary(const std::string& where, const BinaryParams& p, const Inputs& in,
+                          const std::vector<bool>* constant) {
+  in.expect_count(2, 2);
+  check_activation(where, "activation", p.activation);
+  const int k = static_cast<int>(p.kind);
+  if (k < 0 || k > static_cast<int>(BinaryKind::Div))
+    fail(where, "field kind has unknown value " + std::to_string(k));
+  const Shape &a = in[0], &b = in[1];
+  const size_t rank = std::max(a.size(), b.size());
+  Shape out(rank);
+  for (size_t d = 0; d < rank; ++d) {
+    const int64_t da = d < rank - a.size() ? 1 : a[d - (rank - a.size())];
+    const int64_t db = d < rank - b.size() ? 1 : b[d - (rank - b.size())];
+    if (da != db && da != 1 && db != 1)
+      fail(where, "input 1 has shape " + str(b) + " which does not broadcast with input 0's " + str(a) +
+                      " (dim " + std::to_string(d) + " of the aligned shapes: " + std::to_string(da) +
+                      " vs " + std::to_string(db) + "; each pair must be equal or 1)");
+    out[d] = da == 1 ? db : da;
+  }
+  if (constant && constant->size() == 2) {
+    const bool ca = (*constant)[0], cb = (*constant)[1];
+    if (ca && cb) fail(where, "both inputs are constants (at least one must be an activation)");
+    if (!ca && !cb && a.size() != b.size())
+      fail(where, "input 1 has rank " + std::to_string(b.size()) + " but input 0 has rank " +
+                      std::to_string(a.size()) + " (activations must have equal rank: dim 0 is the batch)");
+    const size_t act_rank = ca ? b.size() : a.size();
+    for (size_t i = 0; i < 2; ++i) {
+      if (!(*constant)[i]) continue;
+      const Shape& c = in[i];
+      if (c.size() > act_rank)
+        fail(where, "input " + std::to_string(i) + " (constant) has shape " + str(c) + ", of rank above the " +
+                        "activation's " + std::to_string(act_rank) + " (a constant may not add dims before the batch)");
+      if (c.size() == act_rank && !c.empty() && c[0] != 1)
+        fail(where, "input " + std::to_string(i) + " (constant) has shape " + str(c) + " with dim 0 " +
+                        std::to_string(c[0]) + " (a constant's dim 0 is the batch axis and must be 1)");
+    }
+  }
+  return {out};
+}
+
 std::vector<Shape> concat(const std::string& where, const ConcatParams& p, const Inputs& in) {
   in.expect_count(1, SIZE_MAX);
   const Shape& first = in[0];
@@ -357,7 +409,8 @@ std::vector<Shape> concat(const std::string& where, const ConcatParams& p, const
   return {out};
 }
 
-std::vector<Shape> dispatch(const OpParams& params, const Inputs& in, const std::string& where) {
+std::vector<Shape> dispatch(const OpParams& params, const Inputs& in, const std::string& where,
+                            const std::vector<bool>* constant) {
   switch (op_type(params)) {
     case OpType::Conv2D: return conv2d(where, std::get<Conv2DParams>(params), in);
     case OpType::ConvTranspose2D:
@@ -376,6 +429,7 @@ std::vector<Shape> dispatch(const OpParams& params, const Inputs& in, const std:
     case OpType::Add: return add(where, std::get<AddParams>(params), in);
     case OpType::Concat: return concat(where, std::get<ConcatParams>(params), in);
     case OpType::ConvPool2D: return conv_pool2d(where, std::get<ConvPool2DParams>(params), in);
+    case OpType::Binary: return binary(where, std::get<BinaryParams>(params), in, constant);
     case OpType::Layout: {
       in.expect_count(1, 1);
       if (in[0].size() != 4) fail(where, "layout conversion needs a 4-D input, got " + str(in[0]));
@@ -406,14 +460,15 @@ bool same_declared(const Shape& declared, const Shape& computed) {
 }  // namespace
 
 std::vector<Shape> infer_node_shapes(const OpParams& params, const std::vector<Shape>& input_shapes,
-                                     const std::string& where, bool allow_empty) {
+                                     const std::string& where, const std::vector<bool>* constant,
+                                     bool allow_empty) {
   Inputs in(where, input_shapes, input_roles(op_type(params)));
   for (size_t i = 0; i < input_shapes.size(); ++i) {
     std::string why;
     if (!bounded(input_shapes[i], &why, allow_empty))
       fail(where, in.label(i) + " has shape " + str(input_shapes[i]) + ": " + why);
   }
-  std::vector<Shape> out = dispatch(params, in, where);
+  std::vector<Shape> out = dispatch(params, in, where, constant);
   for (const Shape& s : out) {
     std::string why;
     if (!bounded(s, &why, allow_empty)) fail(where, "output shape " + str(s) + ": " + why);
@@ -449,6 +504,7 @@ std::vector<Shape> infer_shapes(const Graph& graph, int64_t batch) {
                               (node.name == label ? "" : " '" + node.name + "'") + " (" +
                               op_name(node.op()) + ")";
     std::vector<Shape> in;
+    std::vector<bool> constant;
     for (size_t i = 0; i < node.inputs.size(); ++i) {
       const int id = node.inputs[i];
       if (id < 0 || static_cast<size_t>(id) >= n)
@@ -458,8 +514,9 @@ std::vector<Shape> infer_shapes(const Graph& graph, int64_t batch) {
         fail(where, "input " + std::to_string(i) + " '" + graph.values[static_cast<size_t>(id)].name +
                         "' has no value yet (not a model input, constant or earlier node's output)");
       in.push_back(shapes[static_cast<size_t>(id)]);
+      constant.push_back(graph.values[static_cast<size_t>(id)].is_constant());
     }
-    std::vector<Shape> out = infer_node_shapes(node.params, in, where);
+    std::vector<Shape> out = infer_node_shapes(node.params, in, where, &constant);
     if (out.size() != node.outputs.size())
       fail(where, "has " + std::to_string(node.outputs.size()) + " outputs but " +
                       op_name(node.op()) + " produces " + std::to_string(out.size()));

@@ -13,9 +13,13 @@ namespace infer::detail {
 
 // Output shapes of one node. `input_shapes` are concrete (batch fixed) except that the builder may
 // pass a batch of 1. `where` prefixes error messages (e.g. "model.fb: node 3 'conv1' (conv2d)").
-// allow_empty admits zero dimensions (kernel calls on empty tensors; models never have them).
+// `constant` (one flag per input, optional) enables the rules that depend on which inputs are
+// constants (binary: a constant never spans the batch axis). allow_empty admits zero dimensions
+// (kernel calls on empty tensors; models never have them).
 std::vector<Shape> infer_node_shapes(const OpParams& params, const std::vector<Shape>& input_shapes,
-                                     const std::string& where, bool allow_empty = false);
+                                     const std::string& where,
+                                     const std::vector<bool>* constant = nullptr,
+                                     bool allow_empty = false);
 
 // Concrete shape of every value for `batch` (constants keep their shapes). Checks each node's
 // computed output against the declared shape (batch dim -1 matches any batch).

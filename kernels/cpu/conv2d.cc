@@ -1,10 +1,12 @@
 // CPU conv2d "im2col_gemm" (NCHW, weight [C_out,C_in,KH,KW], float32): per sample, im2col into the
 // node's workspace (Chellapilla et al. 2006, "High performance convolutional neural networks for
 // document processing"), then one cblas_sgemm  y[C_out, HO*WO] = w[C_out, C_in*KH*KW] x col, then the
-// bias + activation epilogue. A 1x1 stride-1 unpadded conv uses the input itself as the column matrix.
+// bias + activation epilogue. With add_residual (the fuse_conv_residual pass) the residual r is
+// copied into the output plane first and the GEMM accumulates onto it (beta = 1). A 1x1 stride-1 unpadded conv uses the input itself as the column matrix.
 // Batch: samples run one after another, each a full-size GEMM written straight into its NCHW output
 // plane (one GEMM over the batch would need a [C_out, N*HO*WO] -> NCHW transpose pass). OpenBLAS
 // threads each GEMM; im2col and the epilogue are OpenMP loops outside it. No allocation at run time.
+#include <cstring>
 #include <string>
 
 #include "infer/error.h"
@@ -33,7 +35,8 @@ void conv2d_run(const KernelCall& call) {
 
   const float* x = call.inputs[0];
   const float* w = call.inputs[1];
-  const float* bias = call.inputs.size() == 3 ? call.inputs[2] : nullptr;
+  const float* bias = call.inputs.size() >= 3 ? call.inputs[2] : nullptr;
+  const float* residual = p.add_residual ? call.inputs[3] : nullptr;
   float* y = call.outputs[0];
   float* col = static_cast<float*>(call.workspace);
   const int64_t N = xs[0], CO = ws[0], K = g.col_rows(), P = g.col_cols();
@@ -47,7 +50,9 @@ void conv2d_run(const KernelCall& call) {
       im2col(g, xn, col);
       b_mat = col;
     }
-    sgemm(false, false, CO, P, K, 1.f, w, K, b_mat, P, 0.f, yn, P);
+    // The residual add rides on the GEMM: y = r, then y = w * col + 1 * y.
+    if (residual) std::memcpy(yn, residual + n * CO * P, static_cast<size_t>(CO * P) * sizeof(float));
+    sgemm(false, false, CO, P, K, 1.f, w, K, b_mat, P, residual ? 1.f : 0.f, yn, P);
     bias_activation_rows(yn, CO, P, P, bias, act);
   }
 }

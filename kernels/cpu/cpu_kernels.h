@@ -14,5 +14,6 @@ void register_elementwise(KernelRegistry& registry);       // elementwise.cc: ac
 void register_tensor_ops(KernelRegistry& registry);        // tensor_ops.cc: flatten, reshape, concat, softmax
 void register_conv_transpose2d(KernelRegistry& registry);  // conv_transpose2d.cc
 void register_conv_pool2d(KernelRegistry& registry);       // conv_pool2d.cc
+void register_binary(KernelRegistry& registry);            // binary.cc: add, sub, mul, div, broadcast
 
 }  // namespace infer::cpu

@@ -11,6 +11,7 @@ void register_cpu_kernels(KernelRegistry& registry) {
   cpu::register_tensor_ops(registry);
   cpu::register_conv_transpose2d(registry);
   cpu::register_conv_pool2d(registry);
+  cpu::register_binary(registry);
 }
 
 }  // namespace infer

@@ -15,6 +15,7 @@ void register_tensor_ops(KernelRegistry& registry);        // tensor_ops.cu: fla
 void register_conv_transpose2d(KernelRegistry& registry);  // conv_transpose2d/register.cc
 void register_conv_pool2d(KernelRegistry& registry);       // conv_pool2d.cu
 void register_layout(KernelRegistry& registry);            // layout.cu: NCHW <-> NHWC copies
+void register_binary(KernelRegistry& registry);            // binary.cu: add, sub, mul, div, broadcast
 void register_conv_transpose2d_projection(KernelRegistry& registry);  // conv_transpose2d/projection.cc
 void register_conv2d_small_cout_nhwc(KernelRegistry& registry);      // conv2d_small_cout_nhwc.cu
 #ifdef INFER_WITH_CUDNN

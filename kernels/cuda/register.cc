@@ -12,6 +12,7 @@ void register_cuda_kernels(KernelRegistry& registry) {
   cuda::register_conv_transpose2d(registry);
   cuda::register_conv_pool2d(registry);
   cuda::register_layout(registry);
+  cuda::register_binary(registry);
   cuda::register_conv_transpose2d_projection(registry);
   cuda::register_conv2d_small_cout_nhwc(registry);
 #ifdef INFER_WITH_CUDNN

@@ -52,7 +52,8 @@ void conv2d_plane(const Conv2DParams& p, const float* x, const Shape& x_shape, c
 }  // namespace detail
 
 void conv2d(const Conv2DParams& p, const float* x, const Shape& x_shape, const float* w,
-            const Shape& w_shape, const float* bias, float* y, const Shape& y_shape) {
+            const Shape& w_shape, const float* bias, float* y, const Shape& y_shape,
+            const float* residual) {
   using namespace detail;
   check_conv_params("conv2d", p.stride_h, p.stride_w, p.pad, p.dilation_h, p.dilation_w);
   check_shape("conv2d", "input", x_shape, 4);
@@ -68,6 +69,10 @@ void conv2d(const Conv2DParams& p, const float* x, const Shape& x_shape, const f
     for (int64_t co = 0; co < CO; ++co) {
       conv2d_plane(p, x, x_shape, w, w_shape, bias, n, co, acc.data(), HO, WO);
       float* yp = y + (n * CO + co) * HO * WO;
+      if (residual) {  // added in double before the activation, like the fused kernels
+        const float* rp = residual + (n * CO + co) * HO * WO;
+        for (int64_t i = 0; i < HO * WO; ++i) acc[i] += double(rp[i]);
+      }
       for (int64_t i = 0; i < HO * WO; ++i) yp[i] = float(activate(p.activation, acc[i]));
     }
 }

@@ -11,9 +11,11 @@
 namespace infer::ref {
 
 // x [N,C_in,H,W], w [C_out,C_in,KH,KW], bias [C_out] or nullptr, y [N,C_out,H_out,W_out].
-// Any stride and (asymmetric) padding; dilation must be 1. Applies p.activation.
+// Any stride and (asymmetric) padding; dilation must be 1. Adds `residual` (y's shape, or nullptr)
+// before applying p.activation.
 void conv2d(const Conv2DParams& p, const float* x, const Shape& x_shape, const float* w,
-            const Shape& w_shape, const float* bias, float* y, const Shape& y_shape);
+            const Shape& w_shape, const float* bias, float* y, const Shape& y_shape,
+            const float* residual = nullptr);
 
 // x [N,C_in,H,W], w [C_in,C_out,KH,KW], bias [C_out] or nullptr, y [N,C_out,H_out,W_out] with
 // H_out = (H-1)*stride - pad_top - pad_bottom + KH + output_padding (likewise W). Applies p.activation.
@@ -49,6 +51,12 @@ void softmax(const SoftmaxParams& p, const float* x, const Shape& shape, float* 
 
 // y = a + b for equal shapes, then p.activation. y may be a or b.
 void add(const AddParams& p, const float* a, const float* b, const Shape& shape, float* y);
+
+// y = act(a <p.kind> b) with NumPy broadcasting of a and b to y_shape (row-major NCHW, missing leading
+// dims and size-1 dims broadcast). y may be an input of y's shape.
+void binary(const BinaryParams& p, const float* a, const Shape& a_shape, const float* b,
+            const Shape& b_shape, float* y, const Shape& y_shape);
+double binary_apply(BinaryKind kind, double a, double b);  // a + b, a - b, a * b or a / b
 
 // Concatenation of any number of inputs along p.axis (negative counts from the end).
 void concat(const ConcatParams& p, const std::vector<const float*>& xs,

@@ -23,7 +23,14 @@ void run_weighted(const KernelCall& call, Fn fn) {
      call.outputs[0], call.node.output_shapes[0]);
 }
 
-void run_conv2d(const KernelCall& c) { run_weighted<Conv2DParams>(c, ref::conv2d); }
+// conv2d: x, weight, optional bias; with add_residual (the fuse_conv_residual pass) always x, weight,
+// bias and the residual of the output's shape (shape inference checks both forms).
+void run_conv2d(const KernelCall& c) {
+  const auto& p = std::get<Conv2DParams>(c.node.params);
+  const auto& s = c.node.input_shapes;
+  ref::conv2d(p, c.inputs[0], s[0], c.inputs[1], s[1], optional_input(c, 2), c.outputs[0],
+              c.node.output_shapes[0], p.add_residual ? c.inputs[3] : nullptr);
+}
 void run_conv_transpose2d(const KernelCall& c) {
   run_weighted<ConvTranspose2DParams>(c, ref::conv_transpose2d);
 }
@@ -56,6 +63,12 @@ void run_softmax(const KernelCall& c) {
 void run_add(const KernelCall& c) {
   ref::add(std::get<AddParams>(c.node.params), c.inputs[0], c.inputs[1], c.node.input_shapes[0],
            c.outputs[0]);
+}
+
+void run_binary(const KernelCall& c) {
+  const auto& s = c.node.input_shapes;
+  ref::binary(std::get<BinaryParams>(c.node.params), c.inputs[0], s[0], c.inputs[1], s[1], c.outputs[0],
+              c.node.output_shapes[0]);
 }
 
 void run_flatten(const KernelCall& c) {
@@ -93,6 +106,7 @@ RunFn reference_run(OpType op) {
     case OpType::Add: return run_add;
     case OpType::Concat: return run_concat;
     case OpType::ConvPool2D: return run_conv_pool2d;
+    case OpType::Binary: return run_binary;
     case OpType::Layout: return run_layout;
   }
   return nullptr;

@@ -14,6 +14,9 @@ it as a fixture: `make_golden.py OUT_DIR`. Writes into OUT_DIR:
     Clip, Hardsigmoid, Hardswish (a HardSigmoid * x pattern below opset 14), SiLU (x * Sigmoid(x)),
     ELU, Softplus, exp / sqrt / neg / abs), each at opset 13 and 17, with the activation names the
     imported model must contain ("activations" in the manifest);
+  - element-wise binary nets (Add/Sub/Mul/Div with broadcasting): a per-channel scale and shift,
+    squeeze-excitation (x * sigmoid(conv1x1(relu(conv1x1(pool(x)))))), x / c and c - x with scalar
+    constants, x - y of two branches and x - pool(x); each at opset 13 and 17;
   - hand-written ONNX graphs (Gemm alpha/beta/transB=0, MatMul+Add, Constant, Identity, Dropout),
     a model with external data, one with metadata_props, one with unsupported ops;
   - manifest.json listing every case (file names, expected output, tolerance notes).
@@ -352,6 +355,77 @@ def activation_cases():
             export(net, x[:1], case + ".onnx", opset, dynamic=opset == 17, torchscript=True)
             add_case(case, case + ".onnx", inp, out, opset=opset, activations=acts)
     print(f"make_golden: activation nets done at {time.time() - T0:.1f} s", flush=True)
+# ---- element-wise binary ops with broadcasting --------------------------------------------------------
+
+class ChannelScale(nn.Module):
+    """conv, then a per-channel scale [1,C,1,1] and shift [C,1,1] (Mul and Add by constants), relu."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 5, 3, padding=1)
+        self.scale = nn.Parameter(torch.randn(1, 5, 1, 1))
+        self.shift = nn.Parameter(torch.randn(5, 1, 1))
+
+    def forward(self, x):
+        return torch.relu(self.conv(x) * self.scale + self.shift)
+
+
+class SqueezeExcite(nn.Module):
+    """EfficientNet-style squeeze-excitation: the gate [N,C,1,1] multiplies the map [N,C,H,W]."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+        self.reduce = nn.Conv2d(8, 2, 1)
+        self.expand = nn.Conv2d(2, 8, 1)
+
+    def forward(self, x):
+        x = torch.relu(self.conv(x))
+        s = nn.functional.adaptive_avg_pool2d(x, 1)
+        s = torch.sigmoid(self.expand(torch.relu(self.reduce(s))))
+        return x * s
+
+
+class DivConst(nn.Module):
+    """x / c and c - x with scalar constants (the constant on either side)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(2, 4, 3)
+
+    def forward(self, x):
+        y = self.conv(x) / 2.5
+        return 1.5 - torch.tanh(y)
+
+
+class SubBranches(nn.Module):
+    """x - y of two equally shaped branches, then x - mean over space ([N,C,H,W] - [N,C,1,1])."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Conv2d(3, 4, 3, padding=1)
+        self.b = nn.Conv2d(3, 4, 1)
+
+    def forward(self, x):
+        d = self.a(x) - self.b(x)
+        return d - nn.functional.adaptive_avg_pool2d(d, 1)
+
+
+def binary_cases():
+    nets = [("binary_scale", ChannelScale, 3, 9, 7), ("binary_se", SqueezeExcite, 3, 8, 11),
+            ("binary_divconst", DivConst, 2, 7, 6), ("binary_sub", SubBranches, 3, 6, 9)]
+    for i, (name, cls, c, h, w) in enumerate(nets):
+        torch.manual_seed(500 + i)
+        net = cls()
+        init_weights(net, 5000 + i)
+        net.eval()
+        x = torch.randn((2, c, h, w), generator=torch.Generator().manual_seed(5100 + i))
+        inp = save_npy(f"{name}.in.npy", x.numpy())
+        out = save_npy(f"{name}.out.npy", reference(net, x))
+        for opset in (13, 17):
+            export(net, x, f"{name}_op{opset}.onnx", opset, dynamic=True)
+            add_case(f"{name}_op{opset}", f"{name}_op{opset}.onnx", inp, out, opset=opset)
+    print(f"make_golden: binary nets done at {time.time() - T0:.1f} s", flush=True)
 
 
 # ---- hand-written graphs ----------------------------------------------------------------------------
@@ -531,6 +605,7 @@ def main():
     zoo_cases()
     random_cases()
     activation_cases()
+    binary_cases()
     handmade_case()
     dynamo_style_cases()
     clip_cases()

@@ -68,6 +68,9 @@ struct Conv2DParams {
   Padding2D pad;
   int dilation_h = 1, dilation_w = 1;  // only 1 is supported
   Activation activation;               // fused epilogue
+  // Engine-internal (the fuse_conv_residual pass; no file form): inputs are x, weight, bias, r with r
+  // of the output's shape, and y = act(conv(x) + bias + r), the residual add of a ResNet block.
+  bool add_residual = false;
 };
 
 // x [N,C_in,H,W], weight [C_in,C_out,KH,KW], optional bias [C_out].
@@ -117,6 +120,7 @@ struct SoftmaxParams {
   int axis = 1;
 };
 
+// Equal shapes only (the residual add of format version 1). Binary (below) is the general form.
 struct AddParams {
   Activation activation;
 };
@@ -131,6 +135,17 @@ struct ConvPool2DParams {
   int pool = 2;
 };
 
+enum class BinaryKind : uint8_t { Add = 0, Sub = 1, Mul = 2, Div = 3 };
+
+// y = act(a <kind> b) with NumPy / ONNX multidirectional broadcasting: shapes are aligned at their
+// last dims and each pair of dims must be equal or contain a 1. Either input may be a constant; the
+// activations among the inputs have equal rank (dim 0 is their batch), and a constant never reaches
+// the batch axis (rank below the output's, or a leading 1), so the output keeps the batch as dim 0.
+struct BinaryParams {
+  BinaryKind kind = BinaryKind::Add;
+  Activation activation;  // fused epilogue
+};
+
 // An engine-internal node (never in a file): copies a 4-D activation from one memory layout to the
 // other; the shape and the values stay the same. Inserted by the channels_last pass.
 struct LayoutParams {
@@ -139,24 +154,27 @@ struct LayoutParams {
 
 using OpParams = std::variant<Conv2DParams, ConvTranspose2DParams, Pool2DParams, DenseParams,
                               BatchNormParams, ActivationParams, FlattenParams, ReshapeParams,
-                              SoftmaxParams, AddParams, ConcatParams, ConvPool2DParams, LayoutParams>;
+                              SoftmaxParams, AddParams, ConcatParams, ConvPool2DParams, BinaryParams,
+                              LayoutParams>;
 
-// Same order as OpParams' alternatives.
+// Same order as OpParams' alternatives. The ops a file can hold come first, in the order of the schema's
+// union (fb::Op is OpType + 1); engine-internal ops (Layout) stay last.
 enum class OpType : uint8_t {
   Conv2D, ConvTranspose2D, Pool2D, Dense, BatchNorm, Activation, Flatten, Reshape, Softmax, Add,
-  Concat, ConvPool2D, Layout
+  Concat, ConvPool2D, Binary, Layout
 };
-constexpr int kNumOpTypes = 13;
+constexpr int kNumOpTypes = 14;
 
 inline OpType op_type(const OpParams& p) { return static_cast<OpType>(p.index()); }
 
 // Stable lower-case names used by --kernel, the profile and kernel variant names:
 // conv2d, conv_transpose2d, pool2d, dense, batchnorm, activation, flatten, reshape, softmax, add,
-// concat, conv_pool2d, layout.
+// concat, conv_pool2d, binary, layout.
 const char* op_name(OpType op);
 // none, relu, leaky_relu, tanh, sigmoid, clip, hard_sigmoid, hard_swish, silu, elu, exp, sqrt, neg, abs,
 // softplus ("unknown" for a value outside the enum).
 const char* activation_name(ActivationKind kind);
+const char* binary_kind_name(BinaryKind kind);  // add, sub, mul, div
 const char* dtype_name(DType dtype);                // f32, f16
 size_t dtype_size(DType dtype);
 

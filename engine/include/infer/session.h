@@ -37,6 +37,10 @@ struct PassOptions {
   // require it are offered only when it is on).
   bool channels_last = true;
   bool fold_width = true;
+  // fuse_conv_residual (cpu): a conv2d whose only reader is an add (or binary add) of an equally
+  // shaped activation takes that activation as a residual input, added in its GEMM (y = act(conv + r)).
+  // Listed last in the pass log (it runs before channels_last) so earlier lines keep their positions.
+  bool fuse_conv_residual = true;
 
   static const std::vector<std::string>& names();  // "fold_batchnorm", "fuse_conv_avgpool", ...
   // Switches one pass by name; an unknown name is an Error listing the known ones.
