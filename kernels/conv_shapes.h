@@ -35,6 +35,11 @@ inline bool conv2d_undilated(const NodeDesc& node) {
   const auto& p = std::get<Conv2DParams>(node.params);
   return p.dilation_h == 1 && p.dilation_w == 1;
 }
+// conv2d_undilated, and no residual input (Conv2DParams::add_residual, from the fuse_conv_residual
+// pass): what every cuda conv2d variant handles today.
+inline bool conv2d_plain(const NodeDesc& node) {
+  return conv2d_undilated(node) && !std::get<Conv2DParams>(node.params).add_residual;
+}
 // True when the weight (input 1) is a constant, which the variants that prepare it need.
 inline bool has_constant_weight(const NodeDesc& node) {
   return node.constants.size() >= 2 && node.constants[1] != nullptr;

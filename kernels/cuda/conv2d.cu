@@ -24,7 +24,7 @@ namespace {
 // inference before any of these functions sees a node.
 
 bool gemm_1x1_applicable(const NodeDesc& node) {
-  if (!conv2d_undilated(node)) return false;
+  if (!conv2d_plain(node)) return false;
   const auto& p = std::get<Conv2DParams>(node.params);
   const Shape &x = node.input_shapes[0], &w = node.input_shapes[1], &y = node.output_shapes[0];
   return w[2] == 1 && w[3] == 1 && p.stride_h == 1 && p.stride_w == 1 && p.pad.top == 0 &&
@@ -173,7 +173,7 @@ struct SmallCoutArgs {
 };
 
 bool small_cout_applicable(const NodeDesc& node) {
-  if (!conv2d_undilated(node)) return false;
+  if (!conv2d_plain(node)) return false;
   const Shape& w = node.input_shapes[1];
   if (w[0] < 1 || w[0] > kSmallCoutMax) return false;
   // One channel's weights (as float) must fit the shared memory; the output tile grid must fit.
@@ -384,9 +384,9 @@ void register_conv2d(KernelRegistry& registry) {
        .run = run_small_cout},
       {.op = "conv2d", .name = "gemm_1x1", .priority = 20, .applicable = gemm_1x1_applicable,
        .run = run_gemm_1x1},
-      {.op = "conv2d", .name = "im2col_gemm", .priority = 10, .applicable = conv2d_undilated,
+      {.op = "conv2d", .name = "im2col_gemm", .priority = 10, .applicable = conv2d_plain,
        .workspace_bytes = im2col_gemm_workspace, .run = run_im2col_gemm},
-      {.op = "conv2d", .name = "direct", .priority = 1, .applicable = conv2d_undilated,
+      {.op = "conv2d", .name = "direct", .priority = 1, .applicable = conv2d_plain,
        .run = run_direct},
   });
 }

@@ -64,7 +64,8 @@ Geometry geometry(const NodeDesc& node) {
 
 bool cudnn_applicable(const NodeDesc& node) {
   // NHWC needs the weights on the host to re-lay them out once.
-  return geometry(node).ok && (node.layout == Layout::NCHW || has_constant_weight(node));
+  return conv2d_plain(node) && geometry(node).ok &&
+         (node.layout == Layout::NCHW || has_constant_weight(node));
 }
 
 // Channels-last on tensor cores for batched work (where cuDNN's implicit GEMM outruns im2col + cuBLAS,
@@ -173,7 +174,7 @@ Fold fold_of(const NodeDesc& node) {
   return f;
 }
 
-bool folded_applicable(const NodeDesc& node) { return fold_of(node).ok; }
+bool folded_applicable(const NodeDesc& node) { return conv2d_plain(node) && fold_of(node).ok; }
 
 // Ahead of cudnn for batched work: a 1- or 3-channel convolution leaves the tensor cores idle, which
 // folding fixes (H100, VGG-16 conv1_1 at batch 64 fp16 inside the model: 0.409 ms folded, 0.758 ms

@@ -13,6 +13,7 @@
 
 #include "infer/error.h"
 #include "kernels/cuda/common.cuh"
+#include "kernels/conv_shapes.h"
 #include "kernels/cuda/cuda_kernels.h"
 
 namespace infer::cuda {
@@ -101,7 +102,7 @@ Checked check(const NodeDesc& node) {
   return r;
 }
 
-bool applicable(const NodeDesc& node) { return check(node).ok; }
+bool applicable(const NodeDesc& node) { return conv2d_plain(node) && check(node).ok; }
 
 // Measured on the H100 (2026-11-24, EB-GAN's last layer, 64x64x256x256 -> 3 channels, batch 64
 // fp16): 2.42 ms against 0.83 ms width-folded on cuDNN, so it is below cudnn_folded (60) and the
