@@ -538,8 +538,8 @@ TEST_CASE("corpus: hand-broken op parameters") {
   std::get<Pool2DParams>(m.nodes[1].params).kernel_h = 9;
   expect_bad("pool_kernel_too_large", m, "kernel height 9 is larger than the padded input height 6");
   m = RawModel::base();
-  std::get<Conv2DParams>(m.nodes[0].params).dilation_h = 2;
-  expect_bad("dilation_2", m, "field dilation_h must be 1 (dilation 2 is not supported)");
+  std::get<Conv2DParams>(m.nodes[0].params).dilation_h = 0;
+  expect_bad("dilation_0", m, "field dilation_h must be > 0 (got 0)");
   m = RawModel::base();
   std::get<ConvTranspose2DParams>(m.nodes[2].params).dilation_w = 2;
   expect_bad("tconv_dilation_2", m, "dilation 2 is not supported");

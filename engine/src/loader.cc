@@ -127,6 +127,7 @@ Conv2DParams read_conv(const fb::Conv2D* c, const std::string& where, const std:
   p.dilation_h = c->dilation_h();
   p.dilation_w = c->dilation_w();
   p.activation = read_activation(c->activation(), c->activation_alpha(), where, prefix + "activation");
+  p.groups = c->groups();
   return p;
 }
 

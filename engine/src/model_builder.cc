@@ -74,7 +74,7 @@ fb::Padding fb_padding(const Padding2D& p) { return fb::Padding(p.top, p.left, p
 flatbuffers::Offset<fb::Conv2D> fb_conv(flatbuffers::FlatBufferBuilder& fbb, const Conv2DParams& p) {
   const fb::Padding pad = fb_padding(p.pad);
   return fb::CreateConv2D(fbb, p.stride_h, p.stride_w, &pad, p.dilation_h, p.dilation_w,
-                          fb_kind(p.activation.kind), p.activation.alpha);
+                          fb_kind(p.activation.kind), p.activation.alpha, p.groups);
 }
 
 // The union value of a node's options (type + table).

@@ -43,8 +43,9 @@ struct Padding2D {
 struct Conv2DParams {
   int stride_h = 1, stride_w = 1;
   Padding2D pad;
-  int dilation_h = 1, dilation_w = 1;  // only 1 is supported
+  int dilation_h = 1, dilation_w = 1;  // >= 1 (conv_pool2d: only 1)
   Activation activation;               // fused epilogue
+  int groups = 1;  // weight [C_out, C_in/groups, KH, KW]; C_in, C_out divisible (conv_pool2d: 1)
 };
 
 // x [N,C_in,H,W], weight [C_in,C_out,KH,KW], optional bias [C_out].
