@@ -232,6 +232,22 @@ CUDA_TEST_CASE("conv2d.direct_small_cout_nhwc matches the reference (C_out 1..8,
   CHECK(ran == scaled(40));
 }
 
+CUDA_TEST_CASE("conv2d.depthwise matches the reference in NHWC and NCHW (vector and scalar channels)") {
+  test::require_registered("conv2d", {"depthwise"});
+  std::mt19937_64 rng(20261127);
+  int ran = 0;
+  for (int t = 0; t < scaled(60); ++t) {
+    const OpCase c = test::random_grouped_conv2d(rng, true, 8000 + t);
+    for (Precision p : {Precision::FP32, Precision::FP16})
+      for (Layout layout : {Layout::NHWC, Layout::NCHW}) {
+        const auto names = check_case_in_layout(c, p, layout, {"depthwise"}, /*capture=*/t % 2 == 0);
+        CHECK_MESSAGE(contains(names, "depthwise"), test::describe(c));
+        ran += !names.empty();
+      }
+  }
+  CHECK(ran == 4 * scaled(60));
+}
+
 CUDA_TEST_CASE("pool2d, activation and add in NHWC match the reference") {
   std::mt19937_64 rng(616161);
   for (int t = 0; t < scaled(40); ++t) {

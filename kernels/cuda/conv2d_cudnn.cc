@@ -44,8 +44,9 @@ Geometry geometry(const NodeDesc& node) {
       if (d <= 0 || d > INT32_MAX) return g;
   if (w[1] != x[1] || y[1] != w[0] || y[0] != x[0]) return g;
   if (node.input_shapes.size() == 3 && shape_numel(node.input_shapes[2]) != w[0]) return g;
-  // cuDNN's legacy descriptors: symmetric padding, dilation 1 here.
-  if (p->dilation_h != 1 || p->dilation_w != 1 || p->stride_h <= 0 || p->stride_w <= 0 ||
+  // cuDNN's legacy descriptors: symmetric padding; groups and dilation 1 here (conv2d.cu's variants
+  // take grouped and dilated convolutions).
+  if (p->groups != 1 || p->dilation_h != 1 || p->dilation_w != 1 || p->stride_h <= 0 || p->stride_w <= 0 ||
       p->pad.top != p->pad.bottom || p->pad.left != p->pad.right || p->pad.top < 0 || p->pad.left < 0)
     return g;
   if ((x[2] + 2 * p->pad.top - w[2]) / p->stride_h + 1 != y[2] ||
