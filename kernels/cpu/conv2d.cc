@@ -3,7 +3,8 @@
 // "High performance convolutional neural networks for document processing"), then one cblas_sgemm
 // y[C_out/g, HO*WO] = w[C_out/g, C_in/g*KH*KW] x col, then the bias + activation epilogue.
 // "depthwise" (groups == C_in > 1, C_out = multiplier * C_in): direct loops, one OpenMP iteration per
-// output plane, each output row accumulated tap by tap over its contiguous valid column range. A 1x1 stride-1 unpadded conv uses the input itself as the column matrix.
+// output plane, each output row accumulated kernel row by kernel row over the valid column ranges
+// (a 3-wide kernel row in one pass where all three taps are inside the image). A 1x1 stride-1 unpadded conv uses the input itself as the column matrix.
 // Batch: samples run one after another, each a full-size GEMM written straight into its NCHW output
 // plane (one GEMM over the batch would need a [C_out, N*HO*WO] -> NCHW transpose pass). OpenBLAS
 // threads each GEMM; im2col and the epilogue are OpenMP loops outside it. No allocation at run time.
@@ -100,15 +101,40 @@ void depthwise_run(const KernelCall& call) {
         const int64_t iy = oy * sh - pt + ky * dh;
         if (iy < 0 || iy >= H) continue;
         const float* xrow = xp + iy * W - pl;
-        for (int64_t kx = 0; kx < KW; ++kx) {
-          const float wv = wp[ky * KW + kx];
-          const float* xr = xrow + kx * dw;
-          const int64_t lo = col_lo[kx], hi = col_hi[kx];
+        const float* wk = wp + ky * KW;
+        // 3 taps per row (3x3, MobileNet's case): one pass over the columns all three reach, the
+        // rest per tap; other widths, or no such column, per tap over its valid range.
+        int64_t in_lo = WO, in_hi = 0;
+        if (KW == 3) {
+          in_lo = std::max({col_lo[0], col_lo[1], col_lo[2]});
+          in_hi = std::min({col_hi[0], col_hi[1], col_hi[2]});
+        }
+        if (in_lo < in_hi) {
+          const float w0 = wk[0], w1 = wk[1], w2 = wk[2];
+          const float *x0 = xrow, *x1 = xrow + dw, *x2 = xrow + 2 * dw;
           if (sw == 1) {
 #pragma omp simd
-            for (int64_t ox = lo; ox < hi; ++ox) yrow[ox] += wv * xr[ox];
+            for (int64_t ox = in_lo; ox < in_hi; ++ox) yrow[ox] += w0 * x0[ox] + w1 * x1[ox] + w2 * x2[ox];
           } else {
-            for (int64_t ox = lo; ox < hi; ++ox) yrow[ox] += wv * xr[ox * sw];
+            for (int64_t ox = in_lo; ox < in_hi; ++ox)
+              yrow[ox] += w0 * x0[ox * sw] + w1 * x1[ox * sw] + w2 * x2[ox * sw];
+          }
+        }
+        for (int64_t kx = 0; kx < KW; ++kx) {
+          const float wv = wk[kx];
+          const float* xr = xrow + kx * dw;
+          // the tap's valid columns outside [in_lo, in_hi) (all of them when there is no such range)
+          const int64_t parts[2][2] = {{col_lo[kx], std::min(col_hi[kx], in_lo)},
+                                       {std::max(col_lo[kx], in_hi), col_hi[kx]}};
+          for (int part = 0; part < (in_lo < in_hi ? 2 : 1); ++part) {
+            const int64_t lo = in_lo < in_hi ? parts[part][0] : col_lo[kx];
+            const int64_t hi = in_lo < in_hi ? parts[part][1] : col_hi[kx];
+            if (sw == 1) {
+#pragma omp simd
+              for (int64_t ox = lo; ox < hi; ++ox) yrow[ox] += wv * xr[ox];
+            } else {
+              for (int64_t ox = lo; ox < hi; ++ox) yrow[ox] += wv * xr[ox * sw];
+            }
           }
         }
       }
