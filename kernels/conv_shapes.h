@@ -30,15 +30,21 @@ ConvPool2DDims conv_pool2d_dims(const NodeDesc& node, const char* backend);
 // True when the *_dims function above accepts the node (for the variants' applicable()).
 bool conv_transpose2d_valid(const NodeDesc& node);
 bool conv_pool2d_valid(const NodeDesc& node);
-// True when a conv2d node has dilation 1, all today's conv2d kernels handle (their `applicable`).
-inline bool conv2d_undilated(const NodeDesc& node) {
-  const auto& p = std::get<Conv2DParams>(node.params);
-  return p.dilation_h == 1 && p.dilation_w == 1;
-}
-// conv2d_undilated, and no residual input (Conv2DParams::add_residual, from the fuse_conv_residual
-// pass): what every cuda conv2d variant handles today.
+// True when a conv2d node has groups 1, dilation 1 and no residual input (add_residual, from the
+// cpu-only fuse_conv_residual pass): the plain convolution most conv2d variants handle (their
+// `applicable`); grouped, depthwise, dilated and residual nodes go to the variants that take them.
 inline bool conv2d_plain(const NodeDesc& node) {
-  return conv2d_undilated(node) && !std::get<Conv2DParams>(node.params).add_residual;
+  const auto& p = std::get<Conv2DParams>(node.params);
+  return p.groups == 1 && p.dilation_h == 1 && p.dilation_w == 1 && !p.add_residual;
+}
+// True when a conv2d node is depthwise: groups == C_in > 1, one input channel per group (weight
+// [M*C_in, 1, KH, KW], output channel co reads input channel co / M), any stride and dilation; no
+// residual input.
+inline bool conv2d_depthwise(const NodeDesc& node) {
+  const auto& p = std::get<Conv2DParams>(node.params);
+  return p.groups > 1 && !p.add_residual && node.input_shapes.size() >= 2 && node.input_shapes[0].size() == 4 &&
+         node.input_shapes[1].size() == 4 && p.groups == node.input_shapes[0][1] &&
+         node.input_shapes[1][1] == 1;
 }
 // True when the weight (input 1) is a constant, which the variants that prepare it need.
 inline bool has_constant_weight(const NodeDesc& node) {

@@ -159,6 +159,109 @@ TEST_CASE("conv2d im2col_gemm matches the reference on 250 random shapes") {
   CHECK(batched >= 100);
 }
 
+namespace {
+
+// A random grouped / depthwise / dilated conv2d node (odd sizes, every padding edge, bias or not, any
+// fused activation) whose oracle work stays small. depthwise: groups == C_in, multiplier 1..3.
+NodeDesc random_grouped_conv(std::mt19937_64& rng, bool depthwise) {
+  Conv2DParams p;
+  const int kh = uniform(rng, 1, 5), kw = rng() % 4 == 0 ? uniform(rng, 1, 5) : kh;
+  p.stride_h = uniform(rng, 1, 3);
+  p.stride_w = rng() % 4 == 0 ? uniform(rng, 1, 3) : p.stride_h;
+  p.dilation_h = rng() % 2 == 0 ? 1 : uniform(rng, 2, 3);
+  p.dilation_w = rng() % 4 == 0 ? uniform(rng, 1, 3) : p.dilation_h;
+  const int ekh = p.dilation_h * (kh - 1) + 1, ekw = p.dilation_w * (kw - 1) + 1;
+  p.pad.top = uniform(rng, 0, ekh - 1);
+  p.pad.bottom = rng() % 3 == 0 ? uniform(rng, 0, ekh - 1) : p.pad.top;
+  p.pad.left = uniform(rng, 0, ekw - 1);
+  p.pad.right = rng() % 3 == 0 ? uniform(rng, 0, ekw - 1) : p.pad.left;
+  p.activation = random_activation(rng);
+  const int64_t N = uniform(rng, 1, 3);
+  int64_t G, CG, COG;
+  if (depthwise) {
+    G = uniform(rng, 2, 40), CG = 1, COG = rng() % 3 == 0 ? uniform(rng, 2, 3) : 1;
+  } else {
+    G = uniform(rng, 2, 5), CG = uniform(rng, 1, 7), COG = uniform(rng, 1, 7);
+  }
+  p.groups = static_cast<int>(G);
+  int64_t H, W, HO, WO;
+  for (;;) {
+    H = uniform(rng, 1, 19), W = uniform(rng, 1, 19);
+    if (H + p.pad.top + p.pad.bottom < ekh || W + p.pad.left + p.pad.right < ekw) continue;
+    HO = (H + p.pad.top + p.pad.bottom - ekh) / p.stride_h + 1;
+    WO = (W + p.pad.left + p.pad.right - ekw) / p.stride_w + 1;
+    break;
+  }
+  std::vector<Shape> in{{N, G * CG, H, W}, {G * COG, CG, kh, kw}};
+  if (rng() % 4 != 0) in.push_back({G * COG});
+  return make_node(p, in, {N, G * COG, HO, WO});
+}
+
+std::string describe_conv(const NodeDesc& node) {
+  const auto& p = std::get<Conv2DParams>(node.params);
+  return describe(node) + " groups " + std::to_string(p.groups) + " s " + std::to_string(p.stride_h) +
+         "x" + std::to_string(p.stride_w) + " d " + std::to_string(p.dilation_h) + "x" +
+         std::to_string(p.dilation_w) + " pad " + std::to_string(p.pad.top) + "," +
+         std::to_string(p.pad.left) + "," + std::to_string(p.pad.bottom) + "," +
+         std::to_string(p.pad.right);
+}
+
+}  // namespace
+
+TEST_CASE("conv2d grouped and dilated: im2col_gemm matches the reference on 200 random shapes") {
+  std::mt19937_64 rng(20261124);
+  int dilated = 0, odd_groups = 0;
+  for (int t = 0; t < 200; ++t) {
+    const NodeDesc node = random_grouped_conv(rng, t % 4 == 0);
+    const std::string desc = describe_conv(node);
+    CAPTURE(desc);
+    check_against_reference("im2col_gemm", node, random_inputs(node.input_shapes, 3000 + t));
+    const auto& p = std::get<Conv2DParams>(node.params);
+    dilated += p.dilation_h > 1 || p.dilation_w > 1;
+    odd_groups += node.input_shapes[1][1] % 2 == 1 && node.input_shapes[1][1] > 1;
+  }
+  CHECK(dilated >= 60);
+  CHECK(odd_groups >= 30);
+}
+
+TEST_CASE("conv2d depthwise matches the reference on 200 random shapes and wins the heuristic") {
+  std::mt19937_64 rng(20261125);
+  int multiplier = 0, strided = 0;
+  for (int t = 0; t < 200; ++t) {
+    const NodeDesc node = random_grouped_conv(rng, true);
+    const std::string desc = describe_conv(node);
+    CAPTURE(desc);
+    check_against_reference("depthwise", node, random_inputs(node.input_shapes, 5000 + t));
+    multiplier += node.input_shapes[1][0] > node.input_shapes[0][1];
+    strided += std::get<Conv2DParams>(node.params).stride_h > 1;
+  }
+  CHECK(multiplier >= 40);
+  CHECK(strided >= 80);
+  // MobileNet's depthwise 3x3, stride 1 and 2, bias + relu, the kernel the heuristic picks
+  for (int s : {1, 2}) {
+    Conv2DParams p;
+    p.groups = 32;
+    p.stride_h = p.stride_w = s;
+    p.pad = Padding2D{1, 1, 1, 1};
+    p.activation.kind = ActivationKind::Relu;
+    const int64_t o = s == 1 ? 17 : 9;
+    const NodeDesc node = make_node(p, {{2, 32, 17, 17}, {32, 1, 3, 3}, {32}}, {2, 32, o, o});
+    check_against_reference("depthwise", node, random_inputs(node.input_shapes, 77));
+    const KernelVariant* best = nullptr;
+    for (const KernelVariant* v : KernelRegistry::global().variants("cpu", "conv2d"))
+      if (variant_applies(*v, node) && (!best || v->priority > best->priority)) best = v;
+    REQUIRE(best != nullptr);
+    CHECK(best->name == "depthwise");
+  }
+  // not depthwise: groups below C_in, or groups 1
+  const KernelVariant* dw = KernelRegistry::global().find("cpu", "conv2d", "depthwise");
+  REQUIRE(dw != nullptr);
+  Conv2DParams g2;
+  g2.groups = 2;
+  CHECK_FALSE(dw->applicable(make_node(g2, {{1, 4, 5, 5}, {4, 2, 3, 3}}, {1, 4, 3, 3})));
+  CHECK_FALSE(dw->applicable(make_node(Conv2DParams{}, {{1, 1, 5, 5}, {4, 1, 3, 3}}, {1, 4, 3, 3})));
+}
+
 TEST_CASE("conv2d im2col_gemm: workspace, 1x1 shortcut, applicability, errors") {
   Conv2DParams p;
   const KernelVariant* v = KernelRegistry::global().find("cpu", "conv2d", "im2col_gemm");
@@ -168,9 +271,12 @@ TEST_CASE("conv2d im2col_gemm: workspace, 1x1 shortcut, applicability, errors") 
   p.pad = Padding2D{1, 1, 1, 1};
   CHECK(v->workspace_bytes(make_node(p, {{2, 8, 5, 6}, {4, 8, 3, 3}}, {2, 4, 5, 6})) ==
         8 * 9 * 5 * 6 * sizeof(float));
-  Conv2DParams dilated;
-  dilated.dilation_h = 2;
-  CHECK_FALSE(v->applicable(make_node(dilated, {{1, 1, 5, 5}, {1, 1, 3, 3}}, {1, 1, 1, 1})));
+  CHECK_FALSE(v->applicable);  // every conv2d: groups and dilation included
+  Conv2DParams grouped;  // the workspace holds one group's column matrix
+  grouped.groups = 4;
+  grouped.dilation_h = 2;
+  CHECK(v->workspace_bytes(make_node(grouped, {{2, 8, 7, 6}, {4, 2, 3, 3}}, {2, 4, 3, 4})) ==
+        2 * 9 * 3 * 4 * sizeof(float));
   // no workspace where one is needed, or too few inputs: an Error, not a crash
   const NodeDesc node = make_node(p, {{1, 2, 4, 4}, {3, 2, 3, 3}}, {1, 3, 4, 4});
   auto in = random_inputs(node.input_shapes, 7);

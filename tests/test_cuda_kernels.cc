@@ -139,7 +139,7 @@ Coverage run_random(Precision p, int count, Gen gen) {
 
 const std::vector<std::pair<std::string, std::vector<std::string>>>& expected_variants() {
   static const std::vector<std::pair<std::string, std::vector<std::string>>> e = {
-      {"conv2d", {"im2col_gemm", "gemm_1x1", "direct", "direct_small_cout"}},
+      {"conv2d", {"im2col_gemm", "gemm_1x1", "direct", "direct_small_cout", "depthwise"}},
       {"dense", {"gemm"}},
       {"conv_pool2d", {"unfused", "fused_filter", "direct_sum"}},
       {"pool2d", {"direct"}},
@@ -220,6 +220,50 @@ CUDA_TEST_CASE("conv2d: every variant matches the reference on random shapes (fp
     CHECK(strided >= n / 3);
     CHECK(batched >= n / 3);
   }
+}
+
+CUDA_TEST_CASE("conv2d grouped, depthwise and dilated: direct and depthwise match the reference") {
+  test::require_registered("conv2d", {"direct", "depthwise"});
+  for (Precision prec : {Precision::FP32, Precision::FP16}) {
+    CAPTURE(test::precision_label(prec));
+    std::mt19937_64 rng(20261126 + int(prec));
+    int depthwise = 0, dilated = 0;
+    const Coverage cov = run_random(prec, 120, [&](int t) {
+      const OpCase c = test::random_grouped_conv2d(rng, t % 2 == 0, 7000 + 13 * t);
+      const auto& p = std::get<Conv2DParams>(c.params);
+      depthwise += t % 2 == 0;
+      dilated += p.dilation_h > 1 || p.dilation_w > 1;
+      return c;
+    });
+    const int n = scaled(120);
+    CHECK(cov.of("direct") == n);
+    CHECK(cov.of("depthwise") == depthwise);
+    // the plain variants (groups 1, dilation 1) never take these nodes
+    CHECK(cov.of("im2col_gemm") == 0);
+    CHECK(cov.of("gemm_1x1") == 0);
+    CHECK(cov.of("direct_small_cout") == 0);
+    CHECK(dilated >= n / 3);
+  }
+  // MobileNet's depthwise 3x3 stride 1 and 2 with bias + relu: the heuristic picks depthwise
+  Conv2DParams dw;
+  dw.groups = 32;
+  dw.pad = {1, 1, 1, 1};
+  dw.activation.kind = ActivationKind::Relu;
+  CHECK(heuristic_pick(make_case(dw, {{1, 32, 16, 16}, {32, 1, 3, 3}, {32}}, {false, true, true},
+                                 {1, 32, 16, 16}, 1)) == "depthwise");
+  dw.stride_h = dw.stride_w = 2;
+  CHECK(heuristic_pick(make_case(dw, {{1, 32, 16, 16}, {32, 1, 3, 3}, {32}}, {false, true, true},
+                                 {1, 32, 8, 8}, 1)) == "depthwise");
+  // grouped, not depthwise: cuDNN's grouped convolution where it is built, else direct
+  Conv2DParams g2;
+  g2.groups = 2;
+#ifdef INFER_WITH_CUDNN
+  const char* grouped_pick = "cudnn";
+#else
+  const char* grouped_pick = "direct";
+#endif
+  CHECK(heuristic_pick(make_case(g2, {{1, 6, 8, 8}, {4, 3, 3, 3}}, {false, true}, {1, 4, 6, 6}, 1)) ==
+        grouped_pick);
 }
 
 CUDA_TEST_CASE("conv2d: larger layers (several GEMM tiles, many images, VGG/AlexNet-like)") {

@@ -123,6 +123,24 @@ CUDA_TEST_CASE("conv2d.cudnn matches the reference in NCHW and NHWC on random sh
   CHECK(nchw == scaled(40));
 }
 
+CUDA_TEST_CASE("conv2d.cudnn: grouped, depthwise and dilated convolutions in NCHW and NHWC") {
+  std::mt19937_64 rng(20261128);
+  int ran = 0, cases = 0;
+  for (int t = 0; ran < scaled(40) && t < 4000; ++t) {
+    const OpCase c = test::random_grouped_conv2d(rng, t % 3 == 0, 9000 + t);
+    const auto& p = std::get<Conv2DParams>(c.params);
+    if (p.pad.top != p.pad.bottom || p.pad.left != p.pad.right) continue;  // cuDNN: symmetric only
+    ++ran;
+    const Precision prec = kPrecisions[ran % 3];
+    for (Layout layout : {Layout::NCHW, Layout::NHWC}) {
+      const auto names = check_case_in_layout(c, prec, layout, {"cudnn"}, /*capture=*/ran % 2 == 0);
+      CHECK_MESSAGE(contains(names, "cudnn"), test::describe(c));
+      cases += !names.empty();
+    }
+  }
+  CHECK(cases == 2 * scaled(40));
+}
+
 CUDA_TEST_CASE("conv2d.cudnn_folded: width folding is exact for C_in <= 4 and C_out <= 4 (NHWC)") {
   // (C_in, C_out, kernel, pad, H, W): VGG conv1_1-like, 1-channel input, generator output layers,
   // 5x5 kernels with pad 2, a 1x1 kernel, a valid (unpadded) 3x3.
@@ -232,6 +250,22 @@ CUDA_TEST_CASE("conv2d.direct_small_cout_nhwc matches the reference (C_out 1..8,
     ran += !names.empty();
   }
   CHECK(ran == scaled(40));
+}
+
+CUDA_TEST_CASE("conv2d.depthwise matches the reference in NHWC and NCHW (vector and scalar channels)") {
+  test::require_registered("conv2d", {"depthwise"});
+  std::mt19937_64 rng(20261127);
+  int ran = 0;
+  for (int t = 0; t < scaled(60); ++t) {
+    const OpCase c = test::random_grouped_conv2d(rng, true, 8000 + t);
+    for (Precision p : {Precision::FP32, Precision::FP16})
+      for (Layout layout : {Layout::NHWC, Layout::NCHW}) {
+        const auto names = check_case_in_layout(c, p, layout, {"depthwise"}, /*capture=*/t % 2 == 0);
+        CHECK_MESSAGE(contains(names, "depthwise"), test::describe(c));
+        ran += !names.empty();
+      }
+  }
+  CHECK(ran == 4 * scaled(60));
 }
 
 CUDA_TEST_CASE("pool2d, activation and add in NHWC match the reference") {

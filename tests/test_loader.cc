@@ -87,7 +87,8 @@ fb::Padding fb_padding(const Padding2D& p) { return fb::Padding(p.top, p.left, p
 flatbuffers::Offset<fb::Conv2D> fb_conv(flatbuffers::FlatBufferBuilder& fbb, const Conv2DParams& p) {
   const fb::Padding pad = fb_padding(p.pad);
   return fb::CreateConv2D(fbb, p.stride_h, p.stride_w, &pad, p.dilation_h, p.dilation_w,
-                          static_cast<fb::ActivationKind>(p.activation.kind), p.activation.alpha);
+                          static_cast<fb::ActivationKind>(p.activation.kind), p.activation.alpha,
+                          p.groups);
 }
 
 std::pair<fb::Op, flatbuffers::Offset<void>> fb_options(flatbuffers::FlatBufferBuilder& fbb,
@@ -609,8 +610,17 @@ TEST_CASE("corpus: hand-broken op parameters") {
   std::get<Pool2DParams>(m.nodes[1].params).kernel_h = 9;
   expect_bad("pool_kernel_too_large", m, "kernel height 9 is larger than the padded input height 6");
   m = RawModel::base();
-  std::get<Conv2DParams>(m.nodes[0].params).dilation_h = 2;
-  expect_bad("dilation_2", m, "field dilation_h must be 1 (dilation 2 is not supported)");
+  std::get<Conv2DParams>(m.nodes[0].params).dilation_h = 0;
+  expect_bad("dilation_0", m, "field dilation_h must be > 0 (got 0)");
+  m = RawModel::base();
+  std::get<Conv2DParams>(m.nodes[0].params).groups = 3;
+  expect_bad("groups_3", m, "node 0 'conv' (conv2d): field groups 3 must divide input channels 2 and output channels 3");
+  m = RawModel::base();
+  std::get<Conv2DParams>(m.nodes[0].params).groups = -1;
+  expect_bad("groups_negative", m, "field groups must be > 0 (got -1)");
+  m = RawModel::base();
+  std::get<Conv2DParams>(m.nodes[0].params).dilation_w = 4;  // 3x3 spans 9 > 6 + 2
+  expect_bad("dilation_too_large", m, "kernel width 9 is larger than the padded input width 8");
   m = RawModel::base();
   std::get<ConvTranspose2DParams>(m.nodes[2].params).dilation_w = 2;
   expect_bad("tconv_dilation_2", m, "dilation 2 is not supported");
@@ -836,6 +846,36 @@ TEST_CASE("Model::load: file errors carry strerror's text") {
     }
   }
   MESSAGE("corpus files: " << files);
+}
+
+TEST_CASE("Conv2D groups: files written before the field load with groups 1; written values load") {
+  // fuzz/corpus/model/valid_all_ops.fb was committed before Conv2D had `groups` (schema evolution)
+  std::ifstream f(std::string(INFER_SOURCE_DIR) + "/fuzz/corpus/model/valid_all_ops.fb", std::ios::binary);
+  REQUIRE(f.good());
+  const std::vector<uint8_t> old((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  const Model m = Model::from_bytes(old, "valid_all_ops.fb");
+  int convs = 0;
+  for (const auto& n : m.graph().nodes)
+    if (const auto* c = std::get_if<Conv2DParams>(&n.params)) {
+      CHECK(c->groups == 1);
+      ++convs;
+    }
+  CHECK(convs >= 1);
+
+  ModelBuilder b("grouped");
+  const int x = b.input("x", {-1, 4, 7, 7});
+  Conv2DParams p;
+  p.groups = 4;
+  p.dilation_h = 2;
+  p.dilation_w = 3;
+  p.pad = {2, 3, 2, 3};
+  b.output(b.node("dw", p, {x, b.constant("dw.w", {8, 1, 3, 3}, test::random_vector(72, 5))}));
+  const Model g = Model::from_bytes(b.finish(), "grouped.fb");
+  const auto& q = std::get<Conv2DParams>(g.graph().nodes.at(0).params);
+  CHECK(q.groups == 4);
+  CHECK(q.dilation_h == 2);
+  CHECK(q.dilation_w == 3);
+  CHECK(g.outputs()[0].shape == Shape{-1, 8, 7, 7});
 }
 
 TEST_CASE("load_graph: misaligned memory is copied, not read unaligned") {

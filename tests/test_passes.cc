@@ -284,6 +284,33 @@ TEST_CASE("fuse_conv_avgpool + fuse_activation: conv -> avgpool 2 -> tanh become
   check_on_equals_off(m, "reference", 2);
 }
 
+TEST_CASE("grouped and dilated conv2d: BN folds per output channel, avgpool is not fused into them") {
+  ModelBuilder b("grouped");
+  int x = b.input("x", {-1, 4, 11, 11});
+  Conv2DParams dw;  // depthwise with multiplier 2, no bias: BN folds, activation moves up
+  dw.groups = 4;
+  dw.pad = {1, 1, 1, 1};
+  int c1 = b.node("dw", dw, {x, b.constant("dw.w", {8, 1, 3, 3}, random_vector(72, 1))});
+  int n1 = batchnorm(b, "bn", c1, 8, 20, ActivationKind::Relu);
+  Conv2DParams dil;  // grouped + dilated, then an average pool conv_pool2d cannot take
+  dil.groups = 2;
+  dil.dilation_h = dil.dilation_w = 2;
+  dil.pad = {2, 2, 2, 2};
+  int c2 = b.node("dil", dil, {n1, b.constant("dil.w", {6, 4, 3, 3}, random_vector(216, 2)),
+                               b.constant("dil.b", {6}, random_vector(6, 3))});
+  int p = avgpool(b, "pool", c2, 2, 2);
+  b.output(p);
+  Model m = Model::from_bytes(b.finish(), "grouped.fb");
+  std::vector<std::string> log;
+  detail::Graph g = passed(m, &log);
+  CHECK(node_list(g) == std::vector<std::string>{"dw:conv2d", "dil:conv2d", "pool:pool2d"});
+  CHECK(act_of(node_named(g, "dw")) == ActivationKind::Relu);
+  CHECK(std::get<Conv2DParams>(node_named(g, "dw").params).groups == 4);
+  CHECK(log[1] == "fuse_conv_avgpool: no conv2d + average pool pair to rewrite");
+  check_on_equals_off(m, "reference", 2);
+  check_on_equals_off(m, "cpu", 2);
+}
+
 TEST_CASE("fuse_activation: into dense, add and a BatchNorm that follows a pool (not foldable)") {
   ModelBuilder b("act_targets");
   int x = b.input("x", {-1, 3, 6, 6});

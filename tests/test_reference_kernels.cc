@@ -102,14 +102,54 @@ TEST_CASE("conv2d: hand-computed cases") {
     ref::conv2d({}, x2.data(), {2, 1, 3, 3}, w.data(), {1, 1, 2, 2}, nullptr, y.data(), {2, 1, 2, 2});
     expect_values(y, {37, 47, 67, 77, -37, -47, -67, -77});
   }
-  SUBCASE("dilation other than 1 is an error") {
+  SUBCASE("dilation 2, padding 1: taps two apart, edges read zeros") {
     Conv2DParams p;
-    p.dilation_h = 2;
+    p.dilation_h = p.dilation_w = 2;
+    p.pad = pad4(1, 1, 1, 1);
+    const std::vector<float> w{1, 2, 3, 4};
+    auto y = poisoned({1, 1, 3, 3});
+    ref::conv2d(p, x.data(), xs, w.data(), {1, 1, 2, 2}, nullptr, y.data(), {1, 1, 3, 3});
+    // centre: 1*x00 + 2*x02 + 3*x20 + 4*x22 = 1 + 6 + 21 + 36; corner (0,0): only 4*x11
+    expect_values(y, {20, 36, 15, 36, 64, 26, 10, 16, 5});
+  }
+  SUBCASE("dilation 0 is an error") {
+    Conv2DParams p;
+    p.dilation_w = 0;
     const std::vector<float> w(4, 1.f);
-    auto y = poisoned({1, 1, 1, 1});
-    CHECK_THROWS_WITH_AS(
-        ref::conv2d(p, x.data(), xs, w.data(), {1, 1, 2, 2}, nullptr, y.data(), {1, 1, 1, 1}),
-        "conv2d: dilation other than 1 is not supported", infer::Error);
+    auto y = poisoned({1, 1, 2, 2});
+    CHECK_THROWS_AS(
+        ref::conv2d(p, x.data(), xs, w.data(), {1, 1, 2, 2}, nullptr, y.data(), {1, 1, 2, 2}),
+        infer::Error);
+  }
+  SUBCASE("groups 2: each output channel reads only its group's input channel") {
+    std::vector<float> x2 = x;
+    x2.insert(x2.end(), 9, 1.f);  // channel 1: all ones
+    const std::vector<float> w{2, -3}, b{0.5f, 1};
+    Conv2DParams p;
+    p.groups = 2;
+    auto y = poisoned({1, 2, 3, 3});
+    ref::conv2d(p, x2.data(), {1, 2, 3, 3}, w.data(), {2, 1, 1, 1}, b.data(), y.data(), {1, 2, 3, 3});
+    expect_values(y, {2.5, 4.5, 6.5, 8.5, 10.5, 12.5, 14.5, 16.5, 18.5, -2, -2, -2, -2, -2, -2, -2, -2, -2});
+  }
+  SUBCASE("depthwise with channel multiplier 2: output channel co reads input channel co / 2") {
+    std::vector<float> x2 = x;
+    x2.insert(x2.end(), 9, 1.f);
+    const std::vector<float> w{1, 2, 3, 4};
+    Conv2DParams p;
+    p.groups = 2;
+    p.stride_h = p.stride_w = 2;
+    auto y = poisoned({1, 4, 2, 2});
+    ref::conv2d(p, x2.data(), {1, 2, 3, 3}, w.data(), {4, 1, 1, 1}, nullptr, y.data(), {1, 4, 2, 2});
+    expect_values(y, {1, 3, 7, 9, 2, 6, 14, 18, 3, 3, 3, 3, 4, 4, 4, 4});
+  }
+  SUBCASE("groups that do not match the weight are an error") {
+    const std::vector<float> w(4, 1.f);
+    Conv2DParams p;
+    p.groups = 2;
+    auto y = poisoned({1, 1, 2, 2});
+    CHECK_THROWS_AS(
+        ref::conv2d(p, x.data(), xs, w.data(), {1, 1, 2, 2}, nullptr, y.data(), {1, 1, 2, 2}),
+        infer::Error);
   }
   SUBCASE("channel mismatch is an error") {
     const std::vector<float> w(8, 1.f);

@@ -61,6 +61,60 @@ TEST_CASE("conv2d output sizes") {
   CHECK(one(p, {{1, 1, 5, 6}, {2, 1, 3, 2}}) == Shape{1, 2, 3, 6});
 }
 
+TEST_CASE("conv2d groups and dilation") {
+  using doctest::Contains;
+  Conv2DParams p = conv(1, 1);
+  p.groups = 32;  // depthwise 3x3
+  CHECK(one(p, {{2, 32, 9, 9}, {32, 1, 3, 3}, {32}}) == Shape{2, 32, 9, 9});
+  p.stride_h = p.stride_w = 2;
+  CHECK(one(p, {{1, 32, 9, 9}, {64, 1, 3, 3}}) == Shape{1, 64, 5, 5});  // channel multiplier 2
+  p = conv(1, 0);
+  p.groups = 4;
+  CHECK(one(p, {{1, 12, 5, 5}, {20, 3, 3, 3}}) == Shape{1, 20, 3, 3});
+  // dilation 2: the 3x3 kernel spans 5; (9 + 2*2 - 5) / 1 + 1 = 9
+  p = conv(1, 2);
+  p.dilation_h = p.dilation_w = 2;
+  CHECK(one(p, {{1, 3, 9, 9}, {4, 3, 3, 3}}) == Shape{1, 4, 9, 9});
+  p = conv(2, 0);
+  p.dilation_w = 3;  // width: (10 - 7) / 2 + 1 = 2; height: (10 - 3) / 2 + 1 = 4
+  CHECK(one(p, {{1, 3, 10, 10}, {4, 3, 3, 3}}) == Shape{1, 4, 4, 2});
+  p = conv(1, 3);  // padding 3 < dilated kernel 5 is fine
+  p.dilation_h = p.dilation_w = 2;
+  CHECK(one(p, {{1, 1, 4, 4}, {1, 1, 3, 3}}) == Shape{1, 1, 6, 6});
+
+  p = conv(1, 0);
+  p.groups = 0;
+  CHECK_THROWS_WITH_AS(one(p, {{1, 4, 8, 8}, {4, 4, 3, 3}}), Contains("field groups must be > 0 (got 0)"),
+                       Error);
+  p.groups = 3;
+  CHECK_THROWS_WITH_AS(one(p, {{1, 4, 8, 8}, {6, 1, 3, 3}}),
+                       Contains("field groups 3 must divide input channels 4 and output channels 6"),
+                       Error);
+  p.groups = 2;
+  CHECK_THROWS_WITH_AS(one(p, {{1, 4, 8, 8}, {5, 2, 3, 3}}),
+                       Contains("must divide input channels 4 and output channels 5"), Error);
+  CHECK_THROWS_WITH_AS(one(p, {{1, 4, 8, 8}, {4, 4, 3, 3}}),
+                       Contains("has 4 input channels per group but input 0 has 4 in 2 groups"), Error);
+  p = conv(1, 0);
+  p.dilation_h = 0;
+  CHECK_THROWS_WITH_AS(one(p, {{1, 4, 8, 8}, {4, 4, 3, 3}}), Contains("field dilation_h must be > 0"),
+                       Error);
+  p = conv(1, 0);
+  p.dilation_h = 4;  // 3x3 spans 9 > 8
+  CHECK_THROWS_WITH_AS(one(p, {{1, 4, 8, 8}, {4, 4, 3, 3}}),
+                       Contains("kernel height 9 is larger than the padded input height 8"), Error);
+  // conv_pool2d keeps groups and dilation 1
+  ConvPool2DParams cp;
+  cp.conv = conv(1, 0);
+  cp.conv.groups = 2;
+  CHECK_THROWS_WITH_AS(one(cp, {{1, 4, 8, 8}, {4, 2, 3, 3}}), Contains("field conv.groups must be 1 (got 2)"),
+                       Error);
+  cp.conv.groups = 1;
+  cp.conv.dilation_w = 2;
+  CHECK_THROWS_WITH_AS(one(cp, {{1, 4, 8, 8}, {4, 4, 3, 3}}),
+                       Contains("field conv.dilation_w must be 1 (dilation 2 is not supported)"), Error);
+}
+
 TEST_CASE("conv_pool2d output sizes (floor after the conv)") {
   ConvPool2DParams p;
   p.conv = conv(1, 2);
@@ -136,9 +190,9 @@ TEST_CASE("parameter errors name the field") {
   CHECK_THROWS_WITH_AS(one(p, {{1, 3, 8, 8}, {4, 3, 3, 3}}),
                        Contains("field padding.right must be >= 0 (got -1)"), Error);
   p = conv(1, 0);
-  p.dilation_w = 2;
+  p.dilation_w = -1;
   CHECK_THROWS_WITH_AS(one(p, {{1, 3, 8, 8}, {4, 3, 3, 3}}),
-                       Contains("field dilation_w must be 1 (dilation 2 is not supported)"), Error);
+                       Contains("field dilation_w must be > 0 (got -1)"), Error);
   p = conv(1, 0);
   p.activation.kind = static_cast<ActivationKind>(kNumActivationKinds);
   CHECK_THROWS_WITH_AS(one(p, {{1, 3, 8, 8}, {4, 3, 3, 3}}),

@@ -535,11 +535,12 @@ class Importer {
   }
 
   // 2-D spatial attributes shared by Conv, ConvTranspose and the pools.
+  // Dilations other than 1 only where the caller takes them (Conv).
   struct Spatial {
-    int kh = 0, kw = 0, sh = 1, sw = 1;
+    int kh = 0, kw = 0, sh = 1, sw = 1, dh = 1, dw = 1;
     Padding2D pad;
   };
-  Spatial spatial(bool need_kernel) {
+  Spatial spatial(bool need_kernel, bool dilation_ok = false) {
     Spatial s;
     const std::vector<int64_t> k = attr_ints("kernel_shape", {});
     if (need_kernel && k.size() != 2) unsupported("kernel_shape must have 2 values (2-D only)");
@@ -551,8 +552,13 @@ class Importer {
     if (st.size() != 2) unsupported("strides must have 2 values (2-D only)");
     s.sh = param(st[0], "stride", 1);
     s.sw = param(st[1], "stride", 1);
-    for (int64_t d : attr_ints("dilations", {1, 1}))
-      if (d != 1) unsupported("dilation " + std::to_string(d) + " (only 1)");
+    const std::vector<int64_t> dl = attr_ints("dilations", {1, 1});
+    if (dl.size() != 2) unsupported("dilations must have 2 values (2-D only)");
+    if (!dilation_ok)
+      for (int64_t d : dl)
+        if (d != 1) unsupported("dilation " + std::to_string(d) + " (only 1)");
+    s.dh = param(dl[0], "dilation", 1);
+    s.dw = param(dl[1], "dilation", 1);
     const std::string auto_pad = attr_string("auto_pad", "NOTSET");
     if (auto_pad != "NOTSET" && auto_pad != "VALID") unsupported("auto_pad " + auto_pad + " (give explicit pads)");
     const std::vector<int64_t> p = attr_ints("pads", {0, 0, 0, 0});
@@ -634,15 +640,17 @@ class Importer {
   void conv() {
     const int x = act(0);
     check_rank4(x);
-    if (attr_int("group", 1) != 1) unsupported("group " + std::to_string(attr_int("group", 1)) + " (only 1)");
     const Const& w = weight(1);
     if (w.dims.size() != 4) fail("weight must have rank 4 (got " + str_dims(w.dims) + ")");
-    Spatial s = spatial(false);
+    Spatial s = spatial(false, true);
     if (s.kh && (s.kh != w.dims[2] || s.kw != w.dims[3])) fail("kernel_shape does not match the weight");
     Conv2DParams p;
     p.stride_h = s.sh;
     p.stride_w = s.sw;
     p.pad = s.pad;
+    p.dilation_h = s.dh;
+    p.dilation_w = s.dw;
+    p.groups = param(attr_int("group", 1), "group", 1);  // divisibility: shape inference, naming the node
     std::vector<int> inputs{x, add_weight(1)};
     if (has_input(2)) inputs.push_back(add_weight(2));
     output(b_.node(node_name(), p, inputs));

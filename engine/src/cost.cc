@@ -1,5 +1,5 @@
 // The cost model. Conventions (kept simple on purpose, so numbers are easy to check by hand):
-// - conv2d: N*C_out*H_out*W_out*C_in*KH*KW multiply-adds (2 FLOPs each); dense: N*F_out*F_in.
+// - conv2d: N*C_out*H_out*W_out*(C_in/groups)*KH*KW multiply-adds (2 FLOPs each); dense: N*F_out*F_in.
 // - conv_transpose2d: the direct (scatter) form, H_in*W_in*C_in*C_out*KH*KW multiply-adds per sample,
 //   whatever the kernel does (the segregated kernels do less work; their GFLOP/s shows it).
 // - conv_pool2d: the conv over the pooled region (H_out*pool x W_out*pool) plus the pooling.
@@ -32,7 +32,7 @@ double dim(const Shape& s, size_t i) { return i < s.size() ? static_cast<double>
 double conv_flops(const NodeDesc& node, double out_h, double out_w) {
   const Shape& x = node.input_shapes.size() > 0 ? node.input_shapes[0] : Shape{};
   const Shape& w = node.input_shapes.size() > 1 ? node.input_shapes[1] : Shape{};
-  // weight [C_out, C_in, KH, KW]
+  // weight [C_out, C_in/groups, KH, KW]: dim(w, 1) is already the per-group input channel count.
   return 2.0 * dim(x, 0) * dim(w, 0) * out_h * out_w * dim(w, 1) * dim(w, 2) * dim(w, 3);
 }
 

@@ -132,6 +132,7 @@ Conv2DParams read_conv(const fb::Conv2D* c, const std::string& where, const std:
   p.dilation_w = c->dilation_w();
   p.activation = read_activation(c->activation(), c->activation_alpha(), c->activation_beta(), where,
                                  prefix + "activation");
+  p.groups = c->groups();
   return p;
 }
 

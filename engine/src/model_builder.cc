@@ -76,7 +76,7 @@ flatbuffers::Offset<fb::Conv2D> fb_conv(flatbuffers::FlatBufferBuilder& fbb, con
     throw Error("conv2d add_residual is engine-internal (the fuse_conv_residual pass) and has no file form");
   const fb::Padding pad = fb_padding(p.pad);
   return fb::CreateConv2D(fbb, p.stride_h, p.stride_w, &pad, p.dilation_h, p.dilation_w,
-                          fb_kind(p.activation.kind), p.activation.alpha, p.activation.beta);
+                          fb_kind(p.activation.kind), p.activation.alpha, p.activation.beta, p.groups);
 }
 
 // The union value of a node's options (type + table).

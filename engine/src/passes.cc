@@ -291,6 +291,8 @@ Graph fuse_conv_avgpool(Graph g, std::vector<std::string>* log) {
     if (p < 0) continue;
     Node& conv = g.nodes[static_cast<size_t>(p)];
     if (conv.op() != OpType::Conv2D || !has_no_activation(conv.params)) continue;
+    const auto& cp = std::get<Conv2DParams>(conv.params);  // conv_pool2d: groups and dilation 1 only
+    if (cp.groups != 1 || cp.dilation_h != 1 || cp.dilation_w != 1) continue;
     conv.params = ConvPool2DParams{std::get<Conv2DParams>(conv.params), k};
     merge(g, uses, static_cast<size_t>(p), c, removed);
     ++count;

@@ -1,5 +1,5 @@
 // Shape inference for every op and for whole graphs. This is also where op parameters are validated
-// (kernel, stride > 0; 0 <= padding < kernel; dilation 1; output_padding < stride; ...), so the loader,
+// (kernel, stride, dilation > 0; 0 <= padding < dilated kernel; groups divide the channels; ...), so the loader,
 // the builder and the session all reject the same things with the same messages. All size arithmetic
 // is bounded: no tensor may exceed 2^40 elements, and every product is checked before it is formed.
 #include "shape_inference.h"
@@ -151,8 +151,10 @@ int64_t window_out(const std::string& where, const char* axis, int64_t in, int p
 }
 
 // Shared by conv2d and conv_pool2d: parameter checks, input checks, and the conv output shape.
+// Weight [C_out, C_in/groups, KH, KW]; the dilated kernel d*(K-1)+1 must fit in the padded input and
+// each padding must be below it. conv_pool2d (grouped=false) accepts groups and dilation 1 only.
 Shape conv2d_shape(const std::string& where, const std::string& prefix, const Conv2DParams& p,
-                   const Inputs& in) {
+                   const Inputs& in, bool grouped) {
   if (p.add_residual) {
     if (!prefix.empty()) fail(where, "field " + prefix + "add_residual is only for conv2d");
     in.expect_count(4, 4);  // x, weight, bias, residual
@@ -160,19 +162,35 @@ Shape conv2d_shape(const std::string& where, const std::string& prefix, const Co
     in.expect_count(2, 3);
   }
   const Shape& x = in.with_rank(0, 4, "[N,C_in,H,W]");
-  const Shape& w = in.with_rank(1, 4, "[C_out,C_in,KH,KW]");
+  const Shape& w = in.with_rank(1, 4, "[C_out,C_in/groups,KH,KW]");
   positive(where, prefix + "stride_h", p.stride_h);
   positive(where, prefix + "stride_w", p.stride_w);
-  dilation_one(where, prefix + "dilation_h", p.dilation_h);
-  dilation_one(where, prefix + "dilation_w", p.dilation_w);
+  if (grouped) {
+    positive(where, prefix + "dilation_h", p.dilation_h);
+    positive(where, prefix + "dilation_w", p.dilation_w);
+    positive(where, prefix + "groups", p.groups);
+  } else {
+    dilation_one(where, prefix + "dilation_h", p.dilation_h);
+    dilation_one(where, prefix + "dilation_w", p.dilation_w);
+    if (p.groups != 1)
+      fail(where, "field " + prefix + "groups must be 1 (got " + std::to_string(p.groups) + ")");
+  }
   check_activation(where, prefix + "activation", p.activation);
-  check_padding(where, prefix, p.pad, w[2], w[3], true);
-  if (w[1] != x[1])
-    fail(where, in.label(1) + " has " + std::to_string(w[1]) + " input channels but input 0 has " +
-                    std::to_string(x[1]));
+  // w[2], w[3] <= 2^40 and dilation is int: no overflow.
+  const int64_t kh = static_cast<int64_t>(p.dilation_h) * (w[2] - 1) + 1;
+  const int64_t kw = static_cast<int64_t>(p.dilation_w) * (w[3] - 1) + 1;
+  check_padding(where, prefix, p.pad, kh, kw, true);
+  const int64_t g = p.groups;
+  if (x[1] % g != 0 || w[0] % g != 0)
+    fail(where, "field " + prefix + "groups " + std::to_string(g) + " must divide input channels " +
+                    std::to_string(x[1]) + " and output channels " + std::to_string(w[0]));
+  if (w[1] * g != x[1])
+    fail(where, in.label(1) + " has " + std::to_string(w[1]) + " input channels" +
+                    (g > 1 ? " per group" : "") + " but input 0 has " + std::to_string(x[1]) +
+                    (g > 1 ? " in " + std::to_string(g) + " groups" : std::string()));
   if (in.size() >= 3) in.expect_vector(2, w[0], "C_out");
-  const int64_t h = window_out(where, "height", x[2], p.pad.top, p.pad.bottom, w[2], p.stride_h);
-  const int64_t wd = window_out(where, "width", x[3], p.pad.left, p.pad.right, w[3], p.stride_w);
+  const int64_t h = window_out(where, "height", x[2], p.pad.top, p.pad.bottom, kh, p.stride_h);
+  const int64_t wd = window_out(where, "width", x[3], p.pad.left, p.pad.right, kw, p.stride_w);
   const Shape out{x[0], w[0], h, wd};
   if (p.add_residual && in[3] != out)
     fail(where, in.label(3) + " (residual) has shape " + str(in[3]) + " but the output is " + str(out));
@@ -180,12 +198,12 @@ Shape conv2d_shape(const std::string& where, const std::string& prefix, const Co
 }
 
 std::vector<Shape> conv2d(const std::string& where, const Conv2DParams& p, const Inputs& in) {
-  return {conv2d_shape(where, "", p, in)};
+  return {conv2d_shape(where, "", p, in, true)};
 }
 
 std::vector<Shape> conv_pool2d(const std::string& where, const ConvPool2DParams& p,
                                const Inputs& in) {
-  Shape s = conv2d_shape(where, "conv.", p.conv, in);
+  Shape s = conv2d_shape(where, "conv.", p.conv, in, false);
   if (p.pool < 1) fail(where, "field pool must be >= 1 (got " + std::to_string(p.pool) + ")");
   if (s[2] < p.pool || s[3] < p.pool)
     fail(where, "conv output " + std::to_string(s[2]) + "x" + std::to_string(s[3]) +

@@ -44,13 +44,14 @@ ConvGeometry conv_geometry(const Conv2DParams& p, const Shape& x_shape, const Sh
   if (x_shape.size() != 4 || w_shape.size() != 4 || y_shape.size() != 4)
     throw Error("conv2d: expected rank-4 input, weight and output (got " + shape_str(x_shape) + ", " +
                 shape_str(w_shape) + ", " + shape_str(y_shape) + ")");
-  if (w_shape[1] != x_shape[1] || y_shape[1] != w_shape[0] || y_shape[0] != x_shape[0])
+  if (p.stride_h <= 0 || p.stride_w <= 0 || p.dilation_h <= 0 || p.dilation_w <= 0 || p.groups <= 0)
+    throw Error("conv2d: stride, dilation and groups must be > 0");
+  if (w_shape[1] * p.groups != x_shape[1] || y_shape[1] != w_shape[0] ||
+      w_shape[0] % p.groups != 0 || y_shape[0] != x_shape[0])
     throw Error("conv2d: inconsistent shapes input " + shape_str(x_shape) + ", weight " +
                 shape_str(w_shape) + ", output " + shape_str(y_shape));
-  if (p.stride_h <= 0 || p.stride_w <= 0 || p.dilation_h != 1 || p.dilation_w != 1)
-    throw Error("conv2d: stride must be > 0 and dilation 1");
   ConvGeometry g;
-  g.C = x_shape[1];
+  g.C = w_shape[1];
   g.H = x_shape[2];
   g.W = x_shape[3];
   g.KH = w_shape[2];
@@ -61,6 +62,8 @@ ConvGeometry conv_geometry(const Conv2DParams& p, const Shape& x_shape, const Sh
   g.pad_left = p.pad.left;
   g.HO = y_shape[2];
   g.WO = y_shape[3];
+  g.dilation_h = p.dilation_h;
+  g.dilation_w = p.dilation_w;
   return g;
 }
 
@@ -77,12 +80,13 @@ void im2col(const ConvGeometry& g, const float* x, float* col) {
     const float* xp = x + c * g.H * g.W;
     float* out = col + r * cols;
     int64_t oy_lo, oy_hi, ox_lo, ox_hi;
-    valid_range(g.HO, g.stride_h, ky - g.pad_top, g.H, oy_lo, oy_hi);
-    valid_range(g.WO, g.stride_w, kx - g.pad_left, g.W, ox_lo, ox_hi);
+    const int64_t dy = ky * g.dilation_h, dx = kx * g.dilation_w;
+    valid_range(g.HO, g.stride_h, dy - g.pad_top, g.H, oy_lo, oy_hi);
+    valid_range(g.WO, g.stride_w, dx - g.pad_left, g.W, ox_lo, ox_hi);
     std::fill(out, out + oy_lo * g.WO, 0.f);
     for (int64_t oy = oy_lo; oy < oy_hi; ++oy) {
       float* o = out + oy * g.WO;
-      const float* xrow = xp + (oy * g.stride_h - g.pad_top + ky) * g.W + kx - g.pad_left;
+      const float* xrow = xp + (oy * g.stride_h - g.pad_top + dy) * g.W + dx - g.pad_left;
       std::fill(o, o + ox_lo, 0.f);
       if (g.stride_w == 1) {
         if (ox_hi > ox_lo) std::memcpy(o + ox_lo, xrow + ox_lo, sizeof(float) * (ox_hi - ox_lo));

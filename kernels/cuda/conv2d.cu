@@ -1,5 +1,6 @@
-// CUDA conv2d (NCHW, weight [C_out,C_in,KH,KW], optional bias, any stride, asymmetric padding,
-// dilation 1, fused activation) in the session precision (float or half storage, float sums):
+// CUDA conv2d (NCHW, weight [C_out,C_in/groups,KH,KW], optional bias, any stride, asymmetric padding,
+// fused activation) in the session precision (float or half storage, float sums); all but `direct`
+// take groups 1 and dilation 1 only (conv2d_plain), `direct` any groups and dilation:
 // direct_small_cout (C_out <= 8: one thread per column of output pixels computing every output
 // channel, weights in shared memory; where a GEMM with M = C_out is hopeless), gemm_1x1 (1x1/stride
 // 1/unpadded: one strided-batched cuBLAS GEMM over the batch), im2col_gemm (im2col into a <= 1 GiB
@@ -20,7 +21,7 @@
 namespace infer::cuda {
 namespace {
 
-// Shapes, parameter type and dilation 1 were checked by the registry (check_kernel_call) and shape
+// Shapes and parameter type were checked by the registry (check_kernel_call) and shape
 // inference before any of these functions sees a node.
 
 bool gemm_1x1_applicable(const NodeDesc& node) {
@@ -99,14 +100,17 @@ void run_gemm_1x1(const KernelCall& call) {
 
 // ---- direct -------------------------------------------------------------------------------------
 // One thread per output element (n, co, oy, ox), grid-stride over N*C_out*HO*WO; the thread sums
-// x * w over C_in x KH x KW in float (taps outside the image skipped), adds the bias, activates.
+// x * w over the C_in/groups channels of co's group x KH x KW taps (tap ky reads input row
+// oy*stride - pad + ky*dilation) in float (taps outside the image skipped), adds the bias, activates.
 // Consecutive threads take consecutive ox, so input reads of a warp are nearly contiguous and the
 // weight reads are a broadcast.
 
 template <class T>
 __global__ void conv2d_direct_kernel(const T* __restrict__ x, const T* __restrict__ w,
                                      const T* __restrict__ bias, T* __restrict__ y, ConvGeometry g,
-                                     int64_t CO, int64_t total, DeviceActivation act) {
+                                     int64_t CO, int64_t total, DeviceActivation act,
+                                     int64_t groups, int64_t dh, int64_t dw) {
+  const int64_t CG = g.C / groups, COG = CO / groups;  // input / output channels per group
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
        i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t ox = i % g.WO;
@@ -115,14 +119,14 @@ __global__ void conv2d_direct_kernel(const T* __restrict__ x, const T* __restric
     const int64_t n = i / (g.WO * g.HO * CO);
     const int64_t iy0 = oy * g.stride_h - g.pad_top, ix0 = ox * g.stride_w - g.pad_left;
     float acc = 0.f;
-    for (int64_t ci = 0; ci < g.C; ++ci) {
-      const T* xp = x + (n * g.C + ci) * g.H * g.W;
-      const T* wp = w + (co * g.C + ci) * g.KH * g.KW;
+    for (int64_t ci = 0; ci < CG; ++ci) {
+      const T* xp = x + (n * g.C + (co / COG) * CG + ci) * g.H * g.W;
+      const T* wp = w + (co * CG + ci) * g.KH * g.KW;
       for (int64_t ky = 0; ky < g.KH; ++ky) {
-        const int64_t iy = iy0 + ky;
+        const int64_t iy = iy0 + ky * dh;
         if (iy < 0 || iy >= g.H) continue;
         for (int64_t kx = 0; kx < g.KW; ++kx) {
-          const int64_t ix = ix0 + kx;
+          const int64_t ix = ix0 + kx * dw;
           if (ix < 0 || ix >= g.W) continue;
           acc += to_float(wp[ky * g.KW + kx]) * to_float(xp[iy * g.W + ix]);
         }
@@ -133,17 +137,21 @@ __global__ void conv2d_direct_kernel(const T* __restrict__ x, const T* __restric
   }
 }
 
+// direct takes any groups and dilation, but no residual input (the cpu-only fuse_conv_residual pass).
+bool no_residual(const NodeDesc& node) { return !std::get<Conv2DParams>(node.params).add_residual; }
+
 void run_direct(const KernelCall& call) {
   const ConvCall c = conv_call(call);
   Context& ctx = context_of(call);
   const int64_t total = c.N * c.CO * c.g.HO * c.g.WO;
   if (total == 0) return;
   const DeviceActivation act = device_activation(fused_activation(call.node.params));
+  const auto& p = std::get<Conv2DParams>(call.node.params);
   dispatch(call.node.precision, [&](auto tag) {
     using T = decltype(tag);
     conv2d_direct_kernel<T><<<grid_for(total), 256, 0, ctx.stream>>>(
         static_cast<const T*>(c.x), static_cast<const T*>(c.w), static_cast<const T*>(c.bias),
-        static_cast<T*>(c.y), c.g, c.CO, total, act);
+        static_cast<T*>(c.y), c.g, c.CO, total, act, p.groups, p.dilation_h, p.dilation_w);
   });
   INFER_CUDA_CHECK_LAUNCH();
 }
@@ -386,8 +394,7 @@ void register_conv2d(KernelRegistry& registry) {
        .run = run_gemm_1x1},
       {.op = "conv2d", .name = "im2col_gemm", .priority = 10, .applicable = conv2d_plain,
        .workspace_bytes = im2col_gemm_workspace, .run = run_im2col_gemm},
-      {.op = "conv2d", .name = "direct", .priority = 1, .applicable = conv2d_plain,
-       .run = run_direct},
+      {.op = "conv2d", .name = "direct", .priority = 1, .applicable = no_residual, .run = run_direct},
   });
 }
 

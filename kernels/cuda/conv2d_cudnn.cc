@@ -1,7 +1,8 @@
 // CUDA conv2d through cuDNN (kernels/cuda/cudnn.h), two variants:
 // - `cudnn`: the convolution as cuDNN runs it (the algorithm its own timing picks: on tensor cores in
-//   fp16 / tf32, an implicit GEMM with no column buffer in NHWC), NCHW or NHWC, bias + ReLU fused
-//   into the call (cudnnConvolutionBiasActivationForward), other epilogues by bias_activation.
+//   fp16 / tf32, an implicit GEMM with no column buffer in NHWC), NCHW or NHWC, any groups
+//   (cudnnSetConvolutionGroupCount) and dilation, bias + ReLU fused into the call
+//   (cudnnConvolutionBiasActivationForward), other epilogues by bias_activation.
 // - `cudnn_folded`: width folding (seed 004) for convolutions with C_in <= 4 or C_out <= 4, NHWC only.
 //   In NHWC, F adjacent columns of C channels are one "pixel" of F*C channels with no data movement,
 //   so [N,H,W,C] is [N,H,W/F,F*C]; the convolution becomes a stride-1 convolution over the folded
@@ -42,20 +43,24 @@ Geometry geometry(const NodeDesc& node) {
   for (const Shape* s : {&x, &w, &y})
     for (int64_t d : *s)
       if (d <= 0 || d > INT32_MAX) return g;
-  if (w[1] != x[1] || y[1] != w[0] || y[0] != x[0]) return g;
+  if (p->groups < 1 || w[1] * p->groups != x[1] || y[1] != w[0] || w[0] % p->groups != 0 ||
+      y[0] != x[0])
+    return g;
   if (node.input_shapes.size() == 3 && shape_numel(node.input_shapes[2]) != w[0]) return g;
-  // cuDNN's legacy descriptors: symmetric padding, dilation 1 here.
-  if (p->dilation_h != 1 || p->dilation_w != 1 || p->stride_h <= 0 || p->stride_w <= 0 ||
+  // cuDNN's legacy descriptors: symmetric padding.
+  if (p->dilation_h < 1 || p->dilation_w < 1 || p->stride_h <= 0 || p->stride_w <= 0 ||
       p->pad.top != p->pad.bottom || p->pad.left != p->pad.right || p->pad.top < 0 || p->pad.left < 0)
     return g;
-  if ((x[2] + 2 * p->pad.top - w[2]) / p->stride_h + 1 != y[2] ||
-      (x[3] + 2 * p->pad.left - w[3]) / p->stride_w + 1 != y[3])
+  const int64_t kh = int64_t(p->dilation_h) * (w[2] - 1) + 1, kw = int64_t(p->dilation_w) * (w[3] - 1) + 1;
+  if ((x[2] + 2 * p->pad.top - kh) / p->stride_h + 1 != y[2] ||
+      (x[3] + 2 * p->pad.left - kw) / p->stride_w + 1 != y[3])
     return g;
   dnn::Problem& q = g.problem;
   q.precision = node.precision;
   q.layout = node.layout;
   q.N = x[0], q.C = x[1], q.H = x[2], q.W = x[3], q.K = w[0], q.R = w[2], q.S = w[3], q.P = y[2], q.Q = y[3];
   q.pad_h = p->pad.top, q.pad_w = p->pad.left, q.stride_h = p->stride_h, q.stride_w = p->stride_w;
+  q.groups = p->groups, q.dilation_h = p->dilation_h, q.dilation_w = p->dilation_w;
   g.has_bias = node.input_shapes.size() == 3;
   g.act = p->activation;
   g.ok = true;
@@ -64,7 +69,8 @@ Geometry geometry(const NodeDesc& node) {
 
 bool cudnn_applicable(const NodeDesc& node) {
   // NHWC needs the weights on the host to re-lay them out once.
-  return conv2d_plain(node) && geometry(node).ok &&
+  // Any groups and dilation (cuDNN takes them), but no residual input (the cpu-only fuse_conv_residual).
+  return !std::get<Conv2DParams>(node.params).add_residual && geometry(node).ok &&
          (node.layout == Layout::NCHW || has_constant_weight(node));
 }
 
@@ -75,6 +81,8 @@ bool cudnn_applicable(const NodeDesc& node) {
 int cudnn_priority(const NodeDesc& node) {
   const Geometry g = geometry(node);
   if (!g.ok) return 0;
+  // depthwise: an --autotune candidate beside conv2d.depthwise (20), not the default
+  if (g.problem.groups > 1 && g.problem.groups == g.problem.C) return 2;
   if (node.layout == Layout::NCHW || node.precision == Precision::FP32) return 4;
   const int64_t a = dnn::channel_alignment(node.precision);
   const bool aligned = g.problem.C % a == 0 && g.problem.K % a == 0;
@@ -101,8 +109,9 @@ std::shared_ptr<void> cudnn_prepare(const NodeDesc& node) {
   if (node.layout == Layout::NHWC) {
     if (!has_constant_weight(node)) throw Error("cuda conv2d.cudnn: NHWC needs a constant weight");
     const dnn::Problem& q = g.problem;
-    std::vector<float> krsc(static_cast<size_t>(q.K * q.C * q.R * q.S));
-    dnn::krsc_from_kcrs(node.constants[1], q.K, q.C, q.R, q.S, krsc.data());
+    const int64_t cg = q.C / q.groups;  // the filter's channels
+    std::vector<float> krsc(static_cast<size_t>(q.K * cg * q.R * q.S));
+    dnn::krsc_from_kcrs(node.constants[1], q.K, cg, q.R, q.S, krsc.data());
     st->weights = upload(krsc.data(), krsc.size(), node.precision);
   }
   st->conv = std::make_unique<dnn::Conv>(st->problem);
@@ -154,6 +163,7 @@ Fold fold_of(const NodeDesc& node) {
   if (!g.ok || node.layout != Layout::NHWC || node.precision == Precision::FP32 || !has_constant_weight(node))
     return f;
   const dnn::Problem& q = g.problem;
+  if (q.groups != 1 || q.dilation_h != 1 || q.dilation_w != 1) return f;  // the fold assumes a plain conv
   if (q.stride_w != 1 || q.stride_h != 1 || (q.C > 4 && q.K > 4)) return f;
   const int64_t a = dnn::channel_alignment(node.precision);
   for (int64_t F : {4, 8, 16}) {

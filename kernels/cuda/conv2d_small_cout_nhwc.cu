@@ -89,7 +89,9 @@ Checked check(const NodeDesc& node) {
   if (node.input_shapes.size() == 3 && (shape_numel(node.input_shapes[2]) != w[0] ||
                                          node.constants.size() < 3 || !node.constants[2]))
     return r;
-  if (p->dilation_h != 1 || p->dilation_w != 1 || p->stride_h <= 0 || p->stride_w <= 0) return r;
+  if (p->groups != 1 || p->dilation_h != 1 || p->dilation_w != 1 || p->stride_h <= 0 ||
+      p->stride_w <= 0)
+    return r;
   if (static_cast<size_t>(w[1] * w[2] * w[3] * w[0]) * sizeof(float) > kSmemBytes) return r;
   if ((x[2] + p->pad.top + p->pad.bottom - w[2]) / p->stride_h + 1 != y[2] ||
       (x[3] + p->pad.left + p->pad.right - w[3]) / p->stride_w + 1 != y[3])

@@ -18,6 +18,7 @@ void register_layout(KernelRegistry& registry);            // layout.cu: NCHW <-
 void register_binary(KernelRegistry& registry);            // binary.cu: add, sub, mul, div, broadcast
 void register_conv_transpose2d_projection(KernelRegistry& registry);  // conv_transpose2d/projection.cc
 void register_conv2d_small_cout_nhwc(KernelRegistry& registry);      // conv2d_small_cout_nhwc.cu
+void register_conv2d_depthwise(KernelRegistry& registry);            // conv2d_depthwise.cu
 #ifdef INFER_WITH_CUDNN
 void register_conv2d_cudnn(KernelRegistry& registry);            // conv2d_cudnn.cc
 void register_conv_transpose2d_cudnn(KernelRegistry& registry);  // conv_transpose2d/cudnn.cc

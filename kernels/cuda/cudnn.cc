@@ -123,9 +123,11 @@ struct Conv::Descriptors {
       set_tensor(bias, Layout::NCHW, p.precision, 1, p.K, 1, 1);
       CUDNN_CHECK(cudnnSetFilter4dDescriptor(
           w, data_type(p.precision), p.layout == Layout::NHWC ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW,
-          to_int(p.K, "K"), to_int(p.C, "C"), to_int(p.R, "R"), to_int(p.S, "S")));
-      CUDNN_CHECK(cudnnSetConvolution2dDescriptor(conv, p.pad_h, p.pad_w, p.stride_h, p.stride_w, 1, 1,
-                                                  CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+          to_int(p.K, "K"), to_int(p.C / p.groups, "C"), to_int(p.R, "R"), to_int(p.S, "S")));
+      CUDNN_CHECK(cudnnSetConvolution2dDescriptor(conv, p.pad_h, p.pad_w, p.stride_h, p.stride_w,
+                                                  p.dilation_h, p.dilation_w, CUDNN_CROSS_CORRELATION,
+                                                  CUDNN_DATA_FLOAT));
+      if (p.groups != 1) CUDNN_CHECK(cudnnSetConvolutionGroupCount(conv, p.groups));
       CUDNN_CHECK(cudnnSetConvolutionMathType(conv, math_type(p.precision)));
       // NaN propagates, as through the reference's relu.
       CUDNN_CHECK(cudnnSetActivationDescriptor(relu, CUDNN_ACTIVATION_RELU, CUDNN_PROPAGATE_NAN, 0.0));
@@ -192,10 +194,10 @@ Found find(const Problem& p, const Conv::Descriptors& d) {
 }  // namespace
 
 std::string Problem::key() const {
-  return fmt::format("{}:{}:{}:{}x{}x{}x{}*{}x{}x{}->{}x{}:p{},{}:s{},{}:ys{},{},{},{}",
+  return fmt::format("{}:{}:{}:{}x{}x{}x{}*{}x{}x{}->{}x{}:p{},{}:s{},{}:ys{},{},{},{}:g{}:d{},{}",
                      backward_data ? "bwd" : "fwd", precision_name(precision), layout_name(layout), N, C,
                      H, W, K, R, S, P, Q, pad_h, pad_w, stride_h, stride_w, y_strides[0], y_strides[1],
-                     y_strides[2], y_strides[3]);
+                     y_strides[2], y_strides[3], groups, dilation_h, dilation_w);
 }
 
 cudnnContext* create_handle(cudaStream_t stream) {

@@ -35,6 +35,9 @@ struct Problem {
   Layout layout = Layout::NCHW;
   int64_t N = 0, C = 0, H = 0, W = 0, K = 0, R = 0, S = 0, P = 0, Q = 0;
   int pad_h = 0, pad_w = 0, stride_h = 1, stride_w = 1;
+  // Forward only: C input channels in `groups` groups (the filter is [K, C/groups, R, S]); dilation of
+  // the filter taps.
+  int groups = 1, dilation_h = 1, dilation_w = 1;
   int64_t y_strides[4] = {0, 0, 0, 0};
   std::string key() const;  // identifies the problem in the process-wide algorithm cache
 };

@@ -1,5 +1,6 @@
-// Reference 2-D convolution (NCHW, weight [C_out,C_in,KH,KW]): for each output plane, a double
-// accumulator plane gets bias + sum over (c_in, ky, kx) of w * the shifted input rows. Each output is
+// Reference 2-D convolution (NCHW, weight [C_out,C_in/groups,KH,KW], any groups and dilation): for each
+// output plane, a double accumulator plane gets bias + sum over (c_in of its group, ky, kx) of w * the
+// shifted input rows (tap ky reads input row oy*stride - pad_top + ky*dilation). Each output is
 // an exact double sum of its terms; the plane order keeps rows contiguous so whole models stay fast.
 #include <algorithm>
 #include <vector>
@@ -25,25 +26,30 @@ void conv2d_plane(const Conv2DParams& p, const float* x, const Shape& x_shape, c
                   const Shape& w_shape, const float* bias, int64_t n, int64_t co, double* acc,
                   int64_t h_out, int64_t w_out) {
   const int64_t C = x_shape[1], H = x_shape[2], W = x_shape[3];
-  const int64_t KH = w_shape[2], KW = w_shape[3];
+  const int64_t CG = w_shape[1], KH = w_shape[2], KW = w_shape[3];  // CG input channels per group
+  const int64_t CO = p.groups > 0 ? w_shape[0] / p.groups : w_shape[0];  // output channels per group
+  const int64_t c0 = (co / CO) * CG;  // first input channel of co's group
+  const int64_t dh = p.dilation_h, dw = p.dilation_w;
   // For each kernel row ky, the output rows oy whose input row iy = oy*stride - pad_top + ky lies
   // inside the image; likewise per kernel column. The same for every input channel.
   std::vector<Range> rows(static_cast<size_t>(KH)), cols(static_cast<size_t>(KW));
-  for (int64_t ky = 0; ky < KH; ++ky) rows[ky] = valid_range(h_out, p.stride_h, ky - p.pad.top, H);
-  for (int64_t kx = 0; kx < KW; ++kx) cols[kx] = valid_range(w_out, p.stride_w, kx - p.pad.left, W);
+  for (int64_t ky = 0; ky < KH; ++ky)
+    rows[ky] = valid_range(h_out, p.stride_h, ky * dh - p.pad.top, H);
+  for (int64_t kx = 0; kx < KW; ++kx)
+    cols[kx] = valid_range(w_out, p.stride_w, kx * dw - p.pad.left, W);
 
   std::fill(acc, acc + h_out * w_out, bias ? double(bias[co]) : 0.0);
-  for (int64_t ci = 0; ci < C; ++ci) {
-    const float* xp = x + (n * C + ci) * H * W;
-    const float* wp = w + (co * C + ci) * KH * KW;
+  for (int64_t ci = 0; ci < CG; ++ci) {
+    const float* xp = x + (n * C + c0 + ci) * H * W;
+    const float* wp = w + (co * CG + ci) * KH * KW;
     for (int64_t ky = 0; ky < KH; ++ky)
       for (int64_t kx = 0; kx < KW; ++kx) {
         const double wv = wp[ky * KW + kx];
         for (int64_t oy = rows[ky].lo; oy < rows[ky].hi; ++oy) {
-          const float* xrow = xp + (oy * p.stride_h - p.pad.top + ky) * W;
+          const float* xrow = xp + (oy * p.stride_h - p.pad.top + ky * dh) * W;
           double* arow = acc + oy * w_out;
           for (int64_t ox = cols[kx].lo; ox < cols[kx].hi; ++ox)
-            arow[ox] += wv * double(xrow[ox * p.stride_w - p.pad.left + kx]);
+            arow[ox] += wv * double(xrow[ox * p.stride_w - p.pad.left + kx * dw]);
         }
       }
   }
@@ -55,11 +61,14 @@ void conv2d(const Conv2DParams& p, const float* x, const Shape& x_shape, const f
             const Shape& w_shape, const float* bias, float* y, const Shape& y_shape,
             const float* residual) {
   using namespace detail;
-  check_conv_params("conv2d", p.stride_h, p.stride_w, p.pad, p.dilation_h, p.dilation_w);
+  check_conv_params("conv2d", p.stride_h, p.stride_w, p.pad, 1, 1);
+  if (p.dilation_h <= 0 || p.dilation_w <= 0 || p.groups <= 0)
+    throw Error("conv2d: dilation and groups must be > 0");
   check_shape("conv2d", "input", x_shape, 4);
   check_shape("conv2d", "weight", w_shape, 4);
   check_shape("conv2d", "output", y_shape, 4);
-  check_equal("conv2d", "weight input channels", w_shape[1], x_shape[1]);
+  if (w_shape[0] % p.groups != 0) throw Error("conv2d: groups must divide the output channels");
+  check_equal("conv2d", "weight input channels times groups", w_shape[1] * p.groups, x_shape[1]);
   check_equal("conv2d", "output batch", y_shape[0], x_shape[0]);
   check_equal("conv2d", "output channels", y_shape[1], w_shape[0]);
 

@@ -22,6 +22,7 @@ void conv_pool2d(const ConvPool2DParams& p, const float* x, const Shape& x_shape
   using namespace detail;
   const Conv2DParams& c = p.conv;
   check_conv_params("conv_pool2d", c.stride_h, c.stride_w, c.pad, c.dilation_h, c.dilation_w);
+  if (c.groups != 1) throw Error("conv_pool2d: groups other than 1 is not supported");
   if (p.pool <= 0) throw Error("conv_pool2d: pool must be > 0 (got " + std::to_string(p.pool) + ")");
   check_shape("conv_pool2d", "input", x_shape, 4);
   check_shape("conv_pool2d", "weight", w_shape, 4);

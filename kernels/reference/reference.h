@@ -10,8 +10,8 @@
 
 namespace infer::ref {
 
-// x [N,C_in,H,W], w [C_out,C_in,KH,KW], bias [C_out] or nullptr, y [N,C_out,H_out,W_out].
-// Any stride and (asymmetric) padding; dilation must be 1. Adds `residual` (y's shape, or nullptr)
+// x [N,C_in,H,W], w [C_out,C_in/groups,KH,KW], bias [C_out] or nullptr, y [N,C_out,H_out,W_out].
+// Any stride, (asymmetric) padding, dilation and groups. Adds `residual` (y's shape, or nullptr)
 // before applying p.activation.
 void conv2d(const Conv2DParams& p, const float* x, const Shape& x_shape, const float* w,
             const Shape& w_shape, const float* bias, float* y, const Shape& y_shape,

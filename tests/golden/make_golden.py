@@ -17,6 +17,7 @@ it as a fixture: `make_golden.py OUT_DIR`. Writes into OUT_DIR:
   - element-wise binary nets (Add/Sub/Mul/Div with broadcasting): a per-channel scale and shift,
     squeeze-excitation (x * sigmoid(conv1x1(relu(conv1x1(pool(x)))))), x / c and c - x with scalar
     constants, x - y of two branches and x - pool(x); each at opset 13 and 17;
+  - grouped / depthwise / dilated conv nets (GroupedNet) at opsets 13 and 17;
   - hand-written ONNX graphs (Gemm alpha/beta/transB=0, MatMul+Add, Constant, Identity, Dropout),
     a model with external data, one with metadata_props, one with unsupported ops;
   - manifest.json listing every case (file names, expected output, tolerance notes).
@@ -428,6 +429,50 @@ def binary_cases():
     print(f"make_golden: binary nets done at {time.time() - T0:.1f} s", flush=True)
 
 
+# ---- grouped / depthwise / dilated convolutions --------------------------------------------------------
+
+class GroupedNet(nn.Module):
+    """Grouped / depthwise / dilated convolutions (issue 14): `kind` picks a MobileNet-style block
+    (depthwise 3x3 + BN + ReLU, pointwise 1x1 + BN + ReLU, depthwise stride 2 with channel multiplier
+    2), groups 2 and 3 with odd channels per group, or dilation 2 / (2, 3) with padding edges and an
+    average pool right after a dilated conv (which fuse_conv_avgpool must leave alone)."""
+
+    def __init__(self, kind):
+        super().__init__()
+        if kind == "mobilenet":
+            self.layers = nn.Sequential(
+                nn.Conv2d(8, 8, 3, padding=1, groups=8, bias=False), nn.BatchNorm2d(8), nn.ReLU(),
+                nn.Conv2d(8, 16, 1, bias=False), nn.BatchNorm2d(16), nn.ReLU(),
+                nn.Conv2d(16, 32, 3, stride=2, padding=1, groups=16), nn.ReLU())
+        elif kind == "groups":
+            self.layers = nn.Sequential(
+                nn.Conv2d(6, 10, 3, padding=1, groups=2), nn.ReLU(),
+                nn.Conv2d(10, 15, (3, 1), stride=(2, 1), padding=(1, 0), groups=5),
+                nn.Conv2d(15, 6, 3, padding=(0, 2), groups=3), nn.LeakyReLU(0.1))
+        else:
+            self.layers = nn.Sequential(
+                nn.Conv2d(3, 8, 3, padding=2, dilation=2), nn.ReLU(),
+                nn.Conv2d(8, 8, 3, padding=(1, 3), dilation=(2, 3), groups=4), nn.AvgPool2d(2),
+                nn.Conv2d(8, 8, 3, stride=2, padding=2, dilation=2, groups=8), nn.Tanh())
+
+    def forward(self, x):
+        return self.layers(x)
+
+
+def grouped_cases():
+    """GroupedNet in its three kinds at opsets 13 and 17, a dynamic batch axis, batch 2."""
+    for i, (kind, c, h, w) in enumerate([("mobilenet", 8, 13, 11), ("groups", 6, 9, 8),
+                                         ("dilated", 3, 15, 17)]):
+        net = init_weights(GroupedNet(kind), 6000 + i)
+        x = torch.randn((2, c, h, w), generator=torch.Generator().manual_seed(6100 + i))
+        for opset in (13, 17):
+            name = f"grouped_{kind}_op{opset}"
+            inp = save_npy(f"{name}.in.npy", x.numpy())
+            out = save_npy(f"{name}.out.npy", reference(net, x))
+            export(net, x, f"{name}.onnx", opset, dynamic=True)
+            add_case(name, f"{name}.onnx", inp, out, opset=opset, layers=repr(net))
+
+
 # ---- hand-written graphs ----------------------------------------------------------------------------
 
 def handmade_case():
@@ -606,6 +651,7 @@ def main():
     random_cases()
     activation_cases()
     binary_cases()
+    grouped_cases()
     handmade_case()
     dynamo_style_cases()
     clip_cases()

@@ -66,8 +66,9 @@ struct Padding2D {
 struct Conv2DParams {
   int stride_h = 1, stride_w = 1;
   Padding2D pad;
-  int dilation_h = 1, dilation_w = 1;  // only 1 is supported
+  int dilation_h = 1, dilation_w = 1;  // >= 1 (conv_pool2d: only 1)
   Activation activation;               // fused epilogue
+  int groups = 1;  // weight [C_out, C_in/groups, KH, KW]; C_in, C_out divisible (conv_pool2d: 1)
   // Engine-internal (the fuse_conv_residual pass; no file form): inputs are x, weight, bias, r with r
   // of the output's shape, and y = act(conv(x) + bias + r), the residual add of a ResNet block.
   bool add_residual = false;
