@@ -378,6 +378,12 @@ def fmt_ms(v):
     return "%.3f" % v if v is not None else "n/a"
 
 
+def short(text, n=240):
+    """One error line for a table cell (the JSON keeps it whole)."""
+    text = " ".join(text.split())
+    return text if len(text) <= n else text[:n] + " ..."
+
+
 def fx(v):
     return "%.2fx" % v if v is not None else "n/a"
 
@@ -487,15 +493,14 @@ def markdown(results):
     head = ["model", "batch", "precision", "infer"] + [PEER_NAMES[k] for k in peer_kinds] + \
         ["best peer", goal_col] + (["vs best peer"] if dev == "cpu" else []) + ["rel err (tol)", "check"]
     out += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    import_errors = []
     for r in results["rows"]:
         name = MODEL_NAMES.get(r["model"], r["model"])
         if r.get("onnx2fb_error"):
-            out.append("| %s | %d | %s | does not import: `%s` |%s" % (
-                name, r["batch"], r["precision"], r["onnx2fb_error"].replace("|", "\\|"),
-                " |" * (len(head) - 4)))
-            continue
+            import_errors.append((name, r["onnx2fb_error"]))
         c = r["check"]
-        cells = [name, str(r["batch"]), r["precision"], fmt_ms(ms(r["infer"]))]
+        cells = [name, str(r["batch"]), r["precision"],
+                 "does not import (below)" if r.get("onnx2fb_error") else fmt_ms(ms(r["infer"]))]
         cells += [fmt_ms(ms(r["peers"].get(k))) for k in peer_kinds]
         cells += [PEER_NAMES.get(r["best_peer"], "n/a") if r["best_peer"] else "n/a", fx(r["ratio_goal"])]
         if dev == "cpu":
@@ -503,6 +508,11 @@ def markdown(results):
         cells += ["%.1e (%.0e)" % (c["rel_err"], c["tolerance"]) if c["rel_err"] is not None else "n/a",
                   {True: "ok", False: "**FAIL**", None: "n/a"}[c["ok"]]]
         out.append("| " + " | ".join(cells) + " |")
+    seen = set()
+    for name, err in import_errors:
+        if name not in seen:
+            seen.add(name)
+            out.append("\n%s does not import yet: `%s`" % (name, short(err).replace("`", "'")))
     out += ["", "Ratios are peer time / infer time: above 1.0x infer is faster. %s" % (
         "PyTorch best is the fastest of eager, CUDA graph and channels_last + CUDA graph; fp32 is strict (TF32 off "
         "on both sides), tf32 allows TF32 on both, fp16 is half on both (infer: SessionOptions::precision FP16 on "
@@ -510,7 +520,7 @@ def markdown(results):
         "All peers use %s threads; rel err: infer vs PyTorch eager." % results["environment"].get("threads"))]
     if dev == "cpu":
         others = [(r, k, v) for r in results["rows"] for k, v in sorted(r.get("rel_err", {}).items())
-                  if k != "infer_vs_torch"]
+                  if k not in ("infer_vs_torch", "torch_eager_vs_eager")]
         if others:
             out += ["", "Peer cross-checks (relative error): " + "; ".join(
                 "%s %s %.1e" % (MODEL_NAMES.get(r["model"], r["model"]), k, v) for r, k, v in others)]
