@@ -584,6 +584,31 @@ def record_error(errors, item, e):
     errors.append({"item": item, "error": text, "traceback": traceback.format_exc()})
 
 
+def merge_results(paths):
+    """One results dict from several of this script's JSONs (one device); a (model, batch, precision) row of
+    a later file replaces an earlier one; models in the order of MODELS."""
+    runs = [json.load(open(p)) for p in paths]
+    devices = {r["device"] for r in runs}
+    if len(devices) != 1:
+        sys.exit("error: --merge needs results of one device, got %s" % sorted(devices))
+    merged = dict(runs[-1])
+    rows = {}
+    for r in runs:
+        for row in r["rows"]:
+            rows[(row["model"], row["batch"], row["precision"])] = row
+    order = {m: i for i, m in enumerate(MODELS)}
+    merged["rows"] = [rows[k] for k in sorted(rows, key=lambda k: (order.get(k[0], 99), k[2], k[1]))]
+    merged["models"] = [m for m in MODELS if any(k[0] == m for k in rows)]
+    merged["precisions"] = sorted({k[2] for k in rows}, key=lambda p: list(TOLERANCE).index(p))
+    merged["batches"] = sorted({k[1] for k in rows})
+    merged["errors"] = [e for r in runs for e in r["errors"]]
+    merged["command"] = "; ".join(r["command"] for r in runs) + "; merged by: " + " ".join(
+        shlex.quote(c) for c in [sys.executable] + sys.argv)
+    merged["load_before"] = runs[0]["load_before"]
+    merged["merged_from"] = [{"file": p, "date": r["date"], "command": r["command"]} for p, r in zip(paths, runs)]
+    return merged
+
+
 # ---- selftest ----
 
 def synthetic(device):
@@ -663,6 +688,16 @@ def selftest():
         text = write_report(bad, os.path.join(tmp, "byom-bad"))
         assert "**FAIL**" in text and [x for x in bad["goals"] if x["goal"].startswith("correctness")][0][
             "status"] == "missed"
+        # --merge: two GPU halves give the whole
+        half1, half2 = synthetic("gpu"), synthetic("gpu")
+        half1["rows"] = [r for r in half1["rows"] if r["model"] in MODELS[:2]]
+        half2["rows"] = [r for r in half2["rows"] if r["model"] not in MODELS[:2]]
+        for i, h in enumerate((half2, half1)):
+            json.dump(h, open(os.path.join(tmp, "h%d.json" % i), "w"))
+        m = merge_results([os.path.join(tmp, "h0.json"), os.path.join(tmp, "h1.json")])
+        assert [r["model"] for r in m["rows"]][::6] == MODELS, [r["model"] for r in m["rows"]]
+        m["goals"] = compute_goals(m)
+        assert m["goals"][0]["detail"] == gg[0]["detail"], (m["goals"][0], gg[0])
     print("selftest passed: cpu and gpu reports from synthetic numbers, goals and checks as expected")
 
 
@@ -691,10 +726,18 @@ def main():
     p.add_argument("--out", default=os.path.join(HERE, "results"))
     p.add_argument("--tag", default="", help="suffix of the result file names")
     p.add_argument("--keep", metavar="DIR", help="keep the .onnx / .fb files here instead of a temporary folder")
+    p.add_argument("--merge", nargs="+", metavar="JSON", help="write one report from results JSONs of this script "
+                   "(same device; rows of later files win), e.g. a GPU run split over --models; runs nothing")
     p.add_argument("--selftest", action="store_true", help="report from synthetic numbers; no torch, GPU or build")
     a = p.parse_args()
     if a.selftest:
         selftest()
+        return
+    if a.merge:
+        results = merge_results(a.merge)
+        stem = os.path.join(a.out, "byom-%s-%s-merged%s" % (results["device"], results["date"][:10],
+                                                            ("-" + a.tag) if a.tag else ""))
+        print(write_report(results, stem))
         return
     if not a.device:
         p.error("--device cpu|cuda is required (or --selftest)")
