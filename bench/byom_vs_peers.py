@@ -15,7 +15,8 @@ in one run on one machine:
       --size (224). infer's cpu backend (`infer-bench --backend cpu --threads T`) vs ONNX Runtime
       (PyPI onnxruntime, CPUExecutionProvider, the same .onnx, intra-op threads T, all graph
       optimisations) vs PyTorch (eager, channels_last eager, torch.jit.trace + freeze,
-      torch.jit.optimize_for_inference; best of those), all with T = --threads (default: the cores).
+      torch.jit.optimize_for_inference; best of those), all with T = --threads (default: the cores) and
+      OMP_WAIT_POLICY=passive (--omp-wait-policy).
       onnxruntime is a benchmark peer only, never a build dependency: when it cannot be imported the
       script creates a virtual environment (--venv, default <repo>/.venv-bench, with
       --system-site-packages so Debian's torch stays visible), pip-installs onnxruntime there and
@@ -472,7 +473,7 @@ def markdown(results):
                    " from synthetic numbers (--selftest)" if results.get("synthetic") else ""))
     out.append("")
     out.append("- command: `%s`" % results["command"])
-    for k in ("device_name", "cpu", "cpus", "threads", "torch", "torchvision", "onnxruntime", "onnx", "numpy",
+    for k in ("device_name", "cpu", "cpus", "threads", "OMP_WAIT_POLICY", "torch", "torchvision", "onnxruntime", "onnx", "numpy",
               "python", "host"):
         if env.get(k) is not None:
             out.append("- %s: %s" % (k, env[k]))
@@ -566,6 +567,7 @@ def environment(a):
            "python_executable": sys.executable}
     if a.device == "cpu":
         env["threads"] = a.threads
+        env["OMP_WAIT_POLICY"] = os.environ.get("OMP_WAIT_POLICY", "(unset)")
     for mod in ("torch", "torchvision", "onnxruntime", "onnx", "numpy"):
         try:
             env[mod] = __import__(mod).__version__
@@ -716,6 +718,10 @@ def main():
     p.add_argument("--warmup", type=int, default=None, help="warm-up runs (default cpu 5, cuda 10)")
     p.add_argument("--large-runs", type=int, default=20, help="cuda, batch >= 32: timed runs")
     p.add_argument("--large-warmup", type=int, default=5, help="cuda, batch >= 32: warm-up runs")
+    p.add_argument("--omp-wait-policy", choices=["passive", "active", "unset"], default="passive",
+                   help="cpu: OMP_WAIT_POLICY of every peer (infer-bench, infer, PyTorch; default passive: on a "
+                   "loaded 2-core machine spinning OpenMP threads cost infer up to 10x, docs/kernels.md); unset: "
+                   "leave the environment's")
     p.add_argument("--profile-runs", type=int, default=10, help="cpu: runs of infer --profile for a miss")
     p.add_argument("--profile-all", action="store_true", help="cpu: profile every model, not only the misses")
     p.add_argument("--no-cudnn-benchmark", action="store_true")
@@ -743,6 +749,8 @@ def main():
         p.error("--device cpu|cuda is required (or --selftest)")
     cpu = a.device == "cpu"
     if cpu:
+        if a.omp_wait_policy != "unset":  # before torch is imported (and inherited by the venv's re-exec)
+            os.environ["OMP_WAIT_POLICY"] = a.omp_wait_policy.upper()
         ensure_onnxruntime(a)
     a.models = [m for m in a.models.split(",") if m]
     for m in a.models:
