@@ -349,6 +349,7 @@ def part_gpu(a, errors):
                 for batch in a.batches:
                     rows.append({"model": name, "batch": batch, "precision": precision, "infer": None,
                                  "peers": {}, "rel_err": {}, "onnx2fb_error": err})
+                    finalize_row(rows[-1], "gpu")
             continue
         gerrors = []
         for r in g.model_rows(a, gerrors, name, fb, net, (3, a.size, a.size)):
