@@ -366,81 +366,95 @@ def part_models(a, errors):
             fb, net_cpu = os.path.join(a.tmp, name + ".fb"), None
             if not os.path.exists(fb):
                 continue
-        net32 = None
-        for precision in a.precisions:
-            net, net_cl = None, None
-            try:
-                if net_cpu is not None:
-                    if net32 is None:
-                        net32 = net_cpu.to(DEVICE).eval()  # moves the module: no second host copy
-                    net = net32 if DTYPES[precision] == torch.float32 else copy.deepcopy(net32).half().eval()
-                    # Module.to(memory_format=...) converts the 4-d parameters in place: a copy of its own.
-                    net_cl = copy.deepcopy(net).to(memory_format=torch.channels_last).eval()
-            except Exception as e:  # noqa: BLE001
-                record_error(errors, "model %s %s (PyTorch model)" % (name, precision), e)
-            for batch in a.model_batches:
-                item = "model %s batch %d %s" % (name, batch, precision)
-                ddir = os.path.join(a.tmp, "io_%s_%d_%s" % (name, batch, precision))
-                row = {"model": name, "batch": batch, "precision": precision, "infer": None,
-                       "infer_no_passes": None, "kernels": [], "torch": None, "rel_err": None,
-                       "rel_err_cl": None, "rel_err_vs_fp32": None, "infer_bench": None,
-                       "runs": runs_for(a, batch)[0]}
-                try:
-                    j = infer_bench_json(a, precision, ["--batch", str(batch), "model", fb, "--dump", ddir]
-                                         + ([] if a.variants else ["--no-variants"]),
-                                         "model_%s_%d_%s" % (name, batch, precision), batch)
-                    default = j["results"][0]
-                    no_passes = next((r for r in j["results"] if r["label"] == "no passes"), None)
-                    row.update({"infer": default["time"] if default["ran"] else None,
-                                "infer_no_passes": no_passes["time"] if no_passes and no_passes["ran"] else None,
-                                "kernels": sorted({"%s=%s" % (n["op"], n["variant"]) for n in j["nodes"]}),
-                                "infer_bench": j})
-                except Exception as e:  # noqa: BLE001  (PyTorch still runs, on a random input)
-                    record_error(errors, item, e)
-                if net is not None:
-                    try:
-                        y_infer = None
-                        if os.path.exists(os.path.join(ddir, "output_0.npy")):
-                            x32 = torch.from_numpy(np.load(os.path.join(ddir, "input_0.npy"))).to(DEVICE)
-                            y_infer = np.load(os.path.join(ddir, "output_0.npy"))
-                        else:
-                            x32 = random_tensor((batch,) + INPUT_SHAPES[name], 6, 1.0, torch.float32)
-                        x = x32.to(DTYPES[precision])
-                        x_cl = x.contiguous(memory_format=torch.channels_last)
-                        set_torch_precision(precision)
-                        if y_infer is not None:
-                            with torch.no_grad():
-                                row["rel_err"] = rel_err(net(x).float().cpu().numpy(), y_infer)
-                                if net_cl is not None:
-                                    row["rel_err_cl"] = rel_err(net_cl(x_cl).float().cpu().numpy(), y_infer)
-                        if precision != "fp32" and y_infer is not None:  # infer's error vs strict fp32
-                            set_torch_precision("fp32")
-                            with torch.no_grad():
-                                row["rel_err_vs_fp32"] = rel_err(y_infer, net32(x32).cpu().numpy())
-                            set_torch_precision(precision)
-                        row["torch"] = time_torch(lambda: net(x), a, batch,
-                                                  fn_cl=(lambda: net_cl(x_cl)) if net_cl is not None else None)
-                        del x, x32, x_cl
-                    except Exception as e:  # noqa: BLE001
-                        record_error(errors, item + " (PyTorch)", e)
-                shutil.rmtree(ddir, ignore_errors=True)
-                free_cuda()
-                rows.append(row)
-                t = row["torch"] or {}
-                log("   %s: infer %s ms, PyTorch eager %s ms, graph %s ms, channels_last graph %s ms, "
-                    "rel err %s" % (
-                        item, fmt_ms(row["infer"]["median_ms"] if row["infer"] else None),
-                        fmt_ms(torch_ms(t, "eager")), fmt_ms(torch_ms(t, "graph")),
-                        fmt_ms(torch_ms(t, "channels_last_graph")),
-                        "%.1e" % row["rel_err"] if row["rel_err"] is not None else "n/a"))
-            if net is not None and net is not net32:
-                del net
-            del net_cl
-            free_cuda()
-        del net32, net_cpu
+        rows += model_rows(a, errors, name, fb, net_cpu, INPUT_SHAPES[name])
+        del net_cpu
         free_cuda()
         if os.path.exists(fb):
             os.remove(fb)
+    return rows
+
+
+def model_rows(a, errors, name, fb, net_cpu, sample_shape):
+    """One model at every precision of a.precisions and batch of a.model_batches: infer's default plan
+    (infer-bench model on the .fb; also its "no passes" run unless the JSON lacks it) vs PyTorch eager,
+    CUDA graph and channels_last + CUDA graph on net_cpu (the same weights as the .fb, on the CPU; moved
+    to the GPU here; None: infer only) and infer's dumped input (a seeded random one of sample_shape, the
+    per-sample shape, when infer-bench failed). Shared by part_models (zoo models) and
+    byom_vs_peers.py (ONNX-imported models)."""
+    rows = []
+    net32 = None
+    for precision in a.precisions:
+        net, net_cl = None, None
+        try:
+            if net_cpu is not None:
+                if net32 is None:
+                    net32 = net_cpu.to(DEVICE).eval()  # moves the module: no second host copy
+                net = net32 if DTYPES[precision] == torch.float32 else copy.deepcopy(net32).half().eval()
+                # Module.to(memory_format=...) converts the 4-d parameters in place: a copy of its own.
+                net_cl = copy.deepcopy(net).to(memory_format=torch.channels_last).eval()
+        except Exception as e:  # noqa: BLE001
+            record_error(errors, "model %s %s (PyTorch model)" % (name, precision), e)
+        for batch in a.model_batches:
+            item = "model %s batch %d %s" % (name, batch, precision)
+            ddir = os.path.join(a.tmp, "io_%s_%d_%s" % (name, batch, precision))
+            row = {"model": name, "batch": batch, "precision": precision, "infer": None,
+                   "infer_no_passes": None, "kernels": [], "torch": None, "rel_err": None,
+                   "rel_err_cl": None, "rel_err_vs_fp32": None, "infer_bench": None,
+                   "runs": runs_for(a, batch)[0]}
+            try:
+                j = infer_bench_json(a, precision, ["--batch", str(batch), "model", fb, "--dump", ddir]
+                                     + ([] if a.variants else ["--no-variants"]),
+                                     "model_%s_%d_%s" % (name, batch, precision), batch)
+                default = j["results"][0]
+                no_passes = next((r for r in j["results"] if r["label"] == "no passes"), None)
+                row.update({"infer": default["time"] if default["ran"] else None,
+                            "infer_no_passes": no_passes["time"] if no_passes and no_passes["ran"] else None,
+                            "kernels": sorted({"%s=%s" % (n["op"], n["variant"]) for n in j["nodes"]}),
+                            "infer_bench": j})
+            except Exception as e:  # noqa: BLE001  (PyTorch still runs, on a random input)
+                record_error(errors, item, e)
+            if net is not None:
+                try:
+                    y_infer = None
+                    if os.path.exists(os.path.join(ddir, "output_0.npy")):
+                        x32 = torch.from_numpy(np.load(os.path.join(ddir, "input_0.npy"))).to(DEVICE)
+                        y_infer = np.load(os.path.join(ddir, "output_0.npy"))
+                    else:
+                        x32 = random_tensor((batch,) + tuple(sample_shape), 6, 1.0, torch.float32)
+                    x = x32.to(DTYPES[precision])
+                    x_cl = x.contiguous(memory_format=torch.channels_last)
+                    set_torch_precision(precision)
+                    if y_infer is not None:
+                        with torch.no_grad():
+                            row["rel_err"] = rel_err(net(x).float().cpu().numpy(), y_infer)
+                            if net_cl is not None:
+                                row["rel_err_cl"] = rel_err(net_cl(x_cl).float().cpu().numpy(), y_infer)
+                    if precision != "fp32" and y_infer is not None:  # infer's error vs strict fp32
+                        set_torch_precision("fp32")
+                        with torch.no_grad():
+                            row["rel_err_vs_fp32"] = rel_err(y_infer, net32(x32).cpu().numpy())
+                        set_torch_precision(precision)
+                    row["torch"] = time_torch(lambda: net(x), a, batch,
+                                              fn_cl=(lambda: net_cl(x_cl)) if net_cl is not None else None)
+                    del x, x32, x_cl
+                except Exception as e:  # noqa: BLE001
+                    record_error(errors, item + " (PyTorch)", e)
+            shutil.rmtree(ddir, ignore_errors=True)
+            free_cuda()
+            rows.append(row)
+            t = row["torch"] or {}
+            log("   %s: infer %s ms, PyTorch eager %s ms, graph %s ms, channels_last graph %s ms, "
+                "rel err %s" % (
+                    item, fmt_ms(row["infer"]["median_ms"] if row["infer"] else None),
+                    fmt_ms(torch_ms(t, "eager")), fmt_ms(torch_ms(t, "graph")),
+                    fmt_ms(torch_ms(t, "channels_last_graph")),
+                    "%.1e" % row["rel_err"] if row["rel_err"] is not None else "n/a"))
+        if net is not None and net is not net32:
+            del net
+        del net_cl
+        free_cuda()
+    del net32
+    free_cuda()
     return rows
 
 
