@@ -74,7 +74,7 @@ __global__ void col2im_kernel(const T* __restrict__ cols, const T* __restrict__ 
 }  // namespace
 
 void run_gemm_col2im(const KernelCall& call) {
-  const TconvCall c = tconv_call(call, "gemm_col2im");
+  const TconvCall c = tconv_call(call);
   const TconvDims& d = c.d;
   const Precision p = call.node.precision;
   const size_t es = element_size(p);
