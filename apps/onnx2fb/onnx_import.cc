@@ -57,11 +57,14 @@ const std::set<std::string>& op_set() {
       // converted
       "Conv", "ConvTranspose", "Gemm", "MatMul", "MaxPool", "AveragePool", "GlobalAveragePool",
       "BatchNormalization", "Relu", "LeakyRelu", "Tanh", "Sigmoid", "Softmax", "Flatten", "Reshape",
-      "Add", "Concat", "ReduceMean",
-      // removed (Pad: when all zero, or merged into the AveragePool after it)
-      "Dropout", "Identity", "Pad",
+      "Add", "Concat", "ReduceMean", "InstanceNormalization",
+      // pad2d, or removed (all zero) or merged into the Conv / AveragePool after it (zero constant)
+      "Pad",
+      // removed
+      "Dropout", "Identity",
       // folded (constant inputs only; Shape also of activations)
-      "Constant", "Shape", "Gather", "Unsqueeze", "Squeeze", "Cast", "Slice"};
+      "Constant", "Shape", "Gather", "Unsqueeze", "Squeeze", "Cast", "Slice", "ConstantOfShape",
+      "Transpose"};
   return ops;
 }
 
@@ -530,7 +533,7 @@ class Importer {
       return;
     }
     if (op == "Shape" || op == "Gather" || op == "Unsqueeze" || op == "Squeeze" || op == "Cast" ||
-        op == "Slice")
+        op == "Slice" || op == "ConstantOfShape" || op == "Transpose")
       return define_outputs(fold());
     if (op == "Concat" || op == "Reshape") {
       bool all_const = true;
@@ -548,6 +551,7 @@ class Importer {
     if (op == "GlobalAveragePool") return global_pool();
     if (op == "ReduceMean") return reduce_mean();
     if (op == "BatchNormalization") return batchnorm();
+    if (op == "InstanceNormalization") return instance_norm();
     if (op == "Relu") return activation(ActivationKind::Relu, 0.01f);
     if (op == "LeakyRelu") return activation(ActivationKind::LeakyRelu, attr_float("alpha", 0.01f));
     if (op == "Tanh") return activation(ActivationKind::Tanh, 0.01f);
@@ -577,7 +581,23 @@ class Importer {
     p.stride_h = s.sh;
     p.stride_w = s.sw;
     p.pad = s.pad;
-    std::vector<int> inputs{x, add_weight(1)};
+    int data = x;
+    auto padded = pending_pad_.find(n_->input(0));
+    if (padded != pending_pad_.end()) {
+      // Zero padding before a convolution is the convolution's own padding, while the sum stays
+      // below the kernel (infer's conv2d rule); otherwise the pad becomes a pad2d node after all.
+      const Padding2D& e = padded->second.pad;
+      const Padding2D sum{p.pad.top + e.top, p.pad.left + e.left, p.pad.bottom + e.bottom,
+                          p.pad.right + e.right};
+      if (std::max(sum.top, sum.bottom) < w.dims[2] && std::max(sum.left, sum.right) < w.dims[3]) {
+        p.pad = sum;
+      } else {
+        Pad2DParams pp;
+        pp.pad = e;
+        data = b_.node(unique(padded->second.name, "pad"), pp, {x});
+      }
+    }
+    std::vector<int> inputs{data, add_weight(1)};
     if (has_input(2)) inputs.push_back(add_weight(2));
     output(b_.node(node_name(), p, inputs));
   }
@@ -679,13 +699,21 @@ class Importer {
     }
   }
 
-  // torch exports avg_pool2d(count_include_pad=True) as a zero Pad (constant mode) + AveragePool.
-  // An all-zero Pad is dropped; a spatial one feeding only an AveragePool becomes that pool's padding
-  // (counted in the average, exactly what zero padding means there).
+  // Pad of a 4-D tensor on H and W (constant, reflect, edge) is a pad2d node. PyTorch's
+  // Reflection/Replication/ConstantPad2d compute `pads` with a ConstantOfShape ... Cast chain that
+  // fold() turns into a constant. An all-zero Pad is dropped. A zero constant Pad whose only reader
+  // is a Conv or an AveragePool becomes that node's padding (torch exports
+  // avg_pool2d(count_include_pad=True) this way; for the average it is counted, exactly what zero
+  // padding means there); a Conv that cannot take it (padding >= kernel) gets the pad2d node.
   void pad() {
     const int x = act(0);
     check_rank4(x);
-    if (attr_string("mode", "constant") != "constant") unsupported("mode " + attr_string("mode", ""));
+    const std::string mode = attr_string("mode", "constant");
+    Pad2DParams pp;
+    if (mode == "constant") pp.mode = PadMode::Constant;
+    else if (mode == "reflect") pp.mode = PadMode::Reflect;
+    else if (mode == "edge") pp.mode = PadMode::Edge;
+    else unsupported("mode " + mode + " (constant, reflect, edge)");
     const std::vector<int64_t> pads = has_input(1) ? ints(1).i : attr_ints("pads", {});
     float value = attr_float("value", 0.f);
     if (has_input(2)) {
@@ -694,23 +722,32 @@ class Importer {
       value = v.f[0];
     }
     if (has_input(3)) unsupported("axes input");
-    if (pads.size() != 8) fail("pads must have 8 values for a rank-4 input");
+    if (pads.size() != 8) fail("pads must have 8 values for a rank-4 input (got " + str_dims(pads) + ")");
     bool zero = true;
     for (int64_t p : pads) {
+      if (p == kBatch) unsupported("pads computed from the batch dimension");
       if (p < 0) unsupported("negative pads (cropping)");
       zero = zero && p == 0;
     }
+    if (pads[0] || pads[1] || pads[4] || pads[5])
+      unsupported("pads " + str_dims(pads) + " on the batch or channel axis (only H and W)");
     Val v;
     v.id = x;
     const std::string out = n_->output_size() ? n_->output(0) : "";
     if (zero) return define(out, v);
+    // ONNX order: x1_begin, x2_begin, x3_begin, x4_begin, x1_end, ...
+    pp.pad = {param(pads[2], "pad", 0), param(pads[3], "pad", 0), param(pads[6], "pad", 0),
+              param(pads[7], "pad", 0)};
+    pp.value = pp.mode == PadMode::Constant ? value : 0.f;
     const auto& users = consumers_[out];
-    if (value != 0.f || pads[0] || pads[1] || pads[4] || pads[5] || users.size() != 1 ||
-        graph_outputs_.count(out) || m_.graph().node(users[0]).op_type() != "AveragePool")
-      unsupported("Pad other than all zero or zero spatial padding into an AveragePool");
-    pending_pad_[out] = {param(pads[2], "pad", 0), param(pads[3], "pad", 0), param(pads[6], "pad", 0),
-                         param(pads[7], "pad", 0)};
-    define(out, v);
+    if (pp.mode == PadMode::Constant && value == 0.f && users.size() == 1 && !graph_outputs_.count(out)) {
+      const std::string& next = m_.graph().node(users[0]).op_type();
+      if ((next == "AveragePool" || next == "Conv") && m_.graph().node(users[0]).input(0) == out) {
+        pending_pad_[out] = {pp.pad, n_->name().empty() ? "Pad_" + std::to_string(k_) : n_->name()};
+        return define(out, v);
+      }
+    }
+    output(b_.node(node_name(), pp, {x}));
   }
 
   void pool(bool max) {
@@ -727,15 +764,26 @@ class Importer {
     p.stride_w = s.sw;
     p.pad = s.pad;
     p.count_include_pad = !max && attr_int("count_include_pad", 0) != 0;
+    int data = x;
     auto padded = pending_pad_.find(n_->input(0));
     if (padded != pending_pad_.end()) {
-      const Padding2D& e = padded->second;
+      // A zero Pad's cells count in the average: the pool's own padding with count_include_pad,
+      // when the pool counts its own padding too and the sum stays below the kernel; else pad2d.
+      const Padding2D& e = padded->second.pad;
       const bool own = p.pad.top || p.pad.left || p.pad.bottom || p.pad.right;
-      if (own && !p.count_include_pad) unsupported("a Pad before an AveragePool that excludes its own padding");
-      p.pad = {p.pad.top + e.top, p.pad.left + e.left, p.pad.bottom + e.bottom, p.pad.right + e.right};
-      p.count_include_pad = true;
+      const Padding2D sum{p.pad.top + e.top, p.pad.left + e.left, p.pad.bottom + e.bottom,
+                          p.pad.right + e.right};
+      if ((!own || p.count_include_pad) && std::max(sum.top, sum.bottom) < p.kernel_h &&
+          std::max(sum.left, sum.right) < p.kernel_w) {
+        p.pad = sum;
+        p.count_include_pad = true;
+      } else {
+        Pad2DParams pp;
+        pp.pad = e;
+        data = b_.node(unique(padded->second.name, "pad"), pp, {x});
+      }
     }
-    output(b_.node(node_name(), p, {x}));
+    output(b_.node(node_name(), p, {data}));
   }
 
   void global_pool() {
@@ -795,6 +843,14 @@ class Importer {
     std::vector<int> inputs{x};
     for (int k = 1; k <= 4; ++k) inputs.push_back(add_weight(k));
     output(b_.node(node_name(), p, inputs));
+  }
+
+  void instance_norm() {
+    const int x = act(0);
+    if (rank_of(x) < 3) unsupported("input of rank " + std::to_string(rank_of(x)) + " (needs >= 3)");
+    InstanceNormParams p;
+    p.epsilon = attr_float("epsilon", 1e-5f);
+    output(b_.node(node_name(), p, {x, add_weight(1), add_weight(2)}));
   }
 
   void activation(ActivationKind kind, float alpha) {
@@ -961,6 +1017,25 @@ class Importer {
       c.is_int = to_int;
       return c;
     }
+    if (op == "ConstantOfShape") {
+      const Const& shape = ints(0);
+      if (shape.dims.size() > 1) fail("input must be a 1-D shape");
+      Const c;
+      for (int64_t d : shape.i) {
+        if (d == kBatch) unsupported("ConstantOfShape of a shape with the batch dimension");
+        c.dims.push_back(d);
+      }
+      const int64_t n = checked_numel(c.dims, origin_ + ": " + node_label());
+      Const value;  // default: one float 0
+      value.f = {0.f};
+      if (const onnx::AttributeProto* a = attr("value", onnx::AttributeProto::TENSOR))
+        value = decode(a->t(), node_label() + " value");
+      if (value.numel() != 1) fail("value must have one element");
+      c.is_int = value.is_int;
+      if (c.is_int) c.i.assign(static_cast<size_t>(n), value.i[0]);
+      else c.f.assign(static_cast<size_t>(n), value.f[0]);
+      return c;
+    }
     // Everything below works on constant inputs only.
     for (int k = 0; k < n_->input_size(); ++k)
       if (has_input(k) && !in(k).is_const()) unsupported("input " + std::to_string(k) + " is not a constant");
@@ -1021,7 +1096,6 @@ class Importer {
       return c;
     }
     if (op == "Slice") {
-      if (x.dims.size() != 1) unsupported("Slice of constants other than 1-D");
       std::vector<int64_t> starts, ends, axes, steps;
       if (opset_ < 10) {
         starts = attr_ints("starts", {});
@@ -1033,24 +1107,78 @@ class Importer {
         if (has_input(3)) axes = ints(3).i;
         if (has_input(4)) steps = ints(4).i;
       }
-      if (starts.size() != 1 || ends.size() != 1) unsupported("Slice over more than one axis");
-      if (!axes.empty() && norm_axis(axes[0], 1) != 0) fail("axes are invalid");
-      const int64_t n = x.dims[0];
-      // A step beyond the length takes one element either way; clamping it keeps s + step in range.
-      const int64_t step = std::clamp<int64_t>(steps.empty() ? 1 : steps[0], -(n + 1), n + 1);
-      if (step == 0) fail("step 0");
-      auto clampi = [&](int64_t v, int64_t lo, int64_t hi) {
-        if (v < 0) v = v < -n ? lo : v + n;  // (v < -n also covers INT64_MIN without overflow)
-        return std::clamp(v, lo, hi);
-      };
-      int64_t s = step > 0 ? clampi(starts[0], 0, n) : clampi(starts[0], -1, n - 1);
-      const int64_t e = step > 0 ? clampi(ends[0], 0, n) : clampi(ends[0], -1, n - 1);
+      const int r = static_cast<int>(x.dims.size());
+      if (r == 0) fail("cannot slice a scalar");
+      if (starts.size() != ends.size() || (!axes.empty() && axes.size() != starts.size()) ||
+          (!steps.empty() && steps.size() != starts.size()))
+        fail("starts, ends, axes and steps differ in length");
+      // Per dimension: the first index, the step and the count taken (all of it when not sliced).
+      std::vector<int64_t> first(static_cast<size_t>(r), 0), stride(static_cast<size_t>(r), 1),
+          count(x.dims.begin(), x.dims.end());
+      std::vector<bool> seen(static_cast<size_t>(r), false);
+      for (size_t k = 0; k < starts.size(); ++k) {
+        const int a = norm_axis(axes.empty() ? static_cast<int64_t>(k) : axes[k], r);
+        if (seen[static_cast<size_t>(a)]) fail("axis " + std::to_string(a) + " is sliced twice");
+        seen[static_cast<size_t>(a)] = true;
+        const int64_t n = x.dims[static_cast<size_t>(a)];
+        // A step beyond the length takes one element either way; clamping it keeps s + step in range.
+        const int64_t step = std::clamp<int64_t>(steps.empty() ? 1 : steps[k], -(n + 1), n + 1);
+        if (step == 0) fail("step 0");
+        auto clampi = [&](int64_t v, int64_t lo, int64_t hi) {
+          if (v < 0) v = v < -n ? lo : v + n;  // (v < -n also covers INT64_MIN without overflow)
+          return std::clamp(v, lo, hi);
+        };
+        const int64_t b = step > 0 ? clampi(starts[k], 0, n) : clampi(starts[k], -1, n - 1);
+        const int64_t e = step > 0 ? clampi(ends[k], 0, n) : clampi(ends[k], -1, n - 1);
+        int64_t m = 0;
+        if (step > 0 && e > b) m = (e - b + step - 1) / step;
+        if (step < 0 && b > e) m = (b - e + (-step) - 1) / (-step);
+        first[static_cast<size_t>(a)] = b;
+        stride[static_cast<size_t>(a)] = step;
+        count[static_cast<size_t>(a)] = m;
+      }
       Const c;
       c.is_int = x.is_int;
-      for (; step > 0 ? s < e : s > e; s += step) {
-        if (x.is_int) c.i.push_back(x.i[static_cast<size_t>(s)]); else c.f.push_back(x.f[static_cast<size_t>(s)]);
+      c.dims = count;
+      const int64_t total = checked_numel(count, origin_ + ": " + node_label());
+      std::vector<int64_t> idx(static_cast<size_t>(r), 0);
+      for (int64_t t = 0; t < total; ++t) {
+        int64_t src = 0;
+        for (int d = 0; d < r; ++d)
+          src = src * x.dims[static_cast<size_t>(d)] + first[static_cast<size_t>(d)] +
+                idx[static_cast<size_t>(d)] * stride[static_cast<size_t>(d)];
+        if (x.is_int) c.i.push_back(x.i[static_cast<size_t>(src)]); else c.f.push_back(x.f[static_cast<size_t>(src)]);
+        for (int d = r - 1; d >= 0 && ++idx[static_cast<size_t>(d)] == count[static_cast<size_t>(d)]; --d)
+          idx[static_cast<size_t>(d)] = 0;
       }
-      c.dims = {c.numel()};
+      return c;
+    }
+    if (op == "Transpose") {
+      const int r = static_cast<int>(x.dims.size());
+      std::vector<int64_t> perm = attr_ints("perm", {});
+      if (perm.empty())
+        for (int d = r - 1; d >= 0; --d) perm.push_back(d);
+      if (static_cast<int>(perm.size()) != r) fail("perm " + str_dims(perm) + " does not match rank " + std::to_string(r));
+      std::vector<bool> used(static_cast<size_t>(r), false);
+      for (int64_t& p : perm) {
+        p = norm_axis(p, r);
+        if (used[static_cast<size_t>(p)]) fail("perm " + str_dims(perm) + " repeats an axis");
+        used[static_cast<size_t>(p)] = true;
+      }
+      Const c;
+      c.is_int = x.is_int;
+      std::vector<int64_t> in_stride(static_cast<size_t>(r), 1);
+      for (int d = r - 2; d >= 0; --d)
+        in_stride[static_cast<size_t>(d)] = in_stride[static_cast<size_t>(d) + 1] * x.dims[static_cast<size_t>(d) + 1];
+      for (int d = 0; d < r; ++d) c.dims.push_back(x.dims[static_cast<size_t>(perm[static_cast<size_t>(d)])]);
+      std::vector<int64_t> idx(static_cast<size_t>(r), 0);
+      for (int64_t t = 0; t < x.numel(); ++t) {
+        int64_t src = 0;
+        for (int d = 0; d < r; ++d) src += idx[static_cast<size_t>(d)] * in_stride[static_cast<size_t>(perm[static_cast<size_t>(d)])];
+        if (x.is_int) c.i.push_back(x.i[static_cast<size_t>(src)]); else c.f.push_back(x.f[static_cast<size_t>(src)]);
+        for (int d = r - 1; d >= 0 && ++idx[static_cast<size_t>(d)] == c.dims[static_cast<size_t>(d)]; --d)
+          idx[static_cast<size_t>(d)] = 0;
+      }
       return c;
     }
     if (op == "Reshape") {
@@ -1090,7 +1218,11 @@ class Importer {
   std::map<std::string, std::vector<int>> consumers_;
   std::set<std::string> graph_outputs_;
   std::set<int> skip_;
-  std::map<std::string, Padding2D> pending_pad_;  // Pad outputs merged into the AveragePool after them
+  struct PendingPad {
+    Padding2D pad;
+    std::string name;  // the Pad node's, for the pad2d node a Conv may still need
+  };
+  std::map<std::string, PendingPad> pending_pad_;  // zero Pads merged into the Conv / AveragePool after them
 };
 
 ModelBuilder import_impl(const std::vector<uint8_t>& bytes, const std::string& origin,

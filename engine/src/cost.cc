@@ -4,9 +4,10 @@
 //   whatever the kernel does (the segregated kernels do less work; their GFLOP/s shows it).
 // - conv_pool2d: the conv over the pooled region (H_out*pool x W_out*pool) plus the pooling.
 // - pool2d: one op per window element; batchnorm: one multiply-add (2) per element; activation and
-//   add: one per element; softmax: 3 per element (max, exp-and-sum, divide).
+//   add: one per element; softmax: 3 per element (max, exp-and-sum, divide); instance_norm: 5 per
+//   element (sum, squared deviation sum, multiply-add).
 // - Bias adds and fused activation epilogues are not counted (they are O(outputs), negligible next
-//   to the multiply-adds). flatten, reshape, concat: 0 FLOPs, only bytes.
+//   to the multiply-adds). flatten, reshape, concat, pad2d: 0 FLOPs, only bytes.
 // - Bytes: 4 per element of every input (constants included) and every output.
 #include "cost.h"
 
@@ -72,6 +73,9 @@ NodeCost node_cost(const NodeDesc& node) {
     case OpType::BatchNorm:
       cost.flops = 2.0 * out_elems;
       break;
+    case OpType::InstanceNorm:  // mean, variance (2 per element), then a multiply-add
+      cost.flops = 5.0 * out_elems;
+      break;
     case OpType::Activation:
     case OpType::Add:
       cost.flops = out_elems;
@@ -82,6 +86,7 @@ NodeCost node_cost(const NodeDesc& node) {
     case OpType::Flatten:
     case OpType::Reshape:
     case OpType::Concat:
+    case OpType::Pad2D:
     case OpType::Layout:
       cost.flops = 0;
       break;

@@ -133,6 +133,18 @@ std::pair<fb::Op, flatbuffers::Offset<void>> fb_options(flatbuffers::FlatBufferB
       const auto conv = fb_conv(fbb, p.conv);
       return {fb::Op::ConvPool2D, fb::CreateConvPool2D(fbb, conv, p.pool).Union()};
     }
+    case OpType::Pad2D: {
+      const auto& p = std::get<Pad2DParams>(params);
+      const fb::Padding pad = fb_padding(p.pad);
+      return {fb::Op::Pad2D,
+              fb::CreatePad2D(fbb, static_cast<fb::PadMode>(p.mode), &pad, p.value).Union()};
+    }
+    case OpType::InstanceNorm: {
+      const auto& p = std::get<InstanceNormParams>(params);
+      return {fb::Op::InstanceNorm,
+              fb::CreateInstanceNorm(fbb, p.epsilon, fb_kind(p.activation.kind), p.activation.alpha)
+                  .Union()};
+    }
     case OpType::Layout:
       throw Error("layout nodes are engine-internal (the channels_last pass) and have no file form");
   }
@@ -146,7 +158,8 @@ bool is_parameter_input(OpType op, size_t i) {
     case OpType::ConvTranspose2D:
     case OpType::ConvPool2D:
     case OpType::Dense:
-    case OpType::BatchNorm: return i >= 1;
+    case OpType::BatchNorm:
+    case OpType::InstanceNorm: return i >= 1;
     default: return false;
   }
 }

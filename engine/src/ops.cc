@@ -21,6 +21,8 @@ const char* op_name(OpType op) {
     case OpType::Add: return "add";
     case OpType::Concat: return "concat";
     case OpType::ConvPool2D: return "conv_pool2d";
+    case OpType::Pad2D: return "pad2d";
+    case OpType::InstanceNorm: return "instance_norm";
     case OpType::Layout: return "layout";
   }
   return "unknown";
@@ -39,6 +41,15 @@ const char* activation_name(ActivationKind kind) {
   return "unknown";
 }
 
+const char* pad_mode_name(PadMode mode) {
+  switch (mode) {
+    case PadMode::Constant: return "constant";
+    case PadMode::Reflect: return "reflect";
+    case PadMode::Edge: return "edge";
+  }
+  return "unknown";
+}
+
 const char* dtype_name(DType dtype) { return dtype == DType::F16 ? "f16" : "f32"; }
 
 size_t dtype_size(DType dtype) { return dtype == DType::F16 ? 2 : 4; }
@@ -50,6 +61,7 @@ Activation fused_activation(const OpParams& p) {
   if (auto* b = std::get_if<BatchNormParams>(&p)) return b->activation;
   if (auto* a = std::get_if<AddParams>(&p)) return a->activation;
   if (auto* cp = std::get_if<ConvPool2DParams>(&p)) return cp->conv.activation;
+  if (auto* in = std::get_if<InstanceNormParams>(&p)) return in->activation;
   return {};
 }
 

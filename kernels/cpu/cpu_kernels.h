@@ -14,5 +14,7 @@ void register_elementwise(KernelRegistry& registry);       // elementwise.cc: ac
 void register_tensor_ops(KernelRegistry& registry);        // tensor_ops.cc: flatten, reshape, concat, softmax
 void register_conv_transpose2d(KernelRegistry& registry);  // conv_transpose2d.cc
 void register_conv_pool2d(KernelRegistry& registry);       // conv_pool2d.cc
+void register_pad2d(KernelRegistry& registry);             // pad2d.cc
+void register_instance_norm(KernelRegistry& registry);     // instance_norm.cc
 
 }  // namespace infer::cpu

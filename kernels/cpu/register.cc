@@ -11,6 +11,8 @@ void register_cpu_kernels(KernelRegistry& registry) {
   cpu::register_tensor_ops(registry);
   cpu::register_conv_transpose2d(registry);
   cpu::register_conv_pool2d(registry);
+  cpu::register_pad2d(registry);
+  cpu::register_instance_norm(registry);
 }
 
 }  // namespace infer

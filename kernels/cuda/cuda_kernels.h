@@ -16,6 +16,8 @@ void register_conv_pool2d(KernelRegistry& registry);       // conv_pool2d.cu
 void register_layout(KernelRegistry& registry);            // layout.cu: NCHW <-> NHWC copies
 void register_conv_transpose2d_projection(KernelRegistry& registry);  // conv_transpose2d_projection.cc
 void register_conv2d_small_cout_nhwc(KernelRegistry& registry);      // conv2d_small_cout_nhwc.cu
+void register_pad2d(KernelRegistry& registry);             // pad2d.cu
+void register_instance_norm(KernelRegistry& registry);     // instance_norm.cu
 #ifdef INFER_WITH_CUDNN
 void register_conv2d_cudnn(KernelRegistry& registry);            // conv2d_cudnn.cc
 void register_conv_transpose2d_cudnn(KernelRegistry& registry);  // conv_transpose2d_cudnn.cc

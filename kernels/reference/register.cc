@@ -73,6 +73,16 @@ void run_concat(const KernelCall& c) {
               c.node.output_shapes[0]);
 }
 
+void run_pad2d(const KernelCall& c) {
+  ref::pad2d(std::get<Pad2DParams>(c.node.params), c.inputs[0], c.node.input_shapes[0], c.outputs[0],
+             c.node.output_shapes[0]);
+}
+
+void run_instance_norm(const KernelCall& c) {
+  ref::instance_norm(std::get<InstanceNormParams>(c.node.params), c.inputs[0], c.node.input_shapes[0],
+                     c.inputs[1], c.inputs[2], c.outputs[0]);
+}
+
 void run_layout(const KernelCall& c) {
   ref::layout(std::get<LayoutParams>(c.node.params), c.inputs[0], c.node.input_shapes[0], c.outputs[0]);
 }
@@ -93,6 +103,8 @@ RunFn reference_run(OpType op) {
     case OpType::Add: return run_add;
     case OpType::Concat: return run_concat;
     case OpType::ConvPool2D: return run_conv_pool2d;
+    case OpType::Pad2D: return run_pad2d;
+    case OpType::InstanceNorm: return run_instance_norm;
     case OpType::Layout: return run_layout;
   }
   return nullptr;

@@ -108,6 +108,24 @@ struct ConvPool2DParams {
   int pool = 2;
 };
 
+// x [N,C,H,W] -> [N,C,H+top+bottom,W+left+right]. Constant fills with `value`; Reflect mirrors
+// without repeating the border (numpy "reflect", ONNX/PyTorch reflect: pad < size on that axis);
+// Edge repeats the border element (ONNX "edge", PyTorch replicate).
+enum class PadMode : uint8_t { Constant = 0, Reflect = 1, Edge = 2 };
+
+struct Pad2DParams {
+  PadMode mode = PadMode::Constant;
+  Padding2D pad;       // elements added on each side, each >= 0
+  float value = 0.f;   // Constant mode's fill
+};
+
+// Instance normalisation: x [N,C,...] (rank >= 3), scale [C], bias [C]; per (n, c) plane
+// y = scale[c] * (x - mean) / sqrt(var + epsilon) + bias[c] with the biased variance, then activation.
+struct InstanceNormParams {
+  float epsilon = 1e-5f;
+  Activation activation;
+};
+
 // An engine-internal node (never in a file): copies a 4-D activation from one memory layout to the
 // other; the shape and the values stay the same. Inserted by the channels_last pass.
 struct LayoutParams {
@@ -116,22 +134,24 @@ struct LayoutParams {
 
 using OpParams = std::variant<Conv2DParams, ConvTranspose2DParams, Pool2DParams, DenseParams,
                               BatchNormParams, ActivationParams, FlattenParams, ReshapeParams,
-                              SoftmaxParams, AddParams, ConcatParams, ConvPool2DParams, LayoutParams>;
+                              SoftmaxParams, AddParams, ConcatParams, ConvPool2DParams, Pad2DParams,
+                              InstanceNormParams, LayoutParams>;
 
 // Same order as OpParams' alternatives.
 enum class OpType : uint8_t {
   Conv2D, ConvTranspose2D, Pool2D, Dense, BatchNorm, Activation, Flatten, Reshape, Softmax, Add,
-  Concat, ConvPool2D, Layout
+  Concat, ConvPool2D, Pad2D, InstanceNorm, Layout
 };
-constexpr int kNumOpTypes = 13;
+constexpr int kNumOpTypes = 15;
 
 inline OpType op_type(const OpParams& p) { return static_cast<OpType>(p.index()); }
 
 // Stable lower-case names used by --kernel, the profile and kernel variant names:
 // conv2d, conv_transpose2d, pool2d, dense, batchnorm, activation, flatten, reshape, softmax, add,
-// concat, conv_pool2d, layout.
+// concat, conv_pool2d, pad2d, instance_norm, layout.
 const char* op_name(OpType op);
 const char* activation_name(ActivationKind kind);  // none, relu, leaky_relu, tanh, sigmoid
+const char* pad_mode_name(PadMode mode);             // constant, reflect, edge
 const char* dtype_name(DType dtype);                // f32, f16
 size_t dtype_size(DType dtype);
 
