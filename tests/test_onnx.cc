@@ -108,6 +108,11 @@ TEST_CASE("golden: every ONNX case matches PyTorch on every backend (rel err <= 
     const Model model = Model::load(convert(c["onnx"], name));
     REQUIRE(model.inputs().size() == 1);
     CHECK(model.inputs()[0].shape[0] == -1);  // the ONNX batch (symbolic or 1) became -1
+    if (c.contains("ops")) {  // the node ops onnx2fb must have written, in order
+      std::vector<std::string> ops;
+      for (const auto& n : model.graph().nodes) ops.push_back(op_name(n.op()));
+      CHECK(ops == c["ops"].get<std::vector<std::string>>());
+    }
     Tensor input = read_npy(kGolden + "/" + c["input"].get<std::string>());
     Tensor expected = read_npy(kGolden + "/" + c["output"].get<std::string>());
     // The reference EB-GAN is ~3.9 G multiply-adds per sample in double loops: one sample suffices.
@@ -396,6 +401,36 @@ TEST_CASE("unsupported attributes and bad tensors are clear errors") {
     CHECK(import_error(mean({}, 1)).find("unsupported: a mean over every axis") != std::string::npos);
     CHECK(import_error(mean({2, 3}, 2)).find("keepdims must be 0 or 1") != std::string::npos);
     CHECK(import_error(mean({2, 7}, 1)).find("axis 7 is out of range") != std::string::npos);
+  }
+  {  // Pad: H and W only, modes constant / reflect / edge, reflect pads < size (x is [1,2,6,6])
+    const auto pad = [](const std::string& mode, const std::vector<int64_t>& pads) {
+      onnx::ModelProto m = one_node("Pad", {1});
+      onnx::NodeProto* n = m.mutable_graph()->mutable_node(0);
+      n->set_input(1, "pads");
+      onnx::TensorProto* t = m.mutable_graph()->mutable_initializer(0);
+      t->Clear();
+      t->set_name("pads");
+      t->set_data_type(onnx::TensorProto::INT64);
+      t->add_dims(static_cast<int64_t>(pads.size()));
+      for (int64_t v : pads) t->add_int64_data(v);
+      onnx::AttributeProto* a = n->add_attribute();
+      a->set_name("mode");
+      a->set_type(onnx::AttributeProto::STRING);
+      a->set_s(mode);
+      return m;
+    };
+    CHECK(import_error(pad("reflect", {0, 0, 2, 5, 0, 0, 5, 1})).empty());
+    CHECK(import_error(pad("edge", {0, 0, 9, 0, 0, 0, 0, 9})).empty());
+    CHECK(import_error(pad("constant", {0, 0, 1, 1, 0, 0, 1, 1})).empty());
+    CHECK(import_error(pad("constant", {0, 1, 0, 0, 0, 0, 0, 0})).find(
+              "unsupported: pads [0,1,0,0,0,0,0,0] on the batch or channel axis") != std::string::npos);
+    CHECK(import_error(pad("wrap", {0, 0, 1, 1, 0, 0, 1, 1})).find("unsupported: mode wrap") !=
+          std::string::npos);
+    CHECK(import_error(pad("reflect", {0, 0, 6, 0, 0, 0, 0, 0})).find(
+              "field padding.top 6 must be < input height 6 in reflect mode") != std::string::npos);
+    CHECK(import_error(pad("edge", {0, 0, -1, 0, 0, 0, 0, 0})).find("unsupported: negative pads") !=
+          std::string::npos);
+    CHECK(import_error(pad("edge", {0, 0, 1, 0})).find("pads must have 8 values") != std::string::npos);
   }
   {  // raw_data that does not match the dims
     onnx::ModelProto m = one_node("Conv", {4, 2, 3, 3});

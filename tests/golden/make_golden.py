@@ -350,18 +350,21 @@ class ResnetBlock(nn.Module):
 
 
 def pad_norm_cases():
+    # ops: the node ops onnx2fb must write (a zero pad folds into the conv while the sum < kernel).
+    pc, ir = ["pad2d", "conv2d"], ["conv2d", "instance_norm", "activation"]
     nets = [
-        ("reflectpad_conv", lambda: PadConv(nn.ReflectionPad2d(3)), (3, 7, 9), [13, 17]),
-        ("reflectpad_asym", lambda: PadConv(nn.ReflectionPad2d((2, 0, 1, 3))), (3, 6, 5), [13]),
-        ("replicationpad_conv", lambda: PadConv(nn.ReplicationPad2d((1, 2, 3, 0))), (3, 5, 8), [13, 17]),
-        ("zeropad_conv", lambda: PadConv(nn.ZeroPad2d(1)), (3, 6, 7), [13]),
-        ("zeropad_large_conv", lambda: PadConv(nn.ZeroPad2d((4, 0, 3, 1))), (3, 6, 7), [13]),
-        ("constantpad_conv", lambda: PadConv(nn.ConstantPad2d(2, 0.5)), (3, 6, 7), [13, 17]),
-        ("instnorm_affine_relu", lambda: NormRelu(True), (3, 9, 7), [13, 17]),
-        ("instnorm_relu", lambda: NormRelu(False), (3, 8, 8), [13]),
-        ("cyclegan_resblock", lambda: ResnetBlock(4), (4, 11, 10), [13, 17]),
+        ("reflectpad_conv", lambda: PadConv(nn.ReflectionPad2d(3)), (3, 7, 9), [13, 17], pc),
+        ("reflectpad_asym", lambda: PadConv(nn.ReflectionPad2d((2, 0, 1, 3))), (3, 6, 5), [13], pc),
+        ("replicationpad_conv", lambda: PadConv(nn.ReplicationPad2d((1, 2, 3, 0))), (3, 5, 8), [13, 17], pc),
+        ("zeropad_conv", lambda: PadConv(nn.ZeroPad2d(1)), (3, 6, 7), [13], ["conv2d"]),
+        ("zeropad_large_conv", lambda: PadConv(nn.ZeroPad2d((4, 0, 3, 1))), (3, 6, 7), [13], pc),
+        ("constantpad_conv", lambda: PadConv(nn.ConstantPad2d(2, 0.5)), (3, 6, 7), [13, 17], pc),
+        ("instnorm_affine_relu", lambda: NormRelu(True), (3, 9, 7), [13, 17], ir),
+        ("instnorm_relu", lambda: NormRelu(False), (3, 8, 8), [13], ir),
+        ("cyclegan_resblock", lambda: ResnetBlock(4), (4, 11, 10), [13, 17],
+         ["pad2d", "conv2d", "instance_norm", "activation", "pad2d", "conv2d", "instance_norm", "add"]),
     ]
-    for k, (base, make, (c, h, w), opsets) in enumerate(nets):
+    for k, (base, make, (c, h, w), opsets, ops) in enumerate(nets):
         torch.manual_seed(500 + k)
         net = init_weights(make(), 5000 + k)
         for mod in net.modules():
@@ -375,7 +378,7 @@ def pad_norm_cases():
         for opset in opsets:
             name = f"{base}_op{opset}"
             export(net, x[:1], f"{name}.onnx", opset, dynamic=opset == 17, torchscript=True)
-            add_case(name, f"{name}.onnx", inp, out, opset=opset, layers=repr(net))
+            add_case(name, f"{name}.onnx", inp, out, opset=opset, layers=repr(net), ops=ops)
     print(f"make_golden: pad / instance norm nets done at {time.time() - T0:.1f} s", flush=True)
 
 
