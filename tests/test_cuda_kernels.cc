@@ -151,7 +151,9 @@ const std::vector<std::pair<std::string, std::vector<std::string>>>& expected_va
       {"softmax", {"direct"}},
       {"concat", {"direct"}},
       {"pad2d", {"direct"}},
-      {"instance_norm", {"direct"}}};
+      {"instance_norm", {"direct"}},
+      {"channel_shuffle", {"direct"}},
+      {"slice", {"direct"}}};
   return e;
 }
 
@@ -591,6 +593,29 @@ CUDA_TEST_CASE("instance_norm matches the reference (rank 3 and 4, large planes,
         for (float& v : in[0]) v = 3.f * v + 1.f;  // a mean away from 0
       };
       CHECK(check_case(oc, p, {}, t % 3 == 2).size() == 1);
+    }
+  }
+}
+
+CUDA_TEST_CASE("channel_shuffle and slice match the reference (fp32, fp16)") {
+  test::require_registered("channel_shuffle", {"direct"});
+  test::require_registered("slice", {"direct"});
+  for (Precision p : {Precision::FP32, Precision::FP16}) {
+    CAPTURE(test::precision_label(p));
+    std::mt19937_64 rng(79 + int(p));
+    for (int t = 0; t < scaled(60); ++t) {
+      const int g = uniform(rng, 1, 4);
+      const Shape xs{uniform(rng, 1, 3), int64_t(g) * uniform(rng, 1, 6), uniform(rng, 1, 13),
+                     uniform(rng, 1, 13)};
+      CHECK(check_case(make_case(ChannelShuffleParams{g}, {xs}, {false}, xs, 1000 + t), p, {},
+                       t % 3 == 2).size() == 1);
+      const int axis = uniform(rng, 1, 3);
+      const int64_t dim = xs[size_t(axis)], start = uniform(rng, 0, int(dim) - 1),
+                    end = uniform(rng, int(start) + 1, int(dim));
+      Shape ys = xs;
+      ys[size_t(axis)] = end - start;
+      CHECK(check_case(make_case(SliceParams{axis, start, end}, {xs}, {false}, ys, 1100 + t), p, {},
+                       t % 3 == 1).size() == 1);
     }
   }
 }

@@ -257,6 +257,8 @@ std::vector<uint8_t> all_ops_model() {
   pad.pad = {1, 0, 0, 1};
   y = b.node("pad", pad, {y});                                                  // 4x13x13
   y = b.node("in", InstanceNormParams{}, {y, weights("in.scale", {4}), weights("in.bias", {4})});
+  y = b.node("shuffle", ChannelShuffleParams{2}, {y});
+  y = b.node("slice", SliceParams{1, 0, 4}, {y});                               // 4x13x13
   Pool2DParams maxpool;  // 2x2 stride 2
   y = b.node("maxpool", maxpool, {y});                                          // 4x6x6
   ConvTranspose2DParams tconv;
@@ -323,7 +325,7 @@ TEST_CASE("the valid models load") {
   const auto all = all_ops_model();
   write_case("valid_all_ops", all);
   const Model m = Model::from_bytes(all, "all_ops.fb");
-  CHECK(m.num_nodes() == 15);
+  CHECK(m.num_nodes() == 17);
   CHECK(m.outputs()[0].shape == Shape{-1, 2, 5});
   std::set<OpType> ops;
   for (const auto& n : m.graph().nodes) ops.insert(n.op());

@@ -239,3 +239,41 @@ TEST_CASE("pad2d and instance_norm: .fb round trip, session, relu fused into ins
   // The padded border rows hold 0.5 (constant pad), copied down by the edge pad's bottom... top rows.
   CHECK(got[0].data[2 * 13 + 0] == 0.5f);
 }
+
+TEST_CASE("channel_shuffle and slice: shapes, reference values, cpu direct") {
+  CHECK(one(ChannelShuffleParams{3}, {{2, 6, 5, 1}}) == Shape{2, 6, 5, 1});
+  CHECK(one(SliceParams{1, 2, 5}, {{2, 6, 5, 1}}) == Shape{2, 3, 5, 1});
+  CHECK(one(SliceParams{3, 0, 1}, {{2, 6, 5, 4}}) == Shape{2, 6, 5, 1});
+  CHECK(error_of(ChannelShuffleParams{4}, {{1, 6, 2, 2}}) ==
+        "m.fb: node 1 'n': field groups 4 does not divide the 6 channels of input 0");
+  CHECK(error_of(ChannelShuffleParams{0}, {{1, 6, 2, 2}}) ==
+        "m.fb: node 1 'n': field groups must be > 0 (got 0)");
+  CHECK(error_of(SliceParams{1, 3, 3}, {{1, 6, 2, 2}}) ==
+        "m.fb: node 1 'n': fields start 3, end 3 must satisfy 0 <= start < end <= 6 (axis 1 of input 0)");
+  CHECK(error_of(SliceParams{0, 0, 1}, {{1, 6, 2, 2}}).find("field axis must be in [1, 3]") !=
+        std::string::npos);
+
+  // 6 channels of one pixel, values = channel index; groups 2: [0,3,1,4,2,5]; groups 3: [0,2,4,1,3,5].
+  const std::vector<float> x{0, 1, 2, 3, 4, 5};
+  std::vector<float> y(6);
+  ref::channel_shuffle(ChannelShuffleParams{2}, x.data(), {1, 6, 1, 1}, y.data());
+  CHECK(y == std::vector<float>{0, 3, 1, 4, 2, 5});
+  ref::channel_shuffle(ChannelShuffleParams{3}, x.data(), {1, 6, 1, 1}, y.data());
+  CHECK(y == std::vector<float>{0, 2, 4, 1, 3, 5});
+  std::vector<float> z(4);
+  ref::slice(SliceParams{2, 1, 3}, x.data(), {1, 2, 3}, z.data(), {1, 2, 2});  // [[0,1,2],[3,4,5]]
+  CHECK(z == std::vector<float>{1, 2, 4, 5});
+
+  std::mt19937_64 rng(5);
+  for (int t = 0; t < 100; ++t) {
+    const int64_t g = uniform(rng, 1, 4), C = g * uniform(rng, 1, 5);
+    const Shape xs{uniform(rng, 1, 3), C, uniform(rng, 1, 9), uniform(rng, 1, 9)};
+    const std::vector<std::vector<float>> in{random_vector(size_t(shape_numel(xs)), 900 + t)};
+    const NodeDesc shuffle = make_node(ChannelShuffleParams{int(g)}, {xs});
+    CHECK(run_variant("direct", shuffle, in) == run_variant("reference", shuffle, in));
+    const int axis = uniform(rng, 1, 3);
+    const int64_t dim = xs[size_t(axis)], start = uniform(rng, 0, int(dim) - 1);
+    const NodeDesc sl = make_node(SliceParams{axis, start, uniform(rng, int(start) + 1, int(dim))}, {xs});
+    CHECK(run_variant("direct", sl, in) == run_variant("reference", sl, in));
+  }
+}

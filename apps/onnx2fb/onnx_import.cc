@@ -57,14 +57,15 @@ const std::set<std::string>& op_set() {
       // converted
       "Conv", "ConvTranspose", "Gemm", "MatMul", "MaxPool", "AveragePool", "GlobalAveragePool",
       "BatchNormalization", "Relu", "LeakyRelu", "Tanh", "Sigmoid", "Softmax", "Flatten", "Reshape",
-      "Add", "Concat", "ReduceMean", "InstanceNormalization",
+      "Add", "Concat", "ReduceMean", "InstanceNormalization", "Split",
       // pad2d, or removed (all zero) or merged into the Conv / AveragePool after it (zero constant)
       "Pad",
       // removed
       "Dropout", "Identity",
       // folded (constant inputs only; Shape also of activations)
+      // (Slice of an activation: slice nodes; Transpose of one: only the channel-shuffle pattern)
       "Constant", "Shape", "Gather", "Unsqueeze", "Squeeze", "Cast", "Slice", "ConstantOfShape",
-      "Transpose"};
+      "Transpose", "Sub", "Mul", "Div"};
   return ops;
 }
 
@@ -532,10 +533,13 @@ class Importer {
       if (n_->output_size() > 0) define(n_->output(0), v);
       return;
     }
+    if (op == "Slice" && !in(0).is_const()) return slice();
+    if (op == "Transpose" && !in(0).is_const()) return shuffle_transpose();
+    if (op == "Reshape" && shuffle_stage_.count(n_->input(0))) return shuffle_end();
     if (op == "Shape" || op == "Gather" || op == "Unsqueeze" || op == "Squeeze" || op == "Cast" ||
         op == "Slice" || op == "ConstantOfShape" || op == "Transpose")
       return define_outputs(fold());
-    if (op == "Concat" || op == "Reshape") {
+    if (op == "Concat" || op == "Reshape" || op == "Add" || op == "Sub" || op == "Mul" || op == "Div") {
       bool all_const = true;
       for (int i = 0; i < n_->input_size(); ++i)
         if (has_input(i) && !in(i).is_const()) all_const = false;
@@ -559,6 +563,8 @@ class Importer {
     if (op == "Softmax") return softmax();
     if (op == "Flatten") return flatten();
     if (op == "Reshape") return reshape();
+    if (op == "Split") return split();
+    if (op == "Sub" || op == "Mul" || op == "Div") unsupported("of computed tensors (only constants are folded)");
     if (op == "Add") return add();
     if (op == "Concat") return concat();
     unsupported("op");  // not reached: check_supported() listed every other op
@@ -914,6 +920,7 @@ class Importer {
       batch = want == per_sample;
     }
     if (!batch) unsupported("shape " + str_dims(t.i) + " changes the batch dimension");
+    if (shuffle_start(x, xs, rest)) return;
     // [N, C, H, W] -> [N, C*H*W] is a flatten (the dynamo exporter writes torch.flatten(x, 1) as a
     // Reshape): the same node as the Flatten that older exporters and model-zoo write.
     if (xs.size() > 2 && rest.size() == 1 &&
@@ -925,6 +932,144 @@ class Importer {
     ReshapeParams p;
     p.shape = rest;
     output(b_.node(node_name(), p, {x}));
+  }
+
+  // ---- channel shuffle, slices and splits along an axis ----------------------------------------
+
+  // ShuffleNet's channel shuffle: Reshape [N,C,H,W] -> [N,g,C/g,H,W], Transpose perm (0,2,1,3,4),
+  // Reshape back to [N,C,H,W], each the only reader of the one before. The first Reshape starts it
+  // (its output stands for x until the last Reshape), the Transpose passes it on, the last Reshape
+  // writes one channel_shuffle node. Any other use of the intermediates is refused.
+  bool only_reader_is(const std::string& value, const char* op) {
+    const auto it = consumers_.find(value);
+    return it != consumers_.end() && it->second.size() == 1 && !graph_outputs_.count(value) &&
+           m_.graph().node(it->second[0]).op_type() == op;
+  }
+  bool shuffle_start(int x, const Shape& xs, Shape rest) {
+    const std::string out = n_->output_size() ? n_->output(0) : "";
+    if (xs.size() != 4 || rest.size() != 4 || rest[2] != xs[2] || rest[3] != xs[3]) return false;
+    if (rest[0] == -1 && rest[1] > 0 && xs[1] % rest[1] == 0) rest[0] = xs[1] / rest[1];
+    if (rest[1] == -1 && rest[0] > 0 && xs[1] % rest[0] == 0) rest[1] = xs[1] / rest[0];
+    if (rest[0] < 1 || rest[1] < 1 || rest[0] * rest[1] != xs[1] || !only_reader_is(out, "Transpose"))
+      return false;
+    Val v;
+    v.id = x;
+    define(out, v);
+    shuffle_stage_[out] = {static_cast<int>(rest[0]), false};
+    return true;
+  }
+  void shuffle_transpose() {
+    const auto it = shuffle_stage_.find(n_->input(0));
+    const std::vector<int64_t> perm = attr_ints("perm", {});
+    if (it == shuffle_stage_.end() || it->second.transposed || perm != std::vector<int64_t>{0, 2, 1, 3, 4})
+      unsupported("Transpose of an activation (only ShuffleNet's channel shuffle: Reshape to "
+                  "[N,g,C/g,H,W], perm (0,2,1,3,4), Reshape back)");
+    const std::string out = n_->output_size() ? n_->output(0) : "";
+    if (!only_reader_is(out, "Reshape")) unsupported("a channel-shuffle Transpose not followed by its Reshape");
+    Val v = in(0);
+    define(out, v);
+    shuffle_stage_[out] = {it->second.groups, true};
+  }
+  void shuffle_end() {
+    const auto it = shuffle_stage_.find(n_->input(0));
+    if (!it->second.transposed) unsupported("Reshape of a channel-shuffle view before its Transpose");
+    const int x = act(0);
+    const Shape& xs = b_.shape(x);
+    const Const& t = ints(1);
+    const int64_t per_sample = xs[1] * xs[2] * xs[3];
+    bool same = t.i.size() == 4;
+    int64_t known = 1;
+    for (size_t k = 1; same && k < 4; ++k) {
+      const int64_t d = t.i[k] == 0 ? xs[k] : t.i[k];
+      same = d == xs[k] || d == -1;
+      if (d != -1) known *= d;
+    }
+    if (!same || per_sample % known != 0 || (t.i[0] != kBatch && t.i[0] != 0 && t.i[0] != 1 && t.i[0] != -1))
+      unsupported("a channel shuffle that does not reshape back to the input's [N,C,H,W]");
+    ChannelShuffleParams p;
+    p.groups = it->second.groups;
+    output(b_.node(node_name(), p, {x}));
+  }
+
+  // Slice of an activation: steps 1, along axes >= 1; every axis that is not taken whole becomes one
+  // slice node (ends clamp as ONNX says).
+  void slice() {
+    const int x = act(0);
+    const Shape& xs = b_.shape(x);
+    const int r = static_cast<int>(xs.size());
+    std::vector<int64_t> starts, ends, axes, steps;
+    if (opset_ < 10) {
+      starts = attr_ints("starts", {});
+      ends = attr_ints("ends", {});
+      axes = attr_ints("axes", {});
+    } else {
+      starts = ints(1).i;
+      ends = ints(2).i;
+      if (has_input(3)) axes = ints(3).i;
+      if (has_input(4)) steps = ints(4).i;
+    }
+    if (starts.size() != ends.size() || (!axes.empty() && axes.size() != starts.size()) ||
+        (!steps.empty() && steps.size() != starts.size()))
+      fail("starts, ends, axes and steps differ in length");
+    int y = x;
+    for (size_t k = 0; k < starts.size(); ++k) {
+      const int a = norm_axis(axes.empty() ? static_cast<int64_t>(k) : axes[k], r);
+      if (!steps.empty() && steps[k] != 1) unsupported("step " + std::to_string(steps[k]) + " (only 1)");
+      const int64_t n = xs[static_cast<size_t>(a)];
+      auto clampi = [&](int64_t v) {
+        if (v == kBatch) unsupported("slice bounds computed from the batch dimension");
+        if (v < 0) v = v < -n ? 0 : v + n;
+        return std::clamp<int64_t>(v, 0, n);
+      };
+      const int64_t b = clampi(starts[k]), e = clampi(ends[k]);
+      if (b == 0 && e == n) continue;  // the whole axis
+      if (a == 0) unsupported("a slice of the batch axis");
+      if (e <= b) unsupported("an empty slice");
+      SliceParams p;
+      p.axis = a;
+      p.start = b;
+      p.end = e;
+      y = b_.node(k + 1 == starts.size() ? node_name() : unique(n_->name() + "_axis" + std::to_string(a), "slice"), p, {y});
+    }
+    Val v;
+    v.id = y;
+    define(n_->output_size() ? n_->output(0) : "", v);
+  }
+
+  // Split along an axis >= 1 into consecutive parts: one slice node per output.
+  void split() {
+    const int x = act(0);
+    const Shape& xs = b_.shape(x);
+    const int a = norm_axis(attr_int("axis", 0), static_cast<int>(xs.size()));
+    if (a == 0) unsupported("a split of the batch axis");
+    const int64_t n = xs[static_cast<size_t>(a)];
+    std::vector<int64_t> sizes = has_input(1) ? ints(1).i : attr_ints("split", {});
+    const int outputs = n_->output_size();
+    if (outputs < 1) fail("has no output");
+    if (sizes.empty()) {  // equal parts (the last smaller when num_outputs does not divide, opset 18)
+      const int64_t part = (n + outputs - 1) / outputs;
+      for (int k = 0; k < outputs; ++k) sizes.push_back(std::min<int64_t>(part, n - part * k));
+    }
+    if (static_cast<int>(sizes.size()) != outputs)
+      fail("split has " + std::to_string(sizes.size()) + " sizes for " + std::to_string(outputs) + " outputs");
+    int64_t total = 0;
+    for (int64_t s : sizes) {
+      if (s < 1) unsupported("split size " + std::to_string(s) + " (each part must be non-empty)");
+      total += s;
+    }
+    if (total != n) fail("split sizes " + str_dims(sizes) + " do not add up to " + std::to_string(n));
+    int64_t start = 0;
+    const std::string base = n_->name().empty() ? "Split_" + std::to_string(k_) : n_->name();
+    for (int k = 0; k < outputs; ++k) {
+      SliceParams p;
+      p.axis = a;
+      p.start = start;
+      p.end = start + sizes[static_cast<size_t>(k)];
+      start = p.end;
+      Val v;
+      v.id = b_.node(unique(base + "_" + std::to_string(k), "split"), p, {x});
+      define(n_->output(k), v);
+    }
   }
 
   void add() {
@@ -1153,6 +1298,33 @@ class Importer {
       }
       return c;
     }
+    if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div") {
+      // Element-wise arithmetic on constants (exporters compute chunk sizes this way): equal shapes
+      // or one side a single element; integer Div truncates toward zero, as ONNX runtimes do.
+      const Const& yv = *in(1).c;
+      if (x.is_int != yv.is_int) unsupported(op + " of an integer and a float constant");
+      if (x.numel() != yv.numel() && x.numel() != 1 && yv.numel() != 1)
+        unsupported(op + " of constants of shapes " + str_dims(x.dims) + " and " + str_dims(yv.dims));
+      Const c;
+      c.is_int = x.is_int;
+      c.dims = x.numel() >= yv.numel() ? x.dims : yv.dims;
+      const int64_t n = std::max(x.numel(), yv.numel());
+      for (int64_t k = 0; k < n; ++k) {
+        const size_t i = x.numel() == 1 ? 0 : static_cast<size_t>(k), j = yv.numel() == 1 ? 0 : static_cast<size_t>(k);
+        if (c.is_int) {
+          const int64_t a = x.i[i], b = yv.i[j];
+          if (a == kBatch || b == kBatch) unsupported("arithmetic on the batch dimension");
+          if (op == "Div" && b == 0) fail("integer division by zero");
+          const double approx = op == "Mul" ? double(a) * double(b) : double(a) + double(b);
+          if (std::fabs(approx) > 9e18) fail("integer overflow");
+          c.i.push_back(op == "Add" ? a + b : op == "Sub" ? a - b : op == "Mul" ? a * b : a / b);
+        } else {
+          const float a = x.f[i], b = yv.f[j];
+          c.f.push_back(op == "Add" ? a + b : op == "Sub" ? a - b : op == "Mul" ? a * b : a / b);
+        }
+      }
+      return c;
+    }
     if (op == "Transpose") {
       const int r = static_cast<int>(x.dims.size());
       std::vector<int64_t> perm = attr_ints("perm", {});
@@ -1222,6 +1394,11 @@ class Importer {
     Padding2D pad;
     std::string name;  // the Pad node's, for the pad2d node a Conv may still need
   };
+  struct ShuffleStage {
+    int groups = 1;
+    bool transposed = false;
+  };
+  std::map<std::string, ShuffleStage> shuffle_stage_;  // channel-shuffle views (value -> stage)
   std::map<std::string, PendingPad> pending_pad_;  // zero Pads merged into the Conv / AveragePool after them
 };
 

@@ -7,7 +7,7 @@
 //   add: one per element; softmax: 3 per element (max, exp-and-sum, divide); instance_norm: 5 per
 //   element (sum, squared deviation sum, multiply-add).
 // - Bias adds and fused activation epilogues are not counted (they are O(outputs), negligible next
-//   to the multiply-adds). flatten, reshape, concat, pad2d: 0 FLOPs, only bytes.
+//   to the multiply-adds). flatten, reshape, concat, pad2d, channel_shuffle, slice: 0 FLOPs, only bytes.
 // - Bytes: 4 per element of every input (constants included) and every output.
 #include "cost.h"
 
@@ -87,6 +87,8 @@ NodeCost node_cost(const NodeDesc& node) {
     case OpType::Reshape:
     case OpType::Concat:
     case OpType::Pad2D:
+    case OpType::ChannelShuffle:
+    case OpType::Slice:
     case OpType::Layout:
       cost.flops = 0;
       break;

@@ -226,6 +226,11 @@ OpParams Loader::read_options(const fb::Node& node, const std::string& where) co
       p.activation = read_activation(t->activation(), t->activation_alpha(), where, "activation");
       return p;
     }
+    case fb::Op::ChannelShuffle: return ChannelShuffleParams{node.options_as_ChannelShuffle()->groups()};
+    case fb::Op::Slice: {
+      const fb::Slice* t = node.options_as_Slice();
+      return SliceParams{t->axis(), t->start(), t->end()};
+    }
     case fb::Op::NONE: break;
   }
   throw Error(where + ": options are missing");

@@ -145,6 +145,13 @@ std::pair<fb::Op, flatbuffers::Offset<void>> fb_options(flatbuffers::FlatBufferB
               fb::CreateInstanceNorm(fbb, p.epsilon, fb_kind(p.activation.kind), p.activation.alpha)
                   .Union()};
     }
+    case OpType::ChannelShuffle:
+      return {fb::Op::ChannelShuffle,
+              fb::CreateChannelShuffle(fbb, std::get<ChannelShuffleParams>(params).groups).Union()};
+    case OpType::Slice: {
+      const auto& p = std::get<SliceParams>(params);
+      return {fb::Op::Slice, fb::CreateSlice(fbb, p.axis, p.start, p.end).Union()};
+    }
     case OpType::Layout:
       throw Error("layout nodes are engine-internal (the channels_last pass) and have no file form");
   }

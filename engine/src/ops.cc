@@ -23,6 +23,8 @@ const char* op_name(OpType op) {
     case OpType::ConvPool2D: return "conv_pool2d";
     case OpType::Pad2D: return "pad2d";
     case OpType::InstanceNorm: return "instance_norm";
+    case OpType::ChannelShuffle: return "channel_shuffle";
+    case OpType::Slice: return "slice";
     case OpType::Layout: return "layout";
   }
   return "unknown";

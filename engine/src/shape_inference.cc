@@ -381,6 +381,31 @@ std::vector<Shape> instance_norm(const std::string& where, const InstanceNormPar
   return {x};
 }
 
+std::vector<Shape> channel_shuffle(const std::string& where, const ChannelShuffleParams& p,
+                                   const Inputs& in) {
+  in.expect_count(1, 1);
+  const Shape& x = in.with_rank(0, 4, "[N,C,H,W]");
+  positive(where, "groups", p.groups);
+  if (x[1] % p.groups != 0)
+    fail(where, "field groups " + std::to_string(p.groups) + " does not divide the " +
+                    std::to_string(x[1]) + " channels of input 0");
+  return {x};
+}
+
+std::vector<Shape> slice(const std::string& where, const SliceParams& p, const Inputs& in) {
+  in.expect_count(1, 1);
+  const Shape& x = in[0];
+  check_axis(where, p.axis, x.size());
+  const int64_t dim = x[static_cast<size_t>(p.axis)];
+  if (p.start < 0 || p.start >= p.end || p.end > dim)
+    fail(where, "fields start " + std::to_string(p.start) + ", end " + std::to_string(p.end) +
+                    " must satisfy 0 <= start < end <= " + std::to_string(dim) + " (axis " +
+                    std::to_string(p.axis) + " of input 0)");
+  Shape out = x;
+  out[static_cast<size_t>(p.axis)] = p.end - p.start;
+  return {out};
+}
+
 std::vector<Shape> dispatch(const OpParams& params, const Inputs& in, const std::string& where) {
   switch (op_type(params)) {
     case OpType::Conv2D: return conv2d(where, std::get<Conv2DParams>(params), in);
@@ -403,6 +428,9 @@ std::vector<Shape> dispatch(const OpParams& params, const Inputs& in, const std:
     case OpType::Pad2D: return pad2d(where, std::get<Pad2DParams>(params), in);
     case OpType::InstanceNorm:
       return instance_norm(where, std::get<InstanceNormParams>(params), in);
+    case OpType::ChannelShuffle:
+      return channel_shuffle(where, std::get<ChannelShuffleParams>(params), in);
+    case OpType::Slice: return slice(where, std::get<SliceParams>(params), in);
     case OpType::Layout: {
       in.expect_count(1, 1);
       if (in[0].size() != 4) fail(where, "layout conversion needs a 4-D input, got " + str(in[0]));

@@ -16,5 +16,6 @@ void register_conv_transpose2d(KernelRegistry& registry);  // conv_transpose2d.c
 void register_conv_pool2d(KernelRegistry& registry);       // conv_pool2d.cc
 void register_pad2d(KernelRegistry& registry);             // pad2d.cc
 void register_instance_norm(KernelRegistry& registry);     // instance_norm.cc
+void register_channel_ops(KernelRegistry& registry);       // channel_ops.cc: channel_shuffle, slice
 
 }  // namespace infer::cpu

@@ -69,6 +69,11 @@ int64_t pad_source_index(PadMode mode, int64_t i, int64_t size);
 void instance_norm(const InstanceNormParams& p, const float* x, const Shape& shape,
                    const float* scale, const float* bias, float* y);
 
+// Channel shuffle of x [N,C,H,W]: output channel j*groups + i = input channel i*(C/groups) + j (y != x).
+void channel_shuffle(const ChannelShuffleParams& p, const float* x, const Shape& shape, float* y);
+// Elements p.start..p.end-1 of axis p.axis (y != x).
+void slice(const SliceParams& p, const float* x, const Shape& x_shape, float* y, const Shape& y_shape);
+
 // Copies [N,C,H,W] from p.from's memory order to p.to's (NCHW <-> NHWC; equal layouts copy). y != x.
 void layout(const LayoutParams& p, const float* x, const Shape& shape, float* y);
 

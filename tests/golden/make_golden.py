@@ -379,7 +379,31 @@ def pad_norm_cases():
             name = f"{base}_op{opset}"
             export(net, x[:1], f"{name}.onnx", opset, dynamic=opset == 17, torchscript=True)
             add_case(name, f"{name}.onnx", inp, out, opset=opset, layers=repr(net), ops=ops)
-    print(f"make_golden: pad / instance norm nets done at {time.time() - T0:.1f} s", flush=True)
+    # ShuffleNetV2's stride-1 unit as torchvision writes it: chunk along channels (a Split, or Slices
+    # with ends computed from the shape), a branch, concat, then the reshape/transpose channel shuffle.
+    class ShuffleUnit(nn.Module):
+        def __init__(self, c=6):
+            super().__init__()
+            self.branch = nn.Sequential(nn.Conv2d(c // 2, c // 2, 1), nn.ReLU())
+
+        def forward(self, x):
+            a, b = x.chunk(2, dim=1)
+            y = torch.cat((a, self.branch(b)), dim=1)
+            n, c, h, w = y.shape
+            y = torch.transpose(y.view(n, 2, c // 2, h, w), 1, 2).contiguous()
+            return y.view(n, -1, h, w)[:, 1:5]
+
+    torch.manual_seed(520)
+    net = init_weights(ShuffleUnit(6), 5020)
+    x = torch.randn((2, 6, 5, 7), generator=torch.Generator().manual_seed(6020))
+    inp = save_npy("shuffle_unit.in.npy", x.numpy())
+    out = save_npy("shuffle_unit.out.npy", reference(net, x))
+    for opset in (13, 17):
+        name = f"shuffle_unit_op{opset}"
+        export(net, x[:1], f"{name}.onnx", opset, dynamic=opset == 17, torchscript=True)
+        add_case(name, f"{name}.onnx", inp, out, opset=opset, layers=repr(net),
+                 ops=["slice", "slice", "conv2d", "activation", "concat", "channel_shuffle", "slice"])
+    print(f"make_golden: pad / instance norm / shuffle nets done at {time.time() - T0:.1f} s", flush=True)
 
 
 # ---- hand-written graphs ----------------------------------------------------------------------------

@@ -126,6 +126,18 @@ struct InstanceNormParams {
   Activation activation;
 };
 
+// ShuffleNet's channel shuffle of x [N,C,H,W] (C % groups == 0): the [N,groups,C/groups,H,W] view
+// transposed to [N,C/groups,groups,H,W]; output channel j*groups + i reads input channel i*(C/groups) + j.
+struct ChannelShuffleParams {
+  int groups = 1;
+};
+
+// Elements start..end-1 of one axis (1 <= axis < rank; 0 <= start < end <= dim); other axes whole.
+struct SliceParams {
+  int axis = 1;
+  int64_t start = 0, end = 1;
+};
+
 // An engine-internal node (never in a file): copies a 4-D activation from one memory layout to the
 // other; the shape and the values stay the same. Inserted by the channels_last pass.
 struct LayoutParams {
@@ -135,20 +147,20 @@ struct LayoutParams {
 using OpParams = std::variant<Conv2DParams, ConvTranspose2DParams, Pool2DParams, DenseParams,
                               BatchNormParams, ActivationParams, FlattenParams, ReshapeParams,
                               SoftmaxParams, AddParams, ConcatParams, ConvPool2DParams, Pad2DParams,
-                              InstanceNormParams, LayoutParams>;
+                              InstanceNormParams, ChannelShuffleParams, SliceParams, LayoutParams>;
 
 // Same order as OpParams' alternatives.
 enum class OpType : uint8_t {
   Conv2D, ConvTranspose2D, Pool2D, Dense, BatchNorm, Activation, Flatten, Reshape, Softmax, Add,
-  Concat, ConvPool2D, Pad2D, InstanceNorm, Layout
+  Concat, ConvPool2D, Pad2D, InstanceNorm, ChannelShuffle, Slice, Layout
 };
-constexpr int kNumOpTypes = 15;
+constexpr int kNumOpTypes = 17;
 
 inline OpType op_type(const OpParams& p) { return static_cast<OpType>(p.index()); }
 
 // Stable lower-case names used by --kernel, the profile and kernel variant names:
 // conv2d, conv_transpose2d, pool2d, dense, batchnorm, activation, flatten, reshape, softmax, add,
-// concat, conv_pool2d, pad2d, instance_norm, layout.
+// concat, conv_pool2d, pad2d, instance_norm, channel_shuffle, slice, layout.
 const char* op_name(OpType op);
 const char* activation_name(ActivationKind kind);  // none, relu, leaky_relu, tanh, sigmoid
 const char* pad_mode_name(PadMode mode);             // constant, reflect, edge
