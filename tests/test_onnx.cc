@@ -355,6 +355,46 @@ TEST_CASE("the importer's own model: a hand-built Conv converts and runs") {
   for (float v : y.data) CHECK(v == doctest::Approx(0.5 * 18));
 }
 
+TEST_CASE("Split along channels imports as one slice node per part") {
+  const auto split = [](const std::vector<int64_t>& sizes, int64_t axis, int outputs) {
+    onnx::ModelProto m = one_node("Split", {1});
+    onnx::GraphProto* g = m.mutable_graph();
+    onnx::NodeProto* n = g->mutable_node(0);
+    n->clear_output();
+    g->clear_output();
+    if (sizes.empty()) {
+      n->mutable_input()->RemoveLast();
+    } else {
+      n->set_input(1, "split");
+      onnx::TensorProto* t = g->mutable_initializer(0);
+      t->Clear();
+      t->set_name("split");
+      t->set_data_type(onnx::TensorProto::INT64);
+      t->add_dims(static_cast<int64_t>(sizes.size()));
+      for (int64_t v : sizes) t->add_int64_data(v);
+    }
+    add_int(n, "axis", axis);
+    for (int k = 0; k < outputs; ++k) {
+      n->add_output("y" + std::to_string(k));
+      g->add_output()->set_name("y" + std::to_string(k));
+    }
+    return m;
+  };
+  std::string bytes;
+  REQUIRE(split({1, 1}, 1, 2).SerializeToString(&bytes));
+  const Model model = Model::from_bytes(
+      onnx_import::import_bytes(std::vector<uint8_t>(bytes.begin(), bytes.end()), "t", "").finish());
+  REQUIRE(model.num_nodes() == 2);
+  CHECK(model.outputs()[0].shape == Shape{-1, 1, 6, 6});
+  CHECK(model.outputs()[1].shape == Shape{-1, 1, 6, 6});
+  CHECK(std::get<SliceParams>(model.graph().nodes[1].params).start == 1);
+  REQUIRE(split({}, 3, 4).SerializeToString(&bytes));  // equal parts of 6: 2, 2, 2, 0 -> refused
+  CHECK(import_error(split({}, 3, 4)).find("unsupported: split size 0") != std::string::npos);
+  CHECK(import_error(split({}, -1, 3)).empty());
+  CHECK(import_error(split({2, 3}, 2, 2)).find("do not add up to 6") != std::string::npos);
+  CHECK(import_error(split({1, 1}, 0, 2)).find("unsupported: a split of the batch axis") != std::string::npos);
+}
+
 TEST_CASE("unsupported attributes and bad tensors are clear errors") {
   {
     onnx::ModelProto m = one_node("Conv", {4, 1, 3, 3});
