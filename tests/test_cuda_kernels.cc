@@ -149,7 +149,11 @@ const std::vector<std::pair<std::string, std::vector<std::string>>>& expected_va
       {"flatten", {"direct"}},
       {"reshape", {"direct"}},
       {"softmax", {"direct"}},
-      {"concat", {"direct"}}};
+      {"concat", {"direct"}},
+      {"pad2d", {"direct"}},
+      {"instance_norm", {"direct"}},
+      {"channel_shuffle", {"direct"}},
+      {"slice", {"direct"}}};
   return e;
 }
 
@@ -677,6 +681,74 @@ CUDA_TEST_CASE("softmax (axis 1 and inner axes), concat (axis 1, 2 and others), 
 }
 
 // Last: a variant that does not check its call could fault the device for the rest of the process.
+CUDA_TEST_CASE("pad2d (constant, reflect up to size-1, edge) matches the reference in NCHW and NHWC") {
+  test::require_registered("pad2d", {"direct"});
+  for (Precision p : {Precision::FP32, Precision::FP16}) {
+    CAPTURE(test::precision_label(p));
+    std::mt19937_64 rng(71 + int(p));
+    for (int t = 0; t < scaled(90); ++t) {
+      const int64_t N = uniform(rng, 1, 3), C = uniform(rng, 1, 9), H = uniform(rng, 1, 15),
+                    W = uniform(rng, 1, 15);
+      Pad2DParams pp;
+      pp.mode = static_cast<PadMode>(t % 3);
+      const int hmax = pp.mode == PadMode::Reflect ? int(H) - 1 : 5;
+      const int wmax = pp.mode == PadMode::Reflect ? int(W) - 1 : 5;
+      pp.pad = {uniform(rng, 0, hmax), uniform(rng, 0, wmax), uniform(rng, 0, hmax), uniform(rng, 0, wmax)};
+      pp.value = 0.25f * float(uniform(rng, -4, 4));
+      const Shape y{N, C, H + pp.pad.top + pp.pad.bottom, W + pp.pad.left + pp.pad.right};
+      const OpCase c = make_case(pp, {{N, C, H, W}}, {false}, y, 800 + t);
+      CHECK(check_case(c, p, {}, t % 3 == 2).size() == 1);
+      CHECK(test::check_case_in_layout(c, p, Layout::NHWC, {}, t % 3 == 1).size() == 1);
+    }
+  }
+}
+
+CUDA_TEST_CASE("instance_norm matches the reference (rank 3 and 4, large planes, every activation)") {
+  test::require_registered("instance_norm", {"direct"});
+  for (Precision p : {Precision::FP32, Precision::FP16}) {
+    CAPTURE(test::precision_label(p));
+    std::mt19937_64 rng(73 + int(p));
+    for (int t = 0; t < scaled(80); ++t) {
+      const int64_t N = uniform(rng, 1, 3), C = uniform(rng, 1, 12);
+      Shape s{N, C, uniform(rng, 1, 33), uniform(rng, 1, 33)};
+      if (t % 4 == 0) s = {N, C, uniform(rng, 1, 700)};
+      if (t % 10 == 9) s = {1, C, 128, 96};  // many elements per thread of the block
+      InstanceNormParams ip;
+      ip.epsilon = t % 2 ? 1e-5f : 1e-3f;
+      ip.activation = random_activation(rng);
+      const Shape c{C};
+      OpCase oc = make_case(ip, {s, c, c}, {false, true, true}, s, 900 + t);
+      oc.fill = [](std::vector<std::vector<float>>& in) {
+        for (float& v : in[0]) v = 3.f * v + 1.f;  // a mean away from 0
+      };
+      CHECK(check_case(oc, p, {}, t % 3 == 2).size() == 1);
+    }
+  }
+}
+
+CUDA_TEST_CASE("channel_shuffle and slice match the reference (fp32, fp16)") {
+  test::require_registered("channel_shuffle", {"direct"});
+  test::require_registered("slice", {"direct"});
+  for (Precision p : {Precision::FP32, Precision::FP16}) {
+    CAPTURE(test::precision_label(p));
+    std::mt19937_64 rng(79 + int(p));
+    for (int t = 0; t < scaled(60); ++t) {
+      const int g = uniform(rng, 1, 4);
+      const Shape xs{uniform(rng, 1, 3), int64_t(g) * uniform(rng, 1, 6), uniform(rng, 1, 13),
+                     uniform(rng, 1, 13)};
+      CHECK(check_case(make_case(ChannelShuffleParams{g}, {xs}, {false}, xs, 1000 + t), p, {},
+                       t % 3 == 2).size() == 1);
+      const int axis = uniform(rng, 1, 3);
+      const int64_t dim = xs[size_t(axis)], start = uniform(rng, 0, int(dim) - 1),
+                    end = uniform(rng, int(start) + 1, int(dim));
+      Shape ys = xs;
+      ys[size_t(axis)] = end - start;
+      CHECK(check_case(make_case(SliceParams{axis, start, end}, {xs}, {false}, ys, 1100 + t), p, {},
+                       t % 3 == 1).size() == 1);
+    }
+  }
+}
+
 CUDA_TEST_CASE("bad calls throw infer::Error") {
   Conv2DParams c3;
   c3.pad = {1, 1, 1, 1};

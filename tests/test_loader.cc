@@ -254,6 +254,13 @@ std::vector<uint8_t> all_ops_model() {
   y = b.node("bn", BatchNormParams{}, {y, weights("bn.scale", {4}), weights("bn.bias", {4}),
                                        weights("bn.mean", {4}), b.constant("bn.var", {4}, {1, 2, 3, 4})});
   y = b.node("relu", ActivationParams{}, {y});
+  Pad2DParams pad;
+  pad.mode = PadMode::Edge;
+  pad.pad = {1, 0, 0, 1};
+  y = b.node("pad", pad, {y});                                                  // 4x13x13
+  y = b.node("in", InstanceNormParams{}, {y, weights("in.scale", {4}), weights("in.bias", {4})});
+  y = b.node("shuffle", ChannelShuffleParams{2}, {y});
+  y = b.node("slice", SliceParams{1, 0, 4}, {y});                               // 4x13x13
   Pool2DParams maxpool;  // 2x2 stride 2
   y = b.node("maxpool", maxpool, {y});                                          // 4x6x6
   ConvTranspose2DParams tconv;
@@ -321,7 +328,7 @@ TEST_CASE("the valid models load") {
   const auto all = all_ops_model();
   write_case("valid_all_ops", all);
   const Model m = Model::from_bytes(all, "all_ops.fb");
-  CHECK(m.num_nodes() == 14);
+  CHECK(m.num_nodes() == 18);
   CHECK(m.outputs()[0].shape == Shape{-1, 2, 5});
   std::set<OpType> ops;
   for (const auto& n : m.graph().nodes) ops.insert(n.op());
@@ -749,10 +756,10 @@ TEST_CASE("corpus: hand-broken graph structure") {
   expect_bad("missing_options_table", m, "node 0 'conv': options are missing");
   m = RawModel::base();
   m.nodes[0].custom = [](flatbuffers::FlatBufferBuilder& fbb) {
-    return std::make_pair(static_cast<fb::Op>(static_cast<int>(fb::Op::MAX) + 1),
-                          fb::CreateFlatten(fbb).Union());
+    return std::make_pair(static_cast<fb::Op>(int(fb::Op::MAX) + 1), fb::CreateFlatten(fbb).Union());
   };
-  expect_bad("unknown_options_type", m, "node 0 'conv': options have unknown type 14");
+  expect_bad("unknown_options_type", m,
+             "node 0 'conv': options have unknown type " + std::to_string(int(fb::Op::MAX) + 1));
   m = RawModel::base();
   m.nodes[0].outputs->push_back(4);
   expect_bad("two_outputs", m, "node 0 'conv' (conv2d): has 2 outputs");

@@ -115,6 +115,11 @@ TEST_CASE("golden: every ONNX case matches PyTorch on every backend (rel err <= 
       for (const auto& want : c["activations"]) CHECK(kinds.count(want.get<std::string>()) == 1);
     }
     CHECK(model.inputs()[0].shape[0] == -1);  // the ONNX batch (symbolic or 1) became -1
+    if (c.contains("ops")) {  // the node ops onnx2fb must have written, in order
+      std::vector<std::string> ops;
+      for (const auto& n : model.graph().nodes) ops.push_back(op_name(n.op()));
+      CHECK(ops == c["ops"].get<std::vector<std::string>>());
+    }
     Tensor input = read_npy(kGolden + "/" + c["input"].get<std::string>());
     Tensor expected = read_npy(kGolden + "/" + c["output"].get<std::string>());
     // The reference EB-GAN is ~3.9 G multiply-adds per sample in double loops: one sample suffices.
@@ -458,6 +463,46 @@ TEST_CASE("Clip: bounds from constant inputs, refused when not scalar constants 
   CHECK(import_error(computed).find("must be a constant") != std::string::npos);
 }
 
+TEST_CASE("Split along channels imports as one slice node per part") {
+  const auto split = [](const std::vector<int64_t>& sizes, int64_t axis, int outputs) {
+    onnx::ModelProto m = one_node("Split", {1});
+    onnx::GraphProto* g = m.mutable_graph();
+    onnx::NodeProto* n = g->mutable_node(0);
+    n->clear_output();
+    g->clear_output();
+    if (sizes.empty()) {
+      n->mutable_input()->RemoveLast();
+    } else {
+      n->set_input(1, "split");
+      onnx::TensorProto* t = g->mutable_initializer(0);
+      t->Clear();
+      t->set_name("split");
+      t->set_data_type(onnx::TensorProto::INT64);
+      t->add_dims(static_cast<int64_t>(sizes.size()));
+      for (int64_t v : sizes) t->add_int64_data(v);
+    }
+    add_int(n, "axis", axis);
+    for (int k = 0; k < outputs; ++k) {
+      n->add_output("y" + std::to_string(k));
+      g->add_output()->set_name("y" + std::to_string(k));
+    }
+    return m;
+  };
+  std::string bytes;
+  REQUIRE(split({1, 1}, 1, 2).SerializeToString(&bytes));
+  const Model model = Model::from_bytes(
+      onnx_import::import_bytes(std::vector<uint8_t>(bytes.begin(), bytes.end()), "t", "").finish());
+  REQUIRE(model.num_nodes() == 2);
+  CHECK(model.outputs()[0].shape == Shape{-1, 1, 6, 6});
+  CHECK(model.outputs()[1].shape == Shape{-1, 1, 6, 6});
+  CHECK(std::get<SliceParams>(model.graph().nodes[1].params).start == 1);
+  REQUIRE(split({}, 3, 4).SerializeToString(&bytes));  // equal parts of 6: 2, 2, 2, 0 -> refused
+  CHECK(import_error(split({}, 3, 4)).find("unsupported: split size 0") != std::string::npos);
+  CHECK(import_error(split({}, -1, 3)).empty());
+  CHECK(import_error(split({2, 3}, 2, 2)).find("do not add up to 6") != std::string::npos);
+  CHECK(import_error(split({1, 1}, 0, 2)).find("unsupported: a split of the batch axis") != std::string::npos);
+}
+
 TEST_CASE("unsupported attributes and bad tensors are clear errors") {
   {
     onnx::ModelProto m = one_node("Conv", {4, 1, 3, 3});  // 3 groups do not divide 2 channels
@@ -504,6 +549,36 @@ TEST_CASE("unsupported attributes and bad tensors are clear errors") {
     CHECK(import_error(mean({}, 1)).find("unsupported: a mean over every axis") != std::string::npos);
     CHECK(import_error(mean({2, 3}, 2)).find("keepdims must be 0 or 1") != std::string::npos);
     CHECK(import_error(mean({2, 7}, 1)).find("axis 7 is out of range") != std::string::npos);
+  }
+  {  // Pad: H and W only, modes constant / reflect / edge, reflect pads < size (x is [1,2,6,6])
+    const auto pad = [](const std::string& mode, const std::vector<int64_t>& pads) {
+      onnx::ModelProto m = one_node("Pad", {1});
+      onnx::NodeProto* n = m.mutable_graph()->mutable_node(0);
+      n->set_input(1, "pads");
+      onnx::TensorProto* t = m.mutable_graph()->mutable_initializer(0);
+      t->Clear();
+      t->set_name("pads");
+      t->set_data_type(onnx::TensorProto::INT64);
+      t->add_dims(static_cast<int64_t>(pads.size()));
+      for (int64_t v : pads) t->add_int64_data(v);
+      onnx::AttributeProto* a = n->add_attribute();
+      a->set_name("mode");
+      a->set_type(onnx::AttributeProto::STRING);
+      a->set_s(mode);
+      return m;
+    };
+    CHECK(import_error(pad("reflect", {0, 0, 2, 5, 0, 0, 5, 1})).empty());
+    CHECK(import_error(pad("edge", {0, 0, 9, 0, 0, 0, 0, 9})).empty());
+    CHECK(import_error(pad("constant", {0, 0, 1, 1, 0, 0, 1, 1})).empty());
+    CHECK(import_error(pad("constant", {0, 1, 0, 0, 0, 0, 0, 0})).find(
+              "unsupported: pads [0,1,0,0,0,0,0,0] on the batch or channel axis") != std::string::npos);
+    CHECK(import_error(pad("wrap", {0, 0, 1, 1, 0, 0, 1, 1})).find("unsupported: mode wrap") !=
+          std::string::npos);
+    CHECK(import_error(pad("reflect", {0, 0, 6, 0, 0, 0, 0, 0})).find(
+              "field padding.top 6 must be < input height 6 in reflect mode") != std::string::npos);
+    CHECK(import_error(pad("edge", {0, 0, -1, 0, 0, 0, 0, 0})).find("unsupported: negative pads") !=
+          std::string::npos);
+    CHECK(import_error(pad("edge", {0, 0, 1, 0})).find("pads must have 8 values") != std::string::npos);
   }
   {  // raw_data that does not match the dims
     onnx::ModelProto m = one_node("Conv", {4, 2, 3, 3});

@@ -58,11 +58,15 @@ const std::set<std::string>& op_set() {
       "Conv", "ConvTranspose", "Gemm", "MatMul", "MaxPool", "AveragePool", "GlobalAveragePool",
       "BatchNormalization", "Relu", "LeakyRelu", "Tanh", "Sigmoid", "Softmax", "Flatten", "Reshape",
       "Add", "Sub", "Mul", "Div", "Concat", "ReduceMean", "Clip", "HardSigmoid", "HardSwish", "Elu",
-      "Exp", "Sqrt", "Neg", "Abs", "Softplus",
-      // removed (Pad: when all zero, or merged into the AveragePool after it)
-      "Dropout", "Identity", "Pad",
+      "Exp", "Sqrt", "Neg", "Abs", "Softplus", "InstanceNormalization", "Split",
+      // pad2d, or removed (all zero) or merged into the Conv / AveragePool after it (zero constant)
+      "Pad",
+      // removed
+      "Dropout", "Identity",
       // folded (constant inputs only; Shape also of activations)
-      "Constant", "Shape", "Gather", "Unsqueeze", "Squeeze", "Cast", "Slice"};
+      // (Slice of an activation: slice nodes; Transpose of one: only the channel-shuffle pattern)
+      "Constant", "Shape", "Gather", "Unsqueeze", "Squeeze", "Cast", "Slice", "ConstantOfShape",
+      "Transpose"};
   return ops;
 }
 
@@ -590,8 +594,11 @@ class Importer {
       if (n_->output_size() > 0) define(n_->output(0), v);
       return;
     }
+    if (op == "Slice" && !in(0).is_const()) return slice();
+    if (op == "Transpose" && !in(0).is_const()) return shuffle_transpose();
+    if (op == "Reshape" && shuffle_stage_.count(n_->input(0))) return shuffle_end();
     if (op == "Shape" || op == "Gather" || op == "Unsqueeze" || op == "Squeeze" || op == "Cast" ||
-        op == "Slice")
+        op == "Slice" || op == "ConstantOfShape" || op == "Transpose")
       return define_outputs(fold());
     if (op == "Concat" || op == "Reshape" || is_arith(op)) {
       bool all_const = true;
@@ -609,6 +616,7 @@ class Importer {
     if (op == "GlobalAveragePool") return global_pool();
     if (op == "ReduceMean") return reduce_mean();
     if (op == "BatchNormalization") return batchnorm();
+    if (op == "InstanceNormalization") return instance_norm();
     if (op == "Relu") return activation(ActivationKind::Relu, 0.01f);
     if (op == "LeakyRelu") return activation(ActivationKind::LeakyRelu, attr_float("alpha", 0.01f));
     if (op == "Tanh") return activation(ActivationKind::Tanh, 0.01f);
@@ -627,6 +635,7 @@ class Importer {
     if (op == "Softmax") return softmax();
     if (op == "Flatten") return flatten();
     if (op == "Reshape") return reshape();
+    if (op == "Split") return split();
     if (is_arith(op)) return binary(op);
     if (op == "Concat") return concat();
     unsupported("op");  // not reached: check_supported() listed every other op
@@ -651,7 +660,25 @@ class Importer {
     p.dilation_h = s.dh;
     p.dilation_w = s.dw;
     p.groups = param(attr_int("group", 1), "group", 1);  // divisibility: shape inference, naming the node
-    std::vector<int> inputs{x, add_weight(1)};
+    int data = x;
+    auto padded = pending_pad_.find(n_->input(0));
+    if (padded != pending_pad_.end()) {
+      // Zero padding before a convolution is the convolution's own padding, while the sum stays
+      // below the kernel (infer's conv2d rule); otherwise the pad becomes a pad2d node after all.
+      const Padding2D& e = padded->second.pad;
+      const Padding2D sum{p.pad.top + e.top, p.pad.left + e.left, p.pad.bottom + e.bottom,
+                          p.pad.right + e.right};
+      // The dilated kernel's extent is what the padding must stay below.
+      if (std::max(sum.top, sum.bottom) < (w.dims[2] - 1) * s.dh + 1 &&
+          std::max(sum.left, sum.right) < (w.dims[3] - 1) * s.dw + 1) {
+        p.pad = sum;
+      } else {
+        Pad2DParams pp;
+        pp.pad = e;
+        data = b_.node(unique(padded->second.name, "pad"), pp, {x});
+      }
+    }
+    std::vector<int> inputs{data, add_weight(1)};
     if (has_input(2)) inputs.push_back(add_weight(2));
     output(b_.node(node_name(), p, inputs));
   }
@@ -753,13 +780,21 @@ class Importer {
     }
   }
 
-  // torch exports avg_pool2d(count_include_pad=True) as a zero Pad (constant mode) + AveragePool.
-  // An all-zero Pad is dropped; a spatial one feeding only an AveragePool becomes that pool's padding
-  // (counted in the average, exactly what zero padding means there).
+  // Pad of a 4-D tensor on H and W (constant, reflect, edge) is a pad2d node. PyTorch's
+  // Reflection/Replication/ConstantPad2d compute `pads` with a ConstantOfShape ... Cast chain that
+  // fold() turns into a constant. An all-zero Pad is dropped. A zero constant Pad whose only reader
+  // is a Conv or an AveragePool becomes that node's padding (torch exports
+  // avg_pool2d(count_include_pad=True) this way; for the average it is counted, exactly what zero
+  // padding means there); a Conv that cannot take it (padding >= kernel) gets the pad2d node.
   void pad() {
     const int x = act(0);
     check_rank4(x);
-    if (attr_string("mode", "constant") != "constant") unsupported("mode " + attr_string("mode", ""));
+    const std::string mode = attr_string("mode", "constant");
+    Pad2DParams pp;
+    if (mode == "constant") pp.mode = PadMode::Constant;
+    else if (mode == "reflect") pp.mode = PadMode::Reflect;
+    else if (mode == "edge") pp.mode = PadMode::Edge;
+    else unsupported("mode " + mode + " (constant, reflect, edge)");
     const std::vector<int64_t> pads = has_input(1) ? ints(1).i : attr_ints("pads", {});
     float value = attr_float("value", 0.f);
     if (has_input(2)) {
@@ -768,23 +803,32 @@ class Importer {
       value = v.f[0];
     }
     if (has_input(3)) unsupported("axes input");
-    if (pads.size() != 8) fail("pads must have 8 values for a rank-4 input");
+    if (pads.size() != 8) fail("pads must have 8 values for a rank-4 input (got " + str_dims(pads) + ")");
     bool zero = true;
     for (int64_t p : pads) {
+      if (p == kBatch) unsupported("pads computed from the batch dimension");
       if (p < 0) unsupported("negative pads (cropping)");
       zero = zero && p == 0;
     }
+    if (pads[0] || pads[1] || pads[4] || pads[5])
+      unsupported("pads " + str_dims(pads) + " on the batch or channel axis (only H and W)");
     Val v;
     v.id = x;
     const std::string out = n_->output_size() ? n_->output(0) : "";
     if (zero) return define(out, v);
+    // ONNX order: x1_begin, x2_begin, x3_begin, x4_begin, x1_end, ...
+    pp.pad = {param(pads[2], "pad", 0), param(pads[3], "pad", 0), param(pads[6], "pad", 0),
+              param(pads[7], "pad", 0)};
+    pp.value = pp.mode == PadMode::Constant ? value : 0.f;
     const auto& users = consumers_[out];
-    if (value != 0.f || pads[0] || pads[1] || pads[4] || pads[5] || users.size() != 1 ||
-        graph_outputs_.count(out) || m_.graph().node(users[0]).op_type() != "AveragePool")
-      unsupported("Pad other than all zero or zero spatial padding into an AveragePool");
-    pending_pad_[out] = {param(pads[2], "pad", 0), param(pads[3], "pad", 0), param(pads[6], "pad", 0),
-                         param(pads[7], "pad", 0)};
-    define(out, v);
+    if (pp.mode == PadMode::Constant && value == 0.f && users.size() == 1 && !graph_outputs_.count(out)) {
+      const std::string& next = m_.graph().node(users[0]).op_type();
+      if ((next == "AveragePool" || next == "Conv") && m_.graph().node(users[0]).input(0) == out) {
+        pending_pad_[out] = {pp.pad, n_->name().empty() ? "Pad_" + std::to_string(k_) : n_->name()};
+        return define(out, v);
+      }
+    }
+    output(b_.node(node_name(), pp, {x}));
   }
 
   void pool(bool max) {
@@ -801,15 +845,26 @@ class Importer {
     p.stride_w = s.sw;
     p.pad = s.pad;
     p.count_include_pad = !max && attr_int("count_include_pad", 0) != 0;
+    int data = x;
     auto padded = pending_pad_.find(n_->input(0));
     if (padded != pending_pad_.end()) {
-      const Padding2D& e = padded->second;
+      // A zero Pad's cells count in the average: the pool's own padding with count_include_pad,
+      // when the pool counts its own padding too and the sum stays below the kernel; else pad2d.
+      const Padding2D& e = padded->second.pad;
       const bool own = p.pad.top || p.pad.left || p.pad.bottom || p.pad.right;
-      if (own && !p.count_include_pad) unsupported("a Pad before an AveragePool that excludes its own padding");
-      p.pad = {p.pad.top + e.top, p.pad.left + e.left, p.pad.bottom + e.bottom, p.pad.right + e.right};
-      p.count_include_pad = true;
+      const Padding2D sum{p.pad.top + e.top, p.pad.left + e.left, p.pad.bottom + e.bottom,
+                          p.pad.right + e.right};
+      if ((!own || p.count_include_pad) && std::max(sum.top, sum.bottom) < p.kernel_h &&
+          std::max(sum.left, sum.right) < p.kernel_w) {
+        p.pad = sum;
+        p.count_include_pad = true;
+      } else {
+        Pad2DParams pp;
+        pp.pad = e;
+        data = b_.node(unique(padded->second.name, "pad"), pp, {x});
+      }
     }
-    output(b_.node(node_name(), p, {x}));
+    output(b_.node(node_name(), p, {data}));
   }
 
   void global_pool() {
@@ -869,6 +924,14 @@ class Importer {
     std::vector<int> inputs{x};
     for (int k = 1; k <= 4; ++k) inputs.push_back(add_weight(k));
     output(b_.node(node_name(), p, inputs));
+  }
+
+  void instance_norm() {
+    const int x = act(0);
+    if (rank_of(x) < 3) unsupported("input of rank " + std::to_string(rank_of(x)) + " (needs >= 3)");
+    InstanceNormParams p;
+    p.epsilon = attr_float("epsilon", 1e-5f);
+    output(b_.node(node_name(), p, {x, add_weight(1), add_weight(2)}));
   }
 
   void activation(ActivationKind kind, float alpha, float beta = 0.f) {
@@ -1005,6 +1068,7 @@ class Importer {
                   (exported_batch_ > 1 ? " (the model was exported at batch " +
                                              std::to_string(exported_batch_) + ")"
                                        : std::string()));
+    if (shuffle_start(x, xs, rest)) return;
     // [N, C, H, W] -> [N, C*H*W] is a flatten (the dynamo exporter writes torch.flatten(x, 1) as a
     // Reshape): the same node as the Flatten that older exporters and model-zoo write.
     if (xs.size() > 2 && rest.size() == 1 &&
@@ -1049,6 +1113,149 @@ class Importer {
     p.kind = arith_kind(op);
     const int a = operand(0, va), bb = operand(1, vb);
     output(b_.node(node_name(), p, {a, bb}));
+  }
+
+  // ---- channel shuffle, slices and splits along an axis ----------------------------------------
+
+  // ShuffleNet's channel shuffle: Reshape [N,C,H,W] -> [N,g,C/g,H,W], Transpose perm (0,2,1,3,4),
+  // Reshape back to [N,C,H,W], each the only reader of the one before. The first Reshape starts it
+  // (its output stands for x until the last Reshape), the Transpose passes it on, the last Reshape
+  // writes one channel_shuffle node. Any other use of the intermediates is refused.
+  bool only_reader_is(const std::string& value, const char* op) {
+    const auto it = consumers_.find(value);
+    return it != consumers_.end() && it->second.size() == 1 && !graph_outputs_.count(value) &&
+           m_.graph().node(it->second[0]).op_type() == op;
+  }
+  bool shuffle_start(int x, const Shape& xs, Shape rest) {
+    const std::string out = n_->output_size() ? n_->output(0) : "";
+    if (xs.size() != 4 || rest.size() != 4 || rest[2] != xs[2] || rest[3] != xs[3]) return false;
+    if (rest[0] == -1 && rest[1] > 0 && xs[1] % rest[1] == 0) rest[0] = xs[1] / rest[1];
+    if (rest[1] == -1 && rest[0] > 0 && xs[1] % rest[0] == 0) rest[1] = xs[1] / rest[0];
+    if (rest[0] < 1 || rest[1] < 1 || rest[0] * rest[1] != xs[1] || !only_reader_is(out, "Transpose"))
+      return false;
+    Val v;
+    v.id = x;
+    define(out, v);
+    shuffle_stage_[out] = {static_cast<int>(rest[0]), false};
+    return true;
+  }
+  void shuffle_transpose() {
+    const auto it = shuffle_stage_.find(n_->input(0));
+    const std::vector<int64_t> perm = attr_ints("perm", {});
+    if (it == shuffle_stage_.end() || it->second.transposed || perm != std::vector<int64_t>{0, 2, 1, 3, 4})
+      unsupported("Transpose of an activation (only ShuffleNet's channel shuffle: Reshape to "
+                  "[N,g,C/g,H,W], perm (0,2,1,3,4), Reshape back)");
+    const std::string out = n_->output_size() ? n_->output(0) : "";
+    if (!only_reader_is(out, "Reshape")) unsupported("a channel-shuffle Transpose not followed by its Reshape");
+    Val v = in(0);
+    define(out, v);
+    shuffle_stage_[out] = {it->second.groups, true};
+  }
+  void shuffle_end() {
+    const auto it = shuffle_stage_.find(n_->input(0));
+    if (!it->second.transposed) unsupported("Reshape of a channel-shuffle view before its Transpose");
+    const int x = act(0);
+    const Shape& xs = b_.shape(x);
+    const Const& t = ints(1);
+    const int64_t per_sample = xs[1] * xs[2] * xs[3];
+    bool same = t.i.size() == 4;
+    int64_t known = 1;
+    for (size_t k = 1; same && k < 4; ++k) {
+      const int64_t d = t.i[k] == 0 ? xs[k] : t.i[k];
+      same = d == xs[k] || d == -1;
+      if (d != -1) known *= d;
+    }
+    if (!same || per_sample % known != 0 || (t.i[0] != kBatch && t.i[0] != 0 && t.i[0] != 1 && t.i[0] != -1))
+      unsupported("a channel shuffle that does not reshape back to the input's [N,C,H,W]");
+    ChannelShuffleParams p;
+    p.groups = it->second.groups;
+    output(b_.node(node_name(), p, {x}));
+  }
+
+  // Slice of an activation: steps 1, along axes >= 1; every axis that is not taken whole becomes one
+  // slice node (ends clamp as ONNX says).
+  void slice() {
+    const int x = act(0);
+    const Shape& xs = b_.shape(x);
+    const int r = static_cast<int>(xs.size());
+    std::vector<int64_t> starts, ends, axes, steps;
+    if (opset_ < 10) {
+      starts = attr_ints("starts", {});
+      ends = attr_ints("ends", {});
+      axes = attr_ints("axes", {});
+    } else {
+      starts = ints(1).i;
+      ends = ints(2).i;
+      if (has_input(3)) axes = ints(3).i;
+      if (has_input(4)) steps = ints(4).i;
+    }
+    if (starts.size() != ends.size() || (!axes.empty() && axes.size() != starts.size()) ||
+        (!steps.empty() && steps.size() != starts.size()))
+      fail("starts, ends, axes and steps differ in length");
+    int y = x;
+    for (size_t k = 0; k < starts.size(); ++k) {
+      const int a = norm_axis(axes.empty() ? static_cast<int64_t>(k) : axes[k], r);
+      if (!steps.empty() && steps[k] != 1) unsupported("step " + std::to_string(steps[k]) + " (only 1)");
+      const int64_t n = xs[static_cast<size_t>(a)];
+      auto clampi = [&](int64_t v) {
+        if (v == kBatch) unsupported("slice bounds computed from the batch dimension");
+        if (v < 0) v = v < -n ? 0 : v + n;
+        return std::clamp<int64_t>(v, 0, n);
+      };
+      const int64_t b = clampi(starts[k]), e = clampi(ends[k]);
+      if (b == 0 && e == n) continue;  // the whole axis
+      if (a == 0) unsupported("a slice of the batch axis");
+      if (e <= b) unsupported("an empty slice");
+      SliceParams p;
+      p.axis = a;
+      p.start = b;
+      p.end = e;
+      y = b_.node(k + 1 == starts.size() ? node_name() : unique(n_->name() + "_axis" + std::to_string(a), "slice"), p, {y});
+    }
+    Val v;
+    v.id = y;
+    define(n_->output_size() ? n_->output(0) : "", v);
+  }
+
+  // Split along an axis >= 1 into consecutive parts: one slice node per output.
+  void split() {
+    const int x = act(0);
+    const Shape& xs = b_.shape(x);
+    const int a = norm_axis(attr_int("axis", 0), static_cast<int>(xs.size()));
+    if (a == 0) unsupported("a split of the batch axis");
+    const int64_t n = xs[static_cast<size_t>(a)];
+    std::vector<int64_t> sizes = has_input(1) ? ints(1).i : attr_ints("split", {});
+    const int outputs = n_->output_size();
+    if (outputs < 1) fail("has no output");
+    if (sizes.empty()) {  // equal parts (the last smaller when num_outputs does not divide, opset 18)
+      const int64_t part = (n + outputs - 1) / outputs;
+      for (int k = 0; k < outputs; ++k) sizes.push_back(std::min<int64_t>(part, n - part * k));
+    }
+    if (static_cast<int>(sizes.size()) != outputs)
+      fail("split has " + std::to_string(sizes.size()) + " sizes for " + std::to_string(outputs) + " outputs");
+    int64_t total = 0;
+    for (int64_t s : sizes) {
+      if (s < 1) unsupported("split size " + std::to_string(s) + " (each part must be non-empty)");
+      total += s;
+    }
+    if (total != n) fail("split sizes " + str_dims(sizes) + " do not add up to " + std::to_string(n));
+    int64_t start = 0;
+    const std::string base = n_->name().empty() ? "Split_" + std::to_string(k_) : n_->name();
+    for (int k = 0; k < outputs; ++k) {
+      SliceParams p;
+      p.axis = a;
+      p.start = start;
+      p.end = start + sizes[static_cast<size_t>(k)];
+      start = p.end;
+      Val v;
+      v.id = b_.node(unique(base + "_" + std::to_string(k), "split"), p, {x});
+      define(n_->output(k), v);
+    }
+  }
+
+  void add() {
+    const int a = act(0), bb = act(1);
+    output(b_.node(node_name(), AddParams{}, {a, bb}));
   }
 
   void concat() {
@@ -1195,6 +1402,25 @@ class Importer {
       c.is_int = to_int;
       return c;
     }
+    if (op == "ConstantOfShape") {
+      const Const& shape = ints(0);
+      if (shape.dims.size() > 1) fail("input must be a 1-D shape");
+      Const c;
+      for (int64_t d : shape.i) {
+        if (d == kBatch) unsupported("ConstantOfShape of a shape with the batch dimension");
+        c.dims.push_back(d);
+      }
+      const int64_t n = checked_numel(c.dims, origin_ + ": " + node_label());
+      Const value;  // default: one float 0
+      value.f = {0.f};
+      if (const onnx::AttributeProto* a = attr("value", onnx::AttributeProto::TENSOR))
+        value = decode(a->t(), node_label() + " value");
+      if (value.numel() != 1) fail("value must have one element");
+      c.is_int = value.is_int;
+      if (c.is_int) c.i.assign(static_cast<size_t>(n), value.i[0]);
+      else c.f.assign(static_cast<size_t>(n), value.f[0]);
+      return c;
+    }
     // Everything below works on constant inputs only.
     for (int k = 0; k < n_->input_size(); ++k)
       if (has_input(k) && !in(k).is_const()) unsupported("input " + std::to_string(k) + " is not a constant");
@@ -1255,7 +1481,6 @@ class Importer {
       return c;
     }
     if (op == "Slice") {
-      if (x.dims.size() != 1) unsupported("Slice of constants other than 1-D");
       std::vector<int64_t> starts, ends, axes, steps;
       if (opset_ < 10) {
         starts = attr_ints("starts", {});
@@ -1267,27 +1492,81 @@ class Importer {
         if (has_input(3)) axes = ints(3).i;
         if (has_input(4)) steps = ints(4).i;
       }
-      if (starts.size() != 1 || ends.size() != 1) unsupported("Slice over more than one axis");
       for (const std::vector<int64_t>* v : {&starts, &ends, &steps})
         if (std::find(v->begin(), v->end(), kBatch) != v->end())
           unsupported("the batch dimension used as a Slice bound");
-      if (!axes.empty() && norm_axis(axes[0], 1) != 0) fail("axes are invalid");
-      const int64_t n = x.dims[0];
-      // A step beyond the length takes one element either way; clamping it keeps s + step in range.
-      const int64_t step = std::clamp<int64_t>(steps.empty() ? 1 : steps[0], -(n + 1), n + 1);
-      if (step == 0) fail("step 0");
-      auto clampi = [&](int64_t v, int64_t lo, int64_t hi) {
-        if (v < 0) v = v < -n ? lo : v + n;  // (v < -n also covers INT64_MIN without overflow)
-        return std::clamp(v, lo, hi);
-      };
-      int64_t s = step > 0 ? clampi(starts[0], 0, n) : clampi(starts[0], -1, n - 1);
-      const int64_t e = step > 0 ? clampi(ends[0], 0, n) : clampi(ends[0], -1, n - 1);
+      const int r = static_cast<int>(x.dims.size());
+      if (r == 0) fail("cannot slice a scalar");
+      if (starts.size() != ends.size() || (!axes.empty() && axes.size() != starts.size()) ||
+          (!steps.empty() && steps.size() != starts.size()))
+        fail("starts, ends, axes and steps differ in length");
+      // Per dimension: the first index, the step and the count taken (all of it when not sliced).
+      std::vector<int64_t> first(static_cast<size_t>(r), 0), stride(static_cast<size_t>(r), 1),
+          count(x.dims.begin(), x.dims.end());
+      std::vector<bool> seen(static_cast<size_t>(r), false);
+      for (size_t k = 0; k < starts.size(); ++k) {
+        const int a = norm_axis(axes.empty() ? static_cast<int64_t>(k) : axes[k], r);
+        if (seen[static_cast<size_t>(a)]) fail("axis " + std::to_string(a) + " is sliced twice");
+        seen[static_cast<size_t>(a)] = true;
+        const int64_t n = x.dims[static_cast<size_t>(a)];
+        // A step beyond the length takes one element either way; clamping it keeps s + step in range.
+        const int64_t step = std::clamp<int64_t>(steps.empty() ? 1 : steps[k], -(n + 1), n + 1);
+        if (step == 0) fail("step 0");
+        auto clampi = [&](int64_t v, int64_t lo, int64_t hi) {
+          if (v < 0) v = v < -n ? lo : v + n;  // (v < -n also covers INT64_MIN without overflow)
+          return std::clamp(v, lo, hi);
+        };
+        const int64_t b = step > 0 ? clampi(starts[k], 0, n) : clampi(starts[k], -1, n - 1);
+        const int64_t e = step > 0 ? clampi(ends[k], 0, n) : clampi(ends[k], -1, n - 1);
+        int64_t m = 0;
+        if (step > 0 && e > b) m = (e - b + step - 1) / step;
+        if (step < 0 && b > e) m = (b - e + (-step) - 1) / (-step);
+        first[static_cast<size_t>(a)] = b;
+        stride[static_cast<size_t>(a)] = step;
+        count[static_cast<size_t>(a)] = m;
+      }
       Const c;
       c.is_int = x.is_int;
-      for (; step > 0 ? s < e : s > e; s += step) {
-        if (x.is_int) c.i.push_back(x.i[static_cast<size_t>(s)]); else c.f.push_back(x.f[static_cast<size_t>(s)]);
+      c.dims = count;
+      const int64_t total = checked_numel(count, origin_ + ": " + node_label());
+      std::vector<int64_t> idx(static_cast<size_t>(r), 0);
+      for (int64_t t = 0; t < total; ++t) {
+        int64_t src = 0;
+        for (int d = 0; d < r; ++d)
+          src = src * x.dims[static_cast<size_t>(d)] + first[static_cast<size_t>(d)] +
+                idx[static_cast<size_t>(d)] * stride[static_cast<size_t>(d)];
+        if (x.is_int) c.i.push_back(x.i[static_cast<size_t>(src)]); else c.f.push_back(x.f[static_cast<size_t>(src)]);
+        for (int d = r - 1; d >= 0 && ++idx[static_cast<size_t>(d)] == count[static_cast<size_t>(d)]; --d)
+          idx[static_cast<size_t>(d)] = 0;
       }
-      c.dims = {c.numel()};
+      return c;
+    }
+    if (op == "Transpose") {
+      const int r = static_cast<int>(x.dims.size());
+      std::vector<int64_t> perm = attr_ints("perm", {});
+      if (perm.empty())
+        for (int d = r - 1; d >= 0; --d) perm.push_back(d);
+      if (static_cast<int>(perm.size()) != r) fail("perm " + str_dims(perm) + " does not match rank " + std::to_string(r));
+      std::vector<bool> used(static_cast<size_t>(r), false);
+      for (int64_t& p : perm) {
+        p = norm_axis(p, r);
+        if (used[static_cast<size_t>(p)]) fail("perm " + str_dims(perm) + " repeats an axis");
+        used[static_cast<size_t>(p)] = true;
+      }
+      Const c;
+      c.is_int = x.is_int;
+      std::vector<int64_t> in_stride(static_cast<size_t>(r), 1);
+      for (int d = r - 2; d >= 0; --d)
+        in_stride[static_cast<size_t>(d)] = in_stride[static_cast<size_t>(d) + 1] * x.dims[static_cast<size_t>(d) + 1];
+      for (int d = 0; d < r; ++d) c.dims.push_back(x.dims[static_cast<size_t>(perm[static_cast<size_t>(d)])]);
+      std::vector<int64_t> idx(static_cast<size_t>(r), 0);
+      for (int64_t t = 0; t < x.numel(); ++t) {
+        int64_t src = 0;
+        for (int d = 0; d < r; ++d) src += idx[static_cast<size_t>(d)] * in_stride[static_cast<size_t>(perm[static_cast<size_t>(d)])];
+        if (x.is_int) c.i.push_back(x.i[static_cast<size_t>(src)]); else c.f.push_back(x.f[static_cast<size_t>(src)]);
+        for (int d = r - 1; d >= 0 && ++idx[static_cast<size_t>(d)] == c.dims[static_cast<size_t>(d)]; --d)
+          idx[static_cast<size_t>(d)] = 0;
+      }
       return c;
     }
     if (op == "Reshape") {
@@ -1333,7 +1612,16 @@ class Importer {
   std::set<int> skip_;
   std::map<int, Gate> gates_;  // gate node (Sigmoid / HardSigmoid) -> the activation it becomes
   std::set<int> gate_muls_;    // the Mul nodes of gates_
-  std::map<std::string, Padding2D> pending_pad_;  // Pad outputs merged into the AveragePool after them
+  struct PendingPad {
+    Padding2D pad;
+    std::string name;  // the Pad node's, for the pad2d node a Conv may still need
+  };
+  struct ShuffleStage {
+    int groups = 1;
+    bool transposed = false;
+  };
+  std::map<std::string, ShuffleStage> shuffle_stage_;  // channel-shuffle views (value -> stage)
+  std::map<std::string, PendingPad> pending_pad_;  // zero Pads merged into the Conv / AveragePool after them
 };
 
 ModelBuilder import_impl(const std::vector<uint8_t>& bytes, const std::string& origin,

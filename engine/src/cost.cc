@@ -6,12 +6,12 @@
 // - pool2d: one op per window element; batchnorm: one multiply-add (2) per element; add: one per
 //   element; binary (add/sub/mul/div, broadcast): one per output element, its bytes the inputs as
 //   stored (a broadcast constant is read once per use, but counted once); softmax: 3 per element
-//   (max, exp-and-sum, divide).
+//   (max, exp-and-sum, divide); instance_norm: 5 per element (sum, squared deviation sum, multiply-add).
 // - activation: activation_flops(kind) per element: one per arithmetic operation, compare or
 //   transcendental of its formula (infer/ops.h), except that relu, leaky_relu, tanh and sigmoid count
 //   one as they always have, and none (a copy) 0.
 // - Bias adds and fused activation epilogues are not counted (they are O(outputs), negligible next
-//   to the multiply-adds). flatten, reshape, concat: 0 FLOPs, only bytes.
+//   to the multiply-adds). flatten, reshape, concat, pad2d, channel_shuffle, slice: 0 FLOPs, only bytes.
 // - Bytes: 4 per element of every input (constants included) and every output.
 #include "cost.h"
 
@@ -98,6 +98,9 @@ NodeCost node_cost(const NodeDesc& node) {
     case OpType::BatchNorm:
       cost.flops = 2.0 * out_elems;
       break;
+    case OpType::InstanceNorm:  // mean, variance (2 per element), then a multiply-add
+      cost.flops = 5.0 * out_elems;
+      break;
     case OpType::Activation:
       cost.flops = out_elems * activation_flops(std::get<ActivationParams>(node.params).activation.kind);
       break;
@@ -111,6 +114,9 @@ NodeCost node_cost(const NodeDesc& node) {
     case OpType::Flatten:
     case OpType::Reshape:
     case OpType::Concat:
+    case OpType::Pad2D:
+    case OpType::ChannelShuffle:
+    case OpType::Slice:
     case OpType::Layout:
       cost.flops = 0;
       break;

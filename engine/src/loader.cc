@@ -229,6 +229,30 @@ OpParams Loader::read_options(const fb::Node& node, const std::string& where) co
           read_activation(t->activation(), t->activation_alpha(), t->activation_beta(), where, "activation");
       return p;
     }
+    case fb::Op::Pad2D: {
+      const fb::Pad2D* t = node.options_as_Pad2D();
+      const int mode = static_cast<int>(t->mode());
+      if (mode < static_cast<int>(fb::PadMode::MIN) || mode > static_cast<int>(fb::PadMode::MAX))
+        throw Error(where + ": field mode has unknown value " + std::to_string(mode));
+      Pad2DParams p;
+      p.mode = static_cast<PadMode>(mode);
+      p.pad = read_padding(t->padding());
+      p.value = t->value();
+      return p;
+    }
+    case fb::Op::InstanceNorm: {
+      const fb::InstanceNorm* t = node.options_as_InstanceNorm();
+      InstanceNormParams p;
+      p.epsilon = t->epsilon();
+      p.activation =
+          read_activation(t->activation(), t->activation_alpha(), t->activation_beta(), where, "activation");
+      return p;
+    }
+    case fb::Op::ChannelShuffle: return ChannelShuffleParams{node.options_as_ChannelShuffle()->groups()};
+    case fb::Op::Slice: {
+      const fb::Slice* t = node.options_as_Slice();
+      return SliceParams{t->axis(), t->start(), t->end()};
+    }
     case fb::Op::NONE: break;
   }
   throw Error(where + ": options are missing");
@@ -245,7 +269,8 @@ bool is_parameter_input(OpType op, size_t i) {
     case OpType::ConvTranspose2D:
     case OpType::ConvPool2D:
     case OpType::Dense:
-    case OpType::BatchNorm: return i >= 1;
+    case OpType::BatchNorm:
+    case OpType::InstanceNorm: return i >= 1;
     default: return false;
   }
 }
@@ -254,6 +279,7 @@ const char* parameter_role(OpType op, size_t i) {
   static const char* const conv[] = {"input", "weight", "bias"};
   static const char* const bn[] = {"input", "scale", "bias", "mean", "var"};
   if (op == OpType::BatchNorm) return i < 5 ? bn[i] : "extra";
+  if (op == OpType::InstanceNorm) return i < 3 ? bn[i] : "extra";
   return i < 3 ? conv[i] : "extra";
 }
 

@@ -143,6 +143,26 @@ std::pair<fb::Op, flatbuffers::Offset<void>> fb_options(flatbuffers::FlatBufferB
                                                p.activation.beta)
                                   .Union()};
     }
+    case OpType::Pad2D: {
+      const auto& p = std::get<Pad2DParams>(params);
+      const fb::Padding pad = fb_padding(p.pad);
+      return {fb::Op::Pad2D,
+              fb::CreatePad2D(fbb, static_cast<fb::PadMode>(p.mode), &pad, p.value).Union()};
+    }
+    case OpType::InstanceNorm: {
+      const auto& p = std::get<InstanceNormParams>(params);
+      return {fb::Op::InstanceNorm,
+              fb::CreateInstanceNorm(fbb, p.epsilon, fb_kind(p.activation.kind), p.activation.alpha,
+                                     p.activation.beta)
+                  .Union()};
+    }
+    case OpType::ChannelShuffle:
+      return {fb::Op::ChannelShuffle,
+              fb::CreateChannelShuffle(fbb, std::get<ChannelShuffleParams>(params).groups).Union()};
+    case OpType::Slice: {
+      const auto& p = std::get<SliceParams>(params);
+      return {fb::Op::Slice, fb::CreateSlice(fbb, p.axis, p.start, p.end).Union()};
+    }
     case OpType::Layout:
       throw Error("layout nodes are engine-internal (the channels_last pass) and have no file form");
   }
@@ -156,7 +176,8 @@ bool is_parameter_input(OpType op, size_t i) {
     case OpType::ConvTranspose2D:
     case OpType::ConvPool2D:
     case OpType::Dense:
-    case OpType::BatchNorm: return i >= 1;
+    case OpType::BatchNorm:
+    case OpType::InstanceNorm: return i >= 1;
     default: return false;
   }
 }

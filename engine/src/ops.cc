@@ -22,6 +22,10 @@ const char* op_name(OpType op) {
     case OpType::Concat: return "concat";
     case OpType::ConvPool2D: return "conv_pool2d";
     case OpType::Binary: return "binary";
+    case OpType::Pad2D: return "pad2d";
+    case OpType::InstanceNorm: return "instance_norm";
+    case OpType::ChannelShuffle: return "channel_shuffle";
+    case OpType::Slice: return "slice";
     case OpType::Layout: return "layout";
   }
   return "unknown";
@@ -60,6 +64,15 @@ const char* binary_kind_name(BinaryKind kind) {
   return "unknown";
 }
 
+const char* pad_mode_name(PadMode mode) {
+  switch (mode) {
+    case PadMode::Constant: return "constant";
+    case PadMode::Reflect: return "reflect";
+    case PadMode::Edge: return "edge";
+  }
+  return "unknown";
+}
+
 const char* dtype_name(DType dtype) { return dtype == DType::F16 ? "f16" : "f32"; }
 
 size_t dtype_size(DType dtype) { return dtype == DType::F16 ? 2 : 4; }
@@ -72,6 +85,7 @@ Activation fused_activation(const OpParams& p) {
   if (auto* a = std::get_if<AddParams>(&p)) return a->activation;
   if (auto* cp = std::get_if<ConvPool2DParams>(&p)) return cp->conv.activation;
   if (auto* bi = std::get_if<BinaryParams>(&p)) return bi->activation;
+  if (auto* in = std::get_if<InstanceNormParams>(&p)) return in->activation;
   return {};
 }
 

@@ -103,6 +103,7 @@ Activation* epilogue(OpParams& p) {
   if (auto* c = std::get_if<AddParams>(&p)) return &c->activation;
   if (auto* c = std::get_if<ConvPool2DParams>(&p)) return &c->conv.activation;
   if (auto* c = std::get_if<BinaryParams>(&p)) return &c->activation;
+  if (auto* c = std::get_if<InstanceNormParams>(&p)) return &c->activation;
   return nullptr;
 }
 
@@ -426,7 +427,8 @@ bool is_parameter_input(OpType op, size_t i) {
     case OpType::ConvTranspose2D:
     case OpType::ConvPool2D:
     case OpType::Dense:
-    case OpType::BatchNorm: return i >= 1;
+    case OpType::BatchNorm:
+    case OpType::InstanceNorm: return i >= 1;
     default: return false;
   }
 }

@@ -427,6 +427,69 @@ std::vector<Shape> concat(const std::string& where, const ConcatParams& p, const
   return {out};
 }
 
+std::vector<Shape> pad2d(const std::string& where, const Pad2DParams& p, const Inputs& in) {
+  in.expect_count(1, 1);
+  const Shape& x = in.with_rank(0, 4, "[N,C,H,W]");
+  const int mode = static_cast<int>(p.mode);
+  if (mode < 0 || mode > static_cast<int>(PadMode::Edge))
+    fail(where, "field mode has unknown value " + std::to_string(mode));
+  if (!std::isfinite(p.value)) fail(where, "field value must be finite");
+  check_padding(where, "", p.pad, 0, 0, false);
+  if (p.mode == PadMode::Reflect) {  // a mirror never repeats the border: pad <= size - 1
+    const struct { const char* name; int value; int64_t size; const char* axis; } sides[] = {
+        {"top", p.pad.top, x[2], "height"}, {"left", p.pad.left, x[3], "width"},
+        {"bottom", p.pad.bottom, x[2], "height"}, {"right", p.pad.right, x[3], "width"}};
+    for (const auto& s : sides)
+      if (s.value > 0 && s.value >= s.size)
+        fail(where, std::string("field padding.") + s.name + " " + std::to_string(s.value) +
+                        " must be < input " + s.axis + " " + std::to_string(s.size) +
+                        " in reflect mode");
+  }
+  if ((p.mode == PadMode::Edge) && (x[2] == 0 || x[3] == 0) &&
+      (p.pad.top || p.pad.left || p.pad.bottom || p.pad.right))
+    fail(where, "edge padding needs a non-empty input plane (got " + str(x) + ")");
+  const int64_t h = x[2] + p.pad.top + p.pad.bottom;  // x <= 2^40 and pads are int: no overflow
+  const int64_t w = x[3] + p.pad.left + p.pad.right;
+  return {{x[0], x[1], h, w}};
+}
+
+std::vector<Shape> instance_norm(const std::string& where, const InstanceNormParams& p,
+                                 const Inputs& in) {
+  in.expect_count(3, 3);
+  check_activation(where, "activation", p.activation);
+  if (!std::isfinite(p.epsilon) || p.epsilon < 0)
+    fail(where, "field epsilon must be finite and >= 0 (got " + std::to_string(p.epsilon) + ")");
+  const Shape& x = in[0];
+  if (x.size() < 3) fail(where, "input 0 has shape " + str(x) + " but must have rank >= 3 [N,C,...]");
+  for (size_t i = 1; i < 3; ++i) in.expect_vector(i, x[1], "C");
+  return {x};
+}
+
+std::vector<Shape> channel_shuffle(const std::string& where, const ChannelShuffleParams& p,
+                                   const Inputs& in) {
+  in.expect_count(1, 1);
+  const Shape& x = in.with_rank(0, 4, "[N,C,H,W]");
+  positive(where, "groups", p.groups);
+  if (x[1] % p.groups != 0)
+    fail(where, "field groups " + std::to_string(p.groups) + " does not divide the " +
+                    std::to_string(x[1]) + " channels of input 0");
+  return {x};
+}
+
+std::vector<Shape> slice(const std::string& where, const SliceParams& p, const Inputs& in) {
+  in.expect_count(1, 1);
+  const Shape& x = in[0];
+  check_axis(where, p.axis, x.size());
+  const int64_t dim = x[static_cast<size_t>(p.axis)];
+  if (p.start < 0 || p.start >= p.end || p.end > dim)
+    fail(where, "fields start " + std::to_string(p.start) + ", end " + std::to_string(p.end) +
+                    " must satisfy 0 <= start < end <= " + std::to_string(dim) + " (axis " +
+                    std::to_string(p.axis) + " of input 0)");
+  Shape out = x;
+  out[static_cast<size_t>(p.axis)] = p.end - p.start;
+  return {out};
+}
+
 std::vector<Shape> dispatch(const OpParams& params, const Inputs& in, const std::string& where,
                             const std::vector<bool>* constant) {
   switch (op_type(params)) {
@@ -448,6 +511,12 @@ std::vector<Shape> dispatch(const OpParams& params, const Inputs& in, const std:
     case OpType::Concat: return concat(where, std::get<ConcatParams>(params), in);
     case OpType::ConvPool2D: return conv_pool2d(where, std::get<ConvPool2DParams>(params), in);
     case OpType::Binary: return binary(where, std::get<BinaryParams>(params), in, constant);
+    case OpType::Pad2D: return pad2d(where, std::get<Pad2DParams>(params), in);
+    case OpType::InstanceNorm:
+      return instance_norm(where, std::get<InstanceNormParams>(params), in);
+    case OpType::ChannelShuffle:
+      return channel_shuffle(where, std::get<ChannelShuffleParams>(params), in);
+    case OpType::Slice: return slice(where, std::get<SliceParams>(params), in);
     case OpType::Layout: {
       in.expect_count(1, 1);
       if (in[0].size() != 4) fail(where, "layout conversion needs a 4-D input, got " + str(in[0]));
@@ -464,6 +533,7 @@ std::vector<const char*> input_roles(OpType op) {
     case OpType::ConvPool2D:
     case OpType::Dense: return {nullptr, "weight", "bias"};
     case OpType::BatchNorm: return {nullptr, "scale", "bias", "mean", "var"};
+    case OpType::InstanceNorm: return {nullptr, "scale", "bias"};
     default: return {};
   }
 }

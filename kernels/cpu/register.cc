@@ -12,6 +12,9 @@ void register_cpu_kernels(KernelRegistry& registry) {
   cpu::register_conv_transpose2d(registry);
   cpu::register_conv_pool2d(registry);
   cpu::register_binary(registry);
+  cpu::register_pad2d(registry);
+  cpu::register_instance_norm(registry);
+  cpu::register_channel_ops(registry);
 }
 
 }  // namespace infer

@@ -19,6 +19,9 @@ void register_binary(KernelRegistry& registry);            // binary.cu: add, su
 void register_conv_transpose2d_projection(KernelRegistry& registry);  // conv_transpose2d/projection.cc
 void register_conv2d_small_cout_nhwc(KernelRegistry& registry);      // conv2d_small_cout_nhwc.cu
 void register_conv2d_depthwise(KernelRegistry& registry);            // conv2d_depthwise.cu
+void register_pad2d(KernelRegistry& registry);             // pad2d.cu
+void register_instance_norm(KernelRegistry& registry);     // instance_norm.cu
+void register_channel_ops(KernelRegistry& registry);       // channel_ops.cu: channel_shuffle, slice
 #ifdef INFER_WITH_CUDNN
 void register_conv2d_cudnn(KernelRegistry& registry);            // conv2d_cudnn.cc
 void register_conv_transpose2d_cudnn(KernelRegistry& registry);  // conv_transpose2d/cudnn.cc

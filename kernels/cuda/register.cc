@@ -16,6 +16,9 @@ void register_cuda_kernels(KernelRegistry& registry) {
   cuda::register_conv_transpose2d_projection(registry);
   cuda::register_conv2d_small_cout_nhwc(registry);
   cuda::register_conv2d_depthwise(registry);
+  cuda::register_pad2d(registry);
+  cuda::register_instance_norm(registry);
+  cuda::register_channel_ops(registry);
 #ifdef INFER_WITH_CUDNN
   cuda::register_conv2d_cudnn(registry);
   cuda::register_conv_transpose2d_cudnn(registry);

@@ -67,6 +67,21 @@ void concat(const ConcatParams& p, const std::vector<const float*>& xs,
 void conv_pool2d(const ConvPool2DParams& p, const float* x, const Shape& x_shape, const float* w,
                  const Shape& w_shape, const float* bias, float* y, const Shape& y_shape);
 
+// 2-D padding of x [N,C,H,W] into y [N,C,H+top+bottom,W+left+right] by p.mode (y != x).
+void pad2d(const Pad2DParams& p, const float* x, const Shape& x_shape, float* y, const Shape& y_shape);
+// The input index that output index i (in input coordinates, i.e. already shifted by the leading pad)
+// reads along an axis of `size` under `mode`; -1 for Constant mode's fill. Shared by the tests.
+int64_t pad_source_index(PadMode mode, int64_t i, int64_t size);
+
+// Instance norm of x [N,C,...] (rank >= 3) with scale [C], bias [C], then p.activation. y may be x.
+void instance_norm(const InstanceNormParams& p, const float* x, const Shape& shape,
+                   const float* scale, const float* bias, float* y);
+
+// Channel shuffle of x [N,C,H,W]: output channel j*groups + i = input channel i*(C/groups) + j (y != x).
+void channel_shuffle(const ChannelShuffleParams& p, const float* x, const Shape& shape, float* y);
+// Elements p.start..p.end-1 of axis p.axis (y != x).
+void slice(const SliceParams& p, const float* x, const Shape& x_shape, float* y, const Shape& y_shape);
+
 // Copies [N,C,H,W] from p.from's memory order to p.to's (NCHW <-> NHWC; equal layouts copy). y != x.
 void layout(const LayoutParams& p, const float* x, const Shape& shape, float* y);
 

@@ -86,6 +86,26 @@ void run_concat(const KernelCall& c) {
               c.node.output_shapes[0]);
 }
 
+void run_pad2d(const KernelCall& c) {
+  ref::pad2d(std::get<Pad2DParams>(c.node.params), c.inputs[0], c.node.input_shapes[0], c.outputs[0],
+             c.node.output_shapes[0]);
+}
+
+void run_instance_norm(const KernelCall& c) {
+  ref::instance_norm(std::get<InstanceNormParams>(c.node.params), c.inputs[0], c.node.input_shapes[0],
+                     c.inputs[1], c.inputs[2], c.outputs[0]);
+}
+
+void run_channel_shuffle(const KernelCall& c) {
+  ref::channel_shuffle(std::get<ChannelShuffleParams>(c.node.params), c.inputs[0],
+                       c.node.input_shapes[0], c.outputs[0]);
+}
+
+void run_slice(const KernelCall& c) {
+  ref::slice(std::get<SliceParams>(c.node.params), c.inputs[0], c.node.input_shapes[0], c.outputs[0],
+             c.node.output_shapes[0]);
+}
+
 void run_layout(const KernelCall& c) {
   ref::layout(std::get<LayoutParams>(c.node.params), c.inputs[0], c.node.input_shapes[0], c.outputs[0]);
 }
@@ -107,6 +127,10 @@ RunFn reference_run(OpType op) {
     case OpType::Concat: return run_concat;
     case OpType::ConvPool2D: return run_conv_pool2d;
     case OpType::Binary: return run_binary;
+    case OpType::Pad2D: return run_pad2d;
+    case OpType::InstanceNorm: return run_instance_norm;
+    case OpType::ChannelShuffle: return run_channel_shuffle;
+    case OpType::Slice: return run_slice;
     case OpType::Layout: return run_layout;
   }
   return nullptr;

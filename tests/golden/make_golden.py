@@ -473,6 +473,96 @@ def grouped_cases():
             add_case(name, f"{name}.onnx", inp, out, opset=opset, layers=repr(net))
 
 
+# ---- padding and instance norm (issue 14): PyTorch's pad modules and a CycleGAN residual block ----
+
+class PadConv(nn.Module):
+    def __init__(self, pad, c=3):
+        super().__init__()
+        self.pad, self.conv = pad, nn.Conv2d(c, 4, 3)
+
+    def forward(self, x):
+        return self.conv(self.pad(x))
+
+
+class NormRelu(nn.Module):
+    def __init__(self, affine):
+        super().__init__()
+        self.conv, self.norm = nn.Conv2d(3, 5, 3, padding=1), nn.InstanceNorm2d(5, affine=affine)
+
+    def forward(self, x):
+        return torch.relu(self.norm(self.conv(x)))
+
+
+class ResnetBlock(nn.Module):
+    """CycleGAN's ResnetBlock (padding_type='reflect', InstanceNorm2d without running statistics)."""
+
+    def __init__(self, c=4):
+        super().__init__()
+        self.block = nn.Sequential(
+            nn.ReflectionPad2d(1), nn.Conv2d(c, c, 3), nn.InstanceNorm2d(c, affine=True), nn.ReLU(True),
+            nn.ReflectionPad2d(1), nn.Conv2d(c, c, 3), nn.InstanceNorm2d(c, affine=True))
+
+    def forward(self, x):
+        return x + self.block(x)
+
+
+def pad_norm_cases():
+    # ops: the node ops onnx2fb must write (a zero pad folds into the conv while the sum < kernel).
+    pc, ir = ["pad2d", "conv2d"], ["conv2d", "instance_norm", "activation"]
+    nets = [
+        ("reflectpad_conv", lambda: PadConv(nn.ReflectionPad2d(3)), (3, 7, 9), [13, 17], pc),
+        ("reflectpad_asym", lambda: PadConv(nn.ReflectionPad2d((2, 0, 1, 3))), (3, 6, 5), [13], pc),
+        ("replicationpad_conv", lambda: PadConv(nn.ReplicationPad2d((1, 2, 3, 0))), (3, 5, 8), [13, 17], pc),
+        ("zeropad_conv", lambda: PadConv(nn.ZeroPad2d(1)), (3, 6, 7), [13], ["conv2d"]),
+        ("zeropad_large_conv", lambda: PadConv(nn.ZeroPad2d((4, 0, 3, 1))), (3, 6, 7), [13], pc),
+        ("constantpad_conv", lambda: PadConv(nn.ConstantPad2d(2, 0.5)), (3, 6, 7), [13, 17], pc),
+        ("instnorm_affine_relu", lambda: NormRelu(True), (3, 9, 7), [13, 17], ir),
+        ("instnorm_relu", lambda: NormRelu(False), (3, 8, 8), [13], ir),
+        ("cyclegan_resblock", lambda: ResnetBlock(4), (4, 11, 10), [13, 17],
+         ["pad2d", "conv2d", "instance_norm", "activation", "pad2d", "conv2d", "instance_norm", "add"]),
+    ]
+    for k, (base, make, (c, h, w), opsets, ops) in enumerate(nets):
+        torch.manual_seed(500 + k)
+        net = init_weights(make(), 5000 + k)
+        for mod in net.modules():
+            if isinstance(mod, nn.InstanceNorm2d) and mod.affine:
+                with torch.no_grad():
+                    mod.weight.uniform_(0.5, 1.5)
+                    mod.bias.uniform_(-0.5, 0.5)
+        x = torch.randn((2, c, h, w), generator=torch.Generator().manual_seed(6000 + k))
+        inp = save_npy(f"{base}.in.npy", x.numpy())
+        out = save_npy(f"{base}.out.npy", reference(net, x))
+        for opset in opsets:
+            name = f"{base}_op{opset}"
+            export(net, x[:1], f"{name}.onnx", opset, dynamic=opset == 17, torchscript=True)
+            add_case(name, f"{name}.onnx", inp, out, opset=opset, layers=repr(net), ops=ops)
+    # ShuffleNetV2's stride-1 unit as torchvision writes it: chunk along channels (a Split, or Slices
+    # with ends computed from the shape), a branch, concat, then the reshape/transpose channel shuffle.
+    class ShuffleUnit(nn.Module):
+        def __init__(self, c=6):
+            super().__init__()
+            self.branch = nn.Sequential(nn.Conv2d(c // 2, c // 2, 1), nn.ReLU())
+
+        def forward(self, x):
+            a, b = x.chunk(2, dim=1)
+            y = torch.cat((a, self.branch(b)), dim=1)
+            n, c, h, w = y.shape
+            y = torch.transpose(y.view(n, 2, c // 2, h, w), 1, 2).contiguous()
+            return y.view(n, -1, h, w)[:, 1:5]
+
+    torch.manual_seed(520)
+    net = init_weights(ShuffleUnit(6), 5020)
+    x = torch.randn((2, 6, 5, 7), generator=torch.Generator().manual_seed(6020))
+    inp = save_npy("shuffle_unit.in.npy", x.numpy())
+    out = save_npy("shuffle_unit.out.npy", reference(net, x))
+    for opset in (13, 17):
+        name = f"shuffle_unit_op{opset}"
+        export(net, x[:1], f"{name}.onnx", opset, dynamic=opset == 17, torchscript=True)
+        add_case(name, f"{name}.onnx", inp, out, opset=opset, layers=repr(net),
+                 ops=["slice", "slice", "conv2d", "activation", "concat", "channel_shuffle", "slice"])
+    print(f"make_golden: pad / instance norm / shuffle nets done at {time.time() - T0:.1f} s", flush=True)
+
+
 # ---- hand-written graphs ----------------------------------------------------------------------------
 
 def handmade_case():
@@ -652,6 +742,7 @@ def main():
     activation_cases()
     binary_cases()
     grouped_cases()
+    pad_norm_cases()
     handmade_case()
     dynamo_style_cases()
     clip_cases()

@@ -147,6 +147,36 @@ struct BinaryParams {
   Activation activation;  // fused epilogue
 };
 
+// x [N,C,H,W] -> [N,C,H+top+bottom,W+left+right]. Constant fills with `value`; Reflect mirrors
+// without repeating the border (numpy "reflect", ONNX/PyTorch reflect: pad < size on that axis);
+// Edge repeats the border element (ONNX "edge", PyTorch replicate).
+enum class PadMode : uint8_t { Constant = 0, Reflect = 1, Edge = 2 };
+
+struct Pad2DParams {
+  PadMode mode = PadMode::Constant;
+  Padding2D pad;       // elements added on each side, each >= 0
+  float value = 0.f;   // Constant mode's fill
+};
+
+// Instance normalisation: x [N,C,...] (rank >= 3), scale [C], bias [C]; per (n, c) plane
+// y = scale[c] * (x - mean) / sqrt(var + epsilon) + bias[c] with the biased variance, then activation.
+struct InstanceNormParams {
+  float epsilon = 1e-5f;
+  Activation activation;
+};
+
+// ShuffleNet's channel shuffle of x [N,C,H,W] (C % groups == 0): the [N,groups,C/groups,H,W] view
+// transposed to [N,C/groups,groups,H,W]; output channel j*groups + i reads input channel i*(C/groups) + j.
+struct ChannelShuffleParams {
+  int groups = 1;
+};
+
+// Elements start..end-1 of one axis (1 <= axis < rank; 0 <= start < end <= dim); other axes whole.
+struct SliceParams {
+  int axis = 1;
+  int64_t start = 0, end = 1;
+};
+
 // An engine-internal node (never in a file): copies a 4-D activation from one memory layout to the
 // other; the shape and the values stay the same. Inserted by the channels_last pass.
 struct LayoutParams {
@@ -156,26 +186,28 @@ struct LayoutParams {
 using OpParams = std::variant<Conv2DParams, ConvTranspose2DParams, Pool2DParams, DenseParams,
                               BatchNormParams, ActivationParams, FlattenParams, ReshapeParams,
                               SoftmaxParams, AddParams, ConcatParams, ConvPool2DParams, BinaryParams,
+                              Pad2DParams, InstanceNormParams, ChannelShuffleParams, SliceParams,
                               LayoutParams>;
 
 // Same order as OpParams' alternatives. The ops a file can hold come first, in the order of the schema's
 // union (fb::Op is OpType + 1); engine-internal ops (Layout) stay last.
 enum class OpType : uint8_t {
   Conv2D, ConvTranspose2D, Pool2D, Dense, BatchNorm, Activation, Flatten, Reshape, Softmax, Add,
-  Concat, ConvPool2D, Binary, Layout
+  Concat, ConvPool2D, Binary, Pad2D, InstanceNorm, ChannelShuffle, Slice, Layout
 };
-constexpr int kNumOpTypes = 14;
+constexpr int kNumOpTypes = 18;
 
 inline OpType op_type(const OpParams& p) { return static_cast<OpType>(p.index()); }
 
 // Stable lower-case names used by --kernel, the profile and kernel variant names:
 // conv2d, conv_transpose2d, pool2d, dense, batchnorm, activation, flatten, reshape, softmax, add,
-// concat, conv_pool2d, binary, layout.
+// concat, conv_pool2d, binary, pad2d, instance_norm, channel_shuffle, slice, layout.
 const char* op_name(OpType op);
 // none, relu, leaky_relu, tanh, sigmoid, clip, hard_sigmoid, hard_swish, silu, elu, exp, sqrt, neg, abs,
 // softplus ("unknown" for a value outside the enum).
 const char* activation_name(ActivationKind kind);
 const char* binary_kind_name(BinaryKind kind);  // add, sub, mul, div
+const char* pad_mode_name(PadMode mode);        // constant, reflect, edge
 const char* dtype_name(DType dtype);                // f32, f16
 size_t dtype_size(DType dtype);
 
