@@ -28,13 +28,11 @@ void check_kernel_call(const KernelVariant& v, const KernelCall& call) {
     for (int64_t d : s)
       if (d < 0) throw Error(where + ": shape " + shape_str(s) + " has a negative dimension");
   // Empty tensors (a zero dimension) are legal kernel calls (they do nothing) though not in models.
-  // Which inputs are constants (weights) matters to some rules (binary: a constant never spans the
-  // batch axis); a call without the node's constants list checks without them.
-  std::vector<bool> constant;
-  if (node.constants.size() == n)
-    for (const float* c : node.constants) constant.push_back(c != nullptr);
-  const std::vector<Shape> out = detail::infer_node_shapes(
-      node.params, node.input_shapes, where, constant.empty() ? nullptr : &constant, /*allow_empty=*/true);
+  // Without the constant flags: the rules that depend on which inputs are constants (binary: a
+  // constant never spans the batch axis) keep a model's batch free; a kernel computes any
+  // broadcast, so a call is checked for shapes only.
+  const std::vector<Shape> out = detail::infer_node_shapes(node.params, node.input_shapes, where,
+                                                           /*constant=*/nullptr, /*allow_empty=*/true);
   if (out.size() != 1 || out[0] != node.output_shapes[0])
     throw Error(where + ": output shape " + shape_str(node.output_shapes[0]) + " differs from " +
                 (out.empty() ? std::string("none") : shape_str(out[0])) +
