@@ -192,6 +192,7 @@ TEST_CASE("builder round trip: every op's parameters survive") {
   p.stride_w = 2;
   p.pad = {1, 0, 1, 0};
   p.count_include_pad = true;
+  p.ceil_mode = true;
   y = b.node("pool", p, {y});
   BatchNormParams bn;
   bn.epsilon = 1e-3f;
@@ -230,6 +231,7 @@ TEST_CASE("builder round trip: every op's parameters survive") {
   const auto& gp = std::get<Pool2DParams>(g.nodes[2].params);
   CHECK((gp.kind == PoolKind::Average && gp.kernel_h == 3 && gp.kernel_w == 2 && gp.stride_w == 2));
   CHECK(gp.count_include_pad);
+  CHECK(gp.ceil_mode);
   const auto& gb = std::get<BatchNormParams>(g.nodes[3].params);
   CHECK(gb.epsilon == 1e-3f);
   CHECK(gb.activation.kind == ActivationKind::Sigmoid);

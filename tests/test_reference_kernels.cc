@@ -304,6 +304,28 @@ TEST_CASE("pool2d: hand-computed cases") {
     ref::pool2d(p, x.data(), {1, 1, 4, 4}, y.data(), {1, 1, 2, 2});
     expect_values(y, {3.5, 5.5, 11.5, 13.5});
   }
+  SUBCASE("ceil_mode: 3x3 stride 2 padding 1 on 4x4 gives 3x3 (values from PyTorch)") {
+    const auto x16 = iota(16);  // 4x4, 1..16
+    Pool2DParams p;
+    p.kernel_h = p.kernel_w = 3;
+    p.pad = pad4(1, 1, 1, 1);
+    p.ceil_mode = true;
+    auto y = poisoned({1, 1, 3, 3});
+    ref::pool2d(p, x16.data(), {1, 1, 4, 4}, y.data(), {1, 1, 3, 3});
+    expect_values(y, {6, 8, 8, 14, 16, 16, 14, 16, 16});
+    // Rows/columns read: {0,1}, {1,2,3}, {3}. The last window [3, 6) is clipped to the padded border 5,
+    // so with count_include_pad its divisor is 2 (rows) x 3 or 2 (columns), not 3 x 3.
+    p.kind = PoolKind::Average;
+    p.count_include_pad = true;
+    poison(y);
+    ref::pool2d(p, x16.data(), {1, 1, 4, 4}, y.data(), {1, 1, 3, 3});
+    expect_values(y, {56 / 36.f, 120 / 36.f, 72 / 36.f, 228 / 36.f, 396 / 36.f, 216 / 36.f, 162 / 36.f,
+                      270 / 36.f, 144 / 36.f}, 1e-6);
+    p.count_include_pad = false;
+    poison(y);
+    ref::pool2d(p, x16.data(), {1, 1, 4, 4}, y.data(), {1, 1, 3, 3});
+    expect_values(y, {3.5, 5, 6, 9.5, 11, 12, 13.5, 15, 16}, 1e-6);
+  }
   const auto x = iota(9);  // 3x3, 1..9
   SUBCASE("average 3x3 stride 1 padding 1, count_include_pad false: divide by real cells") {
     Pool2DParams p;

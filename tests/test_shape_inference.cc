@@ -94,6 +94,23 @@ TEST_CASE("pool2d output sizes") {
   CHECK(one(pool(PoolKind::Max, 4, 4), {{1, 1, 4, 4}}) == Shape{1, 1, 1, 1});
 }
 
+TEST_CASE("pool2d output sizes with ceil_mode (PyTorch's rule)") {
+  const auto ceil = [](Pool2DParams p) {
+    p.ceil_mode = true;
+    return p;
+  };
+  CHECK(one(ceil(pool(PoolKind::Max, 3, 2)), {{1, 64, 112, 112}}) == Shape{1, 64, 56, 56});  // GoogLeNet; floor 55
+  CHECK(one(ceil(pool(PoolKind::Max, 3, 2)), {{1, 64, 55, 55}}) == Shape{1, 64, 27, 27});    // exact: as floor
+  CHECK(one(ceil(pool(PoolKind::Max, 3, 2)), {{2, 3, 10, 9}}) == Shape{2, 3, 5, 4});
+  CHECK(one(ceil(pool(PoolKind::Average, 3, 2, 1)), {{1, 1, 4, 4}}) == Shape{1, 1, 3, 3});  // floor 2
+  // ceil gives 4 on 5 rows with k 2, s 2, pad 1, but that window would start at row 6 = H + top, wholly
+  // in the bottom padding: dropped, 3. On 7 columns likewise 5 -> 4.
+  CHECK(one(ceil(pool(PoolKind::Average, 2, 2, 1)), {{1, 2, 5, 7}}) == Shape{1, 2, 3, 4});
+  CHECK(one(ceil(pool(PoolKind::Max, 1, 3)), {{1, 1, 7, 6}}) == Shape{1, 1, 3, 2});  // 1, 4, 7 | 1, 4
+  CHECK_THROWS_WITH_AS(one(ceil(pool(PoolKind::Max, 2, 2)), {{1, 1, 1, 1}}),
+                       doctest::Contains("kernel height 2 is larger than the padded input height 1"), Error);
+}
+
 TEST_CASE("dense, batchnorm, activation, add") {
   CHECK(one(DenseParams{}, {{2, 400}, {120, 400}, {120}}) == Shape{2, 120});
   CHECK(one(DenseParams{}, {{1, 3}, {1, 3}}) == Shape{1, 1});

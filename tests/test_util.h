@@ -43,7 +43,8 @@ inline int uniform(std::mt19937_64& rng, int lo, int hi) {
 }
 
 // A random pool2d (max or average, kernel 1-5, strides 1-3, asymmetric padding < kernel,
-// count_include_pad either way) on x [1-3, 1-20, 1-17, 1-17] and its output shape y.
+// count_include_pad and ceil_mode either way) on x [1-3, 1-20, 1-17, 1-17] and its output shape y
+// (ceil_mode: PyTorch's pooling_output_shape, written out here independently of shape inference).
 struct RandomPool2D {
   Pool2DParams p;
   Shape x, y;
@@ -61,13 +62,19 @@ inline RandomPool2D random_pool2d(std::mt19937_64& rng) {
   p.pad.left = uniform(rng, 0, p.kernel_w - 1);
   p.pad.right = uniform(rng, 0, p.kernel_w - 1);
   p.count_include_pad = rng() % 2;
+  p.ceil_mode = rng() % 2;
   const int64_t N = uniform(rng, 1, 3), C = uniform(rng, 1, 20);
   int64_t H, W;
   do {
     H = uniform(rng, 1, 17), W = uniform(rng, 1, 17);
   } while (H + p.pad.top + p.pad.bottom < p.kernel_h || W + p.pad.left + p.pad.right < p.kernel_w);
-  const int64_t HO = (H + p.pad.top + p.pad.bottom - p.kernel_h) / p.stride_h + 1;
-  const int64_t WO = (W + p.pad.left + p.pad.right - p.kernel_w) / p.stride_w + 1;
+  const auto out = [&](int64_t in, int pad_a, int pad_b, int k, int s) {
+    if (!p.ceil_mode) return (in + pad_a + pad_b - k) / s + 1;
+    int64_t o = (in + pad_a + pad_b - k + s - 1) / s + 1;
+    return (o - 1) * s >= in + pad_a ? o - 1 : o;
+  };
+  const int64_t HO = out(H, p.pad.top, p.pad.bottom, p.kernel_h, p.stride_h);
+  const int64_t WO = out(W, p.pad.left, p.pad.right, p.kernel_w, p.stride_w);
   r.x = {N, C, H, W};
   r.y = {N, C, HO, WO};
   return r;

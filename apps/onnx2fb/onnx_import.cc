@@ -55,7 +55,7 @@ struct Val {
 const std::set<std::string>& op_set() {
   static const std::set<std::string> ops{
       // converted
-      "Conv", "ConvTranspose", "Gemm", "MatMul", "MaxPool", "AveragePool", "GlobalAveragePool",
+      "Conv", "ConvTranspose", "Gemm", "MatMul", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool",
       "BatchNormalization", "Relu", "LeakyRelu", "Tanh", "Sigmoid", "Softmax", "Flatten", "Reshape",
       "Add", "Concat", "ReduceMean",
       // removed (Pad: when all zero, or merged into the AveragePool after it)
@@ -545,7 +545,7 @@ class Importer {
     if (op == "Gemm") return gemm();
     if (op == "MatMul") return matmul();
     if (op == "MaxPool" || op == "AveragePool") return pool(op == "MaxPool");
-    if (op == "GlobalAveragePool") return global_pool();
+    if (op == "GlobalAveragePool" || op == "GlobalMaxPool") return global_pool(op == "GlobalMaxPool");
     if (op == "ReduceMean") return reduce_mean();
     if (op == "BatchNormalization") return batchnorm();
     if (op == "Relu") return activation(ActivationKind::Relu, 0.01f);
@@ -716,7 +716,8 @@ class Importer {
   void pool(bool max) {
     const int x = act(0);
     check_rank4(x);
-    if (attr_int("ceil_mode", 0) != 0) unsupported("ceil_mode = 1");
+    const int64_t ceil_mode = attr_int("ceil_mode", 0);
+    if (ceil_mode != 0 && ceil_mode != 1) fail("ceil_mode must be 0 or 1");
     if (max && attr_int("storage_order", 0) != 0) unsupported("storage_order = 1");
     Spatial s = spatial(true);
     Pool2DParams p;
@@ -727,6 +728,7 @@ class Importer {
     p.stride_w = s.sw;
     p.pad = s.pad;
     p.count_include_pad = !max && attr_int("count_include_pad", 0) != 0;
+    p.ceil_mode = ceil_mode == 1;  // PyTorch's rule (the last window starts inside the input or top/left pad)
     auto padded = pending_pad_.find(n_->input(0));
     if (padded != pending_pad_.end()) {
       const Padding2D& e = padded->second;
@@ -738,17 +740,17 @@ class Importer {
     output(b_.node(node_name(), p, {x}));
   }
 
-  void global_pool() {
+  void global_pool(bool max) {
     const int x = act(0);
     check_rank4(x);
-    output(global_average(x, node_name()));
+    output(global_average(x, node_name(), max));
   }
 
-  // An average pool whose window is the whole (4-D) input plane.
-  int global_average(int x, const std::string& name) {
+  // An average (or max) pool whose window is the whole (4-D) input plane.
+  int global_average(int x, const std::string& name, bool max = false) {
     const Shape& s = b_.shape(x);
     Pool2DParams p;
-    p.kind = PoolKind::Average;
+    p.kind = max ? PoolKind::Max : PoolKind::Average;
     p.kernel_h = p.stride_h = param(s[2], "height", 1);
     p.kernel_w = p.stride_w = param(s[3], "width", 1);
     return b_.node(name, p, {x});

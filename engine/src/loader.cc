@@ -159,6 +159,7 @@ OpParams Loader::read_options(const fb::Node& node, const std::string& where) co
       p.stride_w = t->stride_w();
       p.pad = read_padding(t->padding());
       p.count_include_pad = t->count_include_pad();
+      p.ceil_mode = t->ceil_mode();
       return p;
     }
     case fb::Op::Dense: {

@@ -97,7 +97,7 @@ std::pair<fb::Op, flatbuffers::Offset<void>> fb_options(flatbuffers::FlatBufferB
       const fb::Padding pad = fb_padding(p.pad);
       return {fb::Op::Pool2D,
               fb::CreatePool2D(fbb, static_cast<fb::PoolKind>(p.kind), p.kernel_h, p.kernel_w,
-                               p.stride_h, p.stride_w, &pad, p.count_include_pad)
+                               p.stride_h, p.stride_w, &pad, p.count_include_pad, p.ceil_mode)
                   .Union()};
     }
     case OpType::Dense: {

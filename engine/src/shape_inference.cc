@@ -125,14 +125,19 @@ void check_padding(const std::string& where, const std::string& prefix, const Pa
   }
 }
 
-// floor((in + pads - kernel) / stride) + 1, requiring the kernel to fit in the padded input.
+// floor((in + pads - kernel) / stride) + 1, requiring the kernel to fit in the padded input. With
+// ceil_mode: ceil instead of floor, less one when the last window would start at or after in + pad_a,
+// i.e. wholly in the end padding (PyTorch's pooling_output_shape; ONNX opset 19 says the same).
 int64_t window_out(const std::string& where, const char* axis, int64_t in, int pad_a, int pad_b,
-                   int64_t kernel, int stride) {
+                   int64_t kernel, int stride, bool ceil_mode = false) {
   const int64_t padded = in + pad_a + pad_b;  // in <= 2^40 and pads are int: no overflow
   if (kernel > padded)
     fail(where, std::string("kernel ") + axis + " " + std::to_string(kernel) +
                     " is larger than the padded input " + axis + " " + std::to_string(padded));
-  return (padded - kernel) / stride + 1;
+  if (!ceil_mode) return (padded - kernel) / stride + 1;
+  int64_t out = (padded - kernel + stride - 1) / stride + 1;
+  if ((out - 1) * stride >= in + pad_a) --out;
+  return out;
 }
 
 // Shared by conv2d and conv_pool2d: parameter checks, input checks, and the conv output shape.
@@ -224,8 +229,10 @@ std::vector<Shape> pool2d(const std::string& where, const Pool2DParams& p, const
   positive(where, "stride_h", p.stride_h);
   positive(where, "stride_w", p.stride_w);
   check_padding(where, "", p.pad, p.kernel_h, p.kernel_w, true);
-  const int64_t h = window_out(where, "height", x[2], p.pad.top, p.pad.bottom, p.kernel_h, p.stride_h);
-  const int64_t w = window_out(where, "width", x[3], p.pad.left, p.pad.right, p.kernel_w, p.stride_w);
+  const int64_t h = window_out(where, "height", x[2], p.pad.top, p.pad.bottom, p.kernel_h, p.stride_h,
+                               p.ceil_mode);
+  const int64_t w = window_out(where, "width", x[3], p.pad.left, p.pad.right, p.kernel_w, p.stride_w,
+                               p.ceil_mode);
   return {{x[0], x[1], h, w}};
 }
 

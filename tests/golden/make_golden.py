@@ -316,6 +316,55 @@ def random_cases(count=24):
     print(f"make_golden: {count} random nets done at {time.time() - T0:.1f} s", flush=True)
 
 
+# ---- single layers of issue 14 (pooling with ceil_mode, global max pool, ...) ------------------------
+
+class ConvThen(nn.Module):
+    """A 3x3 convolution (so the case has weights and a non-trivial input) followed by `layer`."""
+
+    def __init__(self, c_in, c_out, layer):
+        super().__init__()
+        self.conv = nn.Conv2d(c_in, c_out, 3, padding=1)
+        self.layer = layer
+
+    def forward(self, x):
+        return self.layer(self.conv(x))
+
+
+def layer_cases():
+    """Each layer after a conv, exported at opset 13 and 17 with a batch of 2 traced as dynamic; the
+    input sizes make ceil_mode add a partial last window (and, for AvgPool2d(2, 2, 1) on 5 rows, drop
+    the window that would start in the bottom padding: PyTorch's rule, which the ONNX graph of Pad +
+    AveragePool alone would not follow)."""
+    specs = [
+        ("maxpool_ceil", lambda: nn.MaxPool2d(3, 2, ceil_mode=True), (3, 10, 9)),
+        ("avgpool_ceil_incl", lambda: nn.AvgPool2d(3, 2, padding=1, ceil_mode=True, count_include_pad=True),
+         (3, 10, 9)),
+        ("avgpool_ceil_excl", lambda: nn.AvgPool2d(3, 2, padding=1, ceil_mode=True, count_include_pad=False),
+         (3, 10, 9)),
+        ("avgpool_ceil_drop", lambda: nn.AvgPool2d(2, 2, padding=1, ceil_mode=True, count_include_pad=True),
+         (2, 5, 7)),
+        ("globalmaxpool", lambda: nn.AdaptiveMaxPool2d(1), (3, 7, 5)),
+    ]
+    for i, (name, make, (c, h, w)) in enumerate(specs):
+        for opset in (13, 17):
+            torch.manual_seed(500 + i)
+            net = init_weights(ConvThen(c, 4, make()), 5000 + i)
+            x = torch.randn((2, c, h, w), generator=torch.Generator().manual_seed(6000 + i))
+            case = f"{name}_op{opset}"
+            inp = save_npy(f"{case}.in.npy", x.numpy())
+            out = save_npy(f"{case}.out.npy", reference(net, x))
+            export(net, x, f"{case}.onnx", opset, dynamic=True, torchscript=True)
+            if name == "globalmaxpool":  # torch writes MaxPool(kernel = H x W): make it ONNX's GlobalMaxPool
+                model = onnx.load(os.path.join(OUT, f"{case}.onnx"))
+                for node in model.graph.node:
+                    if node.op_type == "MaxPool":
+                        node.op_type = "GlobalMaxPool"
+                        del node.attribute[:]
+                onnx.checker.check_model(model)
+                onnx.save(model, os.path.join(OUT, f"{case}.onnx"))
+            add_case(case, f"{case}.onnx", inp, out, opset=opset, layers=repr(net))
+
+
 # ---- hand-written graphs ----------------------------------------------------------------------------
 
 def handmade_case():
@@ -461,6 +510,7 @@ def unsupported_case():
 def main():
     zoo_cases()
     random_cases()
+    layer_cases()
     handmade_case()
     dynamo_style_cases()
     external_data_case()

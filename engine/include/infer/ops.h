@@ -64,6 +64,9 @@ struct Pool2DParams {
   int stride_h = 2, stride_w = 2;
   Padding2D pad;
   bool count_include_pad = false;
+  // Output size ceil((in + pads - k) / s) + 1, less one when that last window would start in the
+  // bottom/right padding (PyTorch's rule); windows are clipped at the padded border.
+  bool ceil_mode = false;
 };
 
 // x [N,F_in], weight [F_out,F_in], optional bias [F_out].
