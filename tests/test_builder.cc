@@ -250,6 +250,27 @@ TEST_CASE("builder round trip: every op's parameters survive") {
   CHECK(m.outputs()[1].name == "add");
 }
 
+TEST_CASE("builder round trip: resize parameters") {
+  ModelBuilder b("resize");
+  const int x = b.input("x", {-1, 3, 5, 7});
+  ResizeParams p;
+  p.mode = ResizeMode::Linear;
+  p.coord = ResizeCoord::PytorchHalfPixel;
+  p.nearest = ResizeNearest::Ceil;
+  p.out_h = 9;
+  p.scale_w = 1.5f;
+  const int y = b.node("up", p, {x});
+  CHECK(b.shape(y) == Shape{-1, 3, 9, 10});
+  b.output(y);
+  const Model m = Model::from_bytes(b.finish());
+  const auto& g = std::get<ResizeParams>(m.graph().nodes.at(0).params);
+  CHECK((g.mode == ResizeMode::Linear && g.coord == ResizeCoord::PytorchHalfPixel &&
+         g.nearest == ResizeNearest::Ceil && g.out_h == 9 && g.out_w == 0 && g.scale_h == 0.f &&
+         g.scale_w == 1.5f));
+  p.coord = static_cast<ResizeCoord>(7);
+  CHECK_THROWS_WITH_AS(b.node("bad", p, {x}), doctest::Contains("field coord has unknown value 7"), Error);
+}
+
 TEST_CASE("builder: f16 weights are stored as binary16 and widened within rounding") {
   const auto wc = test::random_vector(4 * 2 * 3 * 3, 3);
   const auto wd = test::random_vector(3 * 100, 4, -100.f, 100.f);

@@ -85,7 +85,7 @@ std::string describe(const NodeDesc& node) {
 // ---------------------------------------------------------------------------------------------------
 TEST_CASE("the heuristic picks the fast cpu variants") {
   const std::vector<std::pair<std::string, std::string>> expected = {
-      {"conv2d", "im2col_gemm"}, {"dense", "gemm"},       {"pool2d", "direct"},
+      {"conv2d", "im2col_gemm"}, {"dense", "gemm"},       {"pool2d", "direct"}, {"resize", "direct"},
       {"activation", "direct"},  {"add", "direct"},       {"batchnorm", "direct"},
       {"softmax", "direct"},     {"concat", "direct"},    {"flatten", "direct"},
       {"reshape", "direct"}};
@@ -201,6 +201,18 @@ TEST_CASE("pool2d direct matches the reference on 250 random shapes") {
     const std::string desc = describe(node);
     CAPTURE(desc);
     check_against_reference("direct", node, random_inputs(node.input_shapes, 300 + t));
+  }
+}
+
+TEST_CASE("resize direct matches the reference on 300 random shapes (every mode, up and down)") {
+  std::mt19937_64 rng(141);
+  for (int t = 0; t < 300; ++t) {
+    const test::RandomResize r = test::random_resize(rng);
+    const NodeDesc node = make_node(r.p, {r.x}, r.y);
+    CAPTURE(t);
+    const std::string desc = describe(node);
+    CAPTURE(desc);
+    check_against_reference("direct", node, random_inputs(node.input_shapes, 700 + t));
   }
 }
 

@@ -143,6 +143,7 @@ const std::vector<std::pair<std::string, std::vector<std::string>>>& expected_va
       {"dense", {"gemm"}},
       {"conv_pool2d", {"unfused", "fused_filter", "direct_sum"}},
       {"pool2d", {"direct"}},
+      {"resize", {"direct"}},
       {"activation", {"direct"}},
       {"add", {"direct"}},
       {"batchnorm", {"direct"}},
@@ -386,6 +387,20 @@ CUDA_TEST_CASE("pool2d: max and average (count_include_pad, asymmetric padding) 
     std::mt19937_64 rng(11 + int(p));
     const int count = p == Precision::FP32 ? 200 : 60;
     const Coverage cov = run_random(p, count, [&](int t) { return random_pool(rng, 300 + t); });
+    CHECK(cov.of("direct") == scaled(count));
+  }
+}
+
+CUDA_TEST_CASE("resize: nearest and bilinear, every coordinate mode, up and down, match the reference") {
+  test::require_registered("resize", {"direct"});
+  for (Precision p : {Precision::FP32, Precision::FP16}) {
+    CAPTURE(test::precision_label(p));
+    std::mt19937_64 rng(141 + int(p));
+    const int count = p == Precision::FP32 ? 200 : 60;
+    const Coverage cov = run_random(p, count, [&](int t) {
+      const test::RandomResize r = test::random_resize(rng);
+      return make_case(r.p, {r.x}, {false}, r.y, 800 + t);
+    });
     CHECK(cov.of("direct") == scaled(count));
   }
 }

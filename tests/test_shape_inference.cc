@@ -3,6 +3,7 @@
 // whole-graph inference for a batch, including the declared-shape check.
 #include <doctest/doctest.h>
 
+#include <limits>
 #include <cmath>
 
 #include "infer/error.h"
@@ -92,6 +93,36 @@ TEST_CASE("pool2d output sizes") {
   CHECK(one(pool(PoolKind::Average, 3, 2, 1), {{1, 2, 7, 8}}) == Shape{1, 2, 4, 4});
   CHECK(one(pool(PoolKind::Average, 3, 1, 1), {{1, 2, 5, 5}}) == Shape{1, 2, 5, 5});
   CHECK(one(pool(PoolKind::Max, 4, 4), {{1, 1, 4, 4}}) == Shape{1, 1, 1, 1});
+}
+
+TEST_CASE("resize output sizes and parameter errors") {
+  ResizeParams p;
+  p.scale_h = p.scale_w = 2;
+  CHECK(one(p, {{3, 4, 5, 7}}) == Shape{3, 4, 10, 14});
+  p.scale_h = 0.5f, p.scale_w = 1.5f;  // floor(4.5), floor(10.5)
+  CHECK(one(p, {{1, 2, 9, 7}}) == Shape{1, 2, 4, 10});
+  p.out_h = 7, p.out_w = 9;  // an explicit size wins; the scales still map coordinates
+  CHECK(one(p, {{1, 2, 3, 4}}) == Shape{1, 2, 7, 9});
+  ResizeParams q;
+  q.out_h = 5;
+  CHECK_THROWS_WITH_AS(one(q, {{1, 1, 3, 3}}), doctest::Contains("needs field out_w or scale_w > 0"), Error);
+  q.out_w = -2;
+  CHECK_THROWS_WITH_AS(one(q, {{1, 1, 3, 3}}), doctest::Contains("field out_w must be >= 0 (got -2)"), Error);
+  q.out_w = 0, q.scale_w = 0.2f;
+  CHECK_THROWS_WITH_AS(one(q, {{1, 1, 3, 3}}), doctest::Contains("output width floor(3 * 0.2"), Error);
+  q.scale_w = std::numeric_limits<float>::infinity();
+  CHECK_THROWS_WITH_AS(one(q, {{1, 1, 3, 3}}), doctest::Contains("field scale_w must be finite"), Error);
+  q.scale_w = 1;
+  q.coord = static_cast<ResizeCoord>(9);
+  CHECK_THROWS_WITH_AS(one(q, {{1, 1, 3, 3}}), doctest::Contains("field coord has unknown value 9"), Error);
+  q.coord = ResizeCoord::Asymmetric;
+  q.mode = static_cast<ResizeMode>(2);
+  CHECK_THROWS_WITH_AS(one(q, {{1, 1, 3, 3}}), doctest::Contains("field mode has unknown value 2"), Error);
+  q.mode = ResizeMode::Linear;
+  q.nearest = static_cast<ResizeNearest>(4);
+  CHECK_THROWS_WITH_AS(one(q, {{1, 1, 3, 3}}), doctest::Contains("field nearest has unknown value 4"), Error);
+  q.nearest = ResizeNearest::Floor;
+  CHECK_THROWS_WITH_AS(one(q, {{1, 3, 3}}), doctest::Contains("[N,C,H,W]"), Error);
 }
 
 TEST_CASE("pool2d output sizes with ceil_mode (PyTorch's rule)") {

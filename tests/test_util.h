@@ -42,6 +42,40 @@ inline int uniform(std::mt19937_64& rng, int lo, int hi) {
   return lo + int(rng() % uint64_t(hi - lo + 1));
 }
 
+// A random resize: nearest or linear, every coordinate and rounding mode, x [1-3, 1-20, 1-13, 1-13]
+// and either an explicit output size (1-29, so up- and downscaling) or scales in [0.3, 3.5] (integer
+// factors one time in three); y from floor(in * scale), written out here independently.
+struct RandomResize {
+  ResizeParams p;
+  Shape x, y;
+};
+inline RandomResize random_resize(std::mt19937_64& rng) {
+  RandomResize r;
+  ResizeParams& p = r.p;
+  p.mode = static_cast<ResizeMode>(rng() % 2);
+  p.coord = static_cast<ResizeCoord>(rng() % 4);
+  p.nearest = static_cast<ResizeNearest>(rng() % 4);
+  const int64_t N = uniform(rng, 1, 3), C = uniform(rng, 1, 20);
+  const int64_t H = uniform(rng, 1, 13), W = uniform(rng, 1, 13);
+  int64_t HO, WO;
+  if (rng() % 2) {
+    HO = p.out_h = uniform(rng, 1, 29);
+    WO = p.out_w = uniform(rng, 1, 29);
+  } else {
+    const auto scale = [&](int64_t in, float* s) {
+      do {
+        *s = rng() % 3 == 0 ? float(uniform(rng, 1, 3)) : 0.3f + float(rng() % 1000) * 0.0032f;
+      } while (std::floor(double(in) * *s) < 1);
+      return int64_t(std::floor(double(in) * *s));
+    };
+    HO = scale(H, &p.scale_h);
+    WO = scale(W, &p.scale_w);
+  }
+  r.x = {N, C, H, W};
+  r.y = {N, C, HO, WO};
+  return r;
+}
+
 // A random pool2d (max or average, kernel 1-5, strides 1-3, asymmetric padding < kernel,
 // count_include_pad and ceil_mode either way) on x [1-3, 1-20, 1-17, 1-17] and its output shape y
 // (ceil_mode: PyTorch's pooling_output_shape, written out here independently of shape inference).

@@ -57,7 +57,7 @@ const std::set<std::string>& op_set() {
       // converted
       "Conv", "ConvTranspose", "Gemm", "MatMul", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool",
       "BatchNormalization", "Relu", "LeakyRelu", "Tanh", "Sigmoid", "Softmax", "Flatten", "Reshape",
-      "Add", "Concat", "ReduceMean",
+      "Add", "Concat", "ReduceMean", "Resize",
       // removed (Pad: when all zero, or merged into the AveragePool after it)
       "Dropout", "Identity", "Pad",
       // folded (constant inputs only; Shape also of activations)
@@ -557,6 +557,7 @@ class Importer {
     if (op == "Reshape") return reshape();
     if (op == "Add") return add();
     if (op == "Concat") return concat();
+    if (op == "Resize") return resize();
     unsupported("op");  // not reached: check_supported() listed every other op
   }
 
@@ -787,6 +788,56 @@ class Importer {
       y = b_.node(unique(name + "_flatten", "flatten"), f, {y});
     }
     output(y);
+  }
+
+  // Resize (opset 10: X, scales; 11+: X, roi, scales, sizes) with constant scales or sizes that keep
+  // the batch and channels: nearest or linear (bilinear) with the coordinate and rounding modes
+  // PyTorch exports (opset 10 has neither attribute: asymmetric, floor).
+  void resize() {
+    const int x = act(0);
+    check_rank4(x);
+    ResizeParams p;
+    const std::string mode = attr_string("mode", "nearest");
+    if (mode == "nearest") p.mode = ResizeMode::Nearest;
+    else if (mode == "linear") p.mode = ResizeMode::Linear;
+    else unsupported("mode " + mode + " (only nearest and linear)");
+    static const std::map<std::string, ResizeCoord> coords{
+        {"half_pixel", ResizeCoord::HalfPixel}, {"align_corners", ResizeCoord::AlignCorners},
+        {"asymmetric", ResizeCoord::Asymmetric}, {"pytorch_half_pixel", ResizeCoord::PytorchHalfPixel}};
+    static const std::map<std::string, ResizeNearest> roundings{
+        {"floor", ResizeNearest::Floor}, {"ceil", ResizeNearest::Ceil},
+        {"round_prefer_floor", ResizeNearest::RoundPreferFloor},
+        {"round_prefer_ceil", ResizeNearest::RoundPreferCeil}};
+    const std::string coord = opset_ >= 11 ? attr_string("coordinate_transformation_mode", "half_pixel") : "asymmetric";
+    const std::string rounding = opset_ >= 11 ? attr_string("nearest_mode", "round_prefer_floor") : "floor";
+    if (!coords.count(coord)) unsupported("coordinate_transformation_mode " + coord);
+    if (!roundings.count(rounding)) unsupported("nearest_mode " + rounding);
+    p.coord = coords.at(coord);
+    p.nearest = roundings.at(rounding);
+    if (attr_int("exclude_outside", 0) != 0) unsupported("exclude_outside = 1");
+    if (attr_int("antialias", 0) != 0) unsupported("antialias = 1");
+    if (!attr_ints("axes", {}).empty()) unsupported("axes (give scales or sizes for all 4 axes)");
+    if (attr_string("keep_aspect_ratio_policy", "stretch") != "stretch")
+      unsupported("keep_aspect_ratio_policy " + attr_string("keep_aspect_ratio_policy", ""));
+    const Shape& s = b_.shape(x);
+    const int scales_at = opset_ >= 11 ? 2 : 1;
+    const std::vector<float> scales = has_input(scales_at) ? weight(scales_at).f : std::vector<float>{};
+    const std::vector<int64_t> sizes = opset_ >= 11 && has_input(3) ? ints(3).i : std::vector<int64_t>{};
+    if (sizes.size() == 4) {  // sizes[0] is the batch (free here)
+      if (sizes[1] != s[1]) unsupported("sizes that change the channels");
+      p.out_h = param(sizes[2], "sizes height", 1);
+      p.out_w = param(sizes[3], "sizes width", 1);
+    } else if (scales.size() == 4) {
+      if (scales[0] != 1.f || scales[1] != 1.f) unsupported("scales on the batch or channel axis");
+      for (float f : {scales[2], scales[3]})
+        if (!std::isfinite(f) || f <= 0) fail("scale " + std::to_string(f) + " must be finite and > 0");
+      p.scale_h = scales[2];
+      p.scale_w = scales[3];
+    } else {
+      fail("needs constant scales or sizes with 4 values (got " + std::to_string(scales.size()) + " scales, " +
+           std::to_string(sizes.size()) + " sizes)");
+    }
+    output(b_.node(node_name(), p, {x}));
   }
 
   void batchnorm() {

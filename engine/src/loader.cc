@@ -209,6 +209,18 @@ OpParams Loader::read_options(const fb::Node& node, const std::string& where) co
       p.pool = t->pool();
       return p;
     }
+    case fb::Op::Resize: {  // enum ranges are checked by shape inference, with the node's name
+      const fb::Resize* t = node.options_as_Resize();
+      ResizeParams p;
+      p.mode = static_cast<ResizeMode>(t->mode());
+      p.coord = static_cast<ResizeCoord>(t->coord());
+      p.nearest = static_cast<ResizeNearest>(t->nearest());
+      p.out_h = t->out_h();
+      p.out_w = t->out_w();
+      p.scale_h = t->scale_h();
+      p.scale_w = t->scale_w();
+      return p;
+    }
     case fb::Op::NONE: break;
   }
   throw Error(where + ": options are missing");

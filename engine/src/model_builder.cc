@@ -133,6 +133,14 @@ std::pair<fb::Op, flatbuffers::Offset<void>> fb_options(flatbuffers::FlatBufferB
       const auto conv = fb_conv(fbb, p.conv);
       return {fb::Op::ConvPool2D, fb::CreateConvPool2D(fbb, conv, p.pool).Union()};
     }
+    case OpType::Resize: {
+      const auto& p = std::get<ResizeParams>(params);
+      return {fb::Op::Resize,
+              fb::CreateResize(fbb, static_cast<fb::ResizeMode>(p.mode), static_cast<fb::ResizeCoord>(p.coord),
+                               static_cast<fb::ResizeNearest>(p.nearest), p.out_h, p.out_w, p.scale_h,
+                               p.scale_w)
+                  .Union()};
+    }
     case OpType::Layout:
       throw Error("layout nodes are engine-internal (the channels_last pass) and have no file form");
   }

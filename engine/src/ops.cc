@@ -21,6 +21,7 @@ const char* op_name(OpType op) {
     case OpType::Add: return "add";
     case OpType::Concat: return "concat";
     case OpType::ConvPool2D: return "conv_pool2d";
+    case OpType::Resize: return "resize";
     case OpType::Layout: return "layout";
   }
   return "unknown";

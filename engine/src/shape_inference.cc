@@ -350,6 +350,37 @@ std::vector<Shape> concat(const std::string& where, const ConcatParams& p, const
   return {out};
 }
 
+// One spatial axis of a resize: out if > 0, else floor(in * scale) (scale finite and > 0), >= 1.
+int64_t resize_out(const std::string& where, const char* axis, int64_t in, int out, float scale) {
+  const std::string o = std::string("out_") + axis, s = std::string("scale_") + axis;
+  if (out < 0) fail(where, "field " + o + " must be >= 0 (got " + std::to_string(out) + ")");
+  if (!std::isfinite(scale) || scale < 0)
+    fail(where, "field " + s + " must be finite and >= 0 (got " + std::to_string(scale) + ")");
+  if (out > 0) return out;
+  if (scale == 0) fail(where, "needs field " + o + " or " + s + " > 0");
+  const double v = std::floor(double(in) * double(scale));
+  if (v < 1 || v > double(kMaxElements))
+    fail(where, "output " + std::string(axis == std::string("h") ? "height" : "width") + " floor(" +
+                    std::to_string(in) + " * " + std::to_string(scale) + ") is not in [1, 2^40]");
+  return static_cast<int64_t>(v);
+}
+
+std::vector<Shape> resize(const std::string& where, const ResizeParams& p, const Inputs& in) {
+  in.expect_count(1, 1);
+  const Shape& x = in.with_rank(0, 4, "[N,C,H,W]");
+  const auto in_range = [&](const char* field, int v, int hi) {
+    if (v < 0 || v > hi) fail(where, std::string("field ") + field + " has unknown value " + std::to_string(v));
+  };
+  in_range("mode", static_cast<int>(p.mode), static_cast<int>(ResizeMode::Linear));
+  in_range("coord", static_cast<int>(p.coord), static_cast<int>(ResizeCoord::PytorchHalfPixel));
+  in_range("nearest", static_cast<int>(p.nearest), static_cast<int>(ResizeNearest::Ceil));
+  Shape y{x[0], x[1], resize_out(where, "h", x[2], p.out_h, p.scale_h),
+          resize_out(where, "w", x[3], p.out_w, p.scale_w)};
+  std::string why;
+  if (!bounded(y, &why, true)) fail(where, "output " + str(y) + ": " + why);
+  return {y};
+}
+
 std::vector<Shape> dispatch(const OpParams& params, const Inputs& in, const std::string& where) {
   switch (op_type(params)) {
     case OpType::Conv2D: return conv2d(where, std::get<Conv2DParams>(params), in);
@@ -369,6 +400,7 @@ std::vector<Shape> dispatch(const OpParams& params, const Inputs& in, const std:
     case OpType::Add: return add(where, std::get<AddParams>(params), in);
     case OpType::Concat: return concat(where, std::get<ConcatParams>(params), in);
     case OpType::ConvPool2D: return conv_pool2d(where, std::get<ConvPool2DParams>(params), in);
+    case OpType::Resize: return resize(where, std::get<ResizeParams>(params), in);
     case OpType::Layout: {
       in.expect_count(1, 1);
       if (in[0].size() != 4) fail(where, "layout conversion needs a 4-D input, got " + str(in[0]));

@@ -59,6 +59,9 @@ void concat(const ConcatParams& p, const std::vector<const float*>& xs,
 void conv_pool2d(const ConvPool2DParams& p, const float* x, const Shape& x_shape, const float* w,
                  const Shape& w_shape, const float* bias, float* y, const Shape& y_shape);
 
+// Nearest / bilinear resize of [N,C,H,W] to y_shape (see ResizeParams); blends in double.
+void resize(const ResizeParams& p, const float* x, const Shape& x_shape, float* y, const Shape& y_shape);
+
 // Copies [N,C,H,W] from p.from's memory order to p.to's (NCHW <-> NHWC; equal layouts copy). y != x.
 void layout(const LayoutParams& p, const float* x, const Shape& shape, float* y);
 

@@ -73,6 +73,11 @@ void run_concat(const KernelCall& c) {
               c.node.output_shapes[0]);
 }
 
+void run_resize(const KernelCall& c) {
+  ref::resize(std::get<ResizeParams>(c.node.params), c.inputs[0], c.node.input_shapes[0], c.outputs[0],
+              c.node.output_shapes[0]);
+}
+
 void run_layout(const KernelCall& c) {
   ref::layout(std::get<LayoutParams>(c.node.params), c.inputs[0], c.node.input_shapes[0], c.outputs[0]);
 }
@@ -93,6 +98,7 @@ RunFn reference_run(OpType op) {
     case OpType::Add: return run_add;
     case OpType::Concat: return run_concat;
     case OpType::ConvPool2D: return run_conv_pool2d;
+    case OpType::Resize: return run_resize;
     case OpType::Layout: return run_layout;
   }
   return nullptr;

@@ -330,6 +330,15 @@ class ConvThen(nn.Module):
         return self.layer(self.conv(x))
 
 
+class Interpolate(nn.Module):
+    def __init__(self, **kwargs):
+        super().__init__()
+        self.kwargs = kwargs
+
+    def forward(self, x):
+        return nn.functional.interpolate(x, **self.kwargs)
+
+
 def layer_cases():
     """Each layer after a conv, exported at opset 13 and 17 with a batch of 2 traced as dynamic; the
     input sizes make ceil_mode add a partial last window (and, for AvgPool2d(2, 2, 1) on 5 rows, drop
@@ -344,6 +353,15 @@ def layer_cases():
         ("avgpool_ceil_drop", lambda: nn.AvgPool2d(2, 2, padding=1, ceil_mode=True, count_include_pad=True),
          (2, 5, 7)),
         ("globalmaxpool", lambda: nn.AdaptiveMaxPool2d(1), (3, 7, 5)),
+        # a generator block: nearest x2 upsample + conv + relu
+        ("upsample_nearest_conv", lambda: nn.Sequential(nn.Upsample(scale_factor=2, mode="nearest"),
+                                                        nn.Conv2d(4, 3, 3, padding=1), nn.ReLU()), (3, 5, 7)),
+        ("upsample_bilinear", lambda: nn.Upsample(scale_factor=2, mode="bilinear", align_corners=False), (3, 5, 7)),
+        ("upsample_bilinear_ac", lambda: nn.Upsample(scale_factor=2, mode="bilinear", align_corners=True), (3, 5, 7)),
+        ("upsample_bilinear_down", lambda: nn.Upsample(scale_factor=0.5, mode="bilinear"), (2, 9, 8)),
+        ("interpolate_size_bilinear", lambda: Interpolate(size=(7, 9), mode="bilinear", align_corners=False),
+         (3, 3, 4)),
+        ("interpolate_size_nearest", lambda: Interpolate(size=(7, 9), mode="nearest"), (3, 3, 4)),
     ]
     for i, (name, make, (c, h, w)) in enumerate(specs):
         for opset in (13, 17):
@@ -484,17 +502,16 @@ def metadata_case():
 
 
 def unsupported_case():
-    """A net with ops infer does not import: Resize (twice), Sin, Exp."""
+    """A net with ops infer does not import: Cos (twice), Sin, Atan (Resize, here before, imports now)."""
 
     class Bad(nn.Module):
         def __init__(self):
             super().__init__()
             self.conv = nn.Conv2d(3, 4, 3)
-            self.up = nn.Upsample(scale_factor=2)
 
         def forward(self, x):
-            x = self.up(torch.sin(self.conv(x)))
-            return torch.exp(self.up(x))
+            x = torch.cos(torch.sin(self.conv(x)))
+            return torch.atan(torch.cos(x))
 
     torch.manual_seed(9)
     net = Bad().eval()
@@ -502,7 +519,7 @@ def unsupported_case():
     model = onnx.load(os.path.join(OUT, "unsupported.onnx"))
     bad = {}
     for node in model.graph.node:
-        if node.op_type in ("Resize", "Sin", "Exp"):
+        if node.op_type in ("Cos", "Sin", "Atan"):
             bad.setdefault(node.op_type, []).append(node.name)
     MANIFEST["unsupported"] = {"onnx": "unsupported.onnx", "ops": bad}
 

@@ -111,6 +111,22 @@ struct ConvPool2DParams {
   int pool = 2;
 };
 
+// x [N,C,H,W] -> [N,C,HO,WO] with HO = out_h if > 0, else floor(H * scale_h) (same for width). An
+// output index o maps to the source coordinate by `coord` with the scale s = scale_h if > 0, else
+// HO / H: half_pixel (o + 0.5) / s - 0.5, pytorch_half_pixel the same but 0 when HO = 1,
+// align_corners o (H - 1) / (HO - 1) (0 when HO = 1), asymmetric o / s. Nearest rounds it by
+// `nearest`, linear interpolates between the two neighbours; both clamp to the image.
+enum class ResizeMode : uint8_t { Nearest = 0, Linear = 1 };
+enum class ResizeCoord : uint8_t { HalfPixel = 0, AlignCorners = 1, Asymmetric = 2, PytorchHalfPixel = 3 };
+enum class ResizeNearest : uint8_t { Floor = 0, RoundPreferFloor = 1, RoundPreferCeil = 2, Ceil = 3 };
+struct ResizeParams {
+  ResizeMode mode = ResizeMode::Nearest;
+  ResizeCoord coord = ResizeCoord::HalfPixel;
+  ResizeNearest nearest = ResizeNearest::RoundPreferFloor;
+  int out_h = 0, out_w = 0;
+  float scale_h = 0.f, scale_w = 0.f;
+};
+
 // An engine-internal node (never in a file): copies a 4-D activation from one memory layout to the
 // other; the shape and the values stay the same. Inserted by the channels_last pass.
 struct LayoutParams {
@@ -119,20 +135,21 @@ struct LayoutParams {
 
 using OpParams = std::variant<Conv2DParams, ConvTranspose2DParams, Pool2DParams, DenseParams,
                               BatchNormParams, ActivationParams, FlattenParams, ReshapeParams,
-                              SoftmaxParams, AddParams, ConcatParams, ConvPool2DParams, LayoutParams>;
+                              SoftmaxParams, AddParams, ConcatParams, ConvPool2DParams, ResizeParams,
+                              LayoutParams>;
 
 // Same order as OpParams' alternatives.
 enum class OpType : uint8_t {
   Conv2D, ConvTranspose2D, Pool2D, Dense, BatchNorm, Activation, Flatten, Reshape, Softmax, Add,
-  Concat, ConvPool2D, Layout
+  Concat, ConvPool2D, Resize, Layout
 };
-constexpr int kNumOpTypes = 13;
+constexpr int kNumOpTypes = 14;
 
 inline OpType op_type(const OpParams& p) { return static_cast<OpType>(p.index()); }
 
 // Stable lower-case names used by --kernel, the profile and kernel variant names:
 // conv2d, conv_transpose2d, pool2d, dense, batchnorm, activation, flatten, reshape, softmax, add,
-// concat, conv_pool2d, layout.
+// concat, conv_pool2d, resize, layout.
 const char* op_name(OpType op);
 const char* activation_name(ActivationKind kind);  // none, relu, leaky_relu, tanh, sigmoid
 const char* dtype_name(DType dtype);                // f32, f16
