@@ -276,6 +276,7 @@ std::vector<uint8_t> all_ops_model() {
   rs.mode = ResizeMode::Linear;
   rs.out_h = rs.out_w = 6;
   y = b.node("resize", rs, {y});                                                // 6x6x6
+  y = b.node("d2s", DepthToSpaceParams{1, DepthToSpaceMode::CRD}, {y});         // 6x6x6
   y = b.node("flatten", FlattenParams{1}, {y});                                 // 216
   y = b.node("dense", DenseParams{}, {y, weights("dense.w", {10, 216}, DType::F16),
                                       weights("dense.b", {10})});
@@ -322,7 +323,7 @@ TEST_CASE("the valid models load") {
   const auto all = all_ops_model();
   write_case("valid_all_ops", all);
   const Model m = Model::from_bytes(all, "all_ops.fb");
-  CHECK(m.num_nodes() == 14);
+  CHECK(m.num_nodes() == 15);
   CHECK(m.outputs()[0].shape == Shape{-1, 2, 5});
   std::set<OpType> ops;
   for (const auto& n : m.graph().nodes) ops.insert(n.op());
@@ -637,9 +638,9 @@ TEST_CASE("corpus: hand-broken graph structure") {
   expect_bad("missing_options_table", m, "node 0 'conv': options are missing");
   m = RawModel::base();
   m.nodes[0].custom = [](flatbuffers::FlatBufferBuilder& fbb) {
-    return std::make_pair(static_cast<fb::Op>(14), fb::CreateFlatten(fbb).Union());
+    return std::make_pair(static_cast<fb::Op>(15), fb::CreateFlatten(fbb).Union());
   };
-  expect_bad("unknown_options_type", m, "node 0 'conv': options have unknown type 14");
+  expect_bad("unknown_options_type", m, "node 0 'conv': options have unknown type 15");
   m = RawModel::base();
   m.nodes[0].outputs->push_back(4);
   expect_bad("two_outputs", m, "node 0 'conv' (conv2d): has 2 outputs");

@@ -823,3 +823,16 @@ TEST_CASE("resize: nearest rounding modes, ties and downscaling") {
   p.scale_w = 0.5f;
   expect_values(run_resize(p, {1, 3, 5, 9}, {1, 1, 1, 4}, {1, 1, 1, 2}), {2, 7}, 1e-6);
 }
+
+TEST_CASE("depth_to_space: DCR and CRD by hand") {
+  const auto x = iota(16);  // [1, 8, 1, 2]: channel k holds 2k+1, 2k+2
+  const Shape xs{1, 8, 1, 2}, ys{1, 2, 2, 4};
+  auto y = poisoned(ys);
+  // CRD (PixelShuffle): output channel c, phase (i, j) reads channel 4c + 2i + j.
+  ref::depth_to_space({2, DepthToSpaceMode::CRD}, x.data(), xs, y.data(), ys);
+  expect_values(y, {1, 3, 2, 4, 5, 7, 6, 8, 9, 11, 10, 12, 13, 15, 14, 16});
+  // DCR: channel (2i + j) * 2 + c.
+  poison(y);
+  ref::depth_to_space({2, DepthToSpaceMode::DCR}, x.data(), xs, y.data(), ys);
+  expect_values(y, {1, 5, 2, 6, 9, 13, 10, 14, 3, 7, 4, 8, 11, 15, 12, 16});
+}

@@ -125,6 +125,18 @@ TEST_CASE("resize output sizes and parameter errors") {
   CHECK_THROWS_WITH_AS(one(q, {{1, 3, 3}}), doctest::Contains("[N,C,H,W]"), Error);
 }
 
+TEST_CASE("depth_to_space output sizes and parameter errors") {
+  CHECK(one(DepthToSpaceParams{2, DepthToSpaceMode::CRD}, {{3, 8, 3, 5}}) == Shape{3, 2, 6, 10});
+  CHECK(one(DepthToSpaceParams{3, DepthToSpaceMode::DCR}, {{1, 9, 1, 2}}) == Shape{1, 1, 3, 6});
+  CHECK(one(DepthToSpaceParams{1, DepthToSpaceMode::DCR}, {{1, 5, 2, 2}}) == Shape{1, 5, 2, 2});
+  CHECK_THROWS_WITH_AS(one(DepthToSpaceParams{2, DepthToSpaceMode::DCR}, {{1, 6, 2, 2}}),
+                       doctest::Contains("input 0 has 6 channels, not a multiple of block^2 = 4"), Error);
+  CHECK_THROWS_WITH_AS(one(DepthToSpaceParams{0, DepthToSpaceMode::DCR}, {{1, 4, 2, 2}}),
+                       doctest::Contains("field block must be in [1, 4096] (got 0)"), Error);
+  CHECK_THROWS_WITH_AS(one(DepthToSpaceParams{2, static_cast<DepthToSpaceMode>(5)}, {{1, 4, 2, 2}}),
+                       doctest::Contains("field mode has unknown value 5"), Error);
+}
+
 TEST_CASE("pool2d output sizes with ceil_mode (PyTorch's rule)") {
   const auto ceil = [](Pool2DParams p) {
     p.ceil_mode = true;

@@ -57,7 +57,7 @@ const std::set<std::string>& op_set() {
       // converted
       "Conv", "ConvTranspose", "Gemm", "MatMul", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool",
       "BatchNormalization", "Relu", "LeakyRelu", "Tanh", "Sigmoid", "Softmax", "Flatten", "Reshape",
-      "Add", "Concat", "ReduceMean", "Resize",
+      "Add", "Concat", "ReduceMean", "Resize", "DepthToSpace",
       // removed (Pad: when all zero, or merged into the AveragePool after it)
       "Dropout", "Identity", "Pad",
       // folded (constant inputs only; Shape also of activations)
@@ -558,6 +558,7 @@ class Importer {
     if (op == "Add") return add();
     if (op == "Concat") return concat();
     if (op == "Resize") return resize();
+    if (op == "DepthToSpace") return depth_to_space();
     unsupported("op");  // not reached: check_supported() listed every other op
   }
 
@@ -837,6 +838,19 @@ class Importer {
       fail("needs constant scales or sizes with 4 values (got " + std::to_string(scales.size()) + " scales, " +
            std::to_string(sizes.size()) + " sizes)");
     }
+    output(b_.node(node_name(), p, {x}));
+  }
+
+  // DepthToSpace: PyTorch's PixelShuffle exports mode CRD (opset 11+); DCR is ONNX's default.
+  void depth_to_space() {
+    const int x = act(0);
+    check_rank4(x);
+    DepthToSpaceParams p;
+    p.block = param(attr_int("blocksize", 0), "blocksize", 1);
+    const std::string mode = attr_string("mode", "DCR");
+    if (mode == "DCR") p.mode = DepthToSpaceMode::DCR;
+    else if (mode == "CRD") p.mode = DepthToSpaceMode::CRD;
+    else fail("mode " + mode + " (DCR or CRD)");
     output(b_.node(node_name(), p, {x}));
   }
 

@@ -85,6 +85,7 @@ NodeCost node_cost(const NodeDesc& node) {
     case OpType::Flatten:
     case OpType::Reshape:
     case OpType::Concat:
+    case OpType::DepthToSpace:
     case OpType::Layout:
       cost.flops = 0;
       break;

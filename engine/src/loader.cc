@@ -221,6 +221,10 @@ OpParams Loader::read_options(const fb::Node& node, const std::string& where) co
       p.scale_w = t->scale_w();
       return p;
     }
+    case fb::Op::DepthToSpace: {  // mode's range is checked by shape inference
+      const fb::DepthToSpace* t = node.options_as_DepthToSpace();
+      return DepthToSpaceParams{t->block(), static_cast<DepthToSpaceMode>(t->mode())};
+    }
     case fb::Op::NONE: break;
   }
   throw Error(where + ": options are missing");

@@ -141,6 +141,11 @@ std::pair<fb::Op, flatbuffers::Offset<void>> fb_options(flatbuffers::FlatBufferB
                                p.scale_w)
                   .Union()};
     }
+    case OpType::DepthToSpace: {
+      const auto& p = std::get<DepthToSpaceParams>(params);
+      return {fb::Op::DepthToSpace,
+              fb::CreateDepthToSpace(fbb, p.block, static_cast<fb::DepthToSpaceMode>(p.mode)).Union()};
+    }
     case OpType::Layout:
       throw Error("layout nodes are engine-internal (the channels_last pass) and have no file form");
   }

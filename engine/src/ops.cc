@@ -22,6 +22,7 @@ const char* op_name(OpType op) {
     case OpType::Concat: return "concat";
     case OpType::ConvPool2D: return "conv_pool2d";
     case OpType::Resize: return "resize";
+    case OpType::DepthToSpace: return "depth_to_space";
     case OpType::Layout: return "layout";
   }
   return "unknown";

@@ -381,6 +381,22 @@ std::vector<Shape> resize(const std::string& where, const ResizeParams& p, const
   return {y};
 }
 
+std::vector<Shape> depth_to_space(const std::string& where, const DepthToSpaceParams& p, const Inputs& in) {
+  in.expect_count(1, 1);
+  const Shape& x = in.with_rank(0, 4, "[N,C,H,W]");
+  if (p.block < 1 || p.block > 4096)
+    fail(where, "field block must be in [1, 4096] (got " + std::to_string(p.block) + ")");
+  const int mode = static_cast<int>(p.mode);
+  if (mode < 0 || mode > static_cast<int>(DepthToSpaceMode::CRD))
+    fail(where, "field mode has unknown value " + std::to_string(mode));
+  const int64_t bb = int64_t(p.block) * p.block;
+  if (x[1] % bb != 0)
+    fail(where, "input 0 has " + std::to_string(x[1]) + " channels, not a multiple of block^2 = " +
+                    std::to_string(bb));
+  Shape y{x[0], x[1] / bb, x[2] * p.block, x[3] * p.block};  // same element count as x: bounded
+  return {y};
+}
+
 std::vector<Shape> dispatch(const OpParams& params, const Inputs& in, const std::string& where) {
   switch (op_type(params)) {
     case OpType::Conv2D: return conv2d(where, std::get<Conv2DParams>(params), in);
@@ -401,6 +417,7 @@ std::vector<Shape> dispatch(const OpParams& params, const Inputs& in, const std:
     case OpType::Concat: return concat(where, std::get<ConcatParams>(params), in);
     case OpType::ConvPool2D: return conv_pool2d(where, std::get<ConvPool2DParams>(params), in);
     case OpType::Resize: return resize(where, std::get<ResizeParams>(params), in);
+    case OpType::DepthToSpace: return depth_to_space(where, std::get<DepthToSpaceParams>(params), in);
     case OpType::Layout: {
       in.expect_count(1, 1);
       if (in[0].size() != 4) fail(where, "layout conversion needs a 4-D input, got " + str(in[0]));

@@ -1,6 +1,8 @@
 // CPU resize "direct" (nearest / bilinear, float32, NCHW): the row and column source indices and
 // weights are computed once per call (kernels/resize_coords.h, float), then one OpenMP iteration per
 // (n, c, output row) gathers or blends from those tables. Same rules as the reference.
+// Also depth_to_space "direct" (DCR / CRD, NCHW): OpenMP over (n, c_out, output row), each row a
+// gather from its b input channels (one per column phase) of one input row.
 #include <vector>
 
 #include "kernels/cpu/cpu_kernels.h"
@@ -47,11 +49,31 @@ void resize_run(const KernelCall& call) {
   }
 }
 
+void depth_to_space_run(const KernelCall& call) {
+  const auto& p = std::get<DepthToSpaceParams>(call.node.params);
+  const Shape &xs = call.node.input_shapes[0], &ys = call.node.output_shapes[0];
+  const int64_t b = p.block, C = xs[1], H = xs[2], W = xs[3], CO = ys[1], HO = ys[2], WO = ys[3];
+  const float* x = call.inputs[0];
+  float* y = call.outputs[0];
+  const bool dcr = p.mode == DepthToSpaceMode::DCR;
+#pragma omp parallel for schedule(static) if (ys[0] * CO * HO * WO >= kParallelMin)
+  for (int64_t r = 0; r < ys[0] * CO * HO; ++r) {
+    const int64_t oy = r % HO, nc = r / HO, c = nc % CO, n = nc / CO, i = oy % b;
+    float* yp = y + r * WO;
+    for (int64_t j = 0; j < b; ++j) {
+      const int64_t ic = dcr ? (i * b + j) * CO + c : c * b * b + i * b + j;
+      const float* xp = x + ((n * C + ic) * H + oy / b) * W;
+      for (int64_t w = 0; w < W; ++w) yp[w * b + j] = xp[w];
+    }
+  }
+}
+
 }  // namespace
 
 void register_resize(KernelRegistry& registry) {
   registry.add("cpu", {
       {.op = "resize", .name = "direct", .priority = 10, .run = resize_run},
+      {.op = "depth_to_space", .name = "direct", .priority = 10, .run = depth_to_space_run},
   });
 }
 

@@ -62,6 +62,10 @@ void conv_pool2d(const ConvPool2DParams& p, const float* x, const Shape& x_shape
 // Nearest / bilinear resize of [N,C,H,W] to y_shape (see ResizeParams); blends in double.
 void resize(const ResizeParams& p, const float* x, const Shape& x_shape, float* y, const Shape& y_shape);
 
+// DepthToSpace (DCR / CRD) of [N,C,H,W] into y_shape [N, C/b^2, H b, W b]: a pure permutation.
+void depth_to_space(const DepthToSpaceParams& p, const float* x, const Shape& x_shape, float* y,
+                    const Shape& y_shape);
+
 // Copies [N,C,H,W] from p.from's memory order to p.to's (NCHW <-> NHWC; equal layouts copy). y != x.
 void layout(const LayoutParams& p, const float* x, const Shape& shape, float* y);
 

@@ -78,6 +78,11 @@ void run_resize(const KernelCall& c) {
               c.node.output_shapes[0]);
 }
 
+void run_depth_to_space(const KernelCall& c) {
+  ref::depth_to_space(std::get<DepthToSpaceParams>(c.node.params), c.inputs[0], c.node.input_shapes[0],
+                      c.outputs[0], c.node.output_shapes[0]);
+}
+
 void run_layout(const KernelCall& c) {
   ref::layout(std::get<LayoutParams>(c.node.params), c.inputs[0], c.node.input_shapes[0], c.outputs[0]);
 }
@@ -99,6 +104,7 @@ RunFn reference_run(OpType op) {
     case OpType::Concat: return run_concat;
     case OpType::ConvPool2D: return run_conv_pool2d;
     case OpType::Resize: return run_resize;
+    case OpType::DepthToSpace: return run_depth_to_space;
     case OpType::Layout: return run_layout;
   }
   return nullptr;

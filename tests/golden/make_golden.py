@@ -362,6 +362,7 @@ def layer_cases():
         ("interpolate_size_bilinear", lambda: Interpolate(size=(7, 9), mode="bilinear", align_corners=False),
          (3, 3, 4)),
         ("interpolate_size_nearest", lambda: Interpolate(size=(7, 9), mode="nearest"), (3, 3, 4)),
+        ("pixel_shuffle", lambda: nn.PixelShuffle(2), (3, 5, 6)),  # DepthToSpace CRD of the conv's 4 channels
     ]
     for i, (name, make, (c, h, w)) in enumerate(specs):
         for opset in (13, 17):

@@ -127,6 +127,14 @@ struct ResizeParams {
   float scale_h = 0.f, scale_w = 0.f;
 };
 
+// x [N,C,H,W] -> [N, C / b^2, H b, W b] (b = block, C % b^2 == 0): output pixel (h b + i, w b + j) of
+// channel c reads input channel (i b + j) C_out + c (DCR) or c b^2 + i b + j (CRD, PixelShuffle).
+enum class DepthToSpaceMode : uint8_t { DCR = 0, CRD = 1 };
+struct DepthToSpaceParams {
+  int block = 2;
+  DepthToSpaceMode mode = DepthToSpaceMode::DCR;
+};
+
 // An engine-internal node (never in a file): copies a 4-D activation from one memory layout to the
 // other; the shape and the values stay the same. Inserted by the channels_last pass.
 struct LayoutParams {
@@ -136,20 +144,20 @@ struct LayoutParams {
 using OpParams = std::variant<Conv2DParams, ConvTranspose2DParams, Pool2DParams, DenseParams,
                               BatchNormParams, ActivationParams, FlattenParams, ReshapeParams,
                               SoftmaxParams, AddParams, ConcatParams, ConvPool2DParams, ResizeParams,
-                              LayoutParams>;
+                              DepthToSpaceParams, LayoutParams>;
 
 // Same order as OpParams' alternatives.
 enum class OpType : uint8_t {
   Conv2D, ConvTranspose2D, Pool2D, Dense, BatchNorm, Activation, Flatten, Reshape, Softmax, Add,
-  Concat, ConvPool2D, Resize, Layout
+  Concat, ConvPool2D, Resize, DepthToSpace, Layout
 };
-constexpr int kNumOpTypes = 14;
+constexpr int kNumOpTypes = 15;
 
 inline OpType op_type(const OpParams& p) { return static_cast<OpType>(p.index()); }
 
 // Stable lower-case names used by --kernel, the profile and kernel variant names:
 // conv2d, conv_transpose2d, pool2d, dense, batchnorm, activation, flatten, reshape, softmax, add,
-// concat, conv_pool2d, resize, layout.
+// concat, conv_pool2d, resize, depth_to_space, layout.
 const char* op_name(OpType op);
 const char* activation_name(ActivationKind kind);  // none, relu, leaky_relu, tanh, sigmoid
 const char* dtype_name(DType dtype);                // f32, f16
