@@ -192,6 +192,7 @@ TEST_CASE("builder round trip: every op's parameters survive") {
   p.stride_w = 2;
   p.pad = {1, 0, 1, 0};
   p.count_include_pad = true;
+  p.ceil_mode = true;
   y = b.node("pool", p, {y});
   BatchNormParams bn;
   bn.epsilon = 1e-3f;
@@ -230,6 +231,7 @@ TEST_CASE("builder round trip: every op's parameters survive") {
   const auto& gp = std::get<Pool2DParams>(g.nodes[2].params);
   CHECK((gp.kind == PoolKind::Average && gp.kernel_h == 3 && gp.kernel_w == 2 && gp.stride_w == 2));
   CHECK(gp.count_include_pad);
+  CHECK(gp.ceil_mode);
   const auto& gb = std::get<BatchNormParams>(g.nodes[3].params);
   CHECK(gb.epsilon == 1e-3f);
   CHECK(gb.activation.kind == ActivationKind::Sigmoid);
@@ -246,6 +248,27 @@ TEST_CASE("builder round trip: every op's parameters survive") {
   REQUIRE(m.outputs().size() == 2);
   CHECK(m.outputs()[0].shape == expected);
   CHECK(m.outputs()[1].name == "add");
+}
+
+TEST_CASE("builder round trip: resize parameters") {
+  ModelBuilder b("resize");
+  const int x = b.input("x", {-1, 3, 5, 7});
+  ResizeParams p;
+  p.mode = ResizeMode::Linear;
+  p.coord = ResizeCoord::PytorchHalfPixel;
+  p.nearest = ResizeNearest::Ceil;
+  p.out_h = 9;
+  p.scale_w = 1.5f;
+  const int y = b.node("up", p, {x});
+  CHECK(b.shape(y) == Shape{-1, 3, 9, 10});
+  b.output(y);
+  const Model m = Model::from_bytes(b.finish());
+  const auto& g = std::get<ResizeParams>(m.graph().nodes.at(0).params);
+  CHECK((g.mode == ResizeMode::Linear && g.coord == ResizeCoord::PytorchHalfPixel &&
+         g.nearest == ResizeNearest::Ceil && g.out_h == 9 && g.out_w == 0 && g.scale_h == 0.f &&
+         g.scale_w == 1.5f));
+  p.coord = static_cast<ResizeCoord>(7);
+  CHECK_THROWS_WITH_AS(b.node("bad", p, {x}), doctest::Contains("field coord has unknown value 7"), Error);
 }
 
 TEST_CASE("builder: f16 weights are stored as binary16 and widened within rounding") {

@@ -85,7 +85,7 @@ std::string describe(const NodeDesc& node) {
 // ---------------------------------------------------------------------------------------------------
 TEST_CASE("the heuristic picks the fast cpu variants") {
   const std::vector<std::pair<std::string, std::string>> expected = {
-      {"conv2d", "im2col_gemm"}, {"dense", "gemm"},       {"pool2d", "direct"},
+      {"conv2d", "im2col_gemm"}, {"dense", "gemm"},       {"pool2d", "direct"}, {"resize", "direct"}, {"depth_to_space", "direct"},
       {"activation", "direct"},  {"add", "direct"},       {"batchnorm", "direct"},
       {"softmax", "direct"},     {"concat", "direct"},    {"flatten", "direct"},
       {"reshape", "direct"},     {"binary", "broadcast"}};
@@ -311,6 +311,29 @@ TEST_CASE("pool2d direct matches the reference on 250 random shapes") {
     const std::string desc = describe(node);
     CAPTURE(desc);
     check_against_reference("direct", node, random_inputs(node.input_shapes, 300 + t));
+  }
+}
+
+TEST_CASE("resize direct matches the reference on 300 random shapes (every mode, up and down)") {
+  std::mt19937_64 rng(141);
+  for (int t = 0; t < 300; ++t) {
+    const test::RandomResize r = test::random_resize(rng);
+    const NodeDesc node = make_node(r.p, {r.x}, r.y);
+    CAPTURE(t);
+    const std::string desc = describe(node);
+    CAPTURE(desc);
+    check_against_reference("direct", node, random_inputs(node.input_shapes, 700 + t));
+  }
+}
+
+TEST_CASE("depth_to_space direct matches the reference (DCR and CRD, blocks 1-4)") {
+  std::mt19937_64 rng(151);
+  for (int t = 0; t < 120; ++t) {
+    const DepthToSpaceParams p{uniform(rng, 1, 4), static_cast<DepthToSpaceMode>(t % 2)};
+    const int64_t co = uniform(rng, 1, 5), n = uniform(rng, 1, 3), h = uniform(rng, 1, 9), w = uniform(rng, 1, 9);
+    const NodeDesc node = make_node(p, {{n, co * p.block * p.block, h, w}}, {n, co, h * p.block, w * p.block});
+    CAPTURE(t);
+    check_against_reference("direct", node, random_inputs(node.input_shapes, 900 + t));
   }
 }
 

@@ -143,6 +143,8 @@ const std::vector<std::pair<std::string, std::vector<std::string>>>& expected_va
       {"dense", {"gemm"}},
       {"conv_pool2d", {"unfused", "fused_filter", "direct_sum"}},
       {"pool2d", {"direct"}},
+      {"resize", {"direct"}},
+      {"depth_to_space", {"direct"}},
       {"activation", {"direct"}},
       {"add", {"direct"}},
       {"batchnorm", {"direct"}},
@@ -437,6 +439,34 @@ CUDA_TEST_CASE("pool2d: max and average (count_include_pad, asymmetric padding) 
     const int count = p == Precision::FP32 ? 200 : 60;
     const Coverage cov = run_random(p, count, [&](int t) { return random_pool(rng, 300 + t); });
     CHECK(cov.of("direct") == scaled(count));
+  }
+}
+
+CUDA_TEST_CASE("resize: nearest and bilinear, every coordinate mode, up and down, match the reference") {
+  test::require_registered("resize", {"direct"});
+  for (Precision p : {Precision::FP32, Precision::FP16}) {
+    CAPTURE(test::precision_label(p));
+    std::mt19937_64 rng(141 + int(p));
+    const int count = p == Precision::FP32 ? 200 : 60;
+    const Coverage cov = run_random(p, count, [&](int t) {
+      const test::RandomResize r = test::random_resize(rng);
+      return make_case(r.p, {r.x}, {false}, r.y, 800 + t);
+    });
+    CHECK(cov.of("direct") == scaled(count));
+  }
+}
+
+CUDA_TEST_CASE("depth_to_space: DCR and CRD, blocks 1-4, match the reference") {
+  test::require_registered("depth_to_space", {"direct"});
+  for (Precision p : {Precision::FP32, Precision::FP16}) {
+    CAPTURE(test::precision_label(p));
+    std::mt19937_64 rng(151 + int(p));
+    const Coverage cov = run_random(p, 60, [&](int t) {
+      const DepthToSpaceParams d{uniform(rng, 1, 4), static_cast<DepthToSpaceMode>(t % 2)};
+      const int64_t co = uniform(rng, 1, 5), n = uniform(rng, 1, 3), h = uniform(rng, 1, 9), w = uniform(rng, 1, 9);
+      return make_case(d, {{n, co * d.block * d.block, h, w}}, {false}, {n, co, h * d.block, w * d.block}, 950 + t);
+    });
+    CHECK(cov.of("direct") == scaled(60));
   }
 }
 

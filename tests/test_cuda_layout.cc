@@ -268,6 +268,15 @@ CUDA_TEST_CASE("conv2d.depthwise matches the reference in NHWC and NCHW (vector 
   CHECK(ran == 4 * scaled(60));
 }
 
+CUDA_TEST_CASE("resize in NHWC matches the reference") {
+  std::mt19937_64 rng(141414);
+  for (int t = 0; t < scaled(40); ++t) {
+    const test::RandomResize r = test::random_resize(rng);
+    const OpCase rc = make_case(r.p, {r.x}, {false}, r.y, 900 + t);
+    CHECK(contains(check_case_in_layout(rc, kPrecisions[t % 3], Layout::NHWC, {}, t % 2 == 0), "direct"));
+  }
+}
+
 CUDA_TEST_CASE("pool2d, activation and add in NHWC match the reference") {
   std::mt19937_64 rng(616161);
   for (int t = 0; t < scaled(40); ++t) {

@@ -282,6 +282,11 @@ std::vector<uint8_t> all_ops_model() {
   int a = b.node("add", AddParams{}, {c, p});
   a = b.node("scale", BinaryParams{BinaryKind::Mul, {}}, {a, weights("scale.c", {3, 1, 1})});
   y = b.node("concat", ConcatParams{1}, {a, c});                                // 6x6x6
+  ResizeParams rs;
+  rs.mode = ResizeMode::Linear;
+  rs.out_h = rs.out_w = 6;
+  y = b.node("resize", rs, {y});                                                // 6x6x6
+  y = b.node("d2s", DepthToSpaceParams{1, DepthToSpaceMode::CRD}, {y});         // 6x6x6
   y = b.node("flatten", FlattenParams{1}, {y});                                 // 216
   y = b.node("dense", DenseParams{}, {y, weights("dense.w", {10, 216}, DType::F16),
                                       weights("dense.b", {10})});
@@ -328,7 +333,7 @@ TEST_CASE("the valid models load") {
   const auto all = all_ops_model();
   write_case("valid_all_ops", all);
   const Model m = Model::from_bytes(all, "all_ops.fb");
-  CHECK(m.num_nodes() == 18);
+  CHECK(m.num_nodes() == 20);
   CHECK(m.outputs()[0].shape == Shape{-1, 2, 5});
   std::set<OpType> ops;
   for (const auto& n : m.graph().nodes) ops.insert(n.op());

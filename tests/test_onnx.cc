@@ -531,7 +531,10 @@ TEST_CASE("unsupported attributes and bad tensors are clear errors") {
     m.mutable_graph()->mutable_node(0)->mutable_input()->RemoveLast();
     add_ints(m.mutable_graph()->mutable_node(0), "kernel_shape", {2, 2});
     add_int(m.mutable_graph()->mutable_node(0), "ceil_mode", 1);
-    CHECK(import_error(m).find("unsupported: ceil_mode") != std::string::npos);
+    CHECK(import_error(m).empty());  // imported since issue 14 (golden maxpool_ceil_* check the values)
+    m.mutable_graph()->mutable_node(0)->mutable_attribute()->RemoveLast();
+    add_int(m.mutable_graph()->mutable_node(0), "ceil_mode", 2);
+    CHECK(import_error(m).find("ceil_mode must be 0 or 1") != std::string::npos);
   }
   {  // ReduceMean: only the spatial axes (global average pooling) of a 4-D input
     const auto mean = [](const std::vector<int64_t>& axes, int64_t keepdims) {

@@ -346,6 +346,28 @@ TEST_CASE("pool2d: hand-computed cases") {
     ref::pool2d(p, x.data(), {1, 1, 4, 4}, y.data(), {1, 1, 2, 2});
     expect_values(y, {3.5, 5.5, 11.5, 13.5});
   }
+  SUBCASE("ceil_mode: 3x3 stride 2 padding 1 on 4x4 gives 3x3 (values from PyTorch)") {
+    const auto x16 = iota(16);  // 4x4, 1..16
+    Pool2DParams p;
+    p.kernel_h = p.kernel_w = 3;
+    p.pad = pad4(1, 1, 1, 1);
+    p.ceil_mode = true;
+    auto y = poisoned({1, 1, 3, 3});
+    ref::pool2d(p, x16.data(), {1, 1, 4, 4}, y.data(), {1, 1, 3, 3});
+    expect_values(y, {6, 8, 8, 14, 16, 16, 14, 16, 16});
+    // Rows/columns read: {0,1}, {1,2,3}, {3}. The last window [3, 6) is clipped to the padded border 5,
+    // so with count_include_pad its divisor is 2 (rows) x 3 or 2 (columns), not 3 x 3.
+    p.kind = PoolKind::Average;
+    p.count_include_pad = true;
+    poison(y);
+    ref::pool2d(p, x16.data(), {1, 1, 4, 4}, y.data(), {1, 1, 3, 3});
+    expect_values(y, {56 / 36.f, 120 / 36.f, 72 / 36.f, 228 / 36.f, 396 / 36.f, 216 / 36.f, 162 / 36.f,
+                      270 / 36.f, 144 / 36.f}, 1e-6);
+    p.count_include_pad = false;
+    poison(y);
+    ref::pool2d(p, x16.data(), {1, 1, 4, 4}, y.data(), {1, 1, 3, 3});
+    expect_values(y, {3.5, 5, 6, 9.5, 11, 12, 13.5, 15, 16}, 1e-6);
+  }
   const auto x = iota(9);  // 3x3, 1..9
   SUBCASE("average 3x3 stride 1 padding 1, count_include_pad false: divide by real cells") {
     Pool2DParams p;
@@ -800,4 +822,124 @@ TEST_CASE("registry adapters run the reference functions") {
     NodeDesc wrong_op{AddParams{}, {{1, 1, 3, 3}, {1, 1, 1, 1}}, {{1, 1, 3, 3}}, {nullptr, nullptr}};
     CHECK_THROWS_AS(v->run(KernelCall{wrong_op, {x.data(), x.data()}, {y.data()}}), infer::Error);
   }
+}
+
+// ---------------------------------------------------------------------------------------------------
+namespace {
+std::vector<float> run_resize(const ResizeParams& p, const std::vector<float>& x, const Shape& xs,
+                              const Shape& ys) {
+  auto y = poisoned(ys);
+  ref::resize(p, x.data(), xs, y.data(), ys);
+  return y;
+}
+ResizeParams resize_params(ResizeMode mode, ResizeCoord coord, int out_h, int out_w,
+                           ResizeNearest nearest = ResizeNearest::Floor) {
+  ResizeParams p;
+  p.mode = mode;
+  p.coord = coord;
+  p.nearest = nearest;
+  p.out_h = out_h;
+  p.out_w = out_w;
+  return p;
+}
+}  // namespace
+
+TEST_CASE("resize: 2x2 -> 4x4 in every mode PyTorch exports (values from PyTorch)") {
+  const std::vector<float> x{1, 2, 3, 4};
+  const Shape xs{1, 1, 2, 2}, ys{1, 1, 4, 4};
+  ResizeParams p = resize_params(ResizeMode::Nearest, ResizeCoord::Asymmetric, 0, 0);
+  p.scale_h = p.scale_w = 2;  // nn.Upsample(scale_factor=2): asymmetric, floor
+  expect_values(run_resize(p, x, xs, ys), {1, 1, 2, 2, 1, 1, 2, 2, 3, 3, 4, 4, 3, 3, 4, 4});
+  p.mode = ResizeMode::Linear;  // bilinear, align_corners=False
+  p.coord = ResizeCoord::HalfPixel;
+  expect_values(run_resize(p, x, xs, ys),
+                {1, 1.25, 1.75, 2, 1.5, 1.75, 2.25, 2.5, 2.5, 2.75, 3.25, 3.5, 3, 3.25, 3.75, 4}, 1e-6);
+  p.coord = ResizeCoord::PytorchHalfPixel;  // the same while the output is longer than 1
+  expect_values(run_resize(p, x, xs, ys),
+                {1, 1.25, 1.75, 2, 1.5, 1.75, 2.25, 2.5, 2.5, 2.75, 3.25, 3.5, 3, 3.25, 3.75, 4}, 1e-6);
+  p.coord = ResizeCoord::AlignCorners;  // steps of 1/3
+  expect_values(run_resize(p, x, xs, ys),
+                {1, 4 / 3.f, 5 / 3.f, 2, 5 / 3.f, 2, 7 / 3.f, 8 / 3.f, 7 / 3.f, 8 / 3.f, 3, 10 / 3.f, 3,
+                 10 / 3.f, 11 / 3.f, 4},
+                1e-6);
+  p.coord = ResizeCoord::Asymmetric;  // x = o / 2: 0, 0.5, 1, 1.5 -> clamped to 1
+  expect_values(run_resize(p, x, xs, ys),
+                {1, 1.5, 2, 2, 2, 2.5, 3, 3, 3, 3.5, 4, 4, 3, 3.5, 4, 4}, 1e-6);
+}
+
+TEST_CASE("resize: 3x3 -> 5x7, each coordinate mode by hand") {
+  // x[r][c] = 3r + c + 1 is linear, so bilinear gives 3 * sy + sx + 1 at the clamped source coordinates.
+  const auto x = iota(9);
+  const Shape xs{1, 1, 3, 3}, ys{1, 1, 5, 7};
+  const auto clamp2 = [](double v) { return std::min(std::max(v, 0.0), 2.0); };
+  struct Mode {
+    ResizeCoord coord;
+    double (*sy)(int), (*sx)(int);
+  };
+  const Mode modes[] = {
+      {ResizeCoord::HalfPixel, [](int o) { return (o + 0.5) * 3 / 5 - 0.5; }, [](int o) { return (o + 0.5) * 3 / 7 - 0.5; }},
+      {ResizeCoord::PytorchHalfPixel, [](int o) { return (o + 0.5) * 3 / 5 - 0.5; }, [](int o) { return (o + 0.5) * 3 / 7 - 0.5; }},
+      {ResizeCoord::AlignCorners, [](int o) { return o * 2 / 4.0; }, [](int o) { return o * 2 / 6.0; }},
+      {ResizeCoord::Asymmetric, [](int o) { return o * 3 / 5.0; }, [](int o) { return o * 3 / 7.0; }},
+  };
+  for (const Mode& m : modes) {
+    CAPTURE(int(m.coord));
+    std::vector<float> want;
+    for (int oy = 0; oy < 5; ++oy)
+      for (int ox = 0; ox < 7; ++ox) want.push_back(float(3 * clamp2(m.sy(oy)) + clamp2(m.sx(ox)) + 1));
+    expect_values(run_resize(resize_params(ResizeMode::Linear, m.coord, 5, 7), x, xs, ys), want, 1e-6);
+  }
+  // F.interpolate(size=(5, 7), mode="nearest") (asymmetric, floor), from PyTorch
+  expect_values(run_resize(resize_params(ResizeMode::Nearest, ResizeCoord::Asymmetric, 5, 7), x, xs, ys),
+                {1, 1, 1, 2, 2, 3, 3, 1, 1, 1, 2, 2, 3, 3, 4, 4, 4, 5, 5, 6, 6,
+                 4, 4, 4, 5, 5, 6, 6, 7, 7, 7, 8, 8, 9, 9});
+  // A 1x1 output: half_pixel samples the centre (row 1, column 1), pytorch_half_pixel the corner.
+  expect_values(run_resize(resize_params(ResizeMode::Linear, ResizeCoord::HalfPixel, 1, 1), x, xs, {1, 1, 1, 1}), {5});
+  expect_values(run_resize(resize_params(ResizeMode::Linear, ResizeCoord::PytorchHalfPixel, 1, 1), x, xs, {1, 1, 1, 1}),
+                {1});
+  expect_values(run_resize(resize_params(ResizeMode::Linear, ResizeCoord::AlignCorners, 1, 1), x, xs, {1, 1, 1, 1}), {1});
+}
+
+TEST_CASE("resize: nearest rounding modes, ties and downscaling") {
+  const std::vector<float> x{10, 20, 30};
+  const Shape xs{1, 1, 1, 3};
+  ResizeParams p = resize_params(ResizeMode::Nearest, ResizeCoord::Asymmetric, 0, 0);
+  p.scale_h = 1;
+  p.scale_w = 2;  // x = o / 2 = 0, 0.5, 1, 1.5, 2, 2.5: ties
+  const Shape ys{1, 1, 1, 6};
+  p.nearest = ResizeNearest::Floor;
+  expect_values(run_resize(p, x, xs, ys), {10, 10, 20, 20, 30, 30});
+  p.nearest = ResizeNearest::RoundPreferFloor;
+  expect_values(run_resize(p, x, xs, ys), {10, 10, 20, 20, 30, 30});
+  p.nearest = ResizeNearest::RoundPreferCeil;
+  expect_values(run_resize(p, x, xs, ys), {10, 20, 20, 30, 30, 30});  // 2.5 -> 3, clamped to 2
+  p.nearest = ResizeNearest::Ceil;
+  expect_values(run_resize(p, x, xs, ys), {10, 20, 20, 30, 30, 30});
+  p.scale_w = 3;  // x = o / 3 = 0, 1/3, 2/3, 1, 4/3, 5/3, 2, 7/3, 8/3: no ties
+  const Shape y9{1, 1, 1, 9};
+  p.nearest = ResizeNearest::Ceil;
+  expect_values(run_resize(p, x, xs, y9), {10, 20, 20, 20, 30, 30, 30, 30, 30});
+  p.nearest = ResizeNearest::RoundPreferCeil;
+  expect_values(run_resize(p, x, xs, y9), {10, 10, 20, 20, 20, 30, 30, 30, 30});
+  // half_pixel downscale 3 -> 1 (scale 1/3): the centre, (0.5) * 3 - 0.5 = 1
+  p = resize_params(ResizeMode::Nearest, ResizeCoord::HalfPixel, 1, 1);
+  expect_values(run_resize(p, x, xs, {1, 1, 1, 1}), {20});
+  // bilinear downscale by 2 (half_pixel) averages neighbour pairs: 4 -> 2 gives x = 0.5, 2.5
+  p = resize_params(ResizeMode::Linear, ResizeCoord::HalfPixel, 0, 0);
+  p.scale_h = 1;
+  p.scale_w = 0.5f;
+  expect_values(run_resize(p, {1, 3, 5, 9}, {1, 1, 1, 4}, {1, 1, 1, 2}), {2, 7}, 1e-6);
+}
+
+TEST_CASE("depth_to_space: DCR and CRD by hand") {
+  const auto x = iota(16);  // [1, 8, 1, 2]: channel k holds 2k+1, 2k+2
+  const Shape xs{1, 8, 1, 2}, ys{1, 2, 2, 4};
+  auto y = poisoned(ys);
+  // CRD (PixelShuffle): output channel c, phase (i, j) reads channel 4c + 2i + j.
+  ref::depth_to_space({2, DepthToSpaceMode::CRD}, x.data(), xs, y.data(), ys);
+  expect_values(y, {1, 3, 2, 4, 5, 7, 6, 8, 9, 11, 10, 12, 13, 15, 14, 16});
+  // DCR: channel (2i + j) * 2 + c.
+  poison(y);
+  ref::depth_to_space({2, DepthToSpaceMode::DCR}, x.data(), xs, y.data(), ys);
+  expect_values(y, {1, 5, 2, 6, 9, 13, 10, 14, 3, 7, 4, 8, 11, 15, 12, 16});
 }

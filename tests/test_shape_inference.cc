@@ -3,6 +3,7 @@
 // whole-graph inference for a batch, including the declared-shape check.
 #include <doctest/doctest.h>
 
+#include <limits>
 #include <cmath>
 
 #include "infer/error.h"
@@ -146,6 +147,65 @@ TEST_CASE("pool2d output sizes") {
   CHECK(one(pool(PoolKind::Average, 3, 2, 1), {{1, 2, 7, 8}}) == Shape{1, 2, 4, 4});
   CHECK(one(pool(PoolKind::Average, 3, 1, 1), {{1, 2, 5, 5}}) == Shape{1, 2, 5, 5});
   CHECK(one(pool(PoolKind::Max, 4, 4), {{1, 1, 4, 4}}) == Shape{1, 1, 1, 1});
+}
+
+TEST_CASE("resize output sizes and parameter errors") {
+  ResizeParams p;
+  p.scale_h = p.scale_w = 2;
+  CHECK(one(p, {{3, 4, 5, 7}}) == Shape{3, 4, 10, 14});
+  p.scale_h = 0.5f, p.scale_w = 1.5f;  // floor(4.5), floor(10.5)
+  CHECK(one(p, {{1, 2, 9, 7}}) == Shape{1, 2, 4, 10});
+  p.out_h = 7, p.out_w = 9;  // an explicit size wins; the scales still map coordinates
+  CHECK(one(p, {{1, 2, 3, 4}}) == Shape{1, 2, 7, 9});
+  ResizeParams q;
+  q.out_h = 5;
+  CHECK_THROWS_WITH_AS(one(q, {{1, 1, 3, 3}}), doctest::Contains("needs field out_w or scale_w > 0"), Error);
+  q.out_w = -2;
+  CHECK_THROWS_WITH_AS(one(q, {{1, 1, 3, 3}}), doctest::Contains("field out_w must be >= 0 (got -2)"), Error);
+  q.out_w = 0, q.scale_w = 0.2f;
+  CHECK_THROWS_WITH_AS(one(q, {{1, 1, 3, 3}}), doctest::Contains("output width floor(3 * 0.2"), Error);
+  q.scale_w = std::numeric_limits<float>::infinity();
+  CHECK_THROWS_WITH_AS(one(q, {{1, 1, 3, 3}}), doctest::Contains("field scale_w must be finite"), Error);
+  q.scale_w = 1;
+  q.coord = static_cast<ResizeCoord>(9);
+  CHECK_THROWS_WITH_AS(one(q, {{1, 1, 3, 3}}), doctest::Contains("field coord has unknown value 9"), Error);
+  q.coord = ResizeCoord::Asymmetric;
+  q.mode = static_cast<ResizeMode>(2);
+  CHECK_THROWS_WITH_AS(one(q, {{1, 1, 3, 3}}), doctest::Contains("field mode has unknown value 2"), Error);
+  q.mode = ResizeMode::Linear;
+  q.nearest = static_cast<ResizeNearest>(4);
+  CHECK_THROWS_WITH_AS(one(q, {{1, 1, 3, 3}}), doctest::Contains("field nearest has unknown value 4"), Error);
+  q.nearest = ResizeNearest::Floor;
+  CHECK_THROWS_WITH_AS(one(q, {{1, 3, 3}}), doctest::Contains("[N,C,H,W]"), Error);
+}
+
+TEST_CASE("depth_to_space output sizes and parameter errors") {
+  CHECK(one(DepthToSpaceParams{2, DepthToSpaceMode::CRD}, {{3, 8, 3, 5}}) == Shape{3, 2, 6, 10});
+  CHECK(one(DepthToSpaceParams{3, DepthToSpaceMode::DCR}, {{1, 9, 1, 2}}) == Shape{1, 1, 3, 6});
+  CHECK(one(DepthToSpaceParams{1, DepthToSpaceMode::DCR}, {{1, 5, 2, 2}}) == Shape{1, 5, 2, 2});
+  CHECK_THROWS_WITH_AS(one(DepthToSpaceParams{2, DepthToSpaceMode::DCR}, {{1, 6, 2, 2}}),
+                       doctest::Contains("input 0 has 6 channels, not a multiple of block^2 = 4"), Error);
+  CHECK_THROWS_WITH_AS(one(DepthToSpaceParams{0, DepthToSpaceMode::DCR}, {{1, 4, 2, 2}}),
+                       doctest::Contains("field block must be in [1, 4096] (got 0)"), Error);
+  CHECK_THROWS_WITH_AS(one(DepthToSpaceParams{2, static_cast<DepthToSpaceMode>(5)}, {{1, 4, 2, 2}}),
+                       doctest::Contains("field mode has unknown value 5"), Error);
+}
+
+TEST_CASE("pool2d output sizes with ceil_mode (PyTorch's rule)") {
+  const auto ceil = [](Pool2DParams p) {
+    p.ceil_mode = true;
+    return p;
+  };
+  CHECK(one(ceil(pool(PoolKind::Max, 3, 2)), {{1, 64, 112, 112}}) == Shape{1, 64, 56, 56});  // GoogLeNet; floor 55
+  CHECK(one(ceil(pool(PoolKind::Max, 3, 2)), {{1, 64, 55, 55}}) == Shape{1, 64, 27, 27});    // exact: as floor
+  CHECK(one(ceil(pool(PoolKind::Max, 3, 2)), {{2, 3, 10, 9}}) == Shape{2, 3, 5, 4});
+  CHECK(one(ceil(pool(PoolKind::Average, 3, 2, 1)), {{1, 1, 4, 4}}) == Shape{1, 1, 3, 3});  // floor 2
+  // ceil gives 4 on 5 rows with k 2, s 2, pad 1, but that window would start at row 6 = H + top, wholly
+  // in the bottom padding: dropped, 3. On 7 columns likewise 5 -> 4.
+  CHECK(one(ceil(pool(PoolKind::Average, 2, 2, 1)), {{1, 2, 5, 7}}) == Shape{1, 2, 3, 4});
+  CHECK(one(ceil(pool(PoolKind::Max, 1, 3)), {{1, 1, 7, 6}}) == Shape{1, 1, 3, 2});  // 1, 4, 7 | 1, 4
+  CHECK_THROWS_WITH_AS(one(ceil(pool(PoolKind::Max, 2, 2)), {{1, 1, 1, 1}}),
+                       doctest::Contains("kernel height 2 is larger than the padded input height 1"), Error);
 }
 
 TEST_CASE("dense, batchnorm, activation, add") {

@@ -63,8 +63,43 @@ inline int uniform(std::mt19937_64& rng, int lo, int hi) {
   return lo + int(rng() % uint64_t(hi - lo + 1));
 }
 
+// A random resize: nearest or linear, every coordinate and rounding mode, x [1-3, 1-20, 1-13, 1-13]
+// and either an explicit output size (1-29, so up- and downscaling) or scales in [0.3, 3.5] (integer
+// factors one time in three); y from floor(in * scale), written out here independently.
+struct RandomResize {
+  ResizeParams p;
+  Shape x, y;
+};
+inline RandomResize random_resize(std::mt19937_64& rng) {
+  RandomResize r;
+  ResizeParams& p = r.p;
+  p.mode = static_cast<ResizeMode>(rng() % 2);
+  p.coord = static_cast<ResizeCoord>(rng() % 4);
+  p.nearest = static_cast<ResizeNearest>(rng() % 4);
+  const int64_t N = uniform(rng, 1, 3), C = uniform(rng, 1, 20);
+  const int64_t H = uniform(rng, 1, 13), W = uniform(rng, 1, 13);
+  int64_t HO, WO;
+  if (rng() % 2) {
+    HO = p.out_h = uniform(rng, 1, 29);
+    WO = p.out_w = uniform(rng, 1, 29);
+  } else {
+    const auto scale = [&](int64_t in, float* s) {
+      do {
+        *s = rng() % 3 == 0 ? float(uniform(rng, 1, 3)) : 0.3f + float(rng() % 1000) * 0.0032f;
+      } while (std::floor(double(in) * *s) < 1);
+      return int64_t(std::floor(double(in) * *s));
+    };
+    HO = scale(H, &p.scale_h);
+    WO = scale(W, &p.scale_w);
+  }
+  r.x = {N, C, H, W};
+  r.y = {N, C, HO, WO};
+  return r;
+}
+
 // A random pool2d (max or average, kernel 1-5, strides 1-3, asymmetric padding < kernel,
-// count_include_pad either way) on x [1-3, 1-20, 1-17, 1-17] and its output shape y.
+// count_include_pad and ceil_mode either way) on x [1-3, 1-20, 1-17, 1-17] and its output shape y
+// (ceil_mode: PyTorch's pooling_output_shape, written out here independently of shape inference).
 struct RandomPool2D {
   Pool2DParams p;
   Shape x, y;
@@ -82,13 +117,19 @@ inline RandomPool2D random_pool2d(std::mt19937_64& rng) {
   p.pad.left = uniform(rng, 0, p.kernel_w - 1);
   p.pad.right = uniform(rng, 0, p.kernel_w - 1);
   p.count_include_pad = rng() % 2;
+  p.ceil_mode = rng() % 2;
   const int64_t N = uniform(rng, 1, 3), C = uniform(rng, 1, 20);
   int64_t H, W;
   do {
     H = uniform(rng, 1, 17), W = uniform(rng, 1, 17);
   } while (H + p.pad.top + p.pad.bottom < p.kernel_h || W + p.pad.left + p.pad.right < p.kernel_w);
-  const int64_t HO = (H + p.pad.top + p.pad.bottom - p.kernel_h) / p.stride_h + 1;
-  const int64_t WO = (W + p.pad.left + p.pad.right - p.kernel_w) / p.stride_w + 1;
+  const auto out = [&](int64_t in, int pad_a, int pad_b, int k, int s) {
+    if (!p.ceil_mode) return (in + pad_a + pad_b - k) / s + 1;
+    int64_t o = (in + pad_a + pad_b - k + s - 1) / s + 1;
+    return (o - 1) * s >= in + pad_a ? o - 1 : o;
+  };
+  const int64_t HO = out(H, p.pad.top, p.pad.bottom, p.kernel_h, p.stride_h);
+  const int64_t WO = out(W, p.pad.left, p.pad.right, p.kernel_w, p.stride_w);
   r.x = {N, C, H, W};
   r.y = {N, C, HO, WO};
   return r;

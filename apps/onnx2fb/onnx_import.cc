@@ -55,10 +55,11 @@ struct Val {
 const std::set<std::string>& op_set() {
   static const std::set<std::string> ops{
       // converted
-      "Conv", "ConvTranspose", "Gemm", "MatMul", "MaxPool", "AveragePool", "GlobalAveragePool",
+      "Conv", "ConvTranspose", "Gemm", "MatMul", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool",
       "BatchNormalization", "Relu", "LeakyRelu", "Tanh", "Sigmoid", "Softmax", "Flatten", "Reshape",
       "Add", "Sub", "Mul", "Div", "Concat", "ReduceMean", "Clip", "HardSigmoid", "HardSwish", "Elu",
-      "Exp", "Sqrt", "Neg", "Abs", "Softplus", "InstanceNormalization", "Split",
+      "Exp", "Sqrt", "Neg", "Abs", "Softplus", "InstanceNormalization", "Split", "Resize",
+      "DepthToSpace",
       // pad2d, or removed (all zero) or merged into the Conv / AveragePool after it (zero constant)
       "Pad",
       // removed
@@ -613,7 +614,7 @@ class Importer {
     if (op == "Gemm") return gemm();
     if (op == "MatMul") return matmul();
     if (op == "MaxPool" || op == "AveragePool") return pool(op == "MaxPool");
-    if (op == "GlobalAveragePool") return global_pool();
+    if (op == "GlobalAveragePool" || op == "GlobalMaxPool") return global_pool(op == "GlobalMaxPool");
     if (op == "ReduceMean") return reduce_mean();
     if (op == "BatchNormalization") return batchnorm();
     if (op == "InstanceNormalization") return instance_norm();
@@ -638,6 +639,8 @@ class Importer {
     if (op == "Split") return split();
     if (is_arith(op)) return binary(op);
     if (op == "Concat") return concat();
+    if (op == "Resize") return resize();
+    if (op == "DepthToSpace") return depth_to_space();
     unsupported("op");  // not reached: check_supported() listed every other op
   }
 
@@ -834,7 +837,8 @@ class Importer {
   void pool(bool max) {
     const int x = act(0);
     check_rank4(x);
-    if (attr_int("ceil_mode", 0) != 0) unsupported("ceil_mode = 1");
+    const int64_t ceil_mode = attr_int("ceil_mode", 0);
+    if (ceil_mode != 0 && ceil_mode != 1) fail("ceil_mode must be 0 or 1");
     if (max && attr_int("storage_order", 0) != 0) unsupported("storage_order = 1");
     Spatial s = spatial(true);
     Pool2DParams p;
@@ -846,6 +850,7 @@ class Importer {
     p.pad = s.pad;
     p.count_include_pad = !max && attr_int("count_include_pad", 0) != 0;
     int data = x;
+    p.ceil_mode = ceil_mode == 1;  // PyTorch's rule (the last window starts inside the input or top/left pad)
     auto padded = pending_pad_.find(n_->input(0));
     if (padded != pending_pad_.end()) {
       // A zero Pad's cells count in the average: the pool's own padding with count_include_pad,
@@ -867,17 +872,17 @@ class Importer {
     output(b_.node(node_name(), p, {data}));
   }
 
-  void global_pool() {
+  void global_pool(bool max) {
     const int x = act(0);
     check_rank4(x);
-    output(global_average(x, node_name()));
+    output(global_average(x, node_name(), max));
   }
 
-  // An average pool whose window is the whole (4-D) input plane.
-  int global_average(int x, const std::string& name) {
+  // An average (or max) pool whose window is the whole (4-D) input plane.
+  int global_average(int x, const std::string& name, bool max = false) {
     const Shape& s = b_.shape(x);
     Pool2DParams p;
-    p.kind = PoolKind::Average;
+    p.kind = max ? PoolKind::Max : PoolKind::Average;
     p.kernel_h = p.stride_h = param(s[2], "height", 1);
     p.kernel_w = p.stride_w = param(s[3], "width", 1);
     return b_.node(name, p, {x});
@@ -914,6 +919,69 @@ class Importer {
       y = b_.node(unique(name + "_flatten", "flatten"), f, {y});
     }
     output(y);
+  }
+
+  // Resize (opset 10: X, scales; 11+: X, roi, scales, sizes) with constant scales or sizes that keep
+  // the batch and channels: nearest or linear (bilinear) with the coordinate and rounding modes
+  // PyTorch exports (opset 10 has neither attribute: asymmetric, floor).
+  void resize() {
+    const int x = act(0);
+    check_rank4(x);
+    ResizeParams p;
+    const std::string mode = attr_string("mode", "nearest");
+    if (mode == "nearest") p.mode = ResizeMode::Nearest;
+    else if (mode == "linear") p.mode = ResizeMode::Linear;
+    else unsupported("mode " + mode + " (only nearest and linear)");
+    static const std::map<std::string, ResizeCoord> coords{
+        {"half_pixel", ResizeCoord::HalfPixel}, {"align_corners", ResizeCoord::AlignCorners},
+        {"asymmetric", ResizeCoord::Asymmetric}, {"pytorch_half_pixel", ResizeCoord::PytorchHalfPixel}};
+    static const std::map<std::string, ResizeNearest> roundings{
+        {"floor", ResizeNearest::Floor}, {"ceil", ResizeNearest::Ceil},
+        {"round_prefer_floor", ResizeNearest::RoundPreferFloor},
+        {"round_prefer_ceil", ResizeNearest::RoundPreferCeil}};
+    const std::string coord = opset_ >= 11 ? attr_string("coordinate_transformation_mode", "half_pixel") : "asymmetric";
+    const std::string rounding = opset_ >= 11 ? attr_string("nearest_mode", "round_prefer_floor") : "floor";
+    if (!coords.count(coord)) unsupported("coordinate_transformation_mode " + coord);
+    if (!roundings.count(rounding)) unsupported("nearest_mode " + rounding);
+    p.coord = coords.at(coord);
+    p.nearest = roundings.at(rounding);
+    if (attr_int("exclude_outside", 0) != 0) unsupported("exclude_outside = 1");
+    if (attr_int("antialias", 0) != 0) unsupported("antialias = 1");
+    if (!attr_ints("axes", {}).empty()) unsupported("axes (give scales or sizes for all 4 axes)");
+    if (attr_string("keep_aspect_ratio_policy", "stretch") != "stretch")
+      unsupported("keep_aspect_ratio_policy " + attr_string("keep_aspect_ratio_policy", ""));
+    const Shape& s = b_.shape(x);
+    const int scales_at = opset_ >= 11 ? 2 : 1;
+    const std::vector<float> scales = has_input(scales_at) ? weight(scales_at).f : std::vector<float>{};
+    const std::vector<int64_t> sizes = opset_ >= 11 && has_input(3) ? ints(3).i : std::vector<int64_t>{};
+    if (sizes.size() == 4) {  // sizes[0] is the batch (free here)
+      if (sizes[1] != s[1]) unsupported("sizes that change the channels");
+      p.out_h = param(sizes[2], "sizes height", 1);
+      p.out_w = param(sizes[3], "sizes width", 1);
+    } else if (scales.size() == 4) {
+      if (scales[0] != 1.f || scales[1] != 1.f) unsupported("scales on the batch or channel axis");
+      for (float f : {scales[2], scales[3]})
+        if (!std::isfinite(f) || f <= 0) fail("scale " + std::to_string(f) + " must be finite and > 0");
+      p.scale_h = scales[2];
+      p.scale_w = scales[3];
+    } else {
+      fail("needs constant scales or sizes with 4 values (got " + std::to_string(scales.size()) + " scales, " +
+           std::to_string(sizes.size()) + " sizes)");
+    }
+    output(b_.node(node_name(), p, {x}));
+  }
+
+  // DepthToSpace: PyTorch's PixelShuffle exports mode CRD (opset 11+); DCR is ONNX's default.
+  void depth_to_space() {
+    const int x = act(0);
+    check_rank4(x);
+    DepthToSpaceParams p;
+    p.block = param(attr_int("blocksize", 0), "blocksize", 1);
+    const std::string mode = attr_string("mode", "DCR");
+    if (mode == "DCR") p.mode = DepthToSpaceMode::DCR;
+    else if (mode == "CRD") p.mode = DepthToSpaceMode::CRD;
+    else fail("mode " + mode + " (DCR or CRD)");
+    output(b_.node(node_name(), p, {x}));
   }
 
   void batchnorm() {

@@ -111,12 +111,16 @@ NodeCost node_cost(const NodeDesc& node) {
     case OpType::Softmax:
       cost.flops = 3.0 * out_elems;
       break;
+    case OpType::Resize:  // linear: 4 taps, 3 lerps (a multiply-add each) per output element
+      cost.flops = std::get<ResizeParams>(node.params).mode == ResizeMode::Linear ? 6.0 * out_elems : 0;
+      break;
     case OpType::Flatten:
     case OpType::Reshape:
     case OpType::Concat:
     case OpType::Pad2D:
     case OpType::ChannelShuffle:
     case OpType::Slice:
+    case OpType::DepthToSpace:
     case OpType::Layout:
       cost.flops = 0;
       break;

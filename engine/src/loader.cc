@@ -166,6 +166,7 @@ OpParams Loader::read_options(const fb::Node& node, const std::string& where) co
       p.stride_w = t->stride_w();
       p.pad = read_padding(t->padding());
       p.count_include_pad = t->count_include_pad();
+      p.ceil_mode = t->ceil_mode();
       return p;
     }
     case fb::Op::Dense: {
@@ -252,6 +253,22 @@ OpParams Loader::read_options(const fb::Node& node, const std::string& where) co
     case fb::Op::Slice: {
       const fb::Slice* t = node.options_as_Slice();
       return SliceParams{t->axis(), t->start(), t->end()};
+    }
+    case fb::Op::Resize: {  // enum ranges are checked by shape inference, with the node's name
+      const fb::Resize* t = node.options_as_Resize();
+      ResizeParams p;
+      p.mode = static_cast<ResizeMode>(t->mode());
+      p.coord = static_cast<ResizeCoord>(t->coord());
+      p.nearest = static_cast<ResizeNearest>(t->nearest());
+      p.out_h = t->out_h();
+      p.out_w = t->out_w();
+      p.scale_h = t->scale_h();
+      p.scale_w = t->scale_w();
+      return p;
+    }
+    case fb::Op::DepthToSpace: {  // mode's range is checked by shape inference
+      const fb::DepthToSpace* t = node.options_as_DepthToSpace();
+      return DepthToSpaceParams{t->block(), static_cast<DepthToSpaceMode>(t->mode())};
     }
     case fb::Op::NONE: break;
   }

@@ -99,7 +99,7 @@ std::pair<fb::Op, flatbuffers::Offset<void>> fb_options(flatbuffers::FlatBufferB
       const fb::Padding pad = fb_padding(p.pad);
       return {fb::Op::Pool2D,
               fb::CreatePool2D(fbb, static_cast<fb::PoolKind>(p.kind), p.kernel_h, p.kernel_w,
-                               p.stride_h, p.stride_w, &pad, p.count_include_pad)
+                               p.stride_h, p.stride_w, &pad, p.count_include_pad, p.ceil_mode)
                   .Union()};
     }
     case OpType::Dense: {
@@ -162,6 +162,19 @@ std::pair<fb::Op, flatbuffers::Offset<void>> fb_options(flatbuffers::FlatBufferB
     case OpType::Slice: {
       const auto& p = std::get<SliceParams>(params);
       return {fb::Op::Slice, fb::CreateSlice(fbb, p.axis, p.start, p.end).Union()};
+    }
+    case OpType::Resize: {
+      const auto& p = std::get<ResizeParams>(params);
+      return {fb::Op::Resize,
+              fb::CreateResize(fbb, static_cast<fb::ResizeMode>(p.mode), static_cast<fb::ResizeCoord>(p.coord),
+                               static_cast<fb::ResizeNearest>(p.nearest), p.out_h, p.out_w, p.scale_h,
+                               p.scale_w)
+                  .Union()};
+    }
+    case OpType::DepthToSpace: {
+      const auto& p = std::get<DepthToSpaceParams>(params);
+      return {fb::Op::DepthToSpace,
+              fb::CreateDepthToSpace(fbb, p.block, static_cast<fb::DepthToSpaceMode>(p.mode)).Union()};
     }
     case OpType::Layout:
       throw Error("layout nodes are engine-internal (the channels_last pass) and have no file form");

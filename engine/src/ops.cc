@@ -26,6 +26,8 @@ const char* op_name(OpType op) {
     case OpType::InstanceNorm: return "instance_norm";
     case OpType::ChannelShuffle: return "channel_shuffle";
     case OpType::Slice: return "slice";
+    case OpType::Resize: return "resize";
+    case OpType::DepthToSpace: return "depth_to_space";
     case OpType::Layout: return "layout";
   }
   return "unknown";

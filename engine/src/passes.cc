@@ -286,7 +286,7 @@ Graph fuse_conv_avgpool(Graph g, std::vector<std::string>* log) {
     const bool square = pp.kind == PoolKind::Average && k >= 1 && pp.kernel_w == k &&
                         pp.stride_h == k && pp.stride_w == k;
     const bool unpadded = pp.pad.top == 0 && pp.pad.left == 0 && pp.pad.bottom == 0 &&
-                          pp.pad.right == 0;
+                          pp.pad.right == 0 && !pp.ceil_mode;  // ceil_mode may add a partial window
     if (!square || !unpadded) continue;
     const int p = uses.fusable_producer(pool);
     if (p < 0) continue;

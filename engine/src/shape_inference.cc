@@ -140,14 +140,19 @@ void check_padding(const std::string& where, const std::string& prefix, const Pa
   }
 }
 
-// floor((in + pads - kernel) / stride) + 1, requiring the kernel to fit in the padded input.
+// floor((in + pads - kernel) / stride) + 1, requiring the kernel to fit in the padded input. With
+// ceil_mode: ceil instead of floor, less one when the last window would start at or after in + pad_a,
+// i.e. wholly in the end padding (PyTorch's pooling_output_shape; ONNX opset 19 says the same).
 int64_t window_out(const std::string& where, const char* axis, int64_t in, int pad_a, int pad_b,
-                   int64_t kernel, int stride) {
+                   int64_t kernel, int stride, bool ceil_mode = false) {
   const int64_t padded = in + pad_a + pad_b;  // in <= 2^40 and pads are int: no overflow
   if (kernel > padded)
     fail(where, std::string("kernel ") + axis + " " + std::to_string(kernel) +
                     " is larger than the padded input " + axis + " " + std::to_string(padded));
-  return (padded - kernel) / stride + 1;
+  if (!ceil_mode) return (padded - kernel) / stride + 1;
+  int64_t out = (padded - kernel + stride - 1) / stride + 1;
+  if ((out - 1) * stride >= in + pad_a) --out;
+  return out;
 }
 
 // Shared by conv2d and conv_pool2d: parameter checks, input checks, and the conv output shape.
@@ -265,8 +270,10 @@ std::vector<Shape> pool2d(const std::string& where, const Pool2DParams& p, const
   positive(where, "stride_h", p.stride_h);
   positive(where, "stride_w", p.stride_w);
   check_padding(where, "", p.pad, p.kernel_h, p.kernel_w, true);
-  const int64_t h = window_out(where, "height", x[2], p.pad.top, p.pad.bottom, p.kernel_h, p.stride_h);
-  const int64_t w = window_out(where, "width", x[3], p.pad.left, p.pad.right, p.kernel_w, p.stride_w);
+  const int64_t h = window_out(where, "height", x[2], p.pad.top, p.pad.bottom, p.kernel_h, p.stride_h,
+                               p.ceil_mode);
+  const int64_t w = window_out(where, "width", x[3], p.pad.left, p.pad.right, p.kernel_w, p.stride_w,
+                               p.ceil_mode);
   return {{x[0], x[1], h, w}};
 }
 
@@ -427,6 +434,53 @@ std::vector<Shape> concat(const std::string& where, const ConcatParams& p, const
   return {out};
 }
 
+// One spatial axis of a resize: out if > 0, else floor(in * scale) (scale finite and > 0), >= 1.
+int64_t resize_out(const std::string& where, const char* axis, int64_t in, int out, float scale) {
+  const std::string o = std::string("out_") + axis, s = std::string("scale_") + axis;
+  if (out < 0) fail(where, "field " + o + " must be >= 0 (got " + std::to_string(out) + ")");
+  if (!std::isfinite(scale) || scale < 0)
+    fail(where, "field " + s + " must be finite and >= 0 (got " + std::to_string(scale) + ")");
+  if (out > 0) return out;
+  if (scale == 0) fail(where, "needs field " + o + " or " + s + " > 0");
+  const double v = std::floor(double(in) * double(scale));
+  if (v < 1 || v > double(kMaxElements))
+    fail(where, "output " + std::string(axis == std::string("h") ? "height" : "width") + " floor(" +
+                    std::to_string(in) + " * " + std::to_string(scale) + ") is not in [1, 2^40]");
+  return static_cast<int64_t>(v);
+}
+
+std::vector<Shape> resize(const std::string& where, const ResizeParams& p, const Inputs& in) {
+  in.expect_count(1, 1);
+  const Shape& x = in.with_rank(0, 4, "[N,C,H,W]");
+  const auto in_range = [&](const char* field, int v, int hi) {
+    if (v < 0 || v > hi) fail(where, std::string("field ") + field + " has unknown value " + std::to_string(v));
+  };
+  in_range("mode", static_cast<int>(p.mode), static_cast<int>(ResizeMode::Linear));
+  in_range("coord", static_cast<int>(p.coord), static_cast<int>(ResizeCoord::PytorchHalfPixel));
+  in_range("nearest", static_cast<int>(p.nearest), static_cast<int>(ResizeNearest::Ceil));
+  Shape y{x[0], x[1], resize_out(where, "h", x[2], p.out_h, p.scale_h),
+          resize_out(where, "w", x[3], p.out_w, p.scale_w)};
+  std::string why;
+  if (!bounded(y, &why, true)) fail(where, "output " + str(y) + ": " + why);
+  return {y};
+}
+
+std::vector<Shape> depth_to_space(const std::string& where, const DepthToSpaceParams& p, const Inputs& in) {
+  in.expect_count(1, 1);
+  const Shape& x = in.with_rank(0, 4, "[N,C,H,W]");
+  if (p.block < 1 || p.block > 4096)
+    fail(where, "field block must be in [1, 4096] (got " + std::to_string(p.block) + ")");
+  const int mode = static_cast<int>(p.mode);
+  if (mode < 0 || mode > static_cast<int>(DepthToSpaceMode::CRD))
+    fail(where, "field mode has unknown value " + std::to_string(mode));
+  const int64_t bb = int64_t(p.block) * p.block;
+  if (x[1] % bb != 0)
+    fail(where, "input 0 has " + std::to_string(x[1]) + " channels, not a multiple of block^2 = " +
+                    std::to_string(bb));
+  Shape y{x[0], x[1] / bb, x[2] * p.block, x[3] * p.block};  // same element count as x: bounded
+  return {y};
+}
+
 std::vector<Shape> pad2d(const std::string& where, const Pad2DParams& p, const Inputs& in) {
   in.expect_count(1, 1);
   const Shape& x = in.with_rank(0, 4, "[N,C,H,W]");
@@ -517,6 +571,8 @@ std::vector<Shape> dispatch(const OpParams& params, const Inputs& in, const std:
     case OpType::ChannelShuffle:
       return channel_shuffle(where, std::get<ChannelShuffleParams>(params), in);
     case OpType::Slice: return slice(where, std::get<SliceParams>(params), in);
+    case OpType::Resize: return resize(where, std::get<ResizeParams>(params), in);
+    case OpType::DepthToSpace: return depth_to_space(where, std::get<DepthToSpaceParams>(params), in);
     case OpType::Layout: {
       in.expect_count(1, 1);
       if (in[0].size() != 4) fail(where, "layout conversion needs a 4-D input, got " + str(in[0]));

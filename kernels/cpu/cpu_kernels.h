@@ -10,6 +10,7 @@ namespace infer::cpu {
 void register_conv2d(KernelRegistry& registry);            // conv2d.cc
 void register_dense(KernelRegistry& registry);             // dense.cc
 void register_pool2d(KernelRegistry& registry);            // pool2d.cc
+void register_resize(KernelRegistry& registry);            // resize.cc (resize, depth_to_space)
 void register_elementwise(KernelRegistry& registry);       // elementwise.cc: activation, add, batchnorm
 void register_tensor_ops(KernelRegistry& registry);        // tensor_ops.cc: flatten, reshape, concat, softmax
 void register_conv_transpose2d(KernelRegistry& registry);  // conv_transpose2d.cc

@@ -2,6 +2,7 @@
 // one OpenMP iteration per (n, c) plane; each output clips its window to the image, so padded cells
 // never win a max, and an average divides by the window clipped to the padded image
 // (count_include_pad, as PyTorch/ONNX) or by the real cells it read -- the reference's semantics.
+// ceil_mode needs nothing here: its extra last window is clipped the same way (shape inference sizes it).
 #include <algorithm>
 #include <limits>
 #include <string>

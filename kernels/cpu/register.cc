@@ -7,6 +7,7 @@ void register_cpu_kernels(KernelRegistry& registry) {
   cpu::register_conv2d(registry);
   cpu::register_dense(registry);
   cpu::register_pool2d(registry);
+  cpu::register_resize(registry);
   cpu::register_elementwise(registry);
   cpu::register_tensor_ops(registry);
   cpu::register_conv_transpose2d(registry);

@@ -10,6 +10,7 @@ namespace infer::cuda {
 void register_conv2d(KernelRegistry& registry);            // conv2d.cu
 void register_dense(KernelRegistry& registry);             // dense.cu
 void register_pool2d(KernelRegistry& registry);            // pool2d.cu
+void register_resize(KernelRegistry& registry);            // resize.cu (resize, depth_to_space)
 void register_elementwise(KernelRegistry& registry);       // elementwise.cu: activation, add, batchnorm
 void register_tensor_ops(KernelRegistry& registry);        // tensor_ops.cu: flatten, reshape, softmax, concat
 void register_conv_transpose2d(KernelRegistry& registry);  // conv_transpose2d/register.cc

@@ -5,7 +5,8 @@
 // adjacent channels, so every window read and the store are coalesced 8-byte accesses).
 // Reference semantics: the window is clipped to the image (padded cells never win a max), an average
 // divides by the window clipped to the padded image (count_include_pad) or by the real cells read, a
-// window wholly in the padding gives 0.
+// window wholly in the padding gives 0. ceil_mode's extra last window is clipped the same way (only the
+// output size, from shape inference, differs).
 #include <string>
 #include <type_traits>
 

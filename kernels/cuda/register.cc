@@ -7,6 +7,7 @@ void register_cuda_kernels(KernelRegistry& registry) {
   cuda::register_conv2d(registry);
   cuda::register_dense(registry);
   cuda::register_pool2d(registry);
+  cuda::register_resize(registry);
   cuda::register_elementwise(registry);
   cuda::register_tensor_ops(registry);
   cuda::register_conv_transpose2d(registry);

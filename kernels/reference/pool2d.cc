@@ -1,6 +1,7 @@
 // Reference max / average pooling over NCHW with stride and asymmetric padding. A window is clipped to
 // the image for reading; padded cells never win a max. Average divides by the window clipped to the
 // padded image (count_include_pad, as PyTorch/ONNX) or by the number of real cells read.
+// ceil_mode needs nothing here: its extra last window is clipped the same way (shape inference sizes it).
 #include <algorithm>
 #include <limits>
 

@@ -81,6 +81,12 @@ void instance_norm(const InstanceNormParams& p, const float* x, const Shape& sha
 void channel_shuffle(const ChannelShuffleParams& p, const float* x, const Shape& shape, float* y);
 // Elements p.start..p.end-1 of axis p.axis (y != x).
 void slice(const SliceParams& p, const float* x, const Shape& x_shape, float* y, const Shape& y_shape);
+// Nearest / bilinear resize of [N,C,H,W] to y_shape (see ResizeParams); blends in double.
+void resize(const ResizeParams& p, const float* x, const Shape& x_shape, float* y, const Shape& y_shape);
+
+// DepthToSpace (DCR / CRD) of [N,C,H,W] into y_shape [N, C/b^2, H b, W b]: a pure permutation.
+void depth_to_space(const DepthToSpaceParams& p, const float* x, const Shape& x_shape, float* y,
+                    const Shape& y_shape);
 
 // Copies [N,C,H,W] from p.from's memory order to p.to's (NCHW <-> NHWC; equal layouts copy). y != x.
 void layout(const LayoutParams& p, const float* x, const Shape& shape, float* y);

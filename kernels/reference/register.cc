@@ -104,6 +104,14 @@ void run_channel_shuffle(const KernelCall& c) {
 void run_slice(const KernelCall& c) {
   ref::slice(std::get<SliceParams>(c.node.params), c.inputs[0], c.node.input_shapes[0], c.outputs[0],
              c.node.output_shapes[0]);
+void run_resize(const KernelCall& c) {
+  ref::resize(std::get<ResizeParams>(c.node.params), c.inputs[0], c.node.input_shapes[0], c.outputs[0],
+              c.node.output_shapes[0]);
+}
+
+void run_depth_to_space(const KernelCall& c) {
+  ref::depth_to_space(std::get<DepthToSpaceParams>(c.node.params), c.inputs[0], c.node.input_shapes[0],
+                      c.outputs[0], c.node.output_shapes[0]);
 }
 
 void run_layout(const KernelCall& c) {
@@ -131,6 +139,8 @@ RunFn reference_run(OpType op) {
     case OpType::InstanceNorm: return run_instance_norm;
     case OpType::ChannelShuffle: return run_channel_shuffle;
     case OpType::Slice: return run_slice;
+    case OpType::Resize: return run_resize;
+    case OpType::DepthToSpace: return run_depth_to_space;
     case OpType::Layout: return run_layout;
   }
   return nullptr;

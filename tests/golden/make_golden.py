@@ -563,6 +563,74 @@ def pad_norm_cases():
     print(f"make_golden: pad / instance norm / shuffle nets done at {time.time() - T0:.1f} s", flush=True)
 
 
+# ---- single layers of issue 14 (pooling with ceil_mode, global max pool, ...) ------------------------
+
+class ConvThen(nn.Module):
+    """A 3x3 convolution (so the case has weights and a non-trivial input) followed by `layer`."""
+
+    def __init__(self, c_in, c_out, layer):
+        super().__init__()
+        self.conv = nn.Conv2d(c_in, c_out, 3, padding=1)
+        self.layer = layer
+
+    def forward(self, x):
+        return self.layer(self.conv(x))
+
+
+class Interpolate(nn.Module):
+    def __init__(self, **kwargs):
+        super().__init__()
+        self.kwargs = kwargs
+
+    def forward(self, x):
+        return nn.functional.interpolate(x, **self.kwargs)
+
+
+def layer_cases():
+    """Each layer after a conv, exported at opset 13 and 17 with a batch of 2 traced as dynamic; the
+    input sizes make ceil_mode add a partial last window (and, for AvgPool2d(2, 2, 1) on 5 rows, drop
+    the window that would start in the bottom padding: PyTorch's rule, which the ONNX graph of Pad +
+    AveragePool alone would not follow)."""
+    specs = [
+        ("maxpool_ceil", lambda: nn.MaxPool2d(3, 2, ceil_mode=True), (3, 10, 9)),
+        ("avgpool_ceil_incl", lambda: nn.AvgPool2d(3, 2, padding=1, ceil_mode=True, count_include_pad=True),
+         (3, 10, 9)),
+        ("avgpool_ceil_excl", lambda: nn.AvgPool2d(3, 2, padding=1, ceil_mode=True, count_include_pad=False),
+         (3, 10, 9)),
+        ("avgpool_ceil_drop", lambda: nn.AvgPool2d(2, 2, padding=1, ceil_mode=True, count_include_pad=True),
+         (2, 5, 7)),
+        ("globalmaxpool", lambda: nn.AdaptiveMaxPool2d(1), (3, 7, 5)),
+        # a generator block: nearest x2 upsample + conv + relu
+        ("upsample_nearest_conv", lambda: nn.Sequential(nn.Upsample(scale_factor=2, mode="nearest"),
+                                                        nn.Conv2d(4, 3, 3, padding=1), nn.ReLU()), (3, 5, 7)),
+        ("upsample_bilinear", lambda: nn.Upsample(scale_factor=2, mode="bilinear", align_corners=False), (3, 5, 7)),
+        ("upsample_bilinear_ac", lambda: nn.Upsample(scale_factor=2, mode="bilinear", align_corners=True), (3, 5, 7)),
+        ("upsample_bilinear_down", lambda: nn.Upsample(scale_factor=0.5, mode="bilinear"), (2, 9, 8)),
+        ("interpolate_size_bilinear", lambda: Interpolate(size=(7, 9), mode="bilinear", align_corners=False),
+         (3, 3, 4)),
+        ("interpolate_size_nearest", lambda: Interpolate(size=(7, 9), mode="nearest"), (3, 3, 4)),
+        ("pixel_shuffle", lambda: nn.PixelShuffle(2), (3, 5, 6)),  # DepthToSpace CRD of the conv's 4 channels
+    ]
+    for i, (name, make, (c, h, w)) in enumerate(specs):
+        for opset in (13, 17):
+            torch.manual_seed(500 + i)
+            net = init_weights(ConvThen(c, 4, make()), 5000 + i)
+            x = torch.randn((2, c, h, w), generator=torch.Generator().manual_seed(6000 + i))
+            case = f"{name}_op{opset}"
+            inp = save_npy(f"{case}.in.npy", x.numpy())
+            out = save_npy(f"{case}.out.npy", reference(net, x))
+            export(net, x, f"{case}.onnx", opset, dynamic=True, torchscript=True)
+            if name == "globalmaxpool":  # torch writes MaxPool(kernel = H x W): make it ONNX's GlobalMaxPool
+                model = onnx.load(os.path.join(OUT, f"{case}.onnx"))
+                for node in model.graph.node:
+                    if node.op_type == "MaxPool":
+                        node.op_type = "GlobalMaxPool"
+                        del node.attribute[:]
+                onnx.checker.check_model(model)
+                onnx.save(model, os.path.join(OUT, f"{case}.onnx"))
+            add_case(case, f"{case}.onnx", inp, out, opset=opset, layers=repr(net))
+
+
 # ---- hand-written graphs ----------------------------------------------------------------------------
 
 def handmade_case():
@@ -713,17 +781,16 @@ def metadata_case():
 
 
 def unsupported_case():
-    """A net with ops infer does not import: Resize (twice), Sin, Cos."""
+    """A net with ops infer does not import: Cos (twice), Sin, Atan (Resize, here before, imports now)."""
 
     class Bad(nn.Module):
         def __init__(self):
             super().__init__()
             self.conv = nn.Conv2d(3, 4, 3)
-            self.up = nn.Upsample(scale_factor=2)
 
         def forward(self, x):
-            x = self.up(torch.sin(self.conv(x)))
-            return torch.cos(self.up(x))
+            x = torch.cos(torch.sin(self.conv(x)))
+            return torch.atan(torch.cos(x))
 
     torch.manual_seed(9)
     net = Bad().eval()
@@ -731,7 +798,7 @@ def unsupported_case():
     model = onnx.load(os.path.join(OUT, "unsupported.onnx"))
     bad = {}
     for node in model.graph.node:
-        if node.op_type in ("Resize", "Sin", "Cos"):
+        if node.op_type in ("Cos", "Sin", "Atan"):
             bad.setdefault(node.op_type, []).append(node.name)
     MANIFEST["unsupported"] = {"onnx": "unsupported.onnx", "ops": bad}
 
@@ -743,6 +810,7 @@ def main():
     binary_cases()
     grouped_cases()
     pad_norm_cases()
+    layer_cases()
     handmade_case()
     dynamo_style_cases()
     clip_cases()

@@ -91,6 +91,9 @@ struct Pool2DParams {
   int stride_h = 2, stride_w = 2;
   Padding2D pad;
   bool count_include_pad = false;
+  // Output size ceil((in + pads - k) / s) + 1, less one when that last window would start in the
+  // bottom/right padding (PyTorch's rule); windows are clipped at the padded border.
+  bool ceil_mode = false;
 };
 
 // x [N,F_in], weight [F_out,F_in], optional bias [F_out].
@@ -177,6 +180,30 @@ struct SliceParams {
   int64_t start = 0, end = 1;
 };
 
+// x [N,C,H,W] -> [N,C,HO,WO] with HO = out_h if > 0, else floor(H * scale_h) (same for width). An
+// output index o maps to the source coordinate by `coord` with the scale s = scale_h if > 0, else
+// HO / H: half_pixel (o + 0.5) / s - 0.5, pytorch_half_pixel the same but 0 when HO = 1,
+// align_corners o (H - 1) / (HO - 1) (0 when HO = 1), asymmetric o / s. Nearest rounds it by
+// `nearest`, linear interpolates between the two neighbours; both clamp to the image.
+enum class ResizeMode : uint8_t { Nearest = 0, Linear = 1 };
+enum class ResizeCoord : uint8_t { HalfPixel = 0, AlignCorners = 1, Asymmetric = 2, PytorchHalfPixel = 3 };
+enum class ResizeNearest : uint8_t { Floor = 0, RoundPreferFloor = 1, RoundPreferCeil = 2, Ceil = 3 };
+struct ResizeParams {
+  ResizeMode mode = ResizeMode::Nearest;
+  ResizeCoord coord = ResizeCoord::HalfPixel;
+  ResizeNearest nearest = ResizeNearest::RoundPreferFloor;
+  int out_h = 0, out_w = 0;
+  float scale_h = 0.f, scale_w = 0.f;
+};
+
+// x [N,C,H,W] -> [N, C / b^2, H b, W b] (b = block, C % b^2 == 0): output pixel (h b + i, w b + j) of
+// channel c reads input channel (i b + j) C_out + c (DCR) or c b^2 + i b + j (CRD, PixelShuffle).
+enum class DepthToSpaceMode : uint8_t { DCR = 0, CRD = 1 };
+struct DepthToSpaceParams {
+  int block = 2;
+  DepthToSpaceMode mode = DepthToSpaceMode::DCR;
+};
+
 // An engine-internal node (never in a file): copies a 4-D activation from one memory layout to the
 // other; the shape and the values stay the same. Inserted by the channels_last pass.
 struct LayoutParams {
@@ -187,21 +214,23 @@ using OpParams = std::variant<Conv2DParams, ConvTranspose2DParams, Pool2DParams,
                               BatchNormParams, ActivationParams, FlattenParams, ReshapeParams,
                               SoftmaxParams, AddParams, ConcatParams, ConvPool2DParams, BinaryParams,
                               Pad2DParams, InstanceNormParams, ChannelShuffleParams, SliceParams,
-                              LayoutParams>;
+                              ResizeParams, DepthToSpaceParams, LayoutParams>;
 
 // Same order as OpParams' alternatives. The ops a file can hold come first, in the order of the schema's
 // union (fb::Op is OpType + 1); engine-internal ops (Layout) stay last.
 enum class OpType : uint8_t {
   Conv2D, ConvTranspose2D, Pool2D, Dense, BatchNorm, Activation, Flatten, Reshape, Softmax, Add,
-  Concat, ConvPool2D, Binary, Pad2D, InstanceNorm, ChannelShuffle, Slice, Layout
+  Concat, ConvPool2D, Binary, Pad2D, InstanceNorm, ChannelShuffle, Slice, Resize, DepthToSpace,
+  Layout
 };
-constexpr int kNumOpTypes = 18;
+constexpr int kNumOpTypes = 20;
 
 inline OpType op_type(const OpParams& p) { return static_cast<OpType>(p.index()); }
 
 // Stable lower-case names used by --kernel, the profile and kernel variant names:
 // conv2d, conv_transpose2d, pool2d, dense, batchnorm, activation, flatten, reshape, softmax, add,
-// concat, conv_pool2d, binary, pad2d, instance_norm, channel_shuffle, slice, layout.
+// concat, conv_pool2d, binary, pad2d, instance_norm, channel_shuffle, slice, resize,
+// depth_to_space, layout.
 const char* op_name(OpType op);
 // none, relu, leaky_relu, tanh, sigmoid, clip, hard_sigmoid, hard_swish, silu, elu, exp, sqrt, neg, abs,
 // softplus ("unknown" for a value outside the enum).
