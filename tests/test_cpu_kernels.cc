@@ -414,7 +414,8 @@ TEST_CASE("binary broadcast runs in place and rejects malformed calls") {
   // b [1,4,1,1] does not broadcast to [2,3,5,7]; a missing input; the wrong params.
   CHECK_FALSE(v->applicable(make_node(p, {s, {1, 4, 1, 1}}, s)));
   CHECK_THROWS_WITH_AS(v->run(KernelCall{make_node(p, {s, {1, 4, 1, 1}}, s), {x.data(), g.data()}, {y.data()}}),
-                       "cpu binary: input 1x4x1x1 does not broadcast to output 2x3x5x7", Error);
+                       "cpu binary.broadcast: input 1 has shape 1x4x1x1 which does not broadcast with input 0's 2x3x5x7 "
+                       "(dim 1 of the aligned shapes: 3 vs 4; each pair must be equal or 1)", Error);
   CHECK_THROWS_AS(v->run(KernelCall{node, {x.data()}, {y.data()}}), Error);
   CHECK_THROWS_AS(v->run(KernelCall{make_node(AddParams{}, {s, s}, s), {x.data(), x.data()}, {y.data()}}),
                   Error);

@@ -88,7 +88,7 @@ flatbuffers::Offset<fb::Conv2D> fb_conv(flatbuffers::FlatBufferBuilder& fbb, con
   const fb::Padding pad = fb_padding(p.pad);
   return fb::CreateConv2D(fbb, p.stride_h, p.stride_w, &pad, p.dilation_h, p.dilation_w,
                           static_cast<fb::ActivationKind>(p.activation.kind), p.activation.alpha,
-                          p.groups);
+                          p.activation.beta, p.groups);
 }
 
 std::pair<fb::Op, flatbuffers::Offset<void>> fb_options(flatbuffers::FlatBufferBuilder& fbb,

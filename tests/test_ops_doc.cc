@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>
 
 #include <fstream>
+#include <iostream>
 #include <map>
 #include <sstream>
 #include <string>
@@ -30,13 +31,11 @@ std::map<std::string, std::vector<std::string>> table_rows(const std::string& pa
   std::map<std::string, std::vector<std::string>> rows;
   std::string line;
   while (std::getline(in, line)) {
-    if (line.rfind("| ", 0) != 0) continue;
+    if (line.rfind("| ", 0) != 0 || line.back() != '|') continue;  // table lines only
     std::vector<std::string> cells;
-    std::stringstream ss(line.substr(1));
+    std::stringstream ss(line.substr(1, line.size() - 2));
     std::string cell;
     while (std::getline(ss, cell, '|')) cells.push_back(trim(cell));
-    if (!cells.empty() && !cells.back().empty()) continue;  // not a table line ending in '|'
-    if (!cells.empty()) cells.pop_back();
     if (cells.size() >= 4 && cells[0] != "op" && cells[0].rfind("---", 0) != 0) rows[cells[0]] = cells;
   }
   return rows;
@@ -55,12 +54,23 @@ std::string variants_cell(const std::string& op, const std::string& backend_filt
   return out;
 }
 
-// The part of a documented cell for one backend ("cuda: x, y"), or all of it.
+// The part of a documented cell for one backend ("cuda: x, y"). A build without cuDNN has no cudnn*
+// variants: they are dropped from the documented list before comparing.
 std::string backend_part(const std::string& cell, const std::string& backend) {
   std::stringstream ss(cell);
   std::string part;
-  while (std::getline(ss, part, ';'))
-    if (trim(part).rfind(backend + ":", 0) == 0) return trim(part);
+  while (std::getline(ss, part, ';')) {
+    part = trim(part);
+    if (part.rfind(backend + ":", 0) != 0) continue;
+#ifndef INFER_WITH_CUDNN
+    std::stringstream names(part.substr(backend.size() + 1));
+    std::string name, kept;
+    while (std::getline(names, name, ','))
+      if (trim(name).rfind("cudnn", 0) != 0) kept += (kept.empty() ? "" : ", ") + trim(name);
+    part = backend + ": " + kept;
+#endif
+    return part;
+  }
   return "";
 }
 
@@ -92,5 +102,5 @@ TEST_CASE("docs/ops.md lists every op and exactly the registered kernel variants
     expected += "| " + op + " | ... | ... | " + variants_cell(op, "") + " |\n";
   }
   CHECK(rows.size() == static_cast<size_t>(kNumOpTypes));  // no row for an op that does not exist
-  if (!ok) MESSAGE("the variants column should read:\n" << expected);
+  if (!ok) std::cout << "docs/ops.md: the variants column should read:\n" << expected;
 }

@@ -67,7 +67,7 @@ NodeDesc make_node(OpParams params, std::vector<Shape> inputs) {
   NodeDesc node;
   node.params = std::move(params);
   node.input_shapes = std::move(inputs);
-  node.output_shapes = infer_node_shapes(node.params, node.input_shapes, "test", true);
+  node.output_shapes = infer_node_shapes(node.params, node.input_shapes, "test", nullptr, true);
   node.constants.assign(node.input_shapes.size(), nullptr);
   return node;
 }

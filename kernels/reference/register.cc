@@ -104,6 +104,8 @@ void run_channel_shuffle(const KernelCall& c) {
 void run_slice(const KernelCall& c) {
   ref::slice(std::get<SliceParams>(c.node.params), c.inputs[0], c.node.input_shapes[0], c.outputs[0],
              c.node.output_shapes[0]);
+}
+
 void run_resize(const KernelCall& c) {
   ref::resize(std::get<ResizeParams>(c.node.params), c.inputs[0], c.node.input_shapes[0], c.outputs[0],
               c.node.output_shapes[0]);
