@@ -1,7 +1,8 @@
 // check_kernel_call: every kernel call's arguments checked once, for every backend, before the
 // variant runs (KernelRegistry::add wraps each run with it). The op's shape rules are shape
-// inference's own (infer_node_shapes), so a kernel accepts exactly what the loader and the builder
-// accept and a malformed call is an infer::Error naming the variant, never an out-of-range access.
+// inference's own (infer_node_shapes: what the loader and the builder check, less the rules about
+// which inputs are constants, plus empty tensors), so a malformed call is an infer::Error naming the
+// variant, never an out-of-range access.
 #include <string>
 
 #include "infer/error.h"
