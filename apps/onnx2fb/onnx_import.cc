@@ -1242,21 +1242,31 @@ class Importer {
 
   // Slice of an activation: steps 1, along axes >= 1; every axis that is not taken whole becomes one
   // slice node (ends clamp as ONNX says).
+  // Slice's starts, ends, axes and steps: attributes before opset 10, constant inputs from it on
+  // (axes and steps optional). Shared by the slice of an activation and the constant fold.
+  struct SliceArgs {
+    std::vector<int64_t> starts, ends, axes, steps;
+  };
+  SliceArgs slice_args() {
+    SliceArgs a;
+    if (opset_ < 10) {
+      a.starts = attr_ints("starts", {});
+      a.ends = attr_ints("ends", {});
+      a.axes = attr_ints("axes", {});
+    } else {
+      a.starts = ints(1).i;
+      a.ends = ints(2).i;
+      if (has_input(3)) a.axes = ints(3).i;
+      if (has_input(4)) a.steps = ints(4).i;
+    }
+    return a;
+  }
+
   void slice() {
     const int x = act(0);
     const Shape& xs = b_.shape(x);
     const int r = static_cast<int>(xs.size());
-    std::vector<int64_t> starts, ends, axes, steps;
-    if (opset_ < 10) {
-      starts = attr_ints("starts", {});
-      ends = attr_ints("ends", {});
-      axes = attr_ints("axes", {});
-    } else {
-      starts = ints(1).i;
-      ends = ints(2).i;
-      if (has_input(3)) axes = ints(3).i;
-      if (has_input(4)) steps = ints(4).i;
-    }
+    auto [starts, ends, axes, steps] = slice_args();
     if (starts.size() != ends.size() || (!axes.empty() && axes.size() != starts.size()) ||
         (!steps.empty() && steps.size() != starts.size()))
       fail("starts, ends, axes and steps differ in length");
@@ -1549,17 +1559,7 @@ class Importer {
       return c;
     }
     if (op == "Slice") {
-      std::vector<int64_t> starts, ends, axes, steps;
-      if (opset_ < 10) {
-        starts = attr_ints("starts", {});
-        ends = attr_ints("ends", {});
-        axes = attr_ints("axes", {});
-      } else {
-        starts = ints(1).i;
-        ends = ints(2).i;
-        if (has_input(3)) axes = ints(3).i;
-        if (has_input(4)) steps = ints(4).i;
-      }
+      auto [starts, ends, axes, steps] = slice_args();
       for (const std::vector<int64_t>* v : {&starts, &ends, &steps})
         if (std::find(v->begin(), v->end(), kBatch) != v->end())
           unsupported("the batch dimension used as a Slice bound");
