@@ -369,39 +369,11 @@ inline void check_run(const std::string& what, const CudaRun& r, const std::vect
   CHECK_MESSAGE(r.replay_identical, what << ": a second graph replay gave different bits");
 }
 
-// A random grouped (depthwise: groups == C_in, multiplier 1..3) and often dilated conv2d: kernel 1-5,
-// strides 1-3, dilation 1-3, asymmetric padding < the dilated kernel, odd channels per group, batch
-// 1..3, bias or not, any fused activation. Shared by test_cuda_kernels.cc and test_cuda_layout.cc.
+// A random grouped / depthwise / dilated conv2d case (test_util.h, with the NHWC vector channel
+// counts). Shared by test_cuda_kernels.cc and test_cuda_layout.cc.
 inline OpCase random_grouped_conv2d(std::mt19937_64& rng, bool depthwise, uint64_t seed) {
-  Conv2DParams p;
-  const int kh = uniform(rng, 1, 5), kw = rng() % 4 == 0 ? uniform(rng, 1, 5) : kh;
-  p.stride_h = uniform(rng, 1, 3);
-  p.stride_w = rng() % 4 == 0 ? uniform(rng, 1, 3) : p.stride_h;
-  p.dilation_h = rng() % 2 == 0 ? 1 : uniform(rng, 2, 3);
-  p.dilation_w = rng() % 4 == 0 ? uniform(rng, 1, 3) : p.dilation_h;
-  const int ekh = p.dilation_h * (kh - 1) + 1, ekw = p.dilation_w * (kw - 1) + 1;
-  p.pad.top = uniform(rng, 0, ekh - 1);
-  p.pad.bottom = rng() % 3 == 0 ? uniform(rng, 0, ekh - 1) : p.pad.top;
-  p.pad.left = uniform(rng, 0, ekw - 1);
-  p.pad.right = rng() % 3 == 0 ? uniform(rng, 0, ekw - 1) : p.pad.left;
-  p.activation = random_activation(rng);
-  const int64_t N = uniform(rng, 1, 3);
-  int64_t G, CG, COG;
-  if (depthwise)  // channels: odd ones and multiples of 4 (the NHWC vector path)
-    G = rng() % 2 ? 4 * uniform(rng, 1, 12) : uniform(rng, 2, 40), CG = 1,
-    COG = rng() % 3 == 0 ? uniform(rng, 2, 3) : 1;
-  else
-    G = uniform(rng, 2, 5), CG = uniform(rng, 1, 7), COG = uniform(rng, 1, 7);
-  p.groups = static_cast<int>(G);
-  int64_t H, W;
-  do {
-    H = uniform(rng, 1, 19), W = uniform(rng, 1, 19);
-  } while (H + p.pad.top + p.pad.bottom < ekh || W + p.pad.left + p.pad.right < ekw);
-  const int64_t HO = (H + p.pad.top + p.pad.bottom - ekh) / p.stride_h + 1;
-  const int64_t WO = (W + p.pad.left + p.pad.right - ekw) / p.stride_w + 1;
-  std::vector<Shape> in{{N, G * CG, H, W}, {G * COG, CG, kh, kw}};
-  if (rng() % 4 != 0) in.push_back({G * COG});
-  return make_case(p, in, {false, true, true}, {N, G * COG, HO, WO}, seed);
+  const RandomGroupedConv r = random_grouped_conv2d_shapes(rng, depthwise, /*vector_channels=*/true);
+  return make_case(r.p, r.inputs, {false, true, true}, r.y, seed);
 }
 
 // Runs every registered cuda variant of c's op that is applicable (restricted to `only` when it is

@@ -161,40 +161,11 @@ TEST_CASE("conv2d im2col_gemm matches the reference on 250 random shapes") {
 
 namespace {
 
-// A random grouped / depthwise / dilated conv2d node (odd sizes, every padding edge, bias or not, any
-// fused activation) whose oracle work stays small. depthwise: groups == C_in, multiplier 1..3.
+// A random grouped / depthwise / dilated conv2d node (test_util.h), whose oracle work stays small.
 NodeDesc random_grouped_conv(std::mt19937_64& rng, bool depthwise) {
-  Conv2DParams p;
-  const int kh = uniform(rng, 1, 5), kw = rng() % 4 == 0 ? uniform(rng, 1, 5) : kh;
-  p.stride_h = uniform(rng, 1, 3);
-  p.stride_w = rng() % 4 == 0 ? uniform(rng, 1, 3) : p.stride_h;
-  p.dilation_h = rng() % 2 == 0 ? 1 : uniform(rng, 2, 3);
-  p.dilation_w = rng() % 4 == 0 ? uniform(rng, 1, 3) : p.dilation_h;
-  const int ekh = p.dilation_h * (kh - 1) + 1, ekw = p.dilation_w * (kw - 1) + 1;
-  p.pad.top = uniform(rng, 0, ekh - 1);
-  p.pad.bottom = rng() % 3 == 0 ? uniform(rng, 0, ekh - 1) : p.pad.top;
-  p.pad.left = uniform(rng, 0, ekw - 1);
-  p.pad.right = rng() % 3 == 0 ? uniform(rng, 0, ekw - 1) : p.pad.left;
-  p.activation = random_activation(rng);
-  const int64_t N = uniform(rng, 1, 3);
-  int64_t G, CG, COG;
-  if (depthwise) {
-    G = uniform(rng, 2, 40), CG = 1, COG = rng() % 3 == 0 ? uniform(rng, 2, 3) : 1;
-  } else {
-    G = uniform(rng, 2, 5), CG = uniform(rng, 1, 7), COG = uniform(rng, 1, 7);
-  }
-  p.groups = static_cast<int>(G);
-  int64_t H, W, HO, WO;
-  for (;;) {
-    H = uniform(rng, 1, 19), W = uniform(rng, 1, 19);
-    if (H + p.pad.top + p.pad.bottom < ekh || W + p.pad.left + p.pad.right < ekw) continue;
-    HO = (H + p.pad.top + p.pad.bottom - ekh) / p.stride_h + 1;
-    WO = (W + p.pad.left + p.pad.right - ekw) / p.stride_w + 1;
-    break;
-  }
-  std::vector<Shape> in{{N, G * CG, H, W}, {G * COG, CG, kh, kw}};
-  if (rng() % 4 != 0) in.push_back({G * COG});
-  return make_node(p, in, {N, G * COG, HO, WO});
+  const test::RandomGroupedConv r =
+      test::random_grouped_conv2d_shapes(rng, depthwise, /*vector_channels=*/false);
+  return make_node(r.p, r.inputs, r.y);
 }
 
 std::string describe_conv(const NodeDesc& node) {

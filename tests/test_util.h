@@ -100,6 +100,51 @@ inline RandomResize random_resize(std::mt19937_64& rng) {
 // A random pool2d (max or average, kernel 1-5, strides 1-3, asymmetric padding < kernel,
 // count_include_pad and ceil_mode either way) on x [1-3, 1-20, 1-17, 1-17] and its output shape y
 // (ceil_mode: PyTorch's pooling_output_shape, written out here independently of shape inference).
+// A random grouped (depthwise: groups == C_in, multiplier 1..3) and often dilated conv2d: kernel 1-5,
+// strides 1-3, dilation 1-3, asymmetric padding < the dilated kernel, odd channels per group, batch
+// 1..3, bias or not, any fused activation. vector_channels (the CUDA tests) also draws depthwise
+// channel counts that are multiples of 4, the NHWC vector path.
+struct RandomGroupedConv {
+  Conv2DParams p;
+  std::vector<Shape> inputs;  // x, weight and (3 draws in 4) bias
+  Shape y;
+};
+inline RandomGroupedConv random_grouped_conv2d_shapes(std::mt19937_64& rng, bool depthwise,
+                                                      bool vector_channels) {
+  RandomGroupedConv r;
+  Conv2DParams& p = r.p;
+  const int kh = uniform(rng, 1, 5), kw = rng() % 4 == 0 ? uniform(rng, 1, 5) : kh;
+  p.stride_h = uniform(rng, 1, 3);
+  p.stride_w = rng() % 4 == 0 ? uniform(rng, 1, 3) : p.stride_h;
+  p.dilation_h = rng() % 2 == 0 ? 1 : uniform(rng, 2, 3);
+  p.dilation_w = rng() % 4 == 0 ? uniform(rng, 1, 3) : p.dilation_h;
+  const int ekh = p.dilation_h * (kh - 1) + 1, ekw = p.dilation_w * (kw - 1) + 1;
+  p.pad.top = uniform(rng, 0, ekh - 1);
+  p.pad.bottom = rng() % 3 == 0 ? uniform(rng, 0, ekh - 1) : p.pad.top;
+  p.pad.left = uniform(rng, 0, ekw - 1);
+  p.pad.right = rng() % 3 == 0 ? uniform(rng, 0, ekw - 1) : p.pad.left;
+  p.activation = random_activation(rng);
+  const int64_t N = uniform(rng, 1, 3);
+  int64_t G, CG, COG;
+  if (depthwise) {
+    G = vector_channels && rng() % 2 ? 4 * uniform(rng, 1, 12) : uniform(rng, 2, 40);
+    CG = 1;
+    COG = rng() % 3 == 0 ? uniform(rng, 2, 3) : 1;
+  } else {
+    G = uniform(rng, 2, 5), CG = uniform(rng, 1, 7), COG = uniform(rng, 1, 7);
+  }
+  p.groups = static_cast<int>(G);
+  int64_t H, W;
+  do {
+    H = uniform(rng, 1, 19), W = uniform(rng, 1, 19);
+  } while (H + p.pad.top + p.pad.bottom < ekh || W + p.pad.left + p.pad.right < ekw);
+  r.y = {N, G * COG, (H + p.pad.top + p.pad.bottom - ekh) / p.stride_h + 1,
+         (W + p.pad.left + p.pad.right - ekw) / p.stride_w + 1};
+  r.inputs = {{N, G * CG, H, W}, {G * COG, CG, kh, kw}};
+  if (rng() % 4 != 0) r.inputs.push_back({G * COG});
+  return r;
+}
+
 struct RandomPool2D {
   Pool2DParams p;
   Shape x, y;
