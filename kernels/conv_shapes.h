@@ -30,12 +30,17 @@ ConvPool2DDims conv_pool2d_dims(const NodeDesc& node, const char* backend);
 // True when the *_dims function above accepts the node (for the variants' applicable()).
 bool conv_transpose2d_valid(const NodeDesc& node);
 bool conv_pool2d_valid(const NodeDesc& node);
-// True when a conv2d node has groups 1, dilation 1 and no residual input (add_residual, from the
-// cpu-only fuse_conv_residual pass): the plain convolution most conv2d variants handle (their
-// `applicable`); grouped, depthwise, dilated and residual nodes go to the variants that take them.
-inline bool conv2d_plain(const NodeDesc& node) {
+// True when a conv2d node has groups 1 and dilation 1, with or without a residual input (add_residual,
+// from the fuse_conv_residual pass): what the GEMM variants take, whose epilogue adds the residual.
+inline bool conv2d_ungrouped(const NodeDesc& node) {
   const auto& p = std::get<Conv2DParams>(node.params);
-  return p.groups == 1 && p.dilation_h == 1 && p.dilation_w == 1 && !p.add_residual;
+  return p.groups == 1 && p.dilation_h == 1 && p.dilation_w == 1;
+}
+// True when a conv2d node is ungrouped and has no residual input: the plain convolution most conv2d
+// variants handle (their `applicable`); grouped, depthwise, dilated and residual nodes go to the
+// variants that take them.
+inline bool conv2d_plain(const NodeDesc& node) {
+  return conv2d_ungrouped(node) && !std::get<Conv2DParams>(node.params).add_residual;
 }
 // True when a conv2d node is depthwise: groups == C_in > 1, one input channel per group (weight
 // [M*C_in, 1, KH, KW], output channel co reads input channel co / M), any stride and dilation; no

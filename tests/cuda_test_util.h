@@ -275,6 +275,17 @@ inline OpCase make_case(OpParams params, std::vector<Shape> inputs, std::vector<
   return c;
 }
 
+// A conv2d case made into fuse_conv_residual's form: inputs x, weight, bias (a constant one added if
+// it had none), r (an activation of the output's shape), y = act(conv + bias + r).
+inline OpCase with_residual(OpCase c) {
+  std::get<Conv2DParams>(c.params).add_residual = true;
+  c.constant.resize(4, false);
+  c.constant[1] = c.constant[2] = true;
+  if (c.inputs.size() == 2) c.inputs.push_back({c.inputs[1][0]});
+  c.inputs.push_back(c.output);
+  return c;
+}
+
 inline std::string pad_str(const Padding2D& p) {
   return "pad " + std::to_string(p.top) + "," + std::to_string(p.left) + "," +
          std::to_string(p.bottom) + "," + std::to_string(p.right);

@@ -197,7 +197,7 @@ CUDA_TEST_CASE("the default heuristic picks the fast cuda variants") {
                                  {2, 120}, 1)) == "gemm");
 }
 
-CUDA_TEST_CASE("conv2d: every variant matches the reference on random shapes (fp32, fp16, tf32)") {
+CUDA_TEST_CASE("conv2d: every variant matches the reference on random shapes (fp32, fp16, tf32; residual inputs)") {
   test::require_registered("conv2d", {"im2col_gemm", "gemm_1x1", "direct"});
   struct Run {
     Precision p;
@@ -206,10 +206,13 @@ CUDA_TEST_CASE("conv2d: every variant matches the reference on random shapes (fp
   for (const Run& run : {Run{Precision::FP32, 250}, Run{Precision::FP16, 80}, Run{Precision::TF32, 60}}) {
     CAPTURE(test::precision_label(run.p));
     std::mt19937_64 rng(20261123 + int(run.p));
-    int identity = 0, asymmetric = 0, strided = 0, batched = 0;
+    int identity = 0, asymmetric = 0, strided = 0, batched = 0, residual = 0;
     const Coverage cov = run_random(run.p, run.count, [&](int t) {
-      const OpCase c = random_conv2d(rng, t % 6 == 0, 1000 + 17 * t);
+      // Every third case in fuse_conv_residual's form (decided from t: the random stream is unchanged).
+      OpCase c = random_conv2d(rng, t % 6 == 0, 1000 + 17 * t);
+      if (t % 3 == 1) c = test::with_residual(std::move(c));
       const auto& p = std::get<Conv2DParams>(c.params);
+      residual += p.add_residual;
       identity += t % 6 == 0;
       asymmetric += p.pad.top != p.pad.bottom || p.pad.left != p.pad.right;
       strided += p.stride_h > 1 || p.stride_w > 1;
@@ -225,6 +228,7 @@ CUDA_TEST_CASE("conv2d: every variant matches the reference on random shapes (fp
     CHECK(asymmetric >= n / 6);
     CHECK(strided >= n / 3);
     CHECK(batched >= n / 3);
+    CHECK(residual >= n / 4);
   }
 }
 

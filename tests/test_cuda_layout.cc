@@ -106,12 +106,14 @@ CUDA_TEST_CASE("layout: NCHW <-> NHWC copies match the reference (odd sizes, C =
 }
 
 #ifdef INFER_WITH_CUDNN
-CUDA_TEST_CASE("conv2d.cudnn matches the reference in NCHW and NHWC on random shapes") {
+CUDA_TEST_CASE("conv2d.cudnn matches the reference in NCHW and NHWC on random shapes (residual inputs too)") {
   test::require_registered("conv2d", {"cudnn", "cudnn_folded"});
   std::mt19937_64 rng(424242);
   int nhwc = 0, nchw = 0;
+  int residual = 0;
   for (int t = 0; t < scaled(40); ++t) {
-    const OpCase c = random_conv(rng, 3000 + t);
+    OpCase c = random_conv(rng, 3000 + t);
+    if (t % 4 == 1) c = test::with_residual(std::move(c)), ++residual;  // y = act(conv + bias + r)
     const Precision p = kPrecisions[t % 3];
     for (Layout layout : {Layout::NCHW, Layout::NHWC}) {
       const auto names = check_case_in_layout(c, p, layout, {"cudnn"}, /*capture=*/t % 2 == 0);
@@ -121,6 +123,7 @@ CUDA_TEST_CASE("conv2d.cudnn matches the reference in NCHW and NHWC on random sh
   }
   CHECK(nhwc == scaled(40));
   CHECK(nchw == scaled(40));
+  CHECK(residual >= scaled(40) / 5);
 }
 
 CUDA_TEST_CASE("conv2d.cudnn: grouped, depthwise and dilated convolutions in NCHW and NHWC") {

@@ -7,6 +7,7 @@
 // stdout) when there is no CUDA device.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -246,6 +247,99 @@ CUDA_TEST_CASE("autotuned sessions still match the reference") {
       CHECK(bit_identical(single_output(tuned.run({x})).data, got.data));
     }
   }
+}
+
+namespace {
+
+// Two ResNet basic blocks (3x3 conv + BatchNorm-free bias, residual add, ReLU) and a projection
+// shortcut: 32 channels (cuDNN's NHWC path at batch >= 4 in fp16 / tf32), 12x12 maps.
+Model resnet_blocks() {
+  ModelBuilder b("resblocks");
+  uint64_t seed = 40;
+  auto conv = [&](const std::string& name, int x, int64_t cin, int64_t cout, int k, bool bias,
+                  ActivationKind act) {
+    Conv2DParams p;
+    p.pad = {k / 2, k / 2, k / 2, k / 2};
+    p.activation.kind = act;
+    const float scale = 1.f / std::sqrt(float(cin * k * k));
+    std::vector<int> in = {x, b.constant(name + ".w", {cout, cin, k, k},
+                                         random_vector(size_t(cout * cin * k * k), ++seed, -scale, scale))};
+    if (bias) in.push_back(b.constant(name + ".b", {cout}, random_vector(size_t(cout), ++seed, -0.1f, 0.1f)));
+    return b.node(name, p, in);
+  };
+  auto relu = [&](const std::string& name, int x) {
+    ActivationParams p;
+    p.activation.kind = ActivationKind::Relu;
+    return b.node(name, p, {x});
+  };
+  int x = b.input("x", {-1, 16, 12, 12});
+  x = conv("stem", x, 16, 32, 3, true, ActivationKind::Relu);
+  for (int i = 0; i < 2; ++i) {
+    const std::string n = "block" + std::to_string(i);
+    int y = conv(n + ".conv1", x, 32, 32, 3, true, ActivationKind::Relu);
+    y = conv(n + ".conv2", y, 32, 32, 3, i == 0, ActivationKind::None);  // block1's has no bias
+    const int sc = i == 0 ? conv(n + ".proj", x, 32, 32, 1, false, ActivationKind::None) : x;
+    x = relu(n + ".relu", b.node(n + ".add", AddParams{}, {y, sc}));
+  }
+  b.output(x);
+  return Model::from_bytes(b.finish(), "resblocks.fb");
+}
+
+}  // namespace
+
+// fuse_conv_residual on cuda: the residual adds go into the convolutions' epilogues (the GEMM
+// variants' bias_activation in NCHW, cuDNN's z input in NHWC) with the same values as unfused.
+CUDA_TEST_CASE("fuse_conv_residual on cuda: residual adds fused in NCHW and NHWC, values unchanged") {
+  const Model model = resnet_blocks();
+  for (int64_t batch : {1, 8}) {
+    const Shape in = with_batch(model.inputs()[0].shape, batch);
+    const Tensor x(in, random_vector(static_cast<size_t>(shape_numel(in)), 11));
+    Session ref = make_session(model, "reference", batch);
+    const Tensor want = single_output(ref.run({x}));
+    for (Precision p : test::kAllPrecisions) {
+      const std::string precision = precision_name(p);
+      CAPTURE(batch);
+      CAPTURE(precision);
+      Session s = make_session(model, "cuda", batch, p);
+      check_cuda_nodes(s);
+      CHECK(s.passes().back() == "fuse_conv_residual: 2 conv2d + residual add pairs fused");
+      int fused = 0, nhwc = 0;
+      for (const NodeInfo& n : s.nodes()) {
+        if (n.op != "conv2d" || n.fused.empty() || n.fused[0].find(".add") == std::string::npos) continue;
+        ++fused;
+        nhwc += n.layout == Layout::NHWC;
+        CHECK(n.fused == std::vector<std::string>{n.name.substr(0, 6) + ".add", n.name.substr(0, 6) + ".relu"});
+        CHECK((n.variant == "im2col_gemm" || n.variant == "gemm_1x1" || n.variant == "cudnn"));
+      }
+      CHECK(fused == 2);
+      // fp16 / tf32 at batch 8 run the blocks channels-last on cuDNN (z = the residual)
+      if (p != Precision::FP32 && batch == 8) CHECK(nhwc == 2);
+      const Tensor got = single_output(s.run({x}));
+      const double err = rel_error(got.data, want.data);
+      MESSAGE("resblocks batch " << batch << " " << precision << ": relative error " << err);
+      CHECK(err <= (p == Precision::FP32 ? 1e-5 : kLowPrecisionTol));
+      SessionOptions off;
+      off.backend = "cuda";
+      off.batch = batch;
+      off.precision = p;
+      off.passes.fuse_conv_residual = false;
+      Session plain(model, off);
+      CHECK(plain.passes().back() == "fuse_conv_residual: off");
+      const double vs_off = rel_error(got.data, single_output(plain.run({x})).data);
+      CHECK(vs_off <= (p == Precision::FP32 ? 1e-6 : kLowPrecisionTol));
+    }
+  }
+  // Forced (--kernel conv2d=direct): the one variant that runs takes the residual too.
+  SessionOptions o;
+  o.backend = "cuda";
+  o.batch = 2;
+  o.kernels["conv2d"] = "direct";
+  Session d(model, o);
+  CHECK(d.passes().back() == "fuse_conv_residual: 2 conv2d + residual add pairs fused");
+  const Shape in = with_batch(model.inputs()[0].shape, 2);
+  const Tensor x(in, random_vector(static_cast<size_t>(shape_numel(in)), 12));
+  Session ref = make_session(model, "reference", 2);
+  CHECK(rel_error(single_output(d.run({x})).data, single_output(ref.run({x})).data) <= 1e-5);
 }
 
 CUDA_TEST_CASE("lenet5_fashion.fb on cuda matches the cpu backend and PyTorch's logits") {

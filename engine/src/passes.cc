@@ -340,7 +340,7 @@ Graph fuse_activation(Graph g, std::vector<std::string>* log) {
 // The merged node takes the add's place in execution order (r may be computed after the conv; the
 // conv's inputs all exist earlier), its output and activation, and the conv's name; a conv without
 // bias gets a zero one so that the residual is always input 3 (no kernel can mistake it for a bias).
-Graph fuse_conv_residual(Graph g, std::vector<std::string>* log) {
+Graph fuse_conv_residual(Graph g, const ResidualPredicate& takes, std::vector<std::string>* log) {
   Uses uses(g);
   std::vector<bool> removed(g.nodes.size(), false);
   int count = 0;
@@ -368,6 +368,7 @@ Graph fuse_conv_residual(Graph g, std::vector<std::string>* log) {
       if (g.values[r].is_constant() || g.values[r].shape != out_shape ||
           g.values[conv_out].shape != out_shape)
         continue;
+      if (takes && !takes(g, conv, static_cast<int>(r), act)) continue;
       Node merged = conv;
       auto& mp = std::get<Conv2DParams>(merged.params);
       mp.add_residual = true;

@@ -5,6 +5,7 @@
 // and leaves a graph that satisfies the loader's invariants (checked by validate_graph).
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -19,8 +20,12 @@ namespace infer::detail {
 Graph fold_batchnorm(Graph graph, std::vector<std::string>* log = nullptr);
 Graph fuse_conv_avgpool(Graph graph, std::vector<std::string>* log = nullptr);
 Graph fuse_activation(Graph graph, std::vector<std::string>* log = nullptr);
-// A backend pass (the session runs it on backends whose conv2d kernels take a residual input: cpu).
-Graph fuse_conv_residual(Graph graph, std::vector<std::string>* log = nullptr);
+// A backend pass (the session runs it with `takes` asking its kernel registry): a conv2d + residual add
+// pair is fused only where takes(graph, conv, residual value, activation) says a kernel variant runs
+// the merged node (conv2d with add_residual and the add's activation); null takes: everywhere.
+using ResidualPredicate = std::function<bool(const Graph&, const Node& conv, int residual, const Activation&)>;
+Graph fuse_conv_residual(Graph graph, const ResidualPredicate& takes = nullptr,
+                         std::vector<std::string>* log = nullptr);
 
 // The enabled passes in order (fold_batchnorm, fuse_conv_avgpool, fuse_activation); a disabled pass
 // logs "<name>: off".

@@ -255,15 +255,45 @@ void Session::Impl::check_fixed_batch(const Model& model) const {
                           why.empty() ? std::string() : " (batch.fixed: " + why + ")"));
 }
 
-// The fuse_conv_residual backend pass: on cpu (and reference), whose conv2d kernels take the residual
-// input; the cuda conv2d kernels do not yet (they are not applicable to it). Returns its log line.
+// The fuse_conv_residual backend pass, after shape inference: a conv2d + residual add pair is fused
+// where a kernel variant this session may run (the forced one under --kernel) applies to the merged
+// node in NCHW (every layout pass starts there): on cpu any conv2d; on cuda ungrouped ones (GEMM,
+// cuDNN and direct variants add the residual in their epilogue), grouped ones where cuDNN or direct
+// takes them. Shapes are inferred again for the zero biases it adds. Returns its log line.
 std::string Session::Impl::fuse_residual() {
   if (!passes.fuse_conv_residual) return "fuse_conv_residual: off";
-  if (backend->name() != "cpu")
-    return fmt::format("fuse_conv_residual: not used ({} conv2d kernels take no residual input)", backend_name);
+  const KernelRegistry& registry = KernelRegistry::global();
+  std::vector<const KernelVariant*> candidates;
+  if (auto it = forced.find("conv2d"); it != forced.end())
+    candidates = {it->second};
+  else
+    candidates = registry.variants(backend->name(), "conv2d");
+  auto takes = [&](const detail::Graph& g, const detail::Node& conv, int residual, const Activation& act) {
+    Conv2DParams p = std::get<Conv2DParams>(conv.params);
+    p.add_residual = true;
+    p.activation = act;
+    NodeDesc desc{p, {}, {}, {}, precision, Layout::NCHW};
+    for (int id : conv.inputs) {
+      desc.input_shapes.push_back(shapes.at(static_cast<size_t>(id)));
+      desc.constants.push_back(g.values.at(static_cast<size_t>(id)).data);
+    }
+    std::vector<float> zero_bias;  // the one the pass adds to a conv without bias
+    if (conv.inputs.size() == 2) {
+      zero_bias.assign(static_cast<size_t>(desc.input_shapes[1].at(0)), 0.f);
+      desc.input_shapes.push_back(Shape{desc.input_shapes[1].at(0)});
+      desc.constants.push_back(zero_bias.data());
+    }
+    desc.input_shapes.push_back(shapes.at(static_cast<size_t>(residual)));
+    desc.constants.push_back(nullptr);
+    desc.output_shapes.push_back(shapes.at(static_cast<size_t>(conv.outputs.at(0))));
+    for (const KernelVariant* v : candidates)
+      if (allowed(*v) && v->run && variant_applies(*v, desc)) return true;
+    return false;
+  };
   std::vector<std::string> log;
-  graph = std::make_shared<const detail::Graph>(detail::fuse_conv_residual(*graph, &log));
+  graph = std::make_shared<const detail::Graph>(detail::fuse_conv_residual(*graph, takes, &log));
   detail::validate_graph(*graph);
+  shapes = detail::infer_shapes(*graph, batch);
   return log.empty() ? std::string("fuse_conv_residual: ?") : log.front();
 }
 
@@ -331,7 +361,6 @@ Session::Impl::Impl(const Model& model, const SessionOptions& options) {
   element_bytes = precision == Precision::FP16 ? 2 : 4;
   passes = options.passes;
   max_memory_bytes = options.max_memory_bytes;
-  const std::string residual_log = fuse_residual();
 
   if (options.batch < 1)
     throw Error("batch must be >= 1, got " + std::to_string(options.batch));
@@ -352,6 +381,7 @@ Session::Impl::Impl(const Model& model, const SessionOptions& options) {
   check_fixed_batch(model);
 
   check_forced(options);
+  const std::string residual_log = fuse_residual();
   choose_layouts();
   select_kernels();
   plan_memory();

@@ -1,6 +1,8 @@
 // CUDA conv2d (NCHW, weight [C_out,C_in/groups,KH,KW], optional bias, any stride, asymmetric padding,
 // fused activation) in the session precision (float or half storage, float sums); all but `direct`
-// take groups 1 and dilation 1 only (conv2d_plain), `direct` any groups and dilation:
+// take groups 1 and dilation 1 only (conv2d_plain), `direct` any groups and dilation; direct and the
+// GEMM variants also take a residual input (fuse_conv_residual: y = act(conv + bias + r), added in
+// their epilogue):
 // direct_small_cout (C_out <= 8: one thread per column of output pixels computing every output
 // channel, weights in shared memory; where a GEMM with M = C_out is hopeless), gemm_1x1 (1x1/stride
 // 1/unpadded: one strided-batched cuBLAS GEMM over the batch), im2col_gemm (im2col into a <= 1 GiB
@@ -25,7 +27,7 @@ namespace {
 // inference before any of these functions sees a node.
 
 bool gemm_1x1_applicable(const NodeDesc& node) {
-  if (!conv2d_plain(node)) return false;
+  if (!conv2d_ungrouped(node)) return false;
   const auto& p = std::get<Conv2DParams>(node.params);
   const Shape &x = node.input_shapes[0], &w = node.input_shapes[1], &y = node.output_shapes[0];
   return w[2] == 1 && w[3] == 1 && p.stride_h == 1 && p.stride_w == 1 && p.pad.top == 0 &&
@@ -55,17 +57,18 @@ ConvGeometry geometry(const NodeDesc& node) {
 struct ConvCall {
   ConvGeometry g;
   int64_t N, CO;
-  const void *x, *w, *bias;
+  const void *x, *w, *bias, *residual;  // residual: input 3 (add_residual), else null
   void* y;
 };
 
 ConvCall conv_call(const KernelCall& call) {
-  ConvCall c{geometry(call.node), 0, 0, nullptr, nullptr, nullptr, nullptr};
+  ConvCall c{geometry(call.node), 0, 0, nullptr, nullptr, nullptr, nullptr, nullptr};
   c.N = call.node.input_shapes[0][0];
   c.CO = call.node.input_shapes[1][0];
   c.x = call.inputs[0];
   c.w = call.inputs[1];
-  c.bias = call.inputs.size() == 3 ? call.inputs[2] : nullptr;
+  c.bias = call.inputs.size() >= 3 ? call.inputs[2] : nullptr;
+  c.residual = std::get<Conv2DParams>(call.node.params).add_residual ? call.inputs.at(3) : nullptr;
   c.y = call.outputs[0];
   return c;
 }
@@ -87,7 +90,7 @@ void run_gemm(const KernelCall& call, const char* variant) {
   const int64_t P = g.HO * g.WO;
   conv_gemm(ctx, p, g, c.w, c.CO, c.x, g.C * g.H * g.W, c.y, c.CO * P, c.N, call.workspace,
             conv_gemm_chunk(g, c.N, p));
-  bias_activation(ctx, p, c.y, c.bias, c.N, c.CO, P, fused_activation(call.node.params));
+  bias_activation(ctx, p, c.y, c.bias, c.N, c.CO, P, fused_activation(call.node.params), c.residual);
 }
 
 void run_im2col_gemm(const KernelCall& call) { run_gemm(call, "im2col_gemm"); }
@@ -101,13 +104,15 @@ void run_gemm_1x1(const KernelCall& call) {
 // ---- direct -------------------------------------------------------------------------------------
 // One thread per output element (n, co, oy, ox), grid-stride over N*C_out*HO*WO; the thread sums
 // x * w over the C_in/groups channels of co's group x KH x KW taps (tap ky reads input row
-// oy*stride - pad + ky*dilation) in float (taps outside the image skipped), adds the bias, activates.
+// oy*stride - pad + ky*dilation) in float (taps outside the image skipped), adds the bias and the
+// residual (add_residual), activates.
 // Consecutive threads take consecutive ox, so input reads of a warp are nearly contiguous and the
 // weight reads are a broadcast.
 
 template <class T>
 __global__ void conv2d_direct_kernel(const T* __restrict__ x, const T* __restrict__ w,
-                                     const T* __restrict__ bias, T* __restrict__ y, ConvGeometry g,
+                                     const T* __restrict__ bias, const T* __restrict__ r,
+                                     T* __restrict__ y, ConvGeometry g,
                                      int64_t CO, int64_t total, DeviceActivation act,
                                      int64_t groups, int64_t dh, int64_t dw) {
   const int64_t CG = g.C / groups, COG = CO / groups;  // input / output channels per group
@@ -133,12 +138,10 @@ __global__ void conv2d_direct_kernel(const T* __restrict__ x, const T* __restric
       }
     }
     if (bias) acc += to_float(bias[co]);
+    if (r) acc += to_float(r[i]);
     y[i] = from_float<T>(activate(act, acc));
   }
 }
-
-// direct takes any groups and dilation, but no residual input (the cpu-only fuse_conv_residual pass).
-bool no_residual(const NodeDesc& node) { return !std::get<Conv2DParams>(node.params).add_residual; }
 
 void run_direct(const KernelCall& call) {
   const ConvCall c = conv_call(call);
@@ -151,7 +154,8 @@ void run_direct(const KernelCall& call) {
     using T = decltype(tag);
     conv2d_direct_kernel<T><<<grid_for(total), 256, 0, ctx.stream>>>(
         static_cast<const T*>(c.x), static_cast<const T*>(c.w), static_cast<const T*>(c.bias),
-        static_cast<T*>(c.y), c.g, c.CO, total, act, p.groups, p.dilation_h, p.dilation_w);
+        static_cast<const T*>(c.residual), static_cast<T*>(c.y), c.g, c.CO, total, act, p.groups,
+        p.dilation_h, p.dilation_w);
   });
   INFER_CUDA_CHECK_LAUNCH();
 }
@@ -392,9 +396,9 @@ void register_conv2d(KernelRegistry& registry) {
        .run = run_small_cout},
       {.op = "conv2d", .name = "gemm_1x1", .priority = 20, .applicable = gemm_1x1_applicable,
        .run = run_gemm_1x1},
-      {.op = "conv2d", .name = "im2col_gemm", .priority = 10, .applicable = conv2d_plain,
+      {.op = "conv2d", .name = "im2col_gemm", .priority = 10, .applicable = conv2d_ungrouped,
        .workspace_bytes = im2col_gemm_workspace, .run = run_im2col_gemm},
-      {.op = "conv2d", .name = "direct", .priority = 1, .applicable = no_residual, .run = run_direct},
+      {.op = "conv2d", .name = "direct", .priority = 1, .run = run_direct},  // any conv2d node
   });
 }
 

@@ -1,8 +1,9 @@
 // CUDA conv2d through cuDNN (kernels/cuda/cudnn.h), two variants:
 // - `cudnn`: the convolution as cuDNN runs it (the algorithm its own timing picks: on tensor cores in
 //   fp16 / tf32, an implicit GEMM with no column buffer in NHWC), NCHW or NHWC, any groups
-//   (cudnnSetConvolutionGroupCount) and dilation, bias + ReLU fused into the call
-//   (cudnnConvolutionBiasActivationForward), other epilogues by bias_activation.
+//   (cudnnSetConvolutionGroupCount) and dilation, bias + ReLU (+ a residual input: add_residual, from
+//   fuse_conv_residual) fused into the call (cudnnConvolutionBiasActivationForward's z), other
+//   epilogues (and their residual) by bias_activation.
 // - `cudnn_folded`: width folding (seed 004) for convolutions with C_in <= 4 or C_out <= 4, NHWC only.
 //   In NHWC, F adjacent columns of C channels are one "pixel" of F*C channels with no data movement,
 //   so [N,H,W,C] is [N,H,W/F,F*C]; the convolution becomes a stride-1 convolution over the folded
@@ -30,13 +31,15 @@ struct Geometry {
   bool ok = false;
   dnn::Problem problem;
   bool has_bias = false;
+  bool residual = false;  // input 3 is added before the activation (add_residual)
   Activation act;
 };
 
 Geometry geometry(const NodeDesc& node) {
   Geometry g;
   const auto* p = std::get_if<Conv2DParams>(&node.params);
-  if (!p || node.input_shapes.size() < 2 || node.input_shapes.size() > 3 || node.output_shapes.size() != 1)
+  if (!p || node.input_shapes.size() < 2 || node.input_shapes.size() > (p && p->add_residual ? 4u : 3u) ||
+      node.output_shapes.size() != 1)
     return g;
   const Shape &x = node.input_shapes[0], &w = node.input_shapes[1], &y = node.output_shapes[0];
   if (x.size() != 4 || w.size() != 4 || y.size() != 4) return g;
@@ -46,7 +49,7 @@ Geometry geometry(const NodeDesc& node) {
   if (p->groups < 1 || w[1] * p->groups != x[1] || y[1] != w[0] || w[0] % p->groups != 0 ||
       y[0] != x[0])
     return g;
-  if (node.input_shapes.size() == 3 && shape_numel(node.input_shapes[2]) != w[0]) return g;
+  if (node.input_shapes.size() >= 3 && shape_numel(node.input_shapes[2]) != w[0]) return g;
   // cuDNN's legacy descriptors: symmetric padding.
   if (p->dilation_h < 1 || p->dilation_w < 1 || p->stride_h <= 0 || p->stride_w <= 0 ||
       p->pad.top != p->pad.bottom || p->pad.left != p->pad.right || p->pad.top < 0 || p->pad.left < 0)
@@ -61,7 +64,8 @@ Geometry geometry(const NodeDesc& node) {
   q.N = x[0], q.C = x[1], q.H = x[2], q.W = x[3], q.K = w[0], q.R = w[2], q.S = w[3], q.P = y[2], q.Q = y[3];
   q.pad_h = p->pad.top, q.pad_w = p->pad.left, q.stride_h = p->stride_h, q.stride_w = p->stride_w;
   q.groups = p->groups, q.dilation_h = p->dilation_h, q.dilation_w = p->dilation_w;
-  g.has_bias = node.input_shapes.size() == 3;
+  g.has_bias = node.input_shapes.size() >= 3;
+  g.residual = p->add_residual;
   g.act = p->activation;
   g.ok = true;
   return g;
@@ -69,8 +73,8 @@ Geometry geometry(const NodeDesc& node) {
 
 bool cudnn_applicable(const NodeDesc& node) {
   // NHWC needs the weights on the host to re-lay them out once.
-  // Any groups and dilation (cuDNN takes them), but no residual input (the cpu-only fuse_conv_residual).
-  return !std::get<Conv2DParams>(node.params).add_residual && geometry(node).ok &&
+  // Any groups and dilation (cuDNN takes them), and a residual input.
+  return geometry(node).ok &&
          (node.layout == Layout::NCHW || has_constant_weight(node));
 }
 
@@ -97,6 +101,7 @@ struct State {
   dnn::Problem problem;                  // what runs (folded for cudnn_folded)
   Activation act;
   bool has_bias = false;
+  bool residual = false;
 };
 
 std::shared_ptr<void> cudnn_prepare(const NodeDesc& node) {
@@ -106,6 +111,7 @@ std::shared_ptr<void> cudnn_prepare(const NodeDesc& node) {
   st->problem = g.problem;
   st->act = g.act;
   st->has_bias = g.has_bias;
+  st->residual = g.residual;
   if (node.layout == Layout::NHWC) {
     if (!has_constant_weight(node)) throw Error("cuda conv2d.cudnn: NHWC needs a constant weight");
     const dnn::Problem& q = g.problem;
@@ -135,13 +141,17 @@ void run_prepared(const KernelCall& call, const char* variant) {
   // CLIPPED_RELU has no lower bound parameter, SWISH no beta); every other kind, the new Clip,
   // HardSwish, Silu, ... included, runs exactly in bias_activation below, so no node needs refusing.
   const bool fuse = bias && st.act.kind == ActivationKind::Relu;
-  st.conv->forward(ctx, call.inputs[0], w, fuse ? bias : nullptr, fuse, call.outputs[0], call.workspace);
+  const void* residual = st.residual ? call.inputs.at(3) : nullptr;
+  st.conv->forward(ctx, call.inputs[0], w, fuse ? bias : nullptr, fuse, call.outputs[0], call.workspace,
+                   fuse ? residual : nullptr);
   if (fuse) return;
   const dnn::Problem& q = st.problem;
   if (q.layout == Layout::NHWC)
-    bias_activation_nhwc(ctx, call.node.precision, call.outputs[0], bias, q.N * q.P * q.Q, q.K, st.act);
+    bias_activation_nhwc(ctx, call.node.precision, call.outputs[0], bias, q.N * q.P * q.Q, q.K, st.act,
+                         residual);
   else
-    bias_activation(ctx, call.node.precision, call.outputs[0], bias, q.N, q.K, q.P * q.Q, st.act);
+    bias_activation(ctx, call.node.precision, call.outputs[0], bias, q.N, q.K, q.P * q.Q, st.act,
+                    residual);
 }
 
 void cudnn_run(const KernelCall& call) { run_prepared(call, "conv2d.cudnn"); }

@@ -232,18 +232,19 @@ const char* Conv::algo_name() const {
 }
 
 void Conv::forward(Context& ctx, const void* x, const void* w, const void* bias, bool relu, void* y,
-                   void* workspace) const {
+                   void* workspace, const void* z) const {
   if (problem_.backward_data) throw Error("cudnn: forward() on a backward-data problem");
   if (workspace_ && !workspace)
     throw Error(fmt::format("cudnn: the convolution needs a workspace of {} bytes, got none", workspace_));
   const float one = 1.f, zero = 0.f;
   if (bias && relu) {
-    // z = y with alpha2 = 0: cuDNN's fused path adds nothing from it.
+    // Without a residual z = y with alpha2 = 0: cuDNN's fused path adds nothing from it.
     CUDNN_CHECK(cudnnConvolutionBiasActivationForward(
         ctx.cudnn, &one, d_->x, x, d_->w, w, d_->conv, static_cast<cudnnConvolutionFwdAlgo_t>(algo_),
-        workspace, workspace_, &zero, d_->y, y, d_->bias, bias, d_->relu, d_->y, y));
+        workspace, workspace_, z ? &one : &zero, d_->y, z ? z : y, d_->bias, bias, d_->relu, d_->y, y));
     return;
   }
+  if (z) throw Error("cudnn: a residual z needs the fused bias + relu path");
   CUDNN_CHECK(cudnnConvolutionForward(ctx.cudnn, &one, d_->x, x, d_->w, w, d_->conv,
                                       static_cast<cudnnConvolutionFwdAlgo_t>(algo_), workspace, workspace_,
                                       &zero, d_->y, y));

@@ -55,10 +55,11 @@ class Conv {
   const char* algo_name() const;
   struct Descriptors;  // cuDNN's descriptors of the problem (cudnn.cc)
 
-  // Forward: y = conv(x, w), or with `bias` (K values) and relu, y = relu(conv(x, w) + bias) in one
-  // cudnnConvolutionBiasActivationForward. Any other epilogue is the caller's (bias_activation).
+  // Forward: y = conv(x, w), or with `bias` (K values) and relu, y = relu(conv(x, w) + bias + z) in
+  // one cudnnConvolutionBiasActivationForward, z (y's shape and layout, a residual) optional there.
+  // Any other epilogue is the caller's (bias_activation).
   void forward(Context& ctx, const void* x, const void* w, const void* bias, bool relu, void* y,
-               void* workspace) const;
+               void* workspace, const void* z = nullptr) const;
   // Backward data: x = conv^T(y, w), i.e. the transposed convolution of y (reads y, writes x).
   void backward_data(Context& ctx, const void* y, const void* w, void* x, void* workspace) const;
 

@@ -37,9 +37,10 @@ struct PassOptions {
   // require it are offered only when it is on).
   bool channels_last = true;
   bool fold_width = true;
-  // fuse_conv_residual (cpu): a conv2d whose only reader is an add (or binary add) of an equally
-  // shaped activation takes that activation as a residual input, added in its GEMM (y = act(conv + r)).
-  // Listed last in the pass log (it runs before channels_last) so earlier lines keep their positions.
+  // fuse_conv_residual (cpu, cuda): a conv2d whose only reader is an add (or binary add) of an equally
+  // shaped activation takes that activation as a residual input, added in its GEMM or epilogue
+  // (y = act(conv + r)), where one of the backend's conv2d variants takes it. Listed last in the pass
+  // log (it runs before channels_last) so earlier lines keep their positions.
   bool fuse_conv_residual = true;
 
   static const std::vector<std::string>& names();  // "fold_batchnorm", "fuse_conv_avgpool", ...
