@@ -1,10 +1,8 @@
-// ONNX import (apps/onnx2fb) against PyTorch: every golden case written by tests/golden/make_golden.py
-// (the ctest fixture, into GOLDEN_DIR) is converted by the onnx2fb binary and run on the reference
-// backend and every other backend this build has; outputs must match PyTorch's float64 forward within
-// rel err 1e-5. Also: model-zoo --weights and onnx2fb give identical models for the same weights,
-// metadata passes through byte-exact, unsupported ops fail in one listing error, malformed or hostile
-// protobuf input is an error (exit 2) and never a crash, and unsupported attributes say so; hand-built
-// graphs for Upsample (opsets 7-9), Resize-10 and the channel / pixel shuffle Reshape chains.
+// ONNX import (apps/onnx2fb) against PyTorch: every golden case (tests/golden/make_golden.py, a ctest
+// fixture, into GOLDEN_DIR) is converted by onnx2fb and run on every backend this build has within rel err
+// 1e-5 of PyTorch's float64 forward. Also: model-zoo --weights and onnx2fb agree, metadata passes through,
+// unsupported ops fail in one listing error, hostile protobuf is an error (exit 2) never a crash, and
+// hand-built graphs (Upsample at opsets 7-9, Resize-10, shuffle chains, refusals) say what they import.
 #include <doctest/doctest.h>
 
 #include <cstdio>
