@@ -1,15 +1,15 @@
-// ONNX import (apps/onnx2fb) against PyTorch: every golden case written by tests/golden/make_golden.py
-// (the ctest fixture, into GOLDEN_DIR) is converted by the onnx2fb binary and run on the reference
-// backend and every other backend this build has; outputs must match PyTorch's float64 forward within
-// rel err 1e-5. Also: model-zoo --weights and onnx2fb give identical models for the same weights,
-// metadata passes through byte-exact, unsupported ops fail in one listing error, malformed or hostile
-// protobuf input is an error (exit 2) and never a crash, and unsupported attributes say so.
+// ONNX import (apps/onnx2fb) against PyTorch: every golden case (tests/golden/make_golden.py, a ctest
+// fixture, into GOLDEN_DIR) is converted by onnx2fb and run on every backend this build has within rel err
+// 1e-5 of PyTorch's float64 forward. Also: model-zoo --weights and onnx2fb agree, metadata passes through,
+// unsupported ops fail in one listing error, hostile protobuf is an error (exit 2) never a crash, and
+// hand-built graphs (Upsample at opsets 7-9, Resize-10, shuffle chains, refusals) say what they import.
 #include <doctest/doctest.h>
 
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <set>
 #include <string>
@@ -749,4 +749,269 @@ TEST_CASE("golden: Add/Sub/Mul/Div import as broadcasting binary nodes") {
       CHECK(got == w.binaries);
     }
   }
+}
+
+// ---- Upsample (opset 7-9), Resize-10, and the Reshape -> Transpose -> Reshape chains ----------------
+
+namespace {
+
+// A model from its ONNX bytes, through the library entry point.
+Model import_model(const onnx::ModelProto& m) {
+  std::string bytes;
+  REQUIRE(m.SerializeToString(&bytes));
+  return Model::from_bytes(
+      onnx_import::import_bytes(std::vector<uint8_t>(bytes.begin(), bytes.end()), "t", "").finish());
+}
+
+onnx::TensorProto int64_tensor(const std::string& name, const std::vector<int64_t>& v) {
+  onnx::TensorProto t;
+  t.set_name(name);
+  t.set_data_type(onnx::TensorProto::INT64);
+  t.add_dims(static_cast<int64_t>(v.size()));
+  for (int64_t x : v) t.add_int64_data(x);
+  return t;
+}
+
+void add_string(onnx::NodeProto* n, const std::string& name, const std::string& v) {
+  onnx::AttributeProto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::STRING);
+  a->set_s(v);
+}
+
+// x [1, 2, 6, 6] -> `op` (Upsample or Resize) in `mode` -> y, at `opset`: scales as the attribute
+// below opset 9 (Upsample-7), else as the constant input 1 (Upsample-9, Resize-10).
+onnx::ModelProto upsample_model(const std::string& op, int opset, const std::string& mode,
+                                const std::vector<float>& scales) {
+  onnx::ModelProto m = one_node(op, {1});
+  m.mutable_opset_import(0)->set_version(opset);
+  onnx::GraphProto* g = m.mutable_graph();
+  onnx::NodeProto* n = g->mutable_node(0);
+  g->clear_initializer();
+  n->mutable_input()->RemoveLast();
+  add_string(n, "mode", mode);
+  if (opset < 9) {
+    onnx::AttributeProto* a = n->add_attribute();
+    a->set_name("scales");
+    a->set_type(onnx::AttributeProto::FLOATS);
+    for (float s : scales) a->add_floats(s);
+  } else {
+    n->add_input("scales");
+    onnx::TensorProto* t = g->add_initializer();
+    t->set_name("scales");
+    t->set_data_type(onnx::TensorProto::FLOAT);
+    t->add_dims(static_cast<int64_t>(scales.size()));
+    for (float s : scales) t->add_float_data(s);
+  }
+  return m;
+}
+
+// ONNX Upsample of x [1, 2, 6, 6] holding 0, 1, 2, ...: output floor(6 * s) per axis, source index
+// o / s ("asymmetric"); nearest takes its floor, linear blends the two neighbours (the last clamped).
+Tensor upsample_expected(bool linear, float sh, float sw) {
+  const int64_t H = 6, W = 6, HO = int64_t(std::floor(H * sh)), WO = int64_t(std::floor(W * sw));
+  Tensor y({1, 2, HO, WO}, std::vector<float>(size_t(2 * HO * WO)));
+  const auto at = [](int64_t c, int64_t i, int64_t j) { return double(c * 36 + i * 6 + j); };
+  for (int64_t c = 0; c < 2; ++c)
+    for (int64_t oy = 0; oy < HO; ++oy)
+      for (int64_t ox = 0; ox < WO; ++ox) {
+        const double sy = double(oy) / sh, sx = double(ox) / sw;
+        const int64_t y0 = std::min<int64_t>(int64_t(sy), H - 1), x0 = std::min<int64_t>(int64_t(sx), W - 1);
+        double v = at(c, y0, x0);
+        if (linear) {
+          const int64_t y1 = std::min<int64_t>(y0 + 1, H - 1), x1 = std::min<int64_t>(x0 + 1, W - 1);
+          const double wy = sy - double(y0), wx = sx - double(x0);
+          v = (1 - wy) * ((1 - wx) * at(c, y0, x0) + wx * at(c, y0, x1)) +
+              wy * ((1 - wx) * at(c, y1, x0) + wx * at(c, y1, x1));
+        }
+        y.data[size_t((c * HO + oy) * WO + ox)] = float(v);
+      }
+  return y;
+}
+
+std::vector<float> iota_data(int64_t n) {
+  std::vector<float> v(static_cast<size_t>(n));
+  for (size_t k = 0; k < v.size(); ++k) v[k] = float(k);
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("Upsample (opset 7 attribute, opset 9 input) and Resize-10 import as resize: asymmetric, floor") {
+  struct Case {
+    const char* op;
+    int opset;
+    const char* mode;
+    float sh, sw;
+  };
+  for (const Case& c : {Case{"Upsample", 7, "nearest", 2, 3}, Case{"Upsample", 8, "linear", 2, 2},
+                        Case{"Upsample", 9, "nearest", 3, 2}, Case{"Upsample", 9, "linear", 2, 1.5f},
+                        Case{"Resize", 10, "nearest", 2, 2}, Case{"Resize", 10, "linear", 1.5f, 3}}) {
+    CAPTURE(c.op);
+    CAPTURE(c.opset);
+    CAPTURE(c.mode);
+    const bool linear = std::string(c.mode) == "linear";
+    const Model model = import_model(upsample_model(c.op, c.opset, c.mode, {1, 1, c.sh, c.sw}));
+    REQUIRE(model.num_nodes() == 1);
+    const auto& p = std::get<ResizeParams>(model.graph().nodes[0].params);
+    CHECK(p.mode == (linear ? ResizeMode::Linear : ResizeMode::Nearest));
+    CHECK(p.coord == ResizeCoord::Asymmetric);
+    CHECK(p.nearest == ResizeNearest::Floor);
+    const Tensor want = upsample_expected(linear, c.sh, c.sw);
+    for (const std::string& backend : kBackends) {
+      CAPTURE(backend);
+      Tensor y;
+      if (!run_on(model, backend, Tensor({1, 2, 6, 6}, iota_data(72)), y)) continue;
+      CHECK(y.shape == want.shape);
+      CHECK(test::rel_error(y.data, want.data) <= 1e-6);
+    }
+  }
+}
+
+TEST_CASE("Upsample: unsupported variants are one-line errors naming the node") {
+  const auto error = [](const onnx::ModelProto& m, const std::string& want) {
+    const std::string e = import_error(m);
+    CAPTURE(e);
+    CHECK(e.find("node 'the_node' (Upsample): " + want) != std::string::npos);
+    CHECK(e.find('\n') == std::string::npos);
+  };
+  error(upsample_model("Upsample", 9, "nearest", {1, 1.5f, 2, 2}),
+        "unsupported: scales [1.000000, 1.500000] on the batch and channel axes (only 1)");
+  error(upsample_model("Upsample", 7, "nearest", {2, 1, 2, 2}),
+        "unsupported: scales [2.000000, 1.000000] on the batch and channel axes (only 1)");
+  error(upsample_model("Upsample", 9, "linear", {1, 1, 0.5f, 2}), "scale 0.500000 must be finite and >= 1");
+  error(upsample_model("Upsample", 9, "cubic", {1, 1, 2, 2}), "unsupported: mode cubic (only nearest and linear)");
+  error(upsample_model("Upsample", 9, "nearest", {1, 2, 2}), "needs 4 scales for an NCHW input (got 3)");
+  error(upsample_model("Upsample", 10, "nearest", {1, 1, 2, 2}),
+        "unsupported: Upsample is deprecated from opset 10 (use Resize)");
+  onnx::ModelProto no_scales = upsample_model("Upsample", 7, "nearest", {1, 1, 2, 2});
+  no_scales.mutable_graph()->mutable_node(0)->mutable_attribute()->RemoveLast();
+  error(no_scales, "needs the scales attribute (opset 7)");
+  onnx::ModelProto computed = upsample_model("Upsample", 9, "nearest", {1, 1, 2, 2});
+  computed.mutable_graph()->mutable_node(0)->set_input(1, "x");
+  error(computed, "unsupported: input 1 'x' must be a constant");
+  {  // opset 7-8 BatchNormalization with spatial = 0 (per-element statistics)
+    onnx::ModelProto m = one_node("BatchNormalization", {2});
+    m.mutable_opset_import(0)->set_version(7);
+    onnx::NodeProto* n = m.mutable_graph()->mutable_node(0);
+    for (const char* w : {"W", "W", "W"}) n->add_input(w);
+    add_int(n, "spatial", 0);
+    CHECK(import_error(m).find("node 'the_node' (BatchNormalization): unsupported: spatial = 0") != std::string::npos);
+    n->mutable_attribute()->RemoveLast();
+    CHECK(import_error(m).empty());
+  }
+  {  // opsets below 7
+    onnx::ModelProto m = upsample_model("Upsample", 7, "nearest", {1, 1, 2, 2});
+    m.mutable_opset_import(0)->set_version(6);
+    CHECK(import_error(m).find("opset 6 is not supported (supported: 7-18)") != std::string::npos);
+  }
+}
+
+namespace {
+
+// x [batch, C, H, W] -> Reshape(to) -> Transpose(perm) -> Reshape(back) -> y: the channel shuffle and
+// pixel shuffle chains as exporters write them (a fixed batch is a number in both targets).
+onnx::ModelProto reshape_chain(const std::vector<int64_t>& x_dims, const std::vector<int64_t>& to,
+                               const std::vector<int64_t>& perm, const std::vector<int64_t>& back) {
+  onnx::ModelProto m = one_node("Reshape", {1});
+  onnx::GraphProto* g = m.mutable_graph();
+  auto* shape = g->mutable_input(0)->mutable_type()->mutable_tensor_type()->mutable_shape();
+  shape->clear_dim();
+  for (int64_t d : x_dims) shape->add_dim()->set_dim_value(d);
+  g->clear_initializer();
+  *g->add_initializer() = int64_tensor("to", to);
+  *g->add_initializer() = int64_tensor("back", back);
+  onnx::NodeProto* view = g->mutable_node(0);
+  view->set_input(1, "to");
+  view->set_output(0, "v");
+  onnx::NodeProto* t = g->add_node();
+  t->set_op_type("Transpose");
+  t->set_name("the_transpose");
+  t->add_input("v");
+  t->add_output("p");
+  add_ints(t, "perm", perm);
+  onnx::NodeProto* r = g->add_node();
+  r->set_op_type("Reshape");
+  r->set_name("the_back");
+  r->add_input("p");
+  r->add_input("back");
+  r->add_output("y");
+  return m;
+}
+
+// What the chain computes, by index: y[n][o] = x[n][src(o)] per sample of `per` elements.
+Tensor permuted(const Tensor& x, const Shape& y_shape, const std::function<int64_t(int64_t)>& src) {
+  Tensor y(y_shape, std::vector<float>(x.data.size()));
+  const int64_t per = x.numel() / x.shape[0];
+  for (int64_t n = 0; n < x.shape[0]; ++n)
+    for (int64_t o = 0; o < per; ++o) y.data[size_t(n * per + o)] = x.data[size_t(n * per + src(o))];
+  return y;
+}
+
+}  // namespace
+
+TEST_CASE("Reshape -> Transpose -> Reshape: channel and pixel shuffles at a fixed batch keep the batch free") {
+  // Exported at batch 2 where 2 is also a per-sample dim (groups, block, a height): the chain is
+  // per-sample, so the leading 2 is the batch (a plain Reshape like it would keep the model at 2).
+  struct Case {
+    const char* name;
+    std::vector<int64_t> to, perm, back;
+    OpType op;
+    Shape out;  // per sample
+    std::function<int64_t(int64_t)> src;  // output element -> input element, per sample
+  };
+  // x per sample: C = 8, H = 2, W = 3 (48 elements).
+  const auto d2s = [](bool crd) {  // block 2, C' = 2: output (c, h*2+i, w*2+j)
+    return [crd](int64_t o) {
+      const int64_t c = o / 24, oh = o / 6 % 4, ow = o % 6, h = oh / 2, i = oh % 2, w = ow / 2, j = ow % 2;
+      const int64_t ch = crd ? c * 4 + i * 2 + j : (i * 2 + j) * 2 + c;
+      return (ch * 2 + h) * 3 + w;
+    };
+  };
+  const std::vector<Case> cases = {
+      {"channel_shuffle", {2, 2, 4, 2, 3}, {0, 2, 1, 3, 4}, {2, -1, 2, 3}, OpType::ChannelShuffle, {8, 2, 3},
+       [](int64_t o) { const int64_t c = o / 6; return ((c % 2) * 4 + c / 2) * 6 + o % 6; }},
+      {"pixel_shuffle_crd", {-1, 2, 2, 2, 2, 3}, {0, 1, 4, 2, 5, 3}, {-1, 2, 4, 6}, OpType::DepthToSpace,
+       {2, 4, 6}, d2s(true)},
+      {"pixel_shuffle_dcr", {2, 2, 2, 2, 2, 3}, {0, 3, 4, 1, 5, 2}, {2, 2, 4, 6}, OpType::DepthToSpace,
+       {2, 4, 6}, d2s(false)},
+      {"pixel_shuffle_dcr_zero", {0, 2, 2, 2, 2, 3}, {0, 3, 4, 1, 5, 2}, {0, 0, 4, -1}, OpType::DepthToSpace,
+       {2, 4, 6}, d2s(false)},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.name);
+    const Model model = import_model(reshape_chain({2, 8, 2, 3}, c.to, c.perm, c.back));
+    CHECK(model.inputs()[0].shape == Shape{-1, 8, 2, 3});
+    CHECK(model.meta("batch.fixed").empty());
+    REQUIRE(model.num_nodes() == 1);
+    CHECK(model.graph().nodes[0].op() == c.op);
+    CHECK(model.graph().nodes[0].name == "the_back");
+    if (c.op == OpType::DepthToSpace)
+      CHECK(std::get<DepthToSpaceParams>(model.graph().nodes[0].params).mode ==
+            (std::string(c.name) == "pixel_shuffle_crd" ? DepthToSpaceMode::CRD : DepthToSpaceMode::DCR));
+    Shape out{3};
+    out.insert(out.end(), c.out.begin(), c.out.end());
+    const Tensor x({3, 8, 2, 3}, iota_data(144));
+    const Tensor want = permuted(x, out, c.src);
+    for (const std::string& backend : kBackends) {
+      CAPTURE(backend);
+      Tensor y;
+      if (!run_on(model, backend, x, y)) continue;
+      CHECK(y.shape == want.shape);
+      CHECK(y.data == want.data);
+    }
+  }
+  // Not the patterns: a perm of neither kind, a Reshape back to another shape, a view read twice.
+  std::string e = import_error(reshape_chain({2, 8, 2, 3}, {2, 2, 2, 2, 2, 3}, {0, 1, 4, 2, 3, 5}, {2, 2, 4, 6}));
+  CHECK(e.find("node 'the_transpose' (Transpose): unsupported: Transpose of an activation") != std::string::npos);
+  e = import_error(reshape_chain({2, 8, 2, 3}, {2, 2, 2, 2, 2, 3}, {0, 1, 4, 2, 5, 3}, {2, 2, 6, 4}));
+  CHECK(e.find("node 'the_back' (Reshape): unsupported: shape [2,2,6,4] after a pixel shuffle (needs [N,2,4,6])") !=
+        std::string::npos);
+  e = import_error(reshape_chain({2, 8, 2, 3}, {2, 2, 4, 2, 3}, {0, 2, 1, 3, 4}, {1, 8, 2, 3}));
+  CHECK(e.find("unsupported: shape [1,8,2,3] after a channel shuffle (needs [N,8,2,3])") != std::string::npos);
+  onnx::ModelProto twice = reshape_chain({2, 8, 2, 3}, {2, 2, 4, 2, 3}, {0, 2, 1, 3, 4}, {2, 8, 2, 3});
+  twice.mutable_graph()->add_output()->set_name("v");
+  e = import_error(twice);  // the view is also a graph output: a plain Reshape at the pinned batch, then refused
+  CHECK(e.find("Transpose of an activation") != std::string::npos);
+  CHECK(e.find('\n') == std::string::npos);
 }

@@ -1,4 +1,4 @@
-// onnx2fb: converts an ONNX model (torch.onnx.export, opsets 11-18) into an infer .fb model.
+// onnx2fb: converts an ONNX model (torch.onnx.export; opsets 7-18) into an infer .fb model.
 //   onnx2fb model.onnx out.fb [--name N] [--metadata k=v]... [--fp16]
 // Exit status: 0 done, 1 usage error (reported by CLI11), 2 anything the importer or the engine refuses
 // (unsupported ops, malformed protobuf, bad weights), reported as one `error: ...` line on stderr.

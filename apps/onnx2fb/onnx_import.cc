@@ -14,6 +14,7 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 
 #include <onnx/onnx_pb.h>
@@ -59,7 +60,7 @@ const std::set<std::string>& op_set() {
       "BatchNormalization", "Relu", "LeakyRelu", "Tanh", "Sigmoid", "Softmax", "Flatten", "Reshape",
       "Add", "Sub", "Mul", "Div", "Concat", "ReduceMean", "Clip", "HardSigmoid", "HardSwish", "Elu",
       "Exp", "Sqrt", "Neg", "Abs", "Softplus", "InstanceNormalization", "Split", "Resize",
-      "DepthToSpace",
+      "DepthToSpace", "Upsample",
       // pad2d, or removed (all zero) or merged into the Conv / AveragePool after it (zero constant)
       "Pad",
       // removed
@@ -161,9 +162,8 @@ class Importer {
     for (const onnx::OperatorSetIdProto& s : m_.opset_import())
       if (s.domain().empty() || s.domain() == "ai.onnx") opset_ = s.version();
     if (opset_ < 0) throw Error(origin_ + ": no opset_import for the default ONNX domain");
-    if (opset_ < 9 || opset_ > 18)
-      throw Error(origin_ + ": opset " + std::to_string(opset_) +
-                  " is not supported (supported: 9-18; tested: 11-17)");
+    if (opset_ < 7 || opset_ > 18)
+      throw Error(origin_ + ": opset " + std::to_string(opset_) + " is not supported (supported: 7-18)");
   }
 
   // One error naming every unsupported op type and the nodes that use it.
@@ -596,8 +596,8 @@ class Importer {
       return;
     }
     if (op == "Slice" && !in(0).is_const()) return slice();
-    if (op == "Transpose" && !in(0).is_const()) return shuffle_transpose();
-    if (op == "Reshape" && shuffle_stage_.count(n_->input(0))) return shuffle_end();
+    if (op == "Transpose" && !in(0).is_const()) return chain_transpose();
+    if (op == "Reshape" && chain_.count(n_->input(0))) return chain_end();
     if (op == "Shape" || op == "Gather" || op == "Unsqueeze" || op == "Squeeze" || op == "Cast" ||
         op == "Slice" || op == "ConstantOfShape" || op == "Transpose")
       return define_outputs(fold());
@@ -640,6 +640,7 @@ class Importer {
     if (is_arith(op)) return binary(op);
     if (op == "Concat") return concat();
     if (op == "Resize") return resize();
+    if (op == "Upsample") return upsample();
     if (op == "DepthToSpace") return depth_to_space();
     unsupported("op");  // not reached: check_supported() listed every other op
   }
@@ -921,6 +922,29 @@ class Importer {
     output(y);
   }
 
+  // The resize op's mode from an ONNX mode attribute (Resize, Upsample): nearest or linear (bilinear).
+  ResizeMode resize_mode() const {
+    const std::string mode = attr_string("mode", "nearest");
+    if (mode == "nearest") return ResizeMode::Nearest;
+    if (mode == "linear") return ResizeMode::Linear;
+    unsupported("mode " + mode + " (only nearest and linear)");
+  }
+
+  // Scales [N, C, H, W] that keep the batch and the channels, into p's scale_h / scale_w (each at
+  // least `min_scale`, and > 0).
+  void resize_scales(ResizeParams& p, const std::vector<float>& scales, float min_scale) const {
+    if (scales.size() != 4) fail("needs 4 scales for an NCHW input (got " + std::to_string(scales.size()) + ")");
+    if (scales[0] != 1.f || scales[1] != 1.f)
+      unsupported("scales [" + std::to_string(scales[0]) + ", " + std::to_string(scales[1]) +
+                  "] on the batch and channel axes (only 1)");
+    for (float f : {scales[2], scales[3]})
+      if (!std::isfinite(f) || f <= 0 || f < min_scale)
+        fail("scale " + std::to_string(f) + " must be finite and " +
+             (min_scale > 0 ? ">= " + std::to_string(min_scale) : std::string("> 0")));
+    p.scale_h = scales[2];
+    p.scale_w = scales[3];
+  }
+
   // Resize (opset 10: X, scales; 11+: X, roi, scales, sizes) with constant scales or sizes that keep
   // the batch and channels: nearest or linear (bilinear) with the coordinate and rounding modes
   // PyTorch exports (opset 10 has neither attribute: asymmetric, floor).
@@ -928,10 +952,7 @@ class Importer {
     const int x = act(0);
     check_rank4(x);
     ResizeParams p;
-    const std::string mode = attr_string("mode", "nearest");
-    if (mode == "nearest") p.mode = ResizeMode::Nearest;
-    else if (mode == "linear") p.mode = ResizeMode::Linear;
-    else unsupported("mode " + mode + " (only nearest and linear)");
+    p.mode = resize_mode();
     static const std::map<std::string, ResizeCoord> coords{
         {"half_pixel", ResizeCoord::HalfPixel}, {"align_corners", ResizeCoord::AlignCorners},
         {"asymmetric", ResizeCoord::Asymmetric}, {"pytorch_half_pixel", ResizeCoord::PytorchHalfPixel}};
@@ -959,15 +980,34 @@ class Importer {
       p.out_h = param(sizes[2], "sizes height", 1);
       p.out_w = param(sizes[3], "sizes width", 1);
     } else if (scales.size() == 4) {
-      if (scales[0] != 1.f || scales[1] != 1.f) unsupported("scales on the batch or channel axis");
-      for (float f : {scales[2], scales[3]})
-        if (!std::isfinite(f) || f <= 0) fail("scale " + std::to_string(f) + " must be finite and > 0");
-      p.scale_h = scales[2];
-      p.scale_w = scales[3];
+      resize_scales(p, scales, 0.f);
     } else {
       fail("needs constant scales or sizes with 4 values (got " + std::to_string(scales.size()) + " scales, " +
            std::to_string(sizes.size()) + " sizes)");
     }
+    output(b_.node(node_name(), p, {x}));
+  }
+
+  // Upsample (opset 7-9, deprecated from 10 where exporters write Resize): scales from the `scales`
+  // attribute (opset 7, 8) or a constant input (9), each >= 1; output floor(in * scale); the source
+  // coordinate is out / scale ("asymmetric") and nearest rounds down: the resize op as Resize-10 has it.
+  void upsample() {
+    if (opset_ >= 10) unsupported("Upsample is deprecated from opset 10 (use Resize)");
+    const int x = act(0);
+    check_rank4(x);
+    ResizeParams p;
+    p.mode = resize_mode();
+    p.coord = ResizeCoord::Asymmetric;
+    p.nearest = ResizeNearest::Floor;
+    std::vector<float> scales;
+    if (opset_ >= 9) {
+      scales = weight(1).f;
+    } else {
+      const onnx::AttributeProto* a = attr("scales", onnx::AttributeProto::FLOATS);
+      if (!a) fail("needs the scales attribute (opset " + std::to_string(opset_) + ")");
+      scales.assign(a->floats().begin(), a->floats().end());
+    }
+    resize_scales(p, scales, 1.f);
     output(b_.node(node_name(), p, {x}));
   }
 
@@ -987,6 +1027,7 @@ class Importer {
   void batchnorm() {
     const int x = act(0);
     if (attr_int("training_mode", 0) != 0) unsupported("training_mode = 1");
+    if (opset_ < 9 && attr_int("spatial", 1) != 1) unsupported("spatial = 0 (per-element statistics)");
     BatchNormParams p;
     p.epsilon = attr_float("epsilon", 1e-5f);
     std::vector<int> inputs{x};
@@ -1093,6 +1134,8 @@ class Importer {
   // fixes the per-sample size). A leading entry equal to the exported batch B > 1 that is also one of
   // the input's per-sample dims could be that dim used as a number (x.view(C, -1) traced at batch C):
   // the importer cannot tell, so rather than guess it keeps the model at B (PinBatch, import_impl).
+  // Not so where the Reshape starts a channel- or pixel-shuffle chain (chain_start): that moves data
+  // only within a sample, so its leading B is the batch.
   void reshape() {
     const int x = act(0);
     const Const& t = ints(1);
@@ -1116,7 +1159,8 @@ class Importer {
     const int64_t first = t.i[0];
     const int64_t exported = exported_batch_ > 0 ? exported_batch_ : 1;
     bool batch = first == kBatch || (first == 0 && !allow_zero) || first == exported;
-    if (first == exported && exported > 1 && pinned_.empty() &&
+    const std::optional<ChainStage> chain = chain_start(xs, rest);
+    if (first == exported && exported > 1 && pinned_.empty() && !chain &&
         std::find(xs.begin() + 1, xs.end(), exported) != xs.end()) {
       Shape traced = xs;  // the input as the exporter saw it
       traced[0] = exported;
@@ -1136,7 +1180,13 @@ class Importer {
                   (exported_batch_ > 1 ? " (the model was exported at batch " +
                                              std::to_string(exported_batch_) + ")"
                                        : std::string()));
-    if (shuffle_start(x, xs, rest)) return;
+    if (chain) {  // the output stands for x until the chain's last Reshape
+      Val v;
+      v.id = x;
+      define(n_->output(0), v);
+      chain_[n_->output(0)] = *chain;
+      return;
+    }
     // [N, C, H, W] -> [N, C*H*W] is a flatten (the dynamo exporter writes torch.flatten(x, 1) as a
     // Reshape): the same node as the Flatten that older exporters and model-zoo write.
     if (xs.size() > 2 && rest.size() == 1 &&
@@ -1183,60 +1233,130 @@ class Importer {
     output(b_.node(node_name(), p, {a, bb}));
   }
 
-  // ---- channel shuffle, slices and splits along an axis ----------------------------------------
+  // ---- Reshape -> Transpose -> Reshape chains, slices and splits along an axis -------------------
 
-  // ShuffleNet's channel shuffle: Reshape [N,C,H,W] -> [N,g,C/g,H,W], Transpose perm (0,2,1,3,4),
-  // Reshape back to [N,C,H,W], each the only reader of the one before. The first Reshape starts it
-  // (its output stands for x until the last Reshape), the Transpose passes it on, the last Reshape
-  // writes one channel_shuffle node. Any other use of the intermediates is refused.
+  // Exporters write two per-sample rearrangements of x [N,C,H,W] as a view, a transpose and a view
+  // back, each the only reader of the one before:
+  //  - ShuffleNet's channel shuffle: [N,g,C/g,H,W], perm (0,2,1,3,4), back to [N,C,H,W]
+  //    -> channel_shuffle (groups g);
+  //  - PixelShuffle below opset 11 (and by hand at any opset): [N,C',r,r,H,W], perm (0,1,4,2,5,3)
+  //    (CRD), or [N,r,r,C',H,W], perm (0,3,4,1,5,2) (DCR), to [N,C',H*r,W*r] -> depth_to_space.
+  // The first Reshape starts the chain (its output stands for x), the Transpose passes it on, the last
+  // Reshape writes the node. Any other use of the intermediates is refused.
+  struct ChainStage {
+    enum Kind { ChannelShuffle, DepthToSpaceCRD, DepthToSpaceDCR };
+    Kind kind = ChannelShuffle;
+    int factor = 1;             // groups, or the block size
+    std::vector<int64_t> perm;  // the Transpose's
+    Shape view;                 // the value's per-sample shape (permuted once transposed)
+    Shape result;               // the per-sample shape the last Reshape must give
+    bool transposed = false;
+  };
   bool only_reader_is(const std::string& value, const char* op) {
     const auto it = consumers_.find(value);
     return it != consumers_.end() && it->second.size() == 1 && !graph_outputs_.count(value) &&
            m_.graph().node(it->second[0]).op_type() == op;
   }
-  bool shuffle_start(int x, const Shape& xs, Shape rest) {
-    const std::string out = n_->output_size() ? n_->output(0) : "";
-    if (xs.size() != 4 || rest.size() != 4 || rest[2] != xs[2] || rest[3] != xs[3]) return false;
-    if (rest[0] == -1 && rest[1] > 0 && xs[1] % rest[1] == 0) rest[0] = xs[1] / rest[1];
-    if (rest[1] == -1 && rest[0] > 0 && xs[1] % rest[0] == 0) rest[1] = xs[1] / rest[0];
-    if (rest[0] < 1 || rest[1] < 1 || rest[0] * rest[1] != xs[1] || !only_reader_is(out, "Transpose"))
-      return false;
-    Val v;
-    v.id = x;
-    define(out, v);
-    shuffle_stage_[out] = {static_cast<int>(rest[0]), false};
-    return true;
-  }
-  void shuffle_transpose() {
-    const auto it = shuffle_stage_.find(n_->input(0));
-    const std::vector<int64_t> perm = attr_ints("perm", {});
-    if (it == shuffle_stage_.end() || it->second.transposed || perm != std::vector<int64_t>{0, 2, 1, 3, 4})
-      unsupported("Transpose of an activation (only ShuffleNet's channel shuffle: Reshape to "
-                  "[N,g,C/g,H,W], perm (0,2,1,3,4), Reshape back)");
-    const std::string out = n_->output_size() ? n_->output(0) : "";
-    if (!only_reader_is(out, "Reshape")) unsupported("a channel-shuffle Transpose not followed by its Reshape");
-    Val v = in(0);
-    define(out, v);
-    shuffle_stage_[out] = {it->second.groups, true};
-  }
-  void shuffle_end() {
-    const auto it = shuffle_stage_.find(n_->input(0));
-    if (!it->second.transposed) unsupported("Reshape of a channel-shuffle view before its Transpose");
-    const int x = act(0);
-    const Shape& xs = b_.shape(x);
-    const Const& t = ints(1);
-    const int64_t per_sample = xs[1] * xs[2] * xs[3];
-    bool same = t.i.size() == 4;
+  // `rest` (per-sample target dims, 0s already copied) with a single -1 worked out from `per_sample`
+  // (>= 1) elements; as given when that is not possible (the caller's shape checks then fail).
+  static Shape resolve_rest(Shape rest, int64_t per_sample) {
     int64_t known = 1;
-    for (size_t k = 1; same && k < 4; ++k) {
-      const int64_t d = t.i[k] == 0 ? xs[k] : t.i[k];
-      same = d == xs[k] || d == -1;
-      if (d != -1) known *= d;
+    int unknown = 0;
+    for (int64_t d : rest) {
+      if (d == -1) ++unknown;
+      else if (d < 1 || d > per_sample / known) return rest;  // cannot fit (and no overflow)
+      else known *= d;
     }
-    if (!same || per_sample % known != 0 || (t.i[0] != kBatch && t.i[0] != 0 && t.i[0] != 1 && t.i[0] != -1))
-      unsupported("a channel shuffle that does not reshape back to the input's [N,C,H,W]");
-    ChannelShuffleParams p;
-    p.groups = it->second.groups;
+    if (unknown == 1 && per_sample % known == 0)
+      std::replace(rest.begin(), rest.end(), int64_t{-1}, per_sample / known);
+    return rest;
+  }
+  // The chain that this Reshape of x (per-sample target `rest`) starts, looking ahead at the perm of
+  // the Transpose that alone reads it; none when it is not one of the patterns above.
+  std::optional<ChainStage> chain_start(const Shape& xs, const Shape& rest_in) {
+    const std::string out = n_->output_size() ? n_->output(0) : "";
+    if (xs.size() != 4 || (rest_in.size() != 4 && rest_in.size() != 5) || !only_reader_is(out, "Transpose"))
+      return std::nullopt;
+    const Shape rest = resolve_rest(rest_in, xs[1] * xs[2] * xs[3]);
+    ChainStage c;
+    for (const onnx::AttributeProto& a : m_.graph().node(consumers_.at(out)[0]).attribute())
+      if (a.name() == "perm") c.perm.assign(a.ints().begin(), a.ints().end());
+    const int64_t C = xs[1], H = xs[2], W = xs[3];
+    // Products of the target's dims only after they are known to divide C (no overflow).
+    const auto splits = [&](std::initializer_list<int64_t> parts) {
+      int64_t left = C;
+      for (int64_t d : parts) {
+        if (d < 1 || left % d) return false;
+        left /= d;
+      }
+      return left == 1;
+    };
+    if (rest.size() == 4 && c.perm == std::vector<int64_t>{0, 2, 1, 3, 4} && rest[2] == H && rest[3] == W &&
+        splits({rest[0], rest[1]})) {
+      c.kind = ChainStage::ChannelShuffle;
+      c.factor = static_cast<int>(rest[0]);
+      c.result = {C, H, W};
+    } else if (rest.size() == 5 && rest[3] == H && rest[4] == W && splits({rest[0], rest[1], rest[2]})) {
+      if (c.perm == std::vector<int64_t>{0, 1, 4, 2, 5, 3} && rest[1] == rest[2]) {
+        c.kind = ChainStage::DepthToSpaceCRD;  // [C', r, r, H, W]
+        c.factor = static_cast<int>(rest[1]);
+        c.result = {rest[0], H * rest[1], W * rest[1]};
+      } else if (c.perm == std::vector<int64_t>{0, 3, 4, 1, 5, 2} && rest[0] == rest[1]) {
+        c.kind = ChainStage::DepthToSpaceDCR;  // [r, r, C', H, W]
+        c.factor = static_cast<int>(rest[0]);
+        c.result = {rest[2], H * rest[0], W * rest[0]};
+      } else {
+        return std::nullopt;
+      }
+    } else {
+      return std::nullopt;
+    }
+    c.view = rest;
+    return c;
+  }
+  void chain_transpose() {
+    const auto it = chain_.find(n_->input(0));
+    const std::vector<int64_t> perm = attr_ints("perm", {});
+    if (it == chain_.end() || it->second.transposed || perm != it->second.perm)
+      unsupported("Transpose of an activation (only a channel shuffle: Reshape to [N,g,C/g,H,W], perm "
+                  "(0,2,1,3,4), Reshape back; or a pixel shuffle: Reshape to [N,C,r,r,H,W], perm "
+                  "(0,1,4,2,5,3), or to [N,r,r,C,H,W], perm (0,3,4,1,5,2), Reshape to [N,C,H*r,W*r])");
+    const std::string out = n_->output_size() ? n_->output(0) : "";
+    if (!only_reader_is(out, "Reshape")) unsupported("a shuffle's Transpose not followed by its Reshape");
+    ChainStage c = it->second;
+    for (size_t k = 0; k < c.view.size(); ++k) c.view[k] = it->second.view[static_cast<size_t>(perm[k + 1] - 1)];
+    c.transposed = true;
+    define(out, in(0));
+    chain_[out] = std::move(c);
+  }
+  void chain_end() {
+    const ChainStage& c = chain_.at(n_->input(0));
+    if (!c.transposed) unsupported("Reshape of a shuffle's view before its Transpose");
+    const int x = act(0);
+    const Const& t = ints(1);
+    const bool allow_zero = attr_int("allowzero", 0) != 0;
+    const int64_t exported = exported_batch_ > 0 ? exported_batch_ : 1;
+    Shape rest;
+    for (size_t k = 1; k < t.i.size(); ++k) {
+      int64_t d = t.i[k];
+      if (d == 0 && !allow_zero) d = k <= c.view.size() ? c.view[k - 1] : 0;  // 0 copies the view's dim k
+      rest.push_back(d);
+    }
+    const int64_t first = t.i.empty() ? 0 : t.i[0];
+    const bool minus_one = std::find(rest.begin(), rest.end(), int64_t{-1}) != rest.end();
+    const bool batch = first == kBatch || (first == 0 && !allow_zero) || first == exported || (first == -1 && !minus_one);
+    if (t.i.size() != 4 || !batch || resolve_rest(rest, checked_numel(c.result, node_label())) != c.result)
+      unsupported("shape " + str_dims(t.i) + " after a " +
+                  (c.kind == ChainStage::ChannelShuffle ? "channel shuffle" : "pixel shuffle") +
+                  " (needs [N," + str_dims(c.result).substr(1) + ")");
+    if (c.kind == ChainStage::ChannelShuffle) {
+      ChannelShuffleParams p;
+      p.groups = c.factor;
+      return output(b_.node(node_name(), p, {x}));
+    }
+    DepthToSpaceParams p;
+    p.block = c.factor;
+    p.mode = c.kind == ChainStage::DepthToSpaceCRD ? DepthToSpaceMode::CRD : DepthToSpaceMode::DCR;
     output(b_.node(node_name(), p, {x}));
   }
 
@@ -1684,11 +1804,7 @@ class Importer {
     Padding2D pad;
     std::string name;  // the Pad node's, for the pad2d node a Conv may still need
   };
-  struct ShuffleStage {
-    int groups = 1;
-    bool transposed = false;
-  };
-  std::map<std::string, ShuffleStage> shuffle_stage_;  // channel-shuffle views (value -> stage)
+  std::map<std::string, ChainStage> chain_;  // the views of Reshape -> Transpose -> Reshape chains
   std::map<std::string, PendingPad> pending_pad_;  // zero Pads merged into the Conv / AveragePool after them
 };
 

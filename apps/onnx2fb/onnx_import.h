@@ -1,4 +1,4 @@
-// ONNX import: converts an ONNX model (what torch.onnx.export writes, opsets 11-17) into an infer
+// ONNX import: converts an ONNX model (what torch.onnx.export writes; opsets 7-18) into an infer
 // ModelBuilder through the public API only. Untrusted input: the protobuf is parsed from a bounded
 // buffer, every dims product and external-data range is checked, and every problem is an infer::Error
 // with a one-line message. Ops outside the supported set fail together in ONE error listing each

@@ -6,7 +6,8 @@ Run with Debian's interpreter (/usr/bin/python3: python3-torch, python3-torchvis
 ctest runs it as a fixture: `make_byom.py OUT_DIR`. Must stay fast (CI: 2 cores, no GPU): small inputs,
 seeded random weights (eval mode, BatchNorm with non-trivial running statistics), single-threaded torch.
 Each model is exported at batch 1 and at a fixed batch of 2 or 3, with opsets 13 and 17 (TorchScript
-exporter); OUT_DIR/manifest.json lists every export and the batches the test runs it at. Which models
+exporter), the upsampling generators also at opsets 9 and 10 (Upsample; Resize-10; PixelShuffle as
+Reshape -> Transpose -> Reshape); OUT_DIR/manifest.json lists every export and the batches the test runs it at. Which models
 are expected to import is NOT decided here: tests/test_byom.cc keeps that table.
 """
 import inspect
@@ -27,6 +28,8 @@ OUT = sys.argv[1] if len(sys.argv) > 1 else "byom"
 os.makedirs(OUT, exist_ok=True)
 T0 = time.time()
 OPSETS = (13, 17)
+OLD_OPSETS = OPSETS + (9, 10)  # for the models whose export differs below opset 11
+FULL_RUN_OPSETS = (13, 9)  # the exports run at every batch listed (the reference backend is slow)
 MAX_BATCH = 5  # the inputs hold this many samples; a run at batch n uses the first n
 
 
@@ -80,6 +83,28 @@ class UpsampleGen(nn.Module):
 
     def forward(self, z):
         return self.main(z)
+
+
+class PixelShuffleGen(nn.Module):
+    """Sub-pixel convolution generator (ESPCN / SRGAN upsampling): z 1x1 -> 4x4, then two x2 stages of a
+    conv to 4x the channels and a pixel shuffle, 4x4 -> 16x16: nn.PixelShuffle (CRD), then one written by
+    hand the TensorFlow way (DCR) with the sizes read as Python ints, so a fixed-batch export names the
+    batch as a number. Below opset 11 PyTorch writes both as Reshape -> Transpose -> Reshape."""
+
+    def __init__(self, z=32, r=2):
+        super().__init__()
+        self.r = r
+        self.head = nn.Sequential(nn.ConvTranspose2d(z, 32, 4, 1, 0, bias=False), nn.BatchNorm2d(32), nn.ReLU())
+        self.up1 = nn.Sequential(nn.Conv2d(32, 16 * r * r, 3, 1, 1), nn.PixelShuffle(r), nn.ReLU())
+        self.conv2 = nn.Conv2d(16, 8 * r * r, 3, 1, 1)
+        self.tail = nn.Sequential(nn.ReLU(), nn.Conv2d(8, 3, 3, 1, 1), nn.Tanh())
+
+    def forward(self, z):
+        y = self.conv2(self.up1(self.head(z)))
+        n, c, h, w = (int(d) for d in y.shape)
+        r = self.r
+        y = y.view(n, r, r, c // (r * r), h, w).permute(0, 3, 4, 1, 5, 2).reshape(n, c // (r * r), h * r, w * r)
+        return self.tail(y)
 
 
 class UNet(nn.Module):
@@ -144,22 +169,27 @@ def alexnet():
 
 tv = torchvision.models
 # name, constructor, per-sample input shape, fixed export batch, batches the fixed export runs at
+# (opsets: OPSETS, or OLD_OPSETS for the names in OLD_OPSET_MODELS)
 MODELS = [
     ("resnet18", lambda: tv.resnet18(weights=None, num_classes=10), (3, 64, 64), 2, [1, 2, 5]),
     ("alexnet", alexnet, (3, 224, 224), 2, [1, 2, 5]),
     ("mobilenet_v2", lambda: tv.mobilenet_v2(weights=None, num_classes=10), (3, 64, 64), 2, [2]),
     ("mobilenet_v3_small", lambda: tv.mobilenet_v3_small(weights=None, num_classes=10), (3, 64, 64), 2, [2]),
     ("efficientnet_b0", lambda: tv.efficientnet_b0(weights=None, num_classes=10), (3, 64, 64), 2, [2]),
-    ("shufflenet_v2_x0_5", lambda: tv.shufflenet_v2_x0_5(weights=None, num_classes=10), (3, 64, 64), 2, [2]),
+    ("shufflenet_v2_x0_5", lambda: tv.shufflenet_v2_x0_5(weights=None, num_classes=10), (3, 64, 64), 2, [2, 3]),
     ("squeezenet1_1", lambda: tv.squeezenet1_1(weights=None, num_classes=10), (3, 64, 64), 2, [2]),
     ("googlenet", lambda: tv.googlenet(weights=None, num_classes=10, aux_logits=False, init_weights=False),
      (3, 64, 64), 2, [2]),
     ("dcgan_examples", DCGANExamples, (100, 1, 1), 3, [1, 3, 5]),
     ("linear_gen", LinearGen, (64,), 2, [1, 2, 5]),
-    ("upsample_gen", UpsampleGen, (64, 1, 1), 2, [2]),
+    ("upsample_gen", UpsampleGen, (64, 1, 1), 2, [2, 3]),
+    ("pixel_shuffle_gen", PixelShuffleGen, (32, 1, 1), 2, [1, 2, 5]),
     ("unet", UNet, (3, 32, 32), 3, [3, 5]),
     ("resnet_gen", ResnetGen, (3, 32, 32), 2, [2]),
 ]
+
+
+OLD_OPSET_MODELS = {"upsample_gen", "pixel_shuffle_gen"}
 
 
 def export(net, example, path, opset):
@@ -184,12 +214,11 @@ def main():
         np.save(os.path.join(OUT, f"{name}.out.npy"), y.astype(np.float32))
         exports = []
         for b, runs in ((1, [1, 2]), (batch, fixed_runs)):
-            for opset in OPSETS:
+            for opset in OLD_OPSETS if name in OLD_OPSET_MODELS else OPSETS:
                 onnx_file = f"{name}_b{b}_op{opset}.onnx"
                 export(net, x[:b], onnx_file, opset)
-                # The other batches once per model (opset 13): the reference backend is slow.
                 exports.append({"onnx": onnx_file, "opset": opset, "batch": b,
-                                "run_batches": runs if opset == 13 else [b]})
+                                "run_batches": runs if opset in FULL_RUN_OPSETS else [b]})
         cases.append({"name": name, "input": f"{name}.in.npy", "output": f"{name}.out.npy",
                       "exports": exports})
         print(f"make_byom: {name} in {time.time() - t:.1f} s", flush=True)
