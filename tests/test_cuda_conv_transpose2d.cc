@@ -471,8 +471,16 @@ CUDA_TEST_CASE("bad nodes are not applicable") {
   wrong_out.output_shapes = {{1, 2, 8, 9}};
   NodeDesc wrong_ch = good;
   wrong_ch.input_shapes[1] = {4, 2, 3, 3};
-  NodeDesc dilated = good;
-  std::get<ConvTranspose2DParams>(dilated.params).dilation_h = 2;
+  NodeDesc dilated_wrong_out = good;  // dilation 2 makes the output 11 rows
+  std::get<ConvTranspose2DParams>(dilated_wrong_out.params).dilation_h = 2;
+  NodeDesc dilated = dilated_wrong_out;
+  dilated.output_shapes = {{1, 2, 11, 9}};
+  NodeDesc grouped = good;  // depthwise-transposed: 3 groups of 1 input, 2 outputs
+  std::vector<float> b6(6, 0.5f);
+  std::get<ConvTranspose2DParams>(grouped.params).groups = 3;
+  grouped.input_shapes[2] = {6};
+  grouped.output_shapes = {{1, 6, 9, 9}};
+  grouped.constants[2] = b6.data();
   NodeDesc no_const = good;
   no_const.constants = {nullptr, nullptr, nullptr};
   NodeDesc stride_21 = good;
@@ -483,7 +491,11 @@ CUDA_TEST_CASE("bad nodes are not applicable") {
     REQUIRE(bool(v->applicable));
     CHECK(!v->applicable(wrong_out));
     CHECK(!v->applicable(wrong_ch));
-    CHECK(!v->applicable(dilated));
+    CHECK(!v->applicable(dilated_wrong_out));
+    // groups and dilation: only the general variants
+    const bool general = v->name == "gemm_col2im" || v->name == "conventional";
+    CHECK(v->applicable(dilated) == general);
+    CHECK(v->applicable(grouped) == general);
     // cudnn and projection read an NCHW weight from the device as stored; in NHWC they re-lay it out
     // from the host constant, so only there is a constant required.
     if (v->name == "cudnn" || v->name == "projection") {
