@@ -11,9 +11,9 @@ namespace infer {
 namespace {
 
 // Checks common to both ops: 2 or 3 inputs and 1 output, rank-4 x/weight/y without negative
-// dimensions, stride > 0, dilation 1.
+// dimensions, stride > 0, dilation > 0 (and 1 unless `dilated`).
 void check_conv_like(const NodeDesc& node, const std::string& where, int stride_h, int stride_w,
-                     int dilation_h, int dilation_w) {
+                     int dilation_h, int dilation_w, bool dilated = false) {
   if (node.input_shapes.size() < 2 || node.input_shapes.size() > 3 ||
       node.output_shapes.size() != 1)
     throw Error(where + "expected 2 or 3 inputs and 1 output");
@@ -24,7 +24,8 @@ void check_conv_like(const NodeDesc& node, const std::string& where, int stride_
     for (int64_t d : *s)
       if (d < 0) throw Error(where + "negative dimension in " + shape_str(*s));
   if (stride_h <= 0 || stride_w <= 0) throw Error(where + "stride must be > 0");
-  if (dilation_h != 1 || dilation_w != 1) throw Error(where + "dilation must be 1");
+  if (dilation_h <= 0 || dilation_w <= 0) throw Error(where + "dilation must be > 0");
+  if (!dilated && (dilation_h != 1 || dilation_w != 1)) throw Error(where + "dilation must be 1");
 }
 
 void check_bias(const NodeDesc& node, const std::string& where, int64_t co) {
@@ -50,18 +51,30 @@ ConvTranspose2DDims conv_transpose2d_dims(const NodeDesc& node, const char* back
   const std::string where = std::string(backend) + " conv_transpose2d: ";
   const auto* p = std::get_if<ConvTranspose2DParams>(&node.params);
   if (!p) throw Error(where + "node parameters are for op '" + op_name(op_type(node.params)) + "'");
-  check_conv_like(node, where, p->stride_h, p->stride_w, p->dilation_h, p->dilation_w);
+  check_conv_like(node, where, p->stride_h, p->stride_w, p->dilation_h, p->dilation_w, true);
   if (p->pad.top < 0 || p->pad.left < 0 || p->pad.bottom < 0 || p->pad.right < 0 ||
       p->output_padding_h < 0 || p->output_padding_w < 0)
     throw Error(where + "negative padding or output_padding");
+  if (p->groups <= 0) throw Error(where + "groups must be > 0");
   const Shape &xs = node.input_shapes[0], &ws = node.input_shapes[1], &ys = node.output_shapes[0];
-  ConvTranspose2DDims d{xs[0], xs[1], xs[2], xs[3], ws[1], ws[2], ws[3], ys[2], ys[3],
+  const int64_t G = p->groups;
+  if (ws[1] > (int64_t(1) << 40) / G) throw Error(where + "too many output channels");
+  ConvTranspose2DDims d{xs[0], xs[1], xs[2], xs[3], ws[1] * G, ws[2], ws[3], ys[2], ys[3],
                         p->stride_h, p->stride_w, p->pad.top, p->pad.left, p->pad.bottom,
                         p->pad.right, p->activation, p};
-  if (ws[0] != d.CI || ys[0] != d.N || ys[1] != d.CO) throw Error(where + inconsistent(xs, ws, ys));
+  d.G = G;
+  d.CIG = d.CI / G;
+  d.COG = ws[1];
+  d.dh = p->dilation_h;
+  d.dw = p->dilation_w;
+  if (ws[0] != d.CI || d.CI % G != 0 || ys[0] != d.N || ys[1] != d.CO)
+    throw Error(where + inconsistent(xs, ws, ys) + " with " + std::to_string(G) + " groups");
   if (d.H == 0 || d.W == 0 || d.KH == 0 || d.KW == 0) throw Error(where + "empty input or kernel");
-  const int64_t ho = (d.H - 1) * d.sh - p->pad.top - p->pad.bottom + d.KH + p->output_padding_h;
-  const int64_t wo = (d.W - 1) * d.sw - p->pad.left - p->pad.right + d.KW + p->output_padding_w;
+  if (d.KH - 1 > (int64_t(1) << 40) / d.dh || d.KW - 1 > (int64_t(1) << 40) / d.dw)
+    throw Error(where + "dilated kernel too large");
+  const int64_t ekh = d.dh * (d.KH - 1) + 1, ekw = d.dw * (d.KW - 1) + 1;  // dilated extent
+  const int64_t ho = (d.H - 1) * d.sh - p->pad.top - p->pad.bottom + ekh + p->output_padding_h;
+  const int64_t wo = (d.W - 1) * d.sw - p->pad.left - p->pad.right + ekw + p->output_padding_w;
   if (ho != d.HO || wo != d.WO)
     throw Error(where + "output " + shape_str(ys) + " does not match the parameters (expected " +
                 std::to_string(ho) + "x" + std::to_string(wo) + ")");
@@ -106,6 +119,12 @@ bool accepts(Dims dims, const NodeDesc& node) {
 }  // namespace
 
 bool conv_transpose2d_valid(const NodeDesc& node) { return accepts(conv_transpose2d_dims, node); }
+
+bool conv_transpose2d_plain(const NodeDesc& node) {
+  if (!conv_transpose2d_valid(node)) return false;
+  const auto& p = std::get<ConvTranspose2DParams>(node.params);
+  return p.groups == 1 && p.dilation_h == 1 && p.dilation_w == 1;
+}
 
 bool conv_pool2d_valid(const NodeDesc& node) { return accepts(conv_pool2d_dims, node); }
 

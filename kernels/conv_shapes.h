@@ -10,12 +10,15 @@
 
 namespace infer {
 
-// conv_transpose2d: x [N,CI,H,W], weight [CI,CO,KH,KW], optional bias [CO], y [N,CO,HO,WO].
+// conv_transpose2d: x [N,CI,H,W], weight [CI,CO/G,KH,KW], optional bias [CO], y [N,CO,HO,WO]; G groups
+// of CIG = CI/G input and COG = CO/G output channels; dilation dh, dw (tap ky lands dh*ky rows down).
 struct ConvTranspose2DDims {
   int64_t N, CI, H, W, CO, KH, KW, HO, WO;
   int sh, sw, pt, pl, pb, pr;
   Activation act;
   const ConvTranspose2DParams* p;
+  int64_t G = 1, CIG = 0, COG = 0;
+  int dh = 1, dw = 1;
 };
 ConvTranspose2DDims conv_transpose2d_dims(const NodeDesc& node, const char* backend);
 
@@ -29,6 +32,9 @@ ConvPool2DDims conv_pool2d_dims(const NodeDesc& node, const char* backend);
 
 // True when the *_dims function above accepts the node (for the variants' applicable()).
 bool conv_transpose2d_valid(const NodeDesc& node);
+// True when a valid conv_transpose2d node has groups 1 and dilation 1: what every variant but the
+// general ones (cpu and cuda gemm_col2im, cuda conventional) requires in its `applicable`.
+bool conv_transpose2d_plain(const NodeDesc& node);
 bool conv_pool2d_valid(const NodeDesc& node);
 // True when a conv2d node has groups 1 and dilation 1, with or without a residual input (add_residual,
 // from the fuse_conv_residual pass): what the GEMM variants take, whose epilogue adds the residual.

@@ -299,7 +299,9 @@ inline std::string params_str(const OpParams& params) {
     return stride(p->stride_h, p->stride_w) + " " + pad_str(p->pad) + " " + act;
   if (const auto* p = std::get_if<ConvTranspose2DParams>(&params))
     return stride(p->stride_h, p->stride_w) + " " + pad_str(p->pad) + " op " +
-           std::to_string(p->output_padding_h) + "," + std::to_string(p->output_padding_w) + " " + act;
+           std::to_string(p->output_padding_h) + "," + std::to_string(p->output_padding_w) + " g " +
+           std::to_string(p->groups) + " d " + std::to_string(p->dilation_h) + "x" +
+           std::to_string(p->dilation_w) + " " + act;
   if (const auto* p = std::get_if<ConvPool2DParams>(&params))
     return stride(p->conv.stride_h, p->conv.stride_w) + " " + pad_str(p->conv.pad) + " pool " +
            std::to_string(p->pool) + " " + activation_name(p->conv.activation.kind);

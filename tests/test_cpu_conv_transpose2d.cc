@@ -1,8 +1,9 @@
 // Tests of the CPU transposed-convolution variants (kernels/cpu/conv_transpose2d.cc) against the
 // reference kernel: >= 200 random shapes per variant (kernel 1-7, asymmetric padding 0..k-1,
 // output_padding, odd and even sizes, channels 1..67, batch 1..3, every activation), gemm_col2im on
-// shapes that need several row bands, the paper's 4x4-input / 5x5-kernel / padding-2 example,
-// Table 4's upsampled-buffer sizes, and bad calls.
+// shapes that need several row bands, grouped / depthwise / dilated nodes (gemm_col2im, the only
+// variant that takes them; the others not applicable), the paper's 4x4-input / 5x5-kernel /
+// padding-2 example, Table 4's upsampled-buffer sizes, and bad calls.
 // Outputs and workspaces are NaN-poisoned before each run so an unwritten element fails.
 #include <doctest/doctest.h>
 
@@ -46,7 +47,7 @@ NodeDesc make_node(const Case& c, const std::vector<float>& w, const std::vector
   node.input_shapes = {c.x, c.w};
   node.constants = {nullptr, w.data()};
   if (c.bias) {
-    node.input_shapes.push_back({c.w[1]});
+    node.input_shapes.push_back({c.y[1]});  // C_out = w[1] * groups
     node.constants.push_back(b.data());
   }
   node.output_shapes = {c.y};
@@ -77,7 +78,7 @@ std::vector<float> run_variant(const KernelVariant& v, const NodeDesc& node,
 int check_case(const Case& c, const std::vector<std::string>& names, uint64_t seed) {
   const auto x = random_vector(size_t(shape_numel(c.x)), seed);
   const auto w = random_vector(size_t(shape_numel(c.w)), seed + 1);
-  const auto b = random_vector(size_t(c.w[1]), seed + 2);
+  const auto b = random_vector(size_t(c.y[1]), seed + 2);
   const NodeDesc node = make_node(c, w, b);
   std::vector<float> ref(size_t(shape_numel(c.y)));
   ref::conv_transpose2d(c.p, x.data(), c.x, w.data(), c.w, c.bias ? b.data() : nullptr, ref.data(),
@@ -92,7 +93,8 @@ int check_case(const Case& c, const std::vector<std::string>& names, uint64_t se
                                     << c.p.stride_h << "x" << c.p.stride_w << " pad "
                                     << c.p.pad.top << "," << c.p.pad.left << "," << c.p.pad.bottom
                                     << "," << c.p.pad.right << " op " << c.p.output_padding_h << ","
-                                    << c.p.output_padding_w << " err " << err);
+                                    << c.p.output_padding_w << " groups " << c.p.groups << " dilation "
+                                    << c.p.dilation_h << "x" << c.p.dilation_w << " err " << err);
     ++ran;
   }
   return ran;
@@ -145,6 +147,77 @@ TEST_CASE("every variant matches the reference on >= 200 random shapes") {
     for (int i = 0; i < 210; ++i) ran += check_case(random_case(rng, plan.strides), {plan.name}, 77 + 3 * i);
     CHECK_MESSAGE(ran >= 200, plan.name << " ran on " << ran << " shapes");
   }
+}
+
+const std::vector<std::string> kAllVariants = {"conventional", "segregated_unified", "segregated_gemm",
+                                               "flipped_conv", "gemm_col2im"};
+
+// Groups in {1, 2, C_in}, dilation 1-3, strides 1-4, output_padding < max(stride, dilation), odd
+// sizes (test::random_grouped_conv_transpose2d_shapes): gemm_col2im on every case; the other variants
+// on the plain ones (groups 1, dilation 1) only, and never applicable otherwise; the session's default
+// choice for a grouped or dilated node is gemm_col2im.
+TEST_CASE("groups and dilation: gemm_col2im matches the reference; the other variants refuse them") {
+  std::mt19937_64 rng(4141);
+  int col2im_ran = 0, grouped = 0, depthwise = 0, dilated = 0, plain = 0;
+  std::vector<float> w1(1), b1(1);
+  for (int t = 0; t < 240; ++t) {
+    const test::RandomGroupedTconv r = test::random_grouped_conv_transpose2d_shapes(rng, t);
+    Case c;
+    c.p = r.p;
+    c.x = r.inputs[0];
+    c.w = r.inputs[1];
+    c.y = r.y;
+    c.bias = r.inputs.size() == 3;
+    const bool is_plain = c.p.groups == 1 && c.p.dilation_h == 1 && c.p.dilation_w == 1;
+    plain += is_plain;
+    grouped += c.p.groups > 1;
+    depthwise += c.p.groups > 1 && c.p.groups == c.x[1];
+    dilated += c.p.dilation_h > 1 || c.p.dilation_w > 1;
+    const NodeDesc node = make_node(c, w1, b1);
+    if (!is_plain) {
+      for (const auto& name : kAllVariants)
+        CHECK_MESSAGE(variant(name).applicable(node) == (name == "gemm_col2im"), name << " on case " << t);
+      CHECK(test::default_variant("cpu", "conv_transpose2d", node) == "gemm_col2im");
+    }
+    const int ran = check_case(c, kAllVariants, 9000 + 5 * uint64_t(t));
+    CHECK(ran >= 1);
+    col2im_ran += variant("gemm_col2im").applicable(node);
+  }
+  CHECK(col2im_ran == 240);
+  CHECK(grouped >= 140);
+  CHECK(depthwise >= 70);
+  CHECK(dilated >= 140);
+  CHECK(plain >= 10);
+}
+
+TEST_CASE("groups and dilation: gemm_col2im over several row bands (dilated band overlap)") {
+  Case a;  // groups 2, dilation (2, 3): one input row's columns are ~1/5 of the tile: 1-row bands
+  a.p.stride_h = a.p.stride_w = 2;
+  a.p.groups = 2;
+  a.p.dilation_h = 2;
+  a.p.dilation_w = 3;
+  a.p.pad = {5, 4, 2, 7};
+  a.p.output_padding_h = 1;
+  a.p.activation.kind = ActivationKind::Tanh;
+  a.x = {1, 8, 40, 64};
+  a.w = {8, 32, 7, 7};
+  a.y = {1, 64, out_size(40, 2, 5, 2, 13, 1), out_size(64, 2, 4, 7, 19, 0)};
+  CHECK(check_case(a, {"gemm_col2im"}, 31) == 1);
+  Case b;  // depthwise-transposed (16 groups, 4 outputs each), stride 4x3, dilation 2x3: 16-row bands
+  b.p.stride_h = 4;
+  b.p.stride_w = 3;
+  b.p.groups = 16;
+  b.p.dilation_h = 2;
+  b.p.dilation_w = 3;
+  b.p.pad = {3, 5, 1, 2};
+  b.p.output_padding_h = 3;
+  b.p.output_padding_w = 2;
+  b.p.activation.kind = ActivationKind::LeakyRelu;
+  b.p.activation.alpha = 0.2f;
+  b.x = {2, 16, 20, 200};
+  b.w = {16, 4, 3, 5};
+  b.y = {2, 64, out_size(20, 4, 3, 1, 5, 3), out_size(200, 3, 5, 2, 13, 2)};
+  CHECK(check_case(b, {"gemm_col2im"}, 32) == 1);
 }
 
 TEST_CASE("the paper's 4x4 input, 5x5 kernel, stride 2, padding 2 example through every variant") {

@@ -2,7 +2,9 @@
 // reference kernel through the registry (every registered cuda variant runs wherever it applies):
 // >= 200 random shapes per variant in fp32 (kernel 1-7, asymmetric padding 0..k-1, output_padding,
 // odd and even sizes, channels 1..67, batch 1..3, every activation), 60 in fp16 and in tf32 (the GEMM
-// variants); the paper's 4x4-input / 5x5-kernel / padding-2 example; Table 4's layers at batch 1; the
+// variants); grouped / depthwise-transposed / dilated nodes through gemm_col2im and conventional (the
+// others not applicable) in every precision; the paper's 4x4-input / 5x5-kernel / padding-2 example;
+// Table 4's layers at batch 1; the
 // conventional workspace = the upsampled buffer (Table 4's memory column); applicability and bad
 // calls. Harness: tests/cuda_test_util.h (NaN-poisoned outputs and workspaces, guard bytes, CUDA-graph
 // capture of every third case). Skipped (one line on stdout) when there is no CUDA device.
@@ -38,17 +40,20 @@ bool contains(const std::vector<std::string>& v, const std::string& s) {
   return std::find(v.begin(), v.end(), s) != v.end();
 }
 
-// x [N,C_in,H,W], weight [C_in,C_out,KH,KW] (a constant), optional bias [C_out] (a constant).
+// x [N,C_in,H,W], weight [C_in,C_out/groups,KH,KW] (a constant), optional bias [C_out] (a constant).
 OpCase tconv_case(const ConvTranspose2DParams& p, const Shape& x, const Shape& w, bool bias,
                   uint64_t seed) {
   OpCase c;
   c.params = p;
   c.inputs = {x, w};
   c.constant = {false, true, true};
-  if (bias) c.inputs.push_back({w[1]});
-  c.output = {x[0], w[1],
-              out_size(x[2], p.stride_h, p.pad.top, p.pad.bottom, w[2], p.output_padding_h),
-              out_size(x[3], p.stride_w, p.pad.left, p.pad.right, w[3], p.output_padding_w)};
+  const int64_t co = w[1] * p.groups;
+  if (bias) c.inputs.push_back({co});
+  c.output = {x[0], co,
+              out_size(x[2], p.stride_h, p.pad.top, p.pad.bottom, p.dilation_h * (w[2] - 1) + 1,
+                       p.output_padding_h),
+              out_size(x[3], p.stride_w, p.pad.left, p.pad.right, p.dilation_w * (w[3] - 1) + 1,
+                       p.output_padding_w)};
   c.seed = seed;
   return c;
 }
@@ -140,6 +145,93 @@ CUDA_TEST_CASE("tf32: the GEMM variants within 5e-3 of the reference on 60 rando
   test::require_registered("conv_transpose2d", kNames);
   random_plans(Precision::TF32, {"segregated_gemm", "segregated_cublas", "flipped_conv", "gemm_col2im"},
                60, 777);
+}
+
+// Groups in {1, 2, C_in}, dilation 1-3, strides 1-4, output_padding < max(stride, dilation), odd
+// sizes (test::random_grouped_conv_transpose2d_shapes, the draws the cpu test makes too): gemm_col2im
+// and conventional run on every case, the other variants only on the plain draws (groups 1 and
+// dilation 1), and the default choice for a grouped or dilated node is gemm_col2im.
+CUDA_TEST_CASE("groups and dilation: gemm_col2im and conventional match the reference, the others refuse") {
+  test::require_registered("conv_transpose2d", kNames);
+  for (Precision prec : test::kAllPrecisions) {
+    CAPTURE(test::precision_label(prec));
+    std::mt19937_64 rng(20261201 + int(prec));
+    Coverage cov;
+    int plain = 0, depthwise = 0, dilated = 0;
+    const int n = scaled(150);
+    for (int t = 0; t < n; ++t) {
+      const test::RandomGroupedTconv r = test::random_grouped_conv_transpose2d_shapes(rng, t);
+      const OpCase c = test::make_case(r.p, r.inputs, {false, true, true}, r.y, 8000 + 7 * uint64_t(t));
+      const bool is_plain = r.p.groups == 1 && r.p.dilation_h == 1 && r.p.dilation_w == 1;
+      plain += is_plain;
+      depthwise += r.p.groups > 1 && r.p.groups == r.inputs[0][1];
+      dilated += r.p.dilation_h > 1 || r.p.dilation_w > 1;
+      const auto ran = check_case(c, prec, {}, t % 3 == 2);
+      cov.add(ran);
+      if (!is_plain)
+        for (const std::string& name : ran)
+          CHECK_MESSAGE((name == "gemm_col2im" || name == "conventional"),
+                        name << " ran on a grouped or dilated node " << test::describe(c));
+    }
+    CHECK(cov.of("gemm_col2im") == n);
+    CHECK(cov.of("conventional") == n);
+    CHECK(depthwise >= n / 4);
+    CHECK(dilated >= n / 2);
+    CHECK(plain <= n / 4);
+  }
+  // the default choice for grouped / dilated nodes, e.g. a depthwise-transposed k4 s2 p1 upsampler
+  ConvTranspose2DParams dw;
+  dw.stride_h = dw.stride_w = 2;
+  dw.pad = {1, 1, 1, 1};
+  dw.groups = 32;
+  const test::CaseData d =
+      test::make_case_data(tconv_case(dw, {1, 32, 8, 8}, {32, 1, 4, 4}, true, 3), Precision::FP16);
+  CHECK(test::default_variant("cuda", "conv_transpose2d", d.node) == "gemm_col2im");
+  ConvTranspose2DParams dil;
+  dil.stride_h = dil.stride_w = 2;
+  dil.dilation_h = dil.dilation_w = 2;
+  const test::CaseData e =
+      test::make_case_data(tconv_case(dil, {1, 16, 8, 8}, {16, 8, 3, 3}, true, 4), Precision::FP32);
+  CHECK(test::default_variant("cuda", "conv_transpose2d", e.node) == "gemm_col2im");
+}
+
+CUDA_TEST_CASE("groups and dilation: medium shapes (several GEMM batches, many groups, batch 3)") {
+  struct Medium {
+    Shape x;
+    int64_t cog, kh, kw;
+    int groups, sh, sw, dh, dw;
+    Padding2D pad;
+    int op_h, op_w;
+    ActivationKind act;
+  };
+  const std::vector<Medium> cases = {
+      // depthwise-transposed, more groups than images: one batched GEMM per image over the groups
+      {{3, 64, 13, 11}, 1, 4, 4, 64, 2, 2, 1, 1, {1, 1, 1, 1}, 0, 0, ActivationKind::Relu},
+      {{2, 48, 9, 10}, 2, 3, 3, 48, 3, 2, 2, 3, {2, 0, 1, 3}, 2, 1, ActivationKind::Tanh},
+      // fewer groups than images: one batched GEMM per group over the images
+      {{4, 66, 7, 9}, 20, 5, 3, 2, 2, 2, 2, 1, {3, 1, 0, 2}, 1, 0, ActivationKind::LeakyRelu},
+      {{5, 99, 6, 5}, 7, 3, 3, 3, 4, 1, 3, 2, {4, 2, 2, 1}, 2, 1, ActivationKind::None},
+  };
+  uint64_t seed = 90;
+  for (Precision p : test::kAllPrecisions)
+    for (const Medium& m : cases) {
+      ConvTranspose2DParams params;
+      params.groups = m.groups;
+      params.stride_h = m.sh;
+      params.stride_w = m.sw;
+      params.dilation_h = m.dh;
+      params.dilation_w = m.dw;
+      params.pad = m.pad;
+      params.output_padding_h = m.op_h;
+      params.output_padding_w = m.op_w;
+      params.activation.kind = m.act;
+      const Shape w{m.x[1], m.cog, m.kh, m.kw};
+      const auto ran = check_case(tconv_case(params, m.x, w, true, seed), p, {}, seed % 2 == 0);
+      ++seed;
+      CHECK(contains(ran, "gemm_col2im"));
+      CHECK(contains(ran, "conventional"));
+      CHECK(ran.size() == 2);
+    }
 }
 
 CUDA_TEST_CASE("medium shapes: several GEMM tiles in M, N and K, asymmetric padding") {
@@ -379,8 +471,16 @@ CUDA_TEST_CASE("bad nodes are not applicable") {
   wrong_out.output_shapes = {{1, 2, 8, 9}};
   NodeDesc wrong_ch = good;
   wrong_ch.input_shapes[1] = {4, 2, 3, 3};
-  NodeDesc dilated = good;
-  std::get<ConvTranspose2DParams>(dilated.params).dilation_h = 2;
+  NodeDesc dilated_wrong_out = good;  // dilation 2 makes the output 11 rows
+  std::get<ConvTranspose2DParams>(dilated_wrong_out.params).dilation_h = 2;
+  NodeDesc dilated = dilated_wrong_out;
+  dilated.output_shapes = {{1, 2, 11, 9}};
+  NodeDesc grouped = good;  // depthwise-transposed: 3 groups of 1 input, 2 outputs
+  std::vector<float> b6(6, 0.5f);
+  std::get<ConvTranspose2DParams>(grouped.params).groups = 3;
+  grouped.input_shapes[2] = {6};
+  grouped.output_shapes = {{1, 6, 9, 9}};
+  grouped.constants[2] = b6.data();
   NodeDesc no_const = good;
   no_const.constants = {nullptr, nullptr, nullptr};
   NodeDesc stride_21 = good;
@@ -391,7 +491,11 @@ CUDA_TEST_CASE("bad nodes are not applicable") {
     REQUIRE(bool(v->applicable));
     CHECK(!v->applicable(wrong_out));
     CHECK(!v->applicable(wrong_ch));
-    CHECK(!v->applicable(dilated));
+    CHECK(!v->applicable(dilated_wrong_out));
+    // groups and dilation: only the general variants
+    const bool general = v->name == "gemm_col2im" || v->name == "conventional";
+    CHECK(v->applicable(dilated) == general);
+    CHECK(v->applicable(grouped) == general);
     // cudnn and projection read an NCHW weight from the device as stored; in NHWC they re-lay it out
     // from the host constant, so only there is a constant required.
     if (v->name == "cudnn" || v->name == "projection") {

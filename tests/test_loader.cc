@@ -98,7 +98,9 @@ std::pair<fb::Op, flatbuffers::Offset<void>> fb_options(flatbuffers::FlatBufferB
     const fb::Padding pad = fb_padding(t->pad);
     return {fb::Op::ConvTranspose2D,
             fb::CreateConvTranspose2D(fbb, t->stride_h, t->stride_w, &pad, t->output_padding_h,
-                                      t->output_padding_w, t->dilation_h, t->dilation_w)
+                                      t->output_padding_w, t->dilation_h, t->dilation_w,
+                                      static_cast<fb::ActivationKind>(t->activation.kind),
+                                      t->activation.alpha, t->activation.beta, t->groups)
                 .Union()};
   }
   if (auto* p = std::get_if<Pool2DParams>(&params)) {
@@ -634,8 +636,14 @@ TEST_CASE("corpus: hand-broken op parameters") {
   std::get<Conv2DParams>(m.nodes[0].params).dilation_w = 4;  // 3x3 spans 9 > 6 + 2
   expect_bad("dilation_too_large", m, "kernel width 9 is larger than the padded input width 8");
   m = RawModel::base();
-  std::get<ConvTranspose2DParams>(m.nodes[2].params).dilation_w = 2;
-  expect_bad("tconv_dilation_2", m, "dilation 2 is not supported");
+  std::get<ConvTranspose2DParams>(m.nodes[2].params).dilation_w = 0;
+  expect_bad("tconv_dilation_0", m, "node 2 'tconv' (conv_transpose2d): field dilation_w must be > 0 (got 0)");
+  m = RawModel::base();
+  std::get<ConvTranspose2DParams>(m.nodes[2].params).groups = 2;  // 3 input channels
+  expect_bad("tconv_groups_2", m, "node 2 'tconv' (conv_transpose2d): field groups 2 must divide input channels 3");
+  m = RawModel::base();
+  std::get<ConvTranspose2DParams>(m.nodes[2].params).groups = 0;
+  expect_bad("tconv_groups_0", m, "node 2 'tconv' (conv_transpose2d): field groups must be > 0 (got 0)");
   m = RawModel::base();
   std::get<ConvTranspose2DParams>(m.nodes[2].params).output_padding_h = 2;
   expect_bad("output_padding_ge_stride", m, "node 2 'tconv' (conv_transpose2d): field output_padding_h must be < stride 2 (got 2)");
@@ -888,6 +896,63 @@ TEST_CASE("Conv2D groups: files written before the field load with groups 1; wri
   CHECK(q.dilation_h == 2);
   CHECK(q.dilation_w == 3);
   CHECK(g.outputs()[0].shape == Shape{-1, 8, 7, 7});
+}
+
+TEST_CASE("ConvTranspose2D groups: files written before the field load with groups 1; written values load") {
+  // valid_all_ops.fb predates ConvTranspose2D's `groups` (schema evolution): its vtable lacks the field
+  std::ifstream f(std::string(INFER_SOURCE_DIR) + "/fuzz/corpus/model/valid_all_ops.fb", std::ios::binary);
+  REQUIRE(f.good());
+  const std::vector<uint8_t> old((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  const fb::Model* raw = fb::GetModel(old.data());
+  int tconvs = 0;
+  for (const fb::Node* n : *raw->nodes())
+    if (const fb::ConvTranspose2D* t = n->options_as_ConvTranspose2D()) {
+      CHECK_FALSE(reinterpret_cast<const flatbuffers::Table*>(t)->CheckField(fb::ConvTranspose2D::VT_GROUPS));
+      ++tconvs;
+    }
+  REQUIRE(tconvs >= 1);
+  const Model m = Model::from_bytes(old, "valid_all_ops.fb");
+  for (const auto& n : m.graph().nodes)
+    if (const auto* t = std::get_if<ConvTranspose2DParams>(&n.params)) {
+      CHECK(t->groups == 1);
+      CHECK(t->dilation_h == 1);
+      CHECK(t->dilation_w == 1);
+    }
+
+  // A table written field by field with the old fields only, as an old writer did: groups reads as 1.
+  RawModel r = RawModel::base();
+  r.nodes[2].custom = [](flatbuffers::FlatBufferBuilder& fbb) {
+    fb::ConvTranspose2DBuilder t(fbb);
+    t.add_stride_h(2);
+    t.add_stride_w(2);
+    t.add_activation(fb::ActivationKind::Relu);
+    return std::make_pair(fb::Op::ConvTranspose2D, t.Finish().Union());
+  };
+  const Model o = Model::from_bytes(r.finish(), "old_tconv.fb");
+  const auto& ot = std::get<ConvTranspose2DParams>(o.graph().nodes.at(2).params);
+  CHECK(ot.groups == 1);
+  CHECK(ot.activation.kind == ActivationKind::Relu);
+
+  // Written by the builder: groups, dilation and output_padding < dilation round-trip.
+  ModelBuilder b("grouped_tconv");
+  const int x = b.input("x", {-1, 6, 5, 4});
+  ConvTranspose2DParams p;
+  p.groups = 3;
+  p.stride_h = 2;
+  p.dilation_h = 3;
+  p.dilation_w = 2;
+  p.output_padding_h = 2;  // < dilation 3 (stride 2)
+  p.output_padding_w = 1;  // < dilation 2 (stride 1)
+  p.pad = {1, 0, 2, 1};
+  b.output(b.node("up", p, {x, b.constant("up.w", {6, 2, 3, 2}, test::random_vector(72, 6))}));
+  const Model g = Model::from_bytes(b.finish(), "grouped_tconv.fb");
+  const auto& q = std::get<ConvTranspose2DParams>(g.graph().nodes.at(0).params);
+  CHECK(q.groups == 3);
+  CHECK(q.dilation_h == 3);
+  CHECK(q.dilation_w == 2);
+  CHECK(q.output_padding_h == 2);
+  // H: (5-1)*2 - 3 + 3*2+1 + 2 = 14; W: (4-1)*1 - 1 + 2*1+1 + 1 = 6; C_out = 2 * 3
+  CHECK(g.outputs()[0].shape == Shape{-1, 6, 14, 6});
 }
 
 TEST_CASE("load_graph: misaligned memory is copied, not read unaligned") {

@@ -380,6 +380,35 @@ TEST_CASE("Conv with group and dilations imports and runs") {
   }
 }
 
+TEST_CASE("ConvTranspose with group and dilations imports and runs") {
+  // group 2, weight [2, 2, 3, 3] of 0.5 ([C_in, C_out/group, KH, KW]): 4 output channels, each fed by
+  // one input channel; dilations (2, 1): H = (6-1) + 2*(3-1) + 1 = 10, W = (6-1) + 3 = 8
+  onnx::ModelProto m = one_node("ConvTranspose", {2, 2, 3, 3});
+  add_int(m.mutable_graph()->mutable_node(0), "group", 2);
+  add_ints(m.mutable_graph()->mutable_node(0), "dilations", {2, 1});
+  std::string bytes;
+  REQUIRE(m.SerializeToString(&bytes));
+  const ModelBuilder b = onnx_import::import_bytes(std::vector<uint8_t>(bytes.begin(), bytes.end()), "t", "");
+  const Model model = Model::from_bytes(b.finish());
+  const auto& p = std::get<ConvTranspose2DParams>(model.graph().nodes.at(0).params);
+  CHECK(p.groups == 2);
+  CHECK(p.dilation_h == 2);
+  CHECK(p.dilation_w == 1);
+  std::vector<float> xv(72, 1.f);
+  for (size_t i = 36; i < 72; ++i) xv[i] = 2.f;  // channel 1 (group 1) holds 2
+  Tensor x({1, 2, 6, 6}, xv);
+  for (const char* backend : {"reference", "cpu"}) {
+    CAPTURE(backend);
+    Tensor y;
+    REQUIRE(run_on(model, backend, x, y));
+    CHECK(y.shape == Shape{1, 4, 10, 8});
+    // output (4, 2): all 9 taps land on it (input rows 4 - 2*ky and columns 2 - kx are inside)
+    for (int co = 0; co < 4; ++co) CHECK(y.data[size_t((co * 10 + 4) * 8 + 2)] == doctest::Approx(co < 2 ? 4.5 : 9.0));
+    // output (0, 0): one tap (ky = kx = 0)
+    CHECK(y.data[0] == doctest::Approx(0.5));
+  }
+}
+
 namespace {
 
 // x [1, 2, 6, 6] -> `gate` (Sigmoid / HardSigmoid with `alpha`) -> Mul(mul_a, mul_b) -> y; "s" names
@@ -516,15 +545,17 @@ TEST_CASE("unsupported attributes and bad tensors are clear errors") {
     add_ints(m.mutable_graph()->mutable_node(0), "dilations", {0, 1});
     CHECK(import_error(m).find("dilation 0 is out of range") != std::string::npos);
   }
-  {
+  {  // ConvTranspose takes group and dilations since issue 14; bad values are still errors
     onnx::ModelProto m = one_node("ConvTranspose", {2, 4, 3, 3});
-    add_ints(m.mutable_graph()->mutable_node(0), "dilations", {1, 2});
-    CHECK(import_error(m).find("unsupported: dilation 2") != std::string::npos);
+    add_ints(m.mutable_graph()->mutable_node(0), "dilations", {1, 0});
+    CHECK(import_error(m).find("dilation 0 is out of range") != std::string::npos);
   }
   {
     onnx::ModelProto m = one_node("ConvTranspose", {2, 4, 3, 3});
-    add_int(m.mutable_graph()->mutable_node(0), "group", 2);
-    CHECK(import_error(m).find("unsupported: group 2") != std::string::npos);
+    add_int(m.mutable_graph()->mutable_node(0), "group", 3);
+    const std::string e = import_error(m);
+    CHECK(e.find("the_node") != std::string::npos);
+    CHECK(e.find("field groups 3 must divide input channels 2") != std::string::npos);
   }
   {
     onnx::ModelProto m = one_node("MaxPool", {1});

@@ -311,6 +311,36 @@ TEST_CASE("grouped and dilated conv2d: BN folds per output channel, avgpool is n
   check_on_equals_off(m, "cpu", 2);
 }
 
+TEST_CASE("grouped and dilated conv_transpose2d: BN folds per output channel of each group") {
+  // weight [C_in, C_out/groups, KH, KW]: dim 1 is the channel within the group, so the BN scale of
+  // output channel (ci / (C_in/G)) * (C_out/G) + c multiplies w[ci][c]
+  ModelBuilder b("grouped_tconv");
+  int x = b.input("x", {-1, 6, 5, 4});
+  ConvTranspose2DParams g3;  // groups 3, two outputs each, dilated, no bias
+  g3.groups = 3;
+  g3.stride_h = g3.stride_w = 2;
+  g3.dilation_h = 2;
+  g3.pad = {1, 1, 1, 0};
+  g3.output_padding_h = 1;
+  int t1 = b.node("g3", g3, {x, b.constant("g3.w", {6, 2, 3, 3}, random_vector(108, 1))});
+  int n1 = batchnorm(b, "bn1", t1, 6, 20, ActivationKind::Relu);
+  ConvTranspose2DParams dw;  // depthwise-transposed with a bias
+  dw.groups = 6;
+  dw.stride_h = dw.stride_w = 2;
+  dw.pad = {1, 1, 1, 1};
+  int t2 = b.node("dw", dw, {n1, b.constant("dw.w", {6, 1, 4, 4}, random_vector(96, 2)),
+                             b.constant("dw.b", {6}, random_vector(6, 3))});
+  b.output(batchnorm(b, "bn2", t2, 6, 30));
+  Model m = Model::from_bytes(b.finish(), "grouped_tconv.fb");
+  std::vector<std::string> log;
+  detail::Graph g = passed(m, &log);
+  CHECK(node_list(g) == std::vector<std::string>{"g3:conv_transpose2d", "dw:conv_transpose2d"});
+  CHECK(act_of(node_named(g, "g3")) == ActivationKind::Relu);
+  CHECK(log[0] == "fold_batchnorm: 2 BatchNorm nodes folded into conv_transpose2d");
+  check_on_equals_off(m, "reference", 2);
+  check_on_equals_off(m, "cpu", 2);
+}
+
 TEST_CASE("fuse_activation: into dense, add and a BatchNorm that follows a pool (not foldable)") {
   ModelBuilder b("act_targets");
   int x = b.input("x", {-1, 3, 6, 6});

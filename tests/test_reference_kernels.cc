@@ -1,10 +1,12 @@
 // Tests of the reference kernels (kernels/reference): hand-computed small cases for every op, the
 // transposed-convolution example of the unified kernel-segregation paper against a brute-force formula,
-// conv_transpose2d == zero-insertion + padding + conv2d with the flipped kernel on random shapes,
+// conv_transpose2d == zero-insertion + padding + conv2d with the flipped kernel on random shapes (with
+// groups and dilation; hand-computed dilated and grouped cases too),
 // conv_pool2d == conv2d then average pooling, and the registry adapters. Outputs are poisoned with NaN
 // before every call so an unwritten element fails.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -216,14 +218,64 @@ TEST_CASE("conv_transpose2d: hand-computed cases") {
     // channel 2: 2x - 10x = -8x, leaky 0.5 -> -4x
     expect_values(y, {1, 2, 3, 4, 10, 20, 30, 40, -4, -8, -12, -16});
   }
-  SUBCASE("dilation other than 1 is an error") {
+  SUBCASE("dilation 2, stride 1: each tap's copy of x lands 2 cells from the previous one") {
+    // tap (ky, kx) adds w[ky][kx] * x at offset (2ky, 2kx): four disjoint 2x2 blocks
+    const std::vector<float> w{1, 2, 3, 4};
     ConvTranspose2DParams p;
-    p.dilation_w = 3;
+    p.dilation_h = p.dilation_w = 2;
+    auto y = poisoned({1, 1, 4, 4});  // (2-1)*1 + 2*(2-1) + 1 = 4
+    ref::conv_transpose2d(p, x.data(), xs, w.data(), {1, 1, 2, 2}, nullptr, y.data(), {1, 1, 4, 4});
+    expect_values(y, {1, 2, 2, 4,  //
+                      3, 4, 6, 8,  //
+                      3, 6, 4, 8,  //
+                      9, 12, 12, 16});
+  }
+  SUBCASE("dilation 2, stride 2, bias: the stride-1 full correlation on the even cells") {
+    // oy = 2*iy + 2*ky: even rows and columns get the 3x3 full correlation of the first subcase,
+    // odd ones only the bias
+    const std::vector<float> w{1, 2, 3, 4}, b{0.5f};
+    ConvTranspose2DParams p;
+    p.stride_h = p.stride_w = 2;
+    p.dilation_h = p.dilation_w = 2;
+    auto y = poisoned({1, 1, 5, 5});  // (2-1)*2 + 2 + 1
+    ref::conv_transpose2d(p, x.data(), xs, w.data(), {1, 1, 2, 2}, b.data(), y.data(), {1, 1, 5, 5});
+    expect_values(y, {1.5, 0.5, 4.5, 0.5, 4.5,   //
+                      0.5, 0.5, 0.5, 0.5, 0.5,   //
+                      6.5, 0.5, 20.5, 0.5, 16.5,  //
+                      0.5, 0.5, 0.5, 0.5, 0.5,   //
+                      9.5, 0.5, 24.5, 0.5, 16.5});
+  }
+  SUBCASE("groups: input channel ci feeds only its group's output channels") {
+    // x channels: x and 10x. Depthwise (groups 2, weight [2,1,1,1] = {2, -1}): y = {2x, -10x}.
+    std::vector<float> x2 = x;
+    for (float v : x) x2.push_back(10 * v);
+    ConvTranspose2DParams p;
+    p.groups = 2;
+    const std::vector<float> dw{2, -1};
+    auto y = poisoned({1, 2, 2, 2});
+    ref::conv_transpose2d(p, x2.data(), {1, 2, 2, 2}, dw.data(), {2, 1, 1, 1}, nullptr, y.data(),
+                          {1, 2, 2, 2});
+    expect_values(y, {2, 4, 6, 8, -10, -20, -30, -40});
+    // Two outputs per group (weight [2,2,1,1] = {1, 2 | 3, 4}): y = {x, 2x, 30x, 40x}.
+    const std::vector<float> gw{1, 2, 3, 4};
+    auto y4 = poisoned({1, 4, 2, 2});
+    ref::conv_transpose2d(p, x2.data(), {1, 2, 2, 2}, gw.data(), {2, 2, 1, 1}, nullptr, y4.data(),
+                          {1, 4, 2, 2});
+    expect_values(y4, {1, 2, 3, 4, 2, 4, 6, 8, 30, 60, 90, 120, 40, 80, 120, 160});
+  }
+  SUBCASE("bad dilation or groups is an error") {
+    ConvTranspose2DParams p;
+    p.dilation_w = 0;
     const std::vector<float> w(4, 1.f);
     auto y = poisoned({1, 1, 3, 3});
     CHECK_THROWS_WITH_AS(ref::conv_transpose2d(p, x.data(), xs, w.data(), {1, 1, 2, 2}, nullptr,
                                                y.data(), {1, 1, 3, 3}),
-                         "conv_transpose2d: dilation other than 1 is not supported", infer::Error);
+                         "conv_transpose2d: dilation and groups must be > 0", infer::Error);
+    p.dilation_w = 1;
+    p.groups = 2;  // 1 input channel
+    CHECK_THROWS_AS(ref::conv_transpose2d(p, x.data(), xs, w.data(), {1, 1, 2, 2}, nullptr, y.data(),
+                                          {1, 2, 3, 3}),
+                    infer::Error);
   }
 }
 
@@ -262,34 +314,44 @@ TEST_CASE("conv_transpose2d: segregation paper example, 4x4 input, 5x5 kernel, s
   expect_values(y, want);
 }
 
-// conv_transpose2d must equal: insert stride-1 zeros between input pixels, pad by (k-1-p) (plus
-// output_padding at the bottom/right), and run conv2d (stride 1) with the kernel flipped spatially and
-// its in/out channels swapped.
+// conv_transpose2d must equal: insert stride-1 zeros between input pixels, pad by (ek-1-p) with ek the
+// dilated kernel extent d*(k-1)+1 (plus output_padding at the bottom/right), and run conv2d (stride 1,
+// the same dilation and groups) with the kernel flipped spatially and each group's in/out channels
+// swapped. Half the cases are grouped (depthwise among them) and half dilated.
 TEST_CASE("conv_transpose2d == zero-insertion + padding + conv2d with the flipped kernel (random shapes)") {
   std::mt19937 rng(20240611);
   auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
-  int tested = 0, asymmetric = 0, with_output_padding = 0;
-  for (int attempt = 0; tested < 80 && attempt < 10000; ++attempt) {
-    const int N = pick(1, 3), CI = pick(1, 9), CO = pick(1, 9);
-    const int H = pick(1, 9), W = pick(1, 9), KH = pick(1, 7), KW = pick(1, 7);
+  int tested = 0, asymmetric = 0, with_output_padding = 0, grouped = 0, depthwise = 0, dilated = 0;
+  for (int attempt = 0; tested < 120 && attempt < 10000; ++attempt) {
+    const int G = pick(0, 1) ? 1 : pick(2, 4);
+    const int CIG = pick(0, 3) == 0 ? 1 : pick(1, 5), COG = pick(1, 5);
+    const int N = pick(1, 3), CI = G * CIG, CO = G * COG;
+    const int H = pick(1, 9), W = pick(1, 9), KH = pick(1, 5), KW = pick(1, 5);
     ConvTranspose2DParams p;
-    p.stride_h = pick(1, 3);
-    p.stride_w = pick(1, 3);
-    p.pad = pad4(pick(0, KH - 1), pick(0, KW - 1), pick(0, KH - 1), pick(0, KW - 1));
-    p.output_padding_h = pick(0, p.stride_h - 1);
-    p.output_padding_w = pick(0, p.stride_w - 1);
+    p.groups = G;
+    p.stride_h = pick(1, 4);
+    p.stride_w = pick(1, 4);
+    p.dilation_h = pick(0, 1) ? 1 : pick(2, 3);
+    p.dilation_w = pick(0, 2) ? p.dilation_h : pick(1, 3);
+    const int EKH = p.dilation_h * (KH - 1) + 1, EKW = p.dilation_w * (KW - 1) + 1;
+    p.pad = pad4(pick(0, EKH - 1), pick(0, EKW - 1), pick(0, EKH - 1), pick(0, EKW - 1));
+    p.output_padding_h = pick(0, std::max(p.stride_h, p.dilation_h) - 1);
+    p.output_padding_w = pick(0, std::max(p.stride_w, p.dilation_w) - 1);
     const int act = pick(0, 3);
     if (act == 1) p.activation.kind = ActivationKind::Relu;
     if (act == 2) p.activation.kind = ActivationKind::Tanh;
-    const int64_t HO = int64_t(H - 1) * p.stride_h - p.pad.top - p.pad.bottom + KH + p.output_padding_h;
-    const int64_t WO = int64_t(W - 1) * p.stride_w - p.pad.left - p.pad.right + KW + p.output_padding_w;
+    const int64_t HO = int64_t(H - 1) * p.stride_h - p.pad.top - p.pad.bottom + EKH + p.output_padding_h;
+    const int64_t WO = int64_t(W - 1) * p.stride_w - p.pad.left - p.pad.right + EKW + p.output_padding_w;
     if (HO < 1 || WO < 1) continue;
     const bool with_bias = pick(0, 1) == 1;
     ++tested;
     asymmetric += (p.pad.top != p.pad.bottom || p.pad.left != p.pad.right);
     with_output_padding += (p.output_padding_h + p.output_padding_w > 0);
+    grouped += G > 1;
+    depthwise += G > 1 && CIG == 1;
+    dilated += p.dilation_h > 1 || p.dilation_w > 1;
 
-    const Shape xs{N, CI, H, W}, ws{CI, CO, KH, KW}, ys{N, CO, HO, WO};
+    const Shape xs{N, CI, H, W}, ws{CI, COG, KH, KW}, ys{N, CO, HO, WO};
     const auto x = random_vector(shape_numel(xs), 1000 + tested);
     const auto w = random_vector(shape_numel(ws), 2000 + tested);
     const auto b = random_vector(CO, 3000 + tested);
@@ -306,18 +368,22 @@ TEST_CASE("conv_transpose2d == zero-insertion + padding + conv2d with the flippe
           for (int ix = 0; ix < W; ++ix)
             up[((n * CI + c) * HU + iy * p.stride_h) * WU + ix * p.stride_w] =
                 x[((n * CI + c) * H + iy) * W + ix];
-    // the flipped, swapped kernel [CO, CI, KH, KW]
-    const Shape fs{CO, CI, KH, KW};
+    // the flipped, swapped kernel [CO, CI/G, KH, KW]: wf[g*COG + c][i] = w[g*CIG + i][c], flipped
+    const Shape fs{CO, CIG, KH, KW};
     std::vector<float> wf(shape_numel(fs));
-    for (int ci = 0; ci < CI; ++ci)
-      for (int co = 0; co < CO; ++co)
-        for (int ky = 0; ky < KH; ++ky)
-          for (int kx = 0; kx < KW; ++kx)
-            wf[((co * CI + ci) * KH + ky) * KW + kx] =
-                w[((ci * CO + co) * KH + (KH - 1 - ky)) * KW + (KW - 1 - kx)];
+    for (int g = 0; g < G; ++g)
+      for (int i = 0; i < CIG; ++i)
+        for (int c = 0; c < COG; ++c)
+          for (int ky = 0; ky < KH; ++ky)
+            for (int kx = 0; kx < KW; ++kx)
+              wf[(((g * COG + c) * CIG + i) * KH + ky) * KW + kx] =
+                  w[(((g * CIG + i) * COG + c) * KH + (KH - 1 - ky)) * KW + (KW - 1 - kx)];
     Conv2DParams c;
-    c.pad = pad4(KH - 1 - p.pad.top, KW - 1 - p.pad.left, KH - 1 - p.pad.bottom + p.output_padding_h,
-                 KW - 1 - p.pad.right + p.output_padding_w);
+    c.groups = G;
+    c.dilation_h = p.dilation_h;
+    c.dilation_w = p.dilation_w;
+    c.pad = pad4(EKH - 1 - p.pad.top, EKW - 1 - p.pad.left, EKH - 1 - p.pad.bottom + p.output_padding_h,
+                 EKW - 1 - p.pad.right + p.output_padding_w);
     c.activation = p.activation;
     auto want = poisoned(ys);
     ref::conv2d(c, up.data(), us, wf.data(), fs, with_bias ? b.data() : nullptr, want.data(), ys);
@@ -325,12 +391,16 @@ TEST_CASE("conv_transpose2d == zero-insertion + padding + conv2d with the flippe
     INFO("case " << tested << ": x " << shape_str(xs) << ", w " << shape_str(ws) << ", stride "
                  << p.stride_h << "x" << p.stride_w << ", pad " << p.pad.top << "," << p.pad.left << ","
                  << p.pad.bottom << "," << p.pad.right << ", output_padding " << p.output_padding_h
-                 << "x" << p.output_padding_w);
+                 << "x" << p.output_padding_w << ", groups " << G << ", dilation " << p.dilation_h
+                 << "x" << p.dilation_w);
     CHECK(rel_error(y, want) <= 1e-6);
   }
-  CHECK(tested == 80);
+  CHECK(tested == 120);
   CHECK(asymmetric >= 20);
   CHECK(with_output_padding >= 20);
+  CHECK(grouped >= 30);
+  CHECK(depthwise >= 8);
+  CHECK(dilated >= 30);
 }
 
 // ---------------------------------------------------------------------------------------------------

@@ -141,6 +141,43 @@ TEST_CASE("conv_transpose2d output sizes") {
   CHECK(one(p, {{1, 1, 3, 4}, {1, 1, 2, 5}}) == Shape{1, 1, 9, 9});
 }
 
+TEST_CASE("conv_transpose2d groups and dilation") {
+  using doctest::Contains;
+  // weight [C_in, C_out/groups, KH, KW]: C_out = w[1] * groups
+  ConvTranspose2DParams p = tconv(2, 1);
+  p.groups = 32;  // depthwise-transposed k4 s2 p1: 8 -> 16
+  CHECK(one(p, {{1, 32, 8, 8}, {32, 1, 4, 4}, {32}}) == Shape{1, 32, 16, 16});
+  p.groups = 4;
+  CHECK(one(p, {{2, 8, 8, 8}, {8, 3, 4, 4}, {12}}) == Shape{2, 12, 16, 16});
+  CHECK_THROWS_WITH_AS(one(p, {{2, 8, 8, 8}, {8, 3, 4, 4}, {3}}), Contains("must be [12] (C_out)"), Error);
+  // dilation 2: the 3x3 kernel spans 5; (4-1)*2 - 2 + 5 = 9
+  p = tconv(2, 1);
+  p.dilation_h = p.dilation_w = 2;
+  CHECK(one(p, {{1, 2, 4, 4}, {2, 3, 3, 3}}) == Shape{1, 3, 9, 9});
+  p.dilation_w = 3;  // W: (4-1)*2 - 2 + 7 = 11
+  CHECK(one(p, {{1, 2, 4, 4}, {2, 3, 3, 3}}) == Shape{1, 3, 9, 11});
+  // output_padding below max(stride, dilation) (PyTorch's rule): 2 < dilation 3 with stride 2
+  p.output_padding_w = 2;
+  CHECK(one(p, {{1, 2, 4, 4}, {2, 3, 3, 3}}) == Shape{1, 3, 9, 13});
+  p.output_padding_w = 3;
+  CHECK_THROWS_WITH_AS(one(p, {{1, 2, 4, 4}, {2, 3, 3, 3}}),
+                       Contains("field output_padding_w must be < dilation 3 (got 3)"), Error);
+  p = tconv(1, 0);
+  p.groups = 0;
+  CHECK_THROWS_WITH_AS(one(p, {{1, 4, 4, 4}, {4, 2, 3, 3}}), Contains("field groups must be > 0 (got 0)"),
+                       Error);
+  p.groups = 3;
+  CHECK_THROWS_WITH_AS(one(p, {{1, 4, 4, 4}, {4, 2, 3, 3}}),
+                       Contains("field groups 3 must divide input channels 4"), Error);
+  p.groups = 2;  // the weight's dim 0 is C_in, not C_in/groups
+  CHECK_THROWS_WITH_AS(one(p, {{1, 4, 4, 4}, {2, 2, 3, 3}}),
+                       Contains("has 2 input channels but input 0 has 4"), Error);
+  p.groups = 1;
+  p.dilation_w = 1 << 30;  // the dilated kernel would overflow
+  CHECK_THROWS_WITH_AS(one(p, {{1, 4, 4, 4}, {4, 2, 3, 1 << 12}}),
+                       Contains("dilated kernel is too large"), Error);
+}
+
 TEST_CASE("pool2d output sizes") {
   CHECK(one(pool(PoolKind::Max, 3, 2), {{1, 64, 55, 55}}) == Shape{1, 64, 27, 27});
   CHECK(one(pool(PoolKind::Max, 2, 2), {{1, 3, 7, 7}}) == Shape{1, 3, 3, 3});
@@ -292,8 +329,8 @@ TEST_CASE("parameter errors name the field") {
   t = tconv(0, 0);
   CHECK_THROWS_WITH_AS(one(t, {{1, 2, 4, 4}, {2, 3, 4, 4}}), Contains("field stride_h"), Error);
   t = tconv(1, 0);
-  t.dilation_h = 2;
-  CHECK_THROWS_WITH_AS(one(t, {{1, 2, 4, 4}, {2, 3, 4, 4}}), Contains("dilation 2 is not supported"),
+  t.dilation_h = 0;
+  CHECK_THROWS_WITH_AS(one(t, {{1, 2, 4, 4}, {2, 3, 4, 4}}), Contains("field dilation_h must be > 0 (got 0)"),
                        Error);
   t = tconv(1, 3);  // padding crops: (5-1) - 6 + 4 = 2 is fine, (1-1) - 6 + 4 is not
   CHECK(one(t, {{1, 2, 5, 5}, {2, 3, 4, 4}}) == Shape{1, 3, 2, 2});

@@ -1,7 +1,7 @@
 // Helpers shared by the test suites: seeded random data, NaN poisoning (so unwritten outputs fail),
 // the relative error ||out - ref|| / ||ref|| that DESIGN.md's tolerances are stated in, random
-// op shapes shared by the cpu and cuda kernel tests, and the kernel variant the session's default
-// heuristic picks for a node.
+// op shapes shared by the cpu and cuda kernel tests (grouped conv2d and conv_transpose2d among them),
+// and the kernel variant the session's default heuristic picks for a node.
 #pragma once
 
 #include <algorithm>
@@ -143,6 +143,51 @@ inline RandomGroupedConv random_grouped_conv2d_shapes(std::mt19937_64& rng, bool
   r.inputs = {{N, G * CG, H, W}, {G * COG, CG, kh, kw}};
   if (rng() % 4 != 0) r.inputs.push_back({G * COG});
   return r;
+}
+
+// A random grouped and often dilated conv_transpose2d: groups 1, 2 or C_in (depthwise-transposed,
+// 1..3 outputs per group) by t % 3; kernel 1-5, strides 1-4, dilation 1-3 (2 or 3 in two draws of
+// three, per axis sometimes different), asymmetric padding < the dilated kernel, output_padding <
+// max(stride, dilation), odd channel counts, batch 1..3, H and W 1..11 (the output at least 1x1),
+// bias in 3 draws of 4, a bounded fused activation. Weight [C_in, C_out/groups, KH, KW].
+struct RandomGroupedTconv {
+  ConvTranspose2DParams p;
+  std::vector<Shape> inputs;  // x, weight and maybe bias
+  Shape y;
+};
+inline RandomGroupedTconv random_grouped_conv_transpose2d_shapes(std::mt19937_64& rng, int t) {
+  for (;;) {
+    RandomGroupedTconv r;
+    ConvTranspose2DParams& p = r.p;
+    const int kh = uniform(rng, 1, 5), kw = rng() % 3 == 0 ? uniform(rng, 1, 5) : kh;
+    p.stride_h = uniform(rng, 1, 4);
+    p.stride_w = rng() % 3 == 0 ? uniform(rng, 1, 4) : p.stride_h;
+    p.dilation_h = rng() % 3 == 0 ? 1 : uniform(rng, 2, 3);
+    p.dilation_w = rng() % 4 == 0 ? uniform(rng, 1, 3) : p.dilation_h;
+    const int ekh = p.dilation_h * (kh - 1) + 1, ekw = p.dilation_w * (kw - 1) + 1;
+    p.pad.top = uniform(rng, 0, ekh - 1);
+    p.pad.bottom = rng() % 3 == 0 ? uniform(rng, 0, ekh - 1) : p.pad.top;
+    p.pad.left = uniform(rng, 0, ekw - 1);
+    p.pad.right = rng() % 3 == 0 ? uniform(rng, 0, ekw - 1) : p.pad.left;
+    p.output_padding_h = uniform(rng, 0, std::max(p.stride_h, p.dilation_h) - 1);
+    p.output_padding_w = uniform(rng, 0, std::max(p.stride_w, p.dilation_w) - 1);
+    p.activation = random_activation(rng);
+    int64_t G, CIG, COG;
+    switch (t % 3) {
+      case 0: G = 1, CIG = uniform(rng, 1, 9), COG = uniform(rng, 1, 9); break;
+      case 1: G = 2, CIG = uniform(rng, 1, 7), COG = uniform(rng, 1, 7); break;
+      default: G = uniform(rng, 2, 24), CIG = 1, COG = rng() % 3 == 0 ? uniform(rng, 2, 3) : 1; break;
+    }
+    p.groups = static_cast<int>(G);
+    const int64_t N = uniform(rng, 1, 3), H = uniform(rng, 1, 11), W = uniform(rng, 1, 11);
+    const int64_t HO = (H - 1) * p.stride_h - p.pad.top - p.pad.bottom + ekh + p.output_padding_h;
+    const int64_t WO = (W - 1) * p.stride_w - p.pad.left - p.pad.right + ekw + p.output_padding_w;
+    if (HO < 1 || WO < 1) continue;
+    r.inputs = {{N, G * CIG, H, W}, {G * CIG, COG, kh, kw}};
+    if (rng() % 4 != 0) r.inputs.push_back({G * COG});
+    r.y = {N, G * COG, HO, WO};
+    return r;
+  }
 }
 
 struct RandomPool2D {

@@ -540,7 +540,7 @@ class Importer {
   }
 
   // 2-D spatial attributes shared by Conv, ConvTranspose and the pools.
-  // Dilations other than 1 only where the caller takes them (Conv).
+  // Dilations other than 1 only where the caller takes them (Conv, ConvTranspose).
   struct Spatial {
     int kh = 0, kw = 0, sh = 1, sw = 1, dh = 1, dw = 1;
     Padding2D pad;
@@ -690,11 +690,10 @@ class Importer {
   void conv_transpose() {
     const int x = act(0);
     check_rank4(x);
-    if (attr_int("group", 1) != 1) unsupported("group " + std::to_string(attr_int("group", 1)) + " (only 1)");
     if (attr("output_shape", onnx::AttributeProto::INTS)) unsupported("output_shape (give pads and output_padding)");
-    const Const& w = weight(1);
+    const Const& w = weight(1);  // [C_in, C_out/group, KH, KW]
     if (w.dims.size() != 4) fail("weight must have rank 4 (got " + str_dims(w.dims) + ")");
-    Spatial s = spatial(false);
+    Spatial s = spatial(false, true);
     if (s.kh && (s.kh != w.dims[2] || s.kw != w.dims[3])) fail("kernel_shape does not match the weight");
     const std::vector<int64_t> op = attr_ints("output_padding", {0, 0});
     if (op.size() != 2) unsupported("output_padding must have 2 values (2-D only)");
@@ -704,6 +703,9 @@ class Importer {
     p.pad = s.pad;
     p.output_padding_h = param(op[0], "output_padding", 0);
     p.output_padding_w = param(op[1], "output_padding", 0);
+    p.dilation_h = s.dh;
+    p.dilation_w = s.dw;
+    p.groups = param(attr_int("group", 1), "group", 1);  // divisibility: shape inference, naming the node
     std::vector<int> inputs{x, add_weight(1)};
     if (has_input(2)) inputs.push_back(add_weight(2));
     output(b_.node(node_name(), p, inputs));

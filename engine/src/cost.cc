@@ -1,7 +1,7 @@
 // The cost model. Conventions (kept simple on purpose, so numbers are easy to check by hand):
 // - conv2d: N*C_out*H_out*W_out*(C_in/groups)*KH*KW multiply-adds (2 FLOPs each); dense: N*F_out*F_in.
-// - conv_transpose2d: the direct (scatter) form, H_in*W_in*C_in*C_out*KH*KW multiply-adds per sample,
-//   whatever the kernel does (the segregated kernels do less work; their GFLOP/s shows it).
+// - conv_transpose2d: the direct (scatter) form, H_in*W_in*C_in*(C_out/groups)*KH*KW multiply-adds per
+//   sample (dilation changes where taps land, not how many), whatever the kernel does (the segregated kernels do less work; their GFLOP/s shows it).
 // - conv_pool2d: the conv over the pooled region (H_out*pool x W_out*pool) plus the pooling.
 // - pool2d: one op per window element; batchnorm: one multiply-add (2) per element; add: one per
 //   element; binary (add/sub/mul/div, broadcast): one per output element, its bytes the inputs as
@@ -74,7 +74,8 @@ NodeCost node_cost(const NodeDesc& node) {
       cost.flops = conv_flops(node, dim(y, 2), dim(y, 3));
       break;
     case OpType::ConvTranspose2D: {
-      // weight [C_in, C_out, KH, KW]; one multiply-add per input element per kernel tap per C_out.
+      // weight [C_in, C_out/groups, KH, KW]; one multiply-add per input element per kernel tap per
+      // output channel of its group (dim(w, 1) is already C_out/groups).
       const Shape& w = node.input_shapes.size() > 1 ? node.input_shapes[1] : empty;
       cost.flops = 2.0 * numel(x) * dim(w, 1) * dim(w, 2) * dim(w, 3);
       break;

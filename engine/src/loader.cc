@@ -151,6 +151,7 @@ OpParams Loader::read_options(const fb::Node& node, const std::string& where) co
       p.dilation_w = t->dilation_w();
       p.activation =
           read_activation(t->activation(), t->activation_alpha(), t->activation_beta(), where, "activation");
+      p.groups = t->groups();  // absent in older files: 1
       return p;
     }
     case fb::Op::Pool2D: {

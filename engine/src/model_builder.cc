@@ -91,7 +91,8 @@ std::pair<fb::Op, flatbuffers::Offset<void>> fb_options(flatbuffers::FlatBufferB
       return {fb::Op::ConvTranspose2D,
               fb::CreateConvTranspose2D(fbb, p.stride_h, p.stride_w, &pad, p.output_padding_h,
                                         p.output_padding_w, p.dilation_h, p.dilation_w,
-                                        fb_kind(p.activation.kind), p.activation.alpha, p.activation.beta)
+                                        fb_kind(p.activation.kind), p.activation.alpha, p.activation.beta,
+                                        p.groups)
                   .Union()};
     }
     case OpType::Pool2D: {

@@ -206,14 +206,18 @@ Graph fold_batchnorm(Graph g, std::vector<std::string>* log) {
     if (op != OpType::Conv2D && op != OpType::ConvTranspose2D && op != OpType::Dense) continue;
     if (!has_no_activation(prod.params) || prod.inputs.size() < 2 || prod.inputs.size() > 3) continue;
 
-    // Weight layout: conv [C_out, C_in, KH, KW] and dense [F_out, F_in] have the output channel
-    // outermost; tconv [C_in, C_out, KH, KW] has it second.
+    // Weight layout: conv [C_out, C_in/groups, KH, KW] and dense [F_out, F_in] have the output
+    // channel outermost; tconv [C_in, C_out/groups, KH, KW] has it second, and with groups the
+    // output channel of w[ci][c] is (ci / (C_in/groups)) * (C_out/groups) + c.
     const Value& w = value(g, prod.inputs[1]);
     if (!w.is_constant() || w.shape.size() < 2) continue;
     const bool tconv = op == OpType::ConvTranspose2D;
+    const int64_t groups = tconv ? std::get<ConvTranspose2DParams>(prod.params).groups : 1;
     const int64_t outer = tconv ? w.shape[0] : 1;
-    const int64_t channels = tconv ? w.shape[1] : w.shape[0];
-    const int64_t inner = shape_numel(w.shape) / (outer * channels);
+    const int64_t per_group = tconv ? w.shape[1] : w.shape[0];  // output channels in w's dim
+    if (groups < 1 || outer % groups != 0) continue;  // malformed: shape inference reports it
+    const int64_t channels = per_group * groups;
+    const int64_t inner = shape_numel(w.shape) / (outer * per_group);
 
     const float* params[4];  // BN scale, bias, mean, var
     bool ok = true;
@@ -241,11 +245,13 @@ Graph fold_batchnorm(Graph g, std::vector<std::string>* log) {
     }
     std::vector<float> weight(static_cast<size_t>(shape_numel(w.shape)));
     for (int64_t o = 0; o < outer; ++o)
-      for (int64_t ch = 0; ch < channels; ++ch)
+      for (int64_t ch = 0; ch < per_group; ++ch) {
+        const int64_t out_ch = (o / (outer / groups)) * per_group + ch;
         for (int64_t i = 0; i < inner; ++i) {
-          const int64_t at = (o * channels + ch) * inner + i;
-          weight[static_cast<size_t>(at)] = float(double(w.data[at]) * s[static_cast<size_t>(ch)]);
+          const int64_t at = (o * per_group + ch) * inner + i;
+          weight[static_cast<size_t>(at)] = float(double(w.data[at]) * s[static_cast<size_t>(out_ch)]);
         }
+      }
 
     // add_constant grows g.values, so `w` must not be used past this point.
     const Shape w_shape = w.shape;

@@ -1,5 +1,6 @@
 // Shape inference for every op and for whole graphs. This is also where op parameters are validated
-// (kernel, stride, dilation > 0; 0 <= padding < dilated kernel; groups divide the channels; ...), so the loader,
+// (kernel, stride, dilation > 0; 0 <= padding < dilated kernel; groups divide the channels;
+// transposed: output_padding < max(stride, dilation); ...), so the loader,
 // the builder and the session all reject the same things with the same messages. All size arithmetic
 // is bounded: no tensor may exceed 2^40 elements, and every product is checked before it is formed.
 #include "shape_inference.h"
@@ -226,37 +227,52 @@ int64_t transposed_out(const std::string& where, const char* axis, int64_t in, i
   return (in - 1) * stride - pad_a - pad_b + kernel + output_padding;
 }
 
+// Weight [C_in, C_out/groups, KH, KW] (ONNX / PyTorch); output channels w[1]*groups; the kernel's
+// extent is the dilated d*(K-1)+1. output_padding < max(stride, dilation) as PyTorch requires.
 std::vector<Shape> conv_transpose2d(const std::string& where, const ConvTranspose2DParams& p,
                                     const Inputs& in) {
   in.expect_count(2, 3);
   const Shape& x = in.with_rank(0, 4, "[N,C_in,H,W]");
-  const Shape& w = in.with_rank(1, 4, "[C_in,C_out,KH,KW]");
+  const Shape& w = in.with_rank(1, 4, "[C_in,C_out/groups,KH,KW]");
   positive(where, "stride_h", p.stride_h);
   positive(where, "stride_w", p.stride_w);
-  dilation_one(where, "dilation_h", p.dilation_h);
-  dilation_one(where, "dilation_w", p.dilation_w);
+  positive(where, "dilation_h", p.dilation_h);
+  positive(where, "dilation_w", p.dilation_w);
+  positive(where, "groups", p.groups);
   check_activation(where, "activation", p.activation);
   check_padding(where, "", p.pad, w[2], w[3], false);
-  const struct { const char* field; int value; int stride; } ops[] = {
-      {"output_padding_h", p.output_padding_h, p.stride_h},
-      {"output_padding_w", p.output_padding_w, p.stride_w}};
+  const struct { const char* field; int value; int stride; int dilation; } ops[] = {
+      {"output_padding_h", p.output_padding_h, p.stride_h, p.dilation_h},
+      {"output_padding_w", p.output_padding_w, p.stride_w, p.dilation_w}};
   for (const auto& o : ops) {
     if (o.value < 0)
       fail(where, std::string("field ") + o.field + " must be >= 0 (got " +
                       std::to_string(o.value) + ")");
-    if (o.value >= o.stride)
-      fail(where, std::string("field ") + o.field + " must be < stride " + std::to_string(o.stride) +
+    if (o.value >= std::max(o.stride, o.dilation))
+      fail(where, std::string("field ") + o.field + " must be < " +
+                      (o.dilation > o.stride ? "dilation " + std::to_string(o.dilation)
+                                             : "stride " + std::to_string(o.stride)) +
                       " (got " + std::to_string(o.value) + ")");
   }
+  const int64_t g = p.groups;
+  if (x[1] % g != 0)
+    fail(where, "field groups " + std::to_string(g) + " must divide input channels " +
+                    std::to_string(x[1]));
   if (w[0] != x[1])
     fail(where, in.label(1) + " has " + std::to_string(w[0]) + " input channels but input 0 has " +
                     std::to_string(x[1]));
-  if (in.size() == 3) in.expect_vector(2, w[1], "C_out");
-  const int64_t h = transposed_out(where, "height", x[2], p.stride_h, p.pad.top, p.pad.bottom, w[2],
+  if (w[1] > kMaxElements / g) fail(where, "output channels are too many");
+  const int64_t co = w[1] * g;
+  if (in.size() == 3) in.expect_vector(2, co, "C_out");
+  if (w[2] - 1 > kMaxElements / p.dilation_h || w[3] - 1 > kMaxElements / p.dilation_w)
+    fail(where, "the dilated kernel is too large");
+  const int64_t kh = static_cast<int64_t>(p.dilation_h) * (w[2] - 1) + 1;  // <= 2^40 + 1
+  const int64_t kw = static_cast<int64_t>(p.dilation_w) * (w[3] - 1) + 1;
+  const int64_t h = transposed_out(where, "height", x[2], p.stride_h, p.pad.top, p.pad.bottom, kh,
                                    p.output_padding_h);
-  const int64_t wd = transposed_out(where, "width", x[3], p.stride_w, p.pad.left, p.pad.right, w[3],
+  const int64_t wd = transposed_out(where, "width", x[3], p.stride_w, p.pad.left, p.pad.right, kw,
                                     p.output_padding_w);
-  return {{x[0], w[1], h, wd}};
+  return {{x[0], co, h, wd}};
 }
 
 std::vector<Shape> pool2d(const std::string& where, const Pool2DParams& p, const Inputs& in) {

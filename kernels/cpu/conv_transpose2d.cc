@@ -1,5 +1,6 @@
-// CPU transposed convolution (weight [C_in,C_out,KH,KW], asymmetric padding < kernel,
-// output_padding, bias, fused activation), float32, OpenMP + OpenBLAS. Five variants:
+// CPU transposed convolution (weight [C_in,C_out/groups,KH,KW], asymmetric padding, output_padding,
+// bias, fused activation), float32, OpenMP + OpenBLAS. Five variants; gemm_col2im is the general one
+// (any groups, dilation, stride); the other four take groups 1 and dilation 1 only (`applicable`):
 //   conventional  Tida et al. Algorithm 1: zero-upsampled + padded input buffer, then a stride-1
 //                 convolution with the flipped, in/out-swapped kernel (banded im2col + sgemm).
 //   segregated_unified  Tida et al. Algorithm 2 (unified kernel segregation): no upsampled buffer;
@@ -8,7 +9,8 @@
 //                 sgemm); each result tile is stored strided into y by the bias/activation
 //                 epilogue while still in cache ("strided dgrad").
 //   flipped_conv  stride 1: a plain convolution with the flipped kernel, GEMM straight into y.
-//   gemm_col2im   Caffe/PyTorch deconvolution: columns = W^T x (sgemm), then a gathering col2im.
+//   gemm_col2im   Caffe/PyTorch deconvolution: columns = W^T x (one sgemm per group), then a
+//                 gathering col2im whose taps land dilation apart.
 // The phase algebra holds for any stride s (s*s phases): segregated_* are the general path too.
 #include "kernels/conv_shapes.h"
 #include "kernels/cpu/conv_transpose2d.h"
@@ -77,6 +79,8 @@ struct PhasePlan {
 // kernel flipped with C_in/C_out swapped: the weight of the conventional and flipped_conv variants.
 std::shared_ptr<PhasePlan> make_phases(const TconvDims& d, const float* w, int sh, int sw) {
   if (!w) throw Error("cpu conv_transpose2d: the weight must be a constant");
+  if (d.G != 1 || d.dh != 1 || d.dw != 1)
+    throw Error("cpu conv_transpose2d: groups and dilation must be 1 for this variant (gemm_col2im takes any)");
   auto plan = std::make_shared<PhasePlan>();
   plan->sh = sh;
   plan->sw = sw;
@@ -349,6 +353,8 @@ void run_segregated_unified(const KernelCall& call) {
 // ix*s_w]; U has HO + KH - 1 rows (so a valid stride-1 KHxKW convolution yields HO rows), i.e.
 // (H-1)*s + 1 + (KH-1-pad_top) + (KH-1-pad_bottom) + output_padding.
 ConvGeometry upsampled_geometry(const TconvDims& d) {
+  if (d.G != 1 || d.dh != 1 || d.dw != 1)
+    throw Error("cpu conv_transpose2d.conventional: groups and dilation must be 1");
   if (d.pt > d.KH - 1 || d.pl > d.KW - 1 || d.p->pad.bottom > d.KH - 1 ||
       d.p->pad.right > d.KW - 1)
     throw Error("cpu conv_transpose2d.conventional: padding must be smaller than the kernel");
@@ -405,7 +411,12 @@ void run_conventional(const KernelCall& call) {
 // non-constant weight too), then every output row of the band is gathered from the columns of its
 // taps by the thread that owns it: y[co][oy][ox] = act(bias + sum of col over the (ky, kx) with
 // (oy + pad_top - ky) % s_h == 0 and likewise along x). Consecutive bands share (KH - 1) / s_h input
-// rows, whose columns are computed twice. Any stride; work C_out*KH*KW*C_in*H*W multiply-adds: the
+// rows, whose columns are computed twice. Groups: the columns keep the same [C_out*KH*KW] row
+// order, each group's COG*KH*KW rows one sgemm over its CIG input channels (weight rows
+// [g*CIG, (g+1)*CIG) of [C_in][COG*KH*KW]). Dilation: tap (ky, kx) lands at oy = iy*s_h - pad_top +
+// ky*d_h (likewise x), so the band's input rows and the gather's tap test use ky*d_h, and the
+// dilated extent d_h*(KH-1)+1 takes KH's place in the band arithmetic.
+// Any stride; work C_out/G*KH*KW*C_in*H*W multiply-adds: the
 // full-kernel GEMM (no zero taps), with the column matrix C_out*KH*KW / s_h*s_w times the output
 // rather than the C_in*KH*KW / s_h*s_w of the phase GEMMs, which wins where C_out is small against
 // C_in (DCGAN's 128 -> 3 last layer) and for 1x1 inputs (one GEMV).
@@ -413,17 +424,20 @@ void run_conventional(const KernelCall& call) {
 int64_t floor_div(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
 int64_t ceil_div(int64_t a, int64_t b) { return -floor_div(-a, b); }
 
-// Input rows that one band of `out_rows` output rows can need: (out_rows + KH - 2) / s + 1, <= H.
+// The dilated kernel height d_h*(KH-1)+1: the rows one input row's taps span.
+int64_t dilated_kh(const TconvDims& d) { return d.dh * (d.KH - 1) + 1; }
+
+// Input rows that one band of `out_rows` output rows can need: (out_rows + EKH - 2) / s + 1, <= H.
 int64_t col2im_in_rows(const TconvDims& d, int64_t out_rows) {
-  return std::min<int64_t>(d.H, (out_rows + d.KH - 2) / d.sh + 1);
+  return std::min<int64_t>(d.H, (out_rows + dilated_kh(d) - 2) / d.sh + 1);
 }
 
 // Output rows per band: the most whose columns fit in kTileFloats (in_rows(ob) <= max_in <=> ob <=
-// max_in*s - KH + 1), at least 1 (then the workspace is one band's columns, whatever its size).
+// max_in*s - EKH + 1), at least 1 (then the workspace is one band's columns, whatever its size).
 int64_t col2im_band_rows(const TconvDims& d) {
   const int64_t per_in_row = std::max<int64_t>(1, d.CO * d.KH * d.KW * d.W);
   const int64_t max_in = std::max<int64_t>(1, kTileFloats / per_in_row);
-  return std::max<int64_t>(1, std::min(d.HO, max_in * d.sh - d.KH + 1));
+  return std::max<int64_t>(1, std::min(d.HO, max_in * d.sh - dilated_kh(d) + 1));
 }
 
 size_t col2im_workspace_bytes(const NodeDesc& node) {
@@ -439,17 +453,21 @@ void run_gemm_col2im(const KernelCall& call) {
     throw Error("cpu conv_transpose2d.gemm_col2im: missing workspace");
   float* col = static_cast<float*>(call.workspace);
   const Activation& act = d.p->activation;
-  const int64_t M = d.CO * d.KH * d.KW, band = col2im_band_rows(d);
+  const int64_t band = col2im_band_rows(d);
+  const int64_t Mg = d.COG * d.KH * d.KW;  // column rows of one group
   for (int64_t n = 0; n < d.N; ++n) {
     const float* xn = c.x + n * d.CI * d.H * d.W;
     float* yn = c.y + n * d.CO * d.HO * d.WO;
     for (int64_t o0 = 0; o0 < d.HO; o0 += band) {
       const int64_t o1 = std::min(d.HO, o0 + band);
-      // iy reaches oy through some ky in [0, KH) when oy = iy*s - pt + ky
-      const int64_t i0 = std::max<int64_t>(0, ceil_div(o0 + d.pt - d.KH + 1, d.sh));
+      // iy reaches oy through some ky in [0, KH) when oy = iy*s - pt + ky*dh
+      const int64_t i0 = std::max<int64_t>(0, ceil_div(o0 + d.pt - dilated_kh(d) + 1, d.sh));
       const int64_t i1 = std::min<int64_t>(d.H, floor_div(o1 - 1 + d.pt, d.sh) + 1);
       const int64_t ncols = std::max<int64_t>(0, i1 - i0) * d.W;
-      if (ncols > 0) sgemm(true, false, M, ncols, d.CI, 1.f, c.w, M, xn + i0 * d.W, d.H * d.W, 0.f, col, ncols);
+      if (ncols > 0)
+        for (int64_t g = 0; g < d.G; ++g)  // col rows [g*Mg, (g+1)*Mg) = w_g^T x_g
+          sgemm(true, false, Mg, ncols, d.CIG, 1.f, c.w + g * d.CIG * Mg, Mg,
+                xn + (g * d.CIG * d.H + i0) * d.W, d.H * d.W, 0.f, col + g * Mg * ncols, ncols);
 #pragma omp parallel for schedule(static) if ((o1 - o0) * d.CO * d.WO * d.KH * d.KW / (d.sh * d.sw) >= kParallelMin)
       for (int64_t r = 0; r < (o1 - o0) * d.CO; ++r) {
         const int64_t co = r / (o1 - o0), oy = o0 + r % (o1 - o0);
@@ -457,15 +475,16 @@ void run_gemm_col2im(const KernelCall& call) {
         const float b = c.bias ? c.bias[co] : 0.f;
         for (int64_t ox = 0; ox < d.WO; ++ox) yr[ox] = b;
         for (int64_t ky = 0; ky < d.KH; ++ky) {
-          const int64_t t = oy + d.pt - ky;
+          const int64_t t = oy + d.pt - ky * d.dh;
           if (t < 0 || t % d.sh != 0 || t / d.sh >= d.H) continue;  // then i0 <= t / s < i1
           const float* crow = col + (co * d.KH + ky) * d.KW * ncols + (t / d.sh - i0) * d.W;
           for (int64_t kx = 0; kx < d.KW; ++kx) {
             const float* cr = crow + kx * ncols;
-            // ox = ix*s_w - pl + kx within [0, WO)
-            const int64_t ix0 = std::max<int64_t>(0, ceil_div(d.pl - kx, d.sw));
-            const int64_t ix1 = std::min<int64_t>(d.W - 1, floor_div(d.WO - 1 + d.pl - kx, d.sw));
-            for (int64_t ix = ix0; ix <= ix1; ++ix) yr[ix * d.sw - d.pl + kx] += cr[ix];
+            // ox = ix*s_w - pl + kx*dw within [0, WO)
+            const int64_t off = kx * d.dw - d.pl;
+            const int64_t ix0 = std::max<int64_t>(0, ceil_div(-off, d.sw));
+            const int64_t ix1 = std::min<int64_t>(d.W - 1, floor_div(d.WO - 1 - off, d.sw));
+            for (int64_t ix = ix0; ix <= ix1; ++ix) yr[ix * d.sw + off] += cr[ix];
           }
         }
         if (act.kind != ActivationKind::None)
@@ -479,7 +498,10 @@ void run_gemm_col2im(const KernelCall& call) {
 
 bool valid(const NodeDesc& node) { return conv_transpose2d_valid(node); }
 
-bool valid_with_constant_weight(const NodeDesc& node) { return valid(node) && has_constant_weight(node); }
+// Every variant but gemm_col2im: groups 1, dilation 1 (conv_transpose2d_plain) and a constant weight.
+bool valid_with_constant_weight(const NodeDesc& node) {
+  return conv_transpose2d_plain(node) && has_constant_weight(node);
+}
 
 // The default choice per node (KernelVariant::priority_for; fixed: flipped_conv 30, segregated_gemm
 // 20, conventional 1), from batch-1 timings of the Table-4 layers on the 2-core AMD EPYC box

@@ -17,8 +17,9 @@ void conv2d(const Conv2DParams& p, const float* x, const Shape& x_shape, const f
             const Shape& w_shape, const float* bias, float* y, const Shape& y_shape,
             const float* residual = nullptr);
 
-// x [N,C_in,H,W], w [C_in,C_out,KH,KW], bias [C_out] or nullptr, y [N,C_out,H_out,W_out] with
-// H_out = (H-1)*stride - pad_top - pad_bottom + KH + output_padding (likewise W). Applies p.activation.
+// x [N,C_in,H,W], w [C_in,C_out/groups,KH,KW], bias [C_out] or nullptr, y [N,C_out,H_out,W_out] with
+// H_out = (H-1)*stride - pad_top - pad_bottom + dilation*(KH-1) + 1 + output_padding (likewise W); any
+// groups (depthwise: groups == C_in) and dilation. Applies p.activation.
 void conv_transpose2d(const ConvTranspose2DParams& p, const float* x, const Shape& x_shape,
                       const float* w, const Shape& w_shape, const float* bias, float* y,
                       const Shape& y_shape);

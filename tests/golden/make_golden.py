@@ -17,7 +17,8 @@ it as a fixture: `make_golden.py OUT_DIR`. Writes into OUT_DIR:
   - element-wise binary nets (Add/Sub/Mul/Div with broadcasting): a per-channel scale and shift,
     squeeze-excitation (x * sigmoid(conv1x1(relu(conv1x1(pool(x)))))), x / c and c - x with scalar
     constants, x - y of two branches and x - pool(x); each at opset 13 and 17;
-  - grouped / depthwise / dilated conv nets (GroupedNet) at opsets 13 and 17;
+  - grouped / depthwise / dilated conv nets (GroupedNet) at opsets 13 and 17, and the same for
+    transposed convs (groups 2 + dilation 2, depthwise-transposed + BN, groups 3 + dilation (2, 3));
   - hand-written ONNX graphs (Gemm alpha/beta/transB=0, MatMul+Add, Constant, Identity, Dropout),
     a model with external data, one with metadata_props, one with unsupported ops;
   - manifest.json listing every case (file names, expected output, tolerance notes).
@@ -434,8 +435,10 @@ def binary_cases():
 class GroupedNet(nn.Module):
     """Grouped / depthwise / dilated convolutions (issue 14): `kind` picks a MobileNet-style block
     (depthwise 3x3 + BN + ReLU, pointwise 1x1 + BN + ReLU, depthwise stride 2 with channel multiplier
-    2), groups 2 and 3 with odd channels per group, or dilation 2 / (2, 3) with padding edges and an
-    average pool right after a dilated conv (which fuse_conv_avgpool must leave alone)."""
+    2), groups 2 and 3 with odd channels per group, dilation 2 / (2, 3) with padding edges and an
+    average pool right after a dilated conv (which fuse_conv_avgpool must leave alone), or transposed
+    convs ("tconv": groups 2 + dilation 2 + output_padding, a depthwise-transposed k4 s2 upsampler
+    whose BatchNorm folds into it, groups 3 + dilation (2, 3) + output_padding 2 < dilation)."""
 
     def __init__(self, kind):
         super().__init__()
@@ -449,6 +452,14 @@ class GroupedNet(nn.Module):
                 nn.Conv2d(6, 10, 3, padding=1, groups=2), nn.ReLU(),
                 nn.Conv2d(10, 15, (3, 1), stride=(2, 1), padding=(1, 0), groups=5),
                 nn.Conv2d(15, 6, 3, padding=(0, 2), groups=3), nn.LeakyReLU(0.1))
+        elif kind == "tconv":  # grouped / depthwise / dilated ConvTranspose2d, BN folded into one
+            self.layers = nn.Sequential(
+                nn.ConvTranspose2d(4, 6, 3, stride=2, padding=1, output_padding=1, groups=2, dilation=2),
+                nn.BatchNorm2d(6), nn.ReLU(),
+                nn.ConvTranspose2d(6, 6, 4, stride=2, padding=1, groups=6, bias=False), nn.BatchNorm2d(6),
+                nn.LeakyReLU(0.1),
+                nn.ConvTranspose2d(6, 9, (3, 2), stride=(3, 1), padding=(2, 0), output_padding=(1, 2),
+                                   groups=3, dilation=(2, 3)), nn.Tanh())
         else:
             self.layers = nn.Sequential(
                 nn.Conv2d(3, 8, 3, padding=2, dilation=2), nn.ReLU(),
@@ -460,9 +471,9 @@ class GroupedNet(nn.Module):
 
 
 def grouped_cases():
-    """GroupedNet in its three kinds at opsets 13 and 17, a dynamic batch axis, batch 2."""
+    """GroupedNet in its four kinds at opsets 13 and 17, a dynamic batch axis, batch 2."""
     for i, (kind, c, h, w) in enumerate([("mobilenet", 8, 13, 11), ("groups", 6, 9, 8),
-                                         ("dilated", 3, 15, 17)]):
+                                         ("dilated", 3, 15, 17), ("tconv", 4, 7, 6)]):
         net = init_weights(GroupedNet(kind), 6000 + i)
         x = torch.randn((2, c, h, w), generator=torch.Generator().manual_seed(6100 + i))
         for opset in (13, 17):

@@ -74,13 +74,15 @@ struct Conv2DParams {
   bool add_residual = false;
 };
 
-// x [N,C_in,H,W], weight [C_in,C_out,KH,KW], optional bias [C_out].
+// x [N,C_in,H,W], weight [C_in,C_out/groups,KH,KW], optional bias [C_out].
+// H_out = (H-1)*stride_h - pad_top - pad_bottom + dilation_h*(KH-1) + 1 + output_padding_h.
 struct ConvTranspose2DParams {
   int stride_h = 1, stride_w = 1;
   Padding2D pad;
-  int output_padding_h = 0, output_padding_w = 0;
-  int dilation_h = 1, dilation_w = 1;  // only 1 is supported
+  int output_padding_h = 0, output_padding_w = 0;  // < max(stride, dilation) per axis (PyTorch's rule)
+  int dilation_h = 1, dilation_w = 1;              // >= 1
   Activation activation;
+  int groups = 1;  // divides C_in and C_out; input channel ci feeds the outputs of group ci/(C_in/groups)
 };
 
 enum class PoolKind : uint8_t { Max = 0, Average = 1 };

@@ -1,5 +1,5 @@
 // The shared part of the CUDA conv_transpose2d variants (common.h): the unpacking of a call (checked by check_kernel_call before)
-// and the flipped weights [C_out][C_in][KH][KW] that conventional and flipped_conv prepare once per
+// and the flipped weights [C_out][C_in/groups][KH][KW] that conventional and flipped_conv prepare once per
 // session (host code).
 #include "kernels/cuda/conv_transpose2d/common.h"
 
@@ -19,17 +19,19 @@ TconvCall tconv_call(const KernelCall& call) {
 std::shared_ptr<void> prepare_flipped(const NodeDesc& node) {
   const TconvDims d = tconv_dims(node);
   const float* w = host_weight(node, "flipped_conv");
-  std::vector<float> f(static_cast<size_t>(d.CO * d.CI * d.KH * d.KW));
-  for (int64_t co = 0; co < d.CO; ++co)
-    for (int64_t ci = 0; ci < d.CI; ++ci)
+  std::vector<float> f(static_cast<size_t>(d.CO * d.CIG * d.KH * d.KW));
+  for (int64_t co = 0; co < d.CO; ++co) {
+    const int64_t g = co / d.COG, c = co % d.COG;  // co's group and its index there
+    for (int64_t ci = 0; ci < d.CIG; ++ci)
       for (int64_t ky = 0; ky < d.KH; ++ky)
         for (int64_t kx = 0; kx < d.KW; ++kx)
-          f[static_cast<size_t>(((co * d.CI + ci) * d.KH + ky) * d.KW + kx)] =
-              w[((ci * d.CO + co) * d.KH + (d.KH - 1 - ky)) * d.KW + (d.KW - 1 - kx)];
+          f[static_cast<size_t>(((co * d.CIG + ci) * d.KH + ky) * d.KW + kx)] =
+              w[(((g * d.CIG + ci) * d.COG + c) * d.KH + (d.KH - 1 - ky)) * d.KW + (d.KW - 1 - kx)];
+  }
   auto out = std::make_shared<FlippedWeights>();
   out->precision = node.precision;
   out->CO = d.CO;
-  out->CI = d.CI;
+  out->CI = d.CIG;
   out->KH = d.KH;
   out->KW = d.KW;
   out->w = upload(f.data(), f.size(), node.precision);
@@ -38,7 +40,7 @@ std::shared_ptr<void> prepare_flipped(const NodeDesc& node) {
 
 const FlippedWeights& flipped_of(const KernelCall& call, const TconvDims& d, const char* variant) {
   const auto* f = static_cast<const FlippedWeights*>(call.prepared);
-  if (!f || f->precision != call.node.precision || f->CO != d.CO || f->CI != d.CI || f->KH != d.KH ||
+  if (!f || f->precision != call.node.precision || f->CO != d.CO || f->CI != d.CIG || f->KH != d.KH ||
       f->KW != d.KW)
     throw Error(std::string("cuda conv_transpose2d.") + variant + ": not prepared for this node");
   return *f;

@@ -34,6 +34,14 @@ struct TconvCall {
 TconvCall tconv_call(const KernelCall& call);
 
 inline bool valid(const NodeDesc& node) { return conv_transpose2d_valid(node); }
+// Valid with groups 1 and dilation 1: what every variant but gemm_col2im and conventional needs.
+inline bool plain(const NodeDesc& node) { return conv_transpose2d_plain(node); }
+
+// Throws unless groups and dilation are 1: the prepare / run guard of the variants that need `plain`.
+inline void require_plain(const TconvDims& d, const char* variant) {
+  if (d.G != 1 || d.dh != 1 || d.dw != 1)
+    throw Error(std::string("cuda conv_transpose2d.") + variant + ": groups and dilation must be 1");
+}
 
 inline std::pair<int, int> strides(const NodeDesc& node) {
   const auto& p = std::get<ConvTranspose2DParams>(node.params);
@@ -54,11 +62,12 @@ inline const float* host_weight(const NodeDesc& node, const char* variant) {
 
 // phase_axis / phase_taps / PhaseAxis: kernels/conv_shapes.h.
 
-// ---- flipped weights: [C_out][C_in][KH][KW] = w[ci][co][KH-1-ky][KW-1-kx] (conventional, flipped_conv)
+// ---- flipped weights: [C_out][C_in/G][KH][KW] = w[g*CIG + c][co - g*COG][KH-1-ky][KW-1-kx] with
+// g = co / COG (conventional, flipped_conv; for G = 1 simply [C_out][C_in] with the kernel flipped)
 
 struct FlippedWeights {
   Precision precision;
-  int64_t CO, CI, KH, KW;
+  int64_t CO, CI, KH, KW;  // CI: input channels per group
   std::unique_ptr<DeviceArray> w;
 };
 
@@ -67,7 +76,8 @@ const FlippedWeights& flipped_of(const KernelCall& call, const TconvDims& d, con
 
 // ---- the variant families' entry points (register.cc) --------------------------------------------
 
-// conventional.cu: Tida et al. Algorithm 1 (zero-insertion buffer + direct convolution), any stride.
+// conventional.cu: Tida et al. Algorithm 1 (zero-insertion buffer + direct convolution), any stride,
+// groups and dilation.
 bool conventional_applicable(const NodeDesc& node);
 size_t conventional_workspace_bytes(const NodeDesc& node);
 void run_conventional(const KernelCall& call);
@@ -91,7 +101,8 @@ int segregated_cublas_priority(const NodeDesc& node);
 size_t flipped_workspace_bytes(const NodeDesc& node);
 void run_flipped_conv(const KernelCall& call);
 
-// gemm_col2im.cu: Caffe / PyTorch deconvolution (cuBLAS, then a gathering col2im), any stride.
+// gemm_col2im.cu: Caffe / PyTorch deconvolution (cuBLAS, then a gathering col2im), any stride, groups
+// and dilation.
 size_t col2im_workspace_bytes(const NodeDesc& node);
 void run_gemm_col2im(const KernelCall& call);
 int gemm_col2im_priority(const NodeDesc& node);

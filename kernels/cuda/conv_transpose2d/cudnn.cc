@@ -27,7 +27,7 @@ struct Geometry {
 
 Geometry geometry(const NodeDesc& node) {
   Geometry g;
-  if (!conv_transpose2d_valid(node)) return g;
+  if (!conv_transpose2d_plain(node)) return g;  // groups 1, dilation 1 (gemm_col2im takes the others)
   const ConvTranspose2DDims d = conv_transpose2d_dims(node, "cuda");
   const ConvTranspose2DParams& p = *d.p;
   // cuDNN's legacy descriptors: symmetric padding, dilation 1; every size an int.
@@ -76,7 +76,7 @@ std::shared_ptr<void> prepare(const NodeDesc& node) {
   st->g = geometry(node);
   if (!st->g.ok)
     throw Error("cuda conv_transpose2d.cudnn: the node is not one cuDNN takes (symmetric padding, "
-                "dilation 1)");
+                "groups and dilation 1)");
   const dnn::Problem& q = st->g.problem;
   if (node.layout == Layout::NHWC) {
     if (!has_constant_weight(node)) throw Error("cuda conv_transpose2d.cudnn: NHWC needs a constant weight");

@@ -44,6 +44,7 @@ void run_flipped_conv(const KernelCall& call) {
   const TconvCall c = tconv_call(call);
   const TconvDims& d = c.d;
   if (d.sh != 1 || d.sw != 1) throw Error("cuda conv_transpose2d.flipped_conv: stride must be 1x1");
+  require_plain(d, "flipped_conv");
   const FlippedWeights& f = flipped_of(call, d, "flipped_conv");
   const ConvGeometry g = flipped_geometry(d);
   const Precision p = call.node.precision;

@@ -19,7 +19,7 @@ namespace infer::cuda {
 namespace {
 
 bool applicable(const NodeDesc& node) {
-  if (!conv_transpose2d_valid(node)) return false;
+  if (!conv_transpose2d_plain(node)) return false;  // groups 1, dilation 1
   const ConvTranspose2DDims d = conv_transpose2d_dims(node, "cuda");
   return d.H == 1 && d.W == 1 && d.pt == 0 && d.pl == 0 && d.pb == 0 && d.pr == 0 && d.HO == d.KH &&
          d.WO == d.KW && d.p->dilation_h == 1 && d.p->dilation_w == 1 &&

@@ -15,8 +15,10 @@ using namespace tconv;
 
 namespace {
 
+// flipped_conv, segregated_unified (and segregated_gemm, segregated_cublas, cudnn, projection in
+// their files): groups 1 and dilation 1 only (plain); gemm_col2im and conventional take any.
 bool flipped_applicable(const NodeDesc& node) {
-  return valid(node) && has_constant_weight(node) && strides(node) == std::make_pair(1, 1);
+  return plain(node) && has_constant_weight(node) && strides(node) == std::make_pair(1, 1);
 }
 
 bool col2im_applicable(const NodeDesc& node) {
@@ -24,12 +26,14 @@ bool col2im_applicable(const NodeDesc& node) {
   const TconvDims d = tconv_dims(node);
   // cuBLAS's int dimensions; col2im's 32-bit in-plane index math (one image's columns per output
   // channel, and an output plane, under 2^31 elements)
+  // dilated: the gather's tap offsets ky*dh, kx*dw in int too
   return d.CO * d.KH * d.KW <= INT_MAX && d.H * d.W <= INT_MAX && d.CI <= INT_MAX &&
-         d.KH * d.KW * d.H * d.W <= INT_MAX && d.HO * d.WO <= INT_MAX && d.CO <= INT_MAX;
+         d.KH * d.KW * d.H * d.W <= INT_MAX && d.HO * d.WO <= INT_MAX && d.CO <= INT_MAX &&
+         d.dh * d.KH <= INT_MAX && d.dw * d.KW <= INT_MAX;
 }
 
 bool unified_applicable(const NodeDesc& node) {
-  return valid(node) && strides(node) == std::make_pair(2, 2);
+  return plain(node) && strides(node) == std::make_pair(2, 2);
 }
 
 }  // namespace

@@ -97,7 +97,7 @@ size_t sc_out_bytes(const ScGeom& g, int64_t chunk, Precision p) {
 }  // namespace
 
 bool segregated_cublas_applicable(const NodeDesc& node) {
-  if (!valid(node) || !has_constant_weight(node) || strides(node) != std::make_pair(2, 2)) return false;
+  if (!plain(node) || !has_constant_weight(node) || strides(node) != std::make_pair(2, 2)) return false;
   const TconvDims d = tconv_dims(node);
   const ScGeom g = sc_geom(d);
   // cuBLAS takes int m, n, k and leading dimensions; the epilogue indexes one plane in int.
@@ -126,6 +126,7 @@ struct ScPrepared {
 std::shared_ptr<void> prepare_segregated_cublas(const NodeDesc& node) {
   const TconvDims d = tconv_dims(node);
   if (d.sh != 2 || d.sw != 2) throw Error("cuda conv_transpose2d.segregated_cublas: stride must be 2x2");
+  require_plain(d, "segregated_cublas");
   const float* w = host_weight(node, "segregated_cublas");
   const ScGeom g = sc_geom(d);
   std::vector<float> a(static_cast<size_t>(4 * d.CO * g.K), 0.f);
@@ -229,6 +230,7 @@ void run_segregated_cublas(const KernelCall& call) {
   const TconvCall c = tconv_call(call);
   const TconvDims& d = c.d;
   if (d.sh != 2 || d.sw != 2) throw Error("cuda conv_transpose2d.segregated_cublas: stride must be 2x2");
+  require_plain(d, "segregated_cublas");
   const Precision p = call.node.precision;
   const ScGeom g = sc_geom(d);
   const auto* prep = static_cast<const ScPrepared*>(call.prepared);

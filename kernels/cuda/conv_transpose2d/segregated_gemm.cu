@@ -90,7 +90,7 @@ int seg_splits(const SegArgs& a, const Context& ctx, Precision p) {
 }  // namespace
 
 bool segregated_gemm_applicable(const NodeDesc& node) {
-  if (!valid(node) || !has_constant_weight(node) || strides(node) != std::make_pair(2, 2)) return false;
+  if (!plain(node) || !has_constant_weight(node) || strides(node) != std::make_pair(2, 2)) return false;
   const TconvDims d = tconv_dims(node);
   const int64_t taps = ((d.KH + 1) / 2) * ((d.KW + 1) / 2);
   const int64_t co_tiles = (d.CO + kBM - 1) / kBM;
@@ -101,6 +101,7 @@ bool segregated_gemm_applicable(const NodeDesc& node) {
 std::shared_ptr<void> prepare_segregated_gemm(const NodeDesc& node) {
   const TconvDims d = tconv_dims(node);
   if (d.sh != 2 || d.sw != 2) throw Error("cuda conv_transpose2d.segregated_gemm: stride must be 2x2");
+  require_plain(d, "segregated_gemm");
   const float* w = host_weight(node, "segregated_gemm");
   const SegArgs a = seg_args(d, node.precision);
   const int64_t co_pad = (d.CO + kBM - 1) / kBM * kBM;
@@ -298,6 +299,7 @@ void run_segregated_gemm(const KernelCall& call) {
   const TconvCall c = tconv_call(call);
   const TconvDims& d = c.d;
   if (d.sh != 2 || d.sw != 2) throw Error("cuda conv_transpose2d.segregated_gemm: stride must be 2x2");
+  require_plain(d, "segregated_gemm");
   const Precision p = call.node.precision;
   const auto* prep = static_cast<const SegPrepared*>(call.prepared);
   SegArgs a = seg_args(d, p);

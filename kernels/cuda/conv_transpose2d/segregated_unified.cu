@@ -55,6 +55,7 @@ void run_unified(const KernelCall& call) {
   const TconvDims& d = c.d;
   if (d.sh != 2 || d.sw != 2)
     throw Error("cuda conv_transpose2d.segregated_unified: stride must be 2x2");
+  require_plain(d, "segregated_unified");
   Context& ctx = context_of(call);
   const int64_t total = d.N * d.CO * d.HO * d.WO;
   if (total == 0) return;
