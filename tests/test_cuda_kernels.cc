@@ -1,6 +1,6 @@
 // Tests of the CUDA kernels other than conv_transpose2d (kernels/cuda: conv2d im2col_gemm / gemm_1x1
-// / direct / direct_small_cout, dense gemm, conv_pool2d unfused / fused_filter / direct_sum, pool2d /
-// activation / add / batchnorm / softmax / concat / flatten / reshape direct): every registered cuda
+// / direct / direct_small_cout, dense gemm, conv_pool2d unfused / fused_filter / direct_sum, pool2d global,
+// pool2d / activation / add / batchnorm / softmax / concat / flatten / reshape direct): every registered cuda
 // variant of each op, wherever it applies, against the cpu reference kernel on seeded random shapes
 // (kernel 1-7, strides 1-3, asymmetric padding, odd sizes, batch 1..3) in fp32 (rel. error <= 1e-5),
 // fp16 (<= 1e-2, the reference sees the half-rounded inputs) and tf32 for the GEMM ops (<= 5e-3);
@@ -142,7 +142,7 @@ const std::vector<std::pair<std::string, std::vector<std::string>>>& expected_va
       {"conv2d", {"im2col_gemm", "gemm_1x1", "direct", "direct_small_cout", "depthwise"}},
       {"dense", {"gemm"}},
       {"conv_pool2d", {"unfused", "fused_filter", "direct_sum"}},
-      {"pool2d", {"direct"}},
+      {"pool2d", {"global", "direct"}},
       {"resize", {"direct"}},
       {"depth_to_space", {"direct"}},
       {"activation", {"direct"}},
@@ -444,6 +444,42 @@ CUDA_TEST_CASE("pool2d: max and average (count_include_pad, asymmetric padding) 
     const Coverage cov = run_random(p, count, [&](int t) { return random_pool(rng, 300 + t); });
     CHECK(cov.of("direct") == scaled(count));
   }
+}
+
+// GlobalAveragePool / GlobalMaxPool (squeeze-excitation's squeeze): pool2d.global in NCHW and NHWC
+// against the reference on planes from 1 to 12544 elements (one warp, partial warps, several strides
+// of the block; channel counts that give packs of 4, 2 and 1), inside a CUDA graph every other case;
+// direct runs the same nodes too.
+CUDA_TEST_CASE("pool2d.global: whole-image max and average match the reference; the default for them") {
+  test::require_registered("pool2d", {"global", "direct"});
+  const Shape shapes[] = {{1, 32, 112, 112}, {2, 5, 7, 7},  {3, 7, 1, 1},   {1, 3, 33, 17},   {4, 40, 5, 3},
+                          {1, 9, 16, 16},    {2, 2, 31, 1}, {1, 1, 1, 300}, {2, 132, 9, 11}, {3, 1030, 2, 2}};
+  int t = 0;
+  for (Precision p : {Precision::FP32, Precision::FP16, Precision::TF32})
+    for (const Shape& x : shapes)
+      for (PoolKind kind : {PoolKind::Average, PoolKind::Max}) {
+        Pool2DParams pp;
+        pp.kind = kind;
+        pp.kernel_h = static_cast<int>(x[2]), pp.kernel_w = static_cast<int>(x[3]);
+        pp.stride_h = pp.stride_w = 1;
+        const OpCase c = make_case(pp, {x}, {false}, {x[0], x[1], 1, 1}, 900 + t);
+        CAPTURE(test::describe(c));
+        const bool capture = t++ % 2 == 1;
+        const auto ran = check_case(c, p, {}, capture);
+        CHECK(contains(ran, "global"));
+        CHECK(contains(ran, "direct"));
+        CHECK(contains(check_case_in_layout(c, p, Layout::NHWC, {"global"}, capture), "global"));
+        CHECK(heuristic_pick(c) == "global");
+      }
+  // Not global: padding, a window smaller than the image.
+  Pool2DParams padded;
+  padded.kind = PoolKind::Average;
+  padded.kernel_h = padded.kernel_w = 4;
+  padded.pad = {1, 1, 1, 1};
+  CHECK(heuristic_pick(make_case(padded, {{1, 3, 4, 4}}, {false}, {1, 3, 3, 3}, 1)) == "direct");
+  Pool2DParams part;
+  part.kernel_h = part.kernel_w = 2;
+  CHECK(heuristic_pick(make_case(part, {{1, 3, 4, 4}}, {false}, {1, 3, 2, 2}, 1)) == "direct");
 }
 
 CUDA_TEST_CASE("resize: nearest and bilinear, every coordinate mode, up and down, match the reference") {
