@@ -5,14 +5,15 @@
 // add_residual (the fuse_conv_residual pass) the residual r is copied into the output first and the
 // GEMMs accumulate onto it (beta = 1). A 1x1 stride-1 unpadded conv uses the input as the column matrix.
 // "depthwise" (groups == C_in > 1, C_out = multiplier * C_in): direct loops, one OpenMP iteration per
-// output plane, each output row accumulated kernel row by kernel row over the valid column ranges
-// (a 3-wide kernel row in one pass where all three taps are inside the image).
+// output plane; pixels whose window is inside the image in one vectorised pass over all taps (AVX-512 /
+// AVX2 clones chosen at run time), the border pixels bounds-checked, the activation fused at the store.
 // Batch: samples run one after another, each a full-size GEMM written straight into its NCHW output
 // plane (one GEMM over the batch would need a [C_out, N*HO*WO] -> NCHW transpose pass). OpenBLAS
 // threads each GEMM; im2col and the epilogue are OpenMP loops outside it. No allocation at run time.
 #include <algorithm>
 #include <cstring>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "infer/error.h"
@@ -75,82 +76,148 @@ void tap_range(int64_t count, int64_t stride, int64_t offset, int64_t limit, int
   lo = std::min(lo, hi);
 }
 
+// One depthwise output plane. Output pixels whose KH x KW window lies inside the image (rows with
+// every tap row valid, columns [in_lo, in_hi)) are summed with no bounds checks, the loop over those
+// columns vectorised (omp simd); the border pixels take the bounds-checked sum. The activation is applied as the pixel is stored: ReLU and Clip (ReLU6)
+// inline (Act), the other kinds through activate(). Compiled for AVX-512, AVX2 and baseline x86-64
+// with run-time dispatch (target_clones): the rest of the build targets baseline x86-64.
+struct DwPlane {
+  const float* x;  // the input plane
+  const float* w;  // KH * KW taps
+  float* y;        // the output plane
+  float bias;
+  int64_t H, W, HO, WO, KH, KW, sh, sw, pt, pl, dh, dw, in_lo, in_hi;
+};
+
+enum class DwAct { None, Relu, Clip, Other };
+
+template <DwAct A>
+__attribute__((always_inline)) inline float dw_act(float v, const Activation& act) {
+  if constexpr (A == DwAct::Relu) return v < 0.f ? 0.f : v;
+  if constexpr (A == DwAct::Clip) return clamp_nan(v, act.alpha, act.beta);
+  if constexpr (A == DwAct::Other) return activate(act, v);
+  return v;
+}
+
+// Columns [lo, hi) of one output row of a K x K kernel, every tap inside the image; S: the column
+// stride when known (1), else 0 and `sw`.
+template <DwAct A, int K, int S>
+__attribute__((always_inline)) inline void dw_columns(const float* wk, float bias, const float* xr,
+                                                      float* yrow, int64_t lo, int64_t hi, int64_t sw,
+                                                      int64_t row, int64_t dw, const Activation& act) {
+  const int64_t s = S > 0 ? S : sw;
+#pragma omp simd
+  for (int64_t ox = lo; ox < hi; ++ox) {
+    float acc = bias;
+    for (int ky = 0; ky < K; ++ky)
+      for (int kx = 0; kx < K; ++kx) acc += wk[ky * K + kx] * xr[ky * row + ox * s + kx * dw];
+    yrow[ox] = dw_act<A>(acc, act);
+  }
+}
+
+// K: the kernel is K x K (3, 5: its tap loops unroll, so the loop over output columns vectorises); 0:
+// any size, the interior accumulated tap by tap (one vectorised pass over the columns per tap).
+template <DwAct A, int K>
+__attribute__((always_inline)) inline void dw_plane_impl(const DwPlane& d, const Activation& act) {
+  for (int64_t oy = 0; oy < d.HO; ++oy) {
+    float* yrow = d.y + oy * d.WO;
+    const int64_t iy0 = oy * d.sh - d.pt;
+    const bool rows_inside = iy0 >= 0 && iy0 + (d.KH - 1) * d.dh < d.H;
+    const int64_t lo = rows_inside ? d.in_lo : d.WO, hi = rows_inside ? d.in_hi : d.WO;
+    // Bounds-checked pixels: the whole row when a tap row is outside, else the border columns.
+    auto checked = [&](int64_t ox) {
+      float acc = d.bias;
+      const int64_t ix0 = ox * d.sw - d.pl;
+      for (int64_t ky = 0; ky < d.KH; ++ky) {
+        const int64_t iy = iy0 + ky * d.dh;
+        if (iy < 0 || iy >= d.H) continue;
+        for (int64_t kx = 0; kx < d.KW; ++kx) {
+          const int64_t ix = ix0 + kx * d.dw;
+          if (ix >= 0 && ix < d.W) acc += d.w[ky * d.KW + kx] * d.x[iy * d.W + ix];
+        }
+      }
+      yrow[ox] = dw_act<A>(acc, act);
+    };
+    for (int64_t ox = 0; ox < std::min(lo, d.WO); ++ox) checked(ox);
+    if (lo < hi) {
+      const float* xr = d.x + iy0 * d.W - d.pl;  // column ox * sw + kx * dw of tap row ky
+      const int64_t sw = d.sw, row = d.dh * d.W, dw = d.dw;
+      if constexpr (K > 0) {
+        float wk[K * K];
+        for (int t = 0; t < K * K; ++t) wk[t] = d.w[t];
+        // stride 1 (contiguous columns) apart from the strided case, so that it vectorises unit-stride
+        if (sw == 1)
+          dw_columns<A, K, 1>(wk, d.bias, xr, yrow, lo, hi, 1, row, dw, act);
+        else
+          dw_columns<A, K, 0>(wk, d.bias, xr, yrow, lo, hi, sw, row, dw, act);
+      } else {
+        for (int64_t ox = lo; ox < hi; ++ox) yrow[ox] = d.bias;
+        for (int64_t ky = 0; ky < d.KH; ++ky)
+          for (int64_t kx = 0; kx < d.KW; ++kx) {
+            const float wv = d.w[ky * d.KW + kx];
+            const float* xt = xr + ky * row + kx * dw;
+#pragma omp simd
+            for (int64_t ox = lo; ox < hi; ++ox) yrow[ox] += wv * xt[ox * sw];
+          }
+        if constexpr (A != DwAct::None)
+          for (int64_t ox = lo; ox < hi; ++ox) yrow[ox] = dw_act<A>(yrow[ox], act);
+      }
+    }
+    for (int64_t ox = std::max(hi, lo); ox < d.WO; ++ox) checked(ox);
+  }
+}
+
+template <int K>
+__attribute__((always_inline)) inline void dw_plane_act(const DwPlane& d, const Activation& act) {
+  switch (act.kind) {
+    case ActivationKind::None: return dw_plane_impl<DwAct::None, K>(d, act);
+    case ActivationKind::Relu: return dw_plane_impl<DwAct::Relu, K>(d, act);
+    case ActivationKind::Clip: return dw_plane_impl<DwAct::Clip, K>(d, act);
+    default: return dw_plane_impl<DwAct::Other, K>(d, act);
+  }
+}
+
+__attribute__((target_clones("avx512f", "arch=haswell", "default")))
+void dw_plane(const DwPlane& d, const Activation& act) {
+  // No lambdas here: what runs must inline into each target clone (always_inline templates do).
+  const int k = d.KH == d.KW && (d.KH == 3 || d.KH == 5) ? static_cast<int>(d.KH) : 0;
+  if (k == 3) return dw_plane_act<3>(d, act);
+  if (k == 5) return dw_plane_act<5>(d, act);
+  dw_plane_act<0>(d, act);
+}
+
 void depthwise_run(const KernelCall& call) {
   const auto& p = std::get<Conv2DParams>(call.node.params);
   const Shape &xs = call.node.input_shapes[0], &ws = call.node.input_shapes[1];
   const Shape& ys = call.node.output_shapes[0];
   const int64_t N = xs[0], C = xs[1], H = xs[2], W = xs[3];
   const int64_t CO = ws[0], KH = ws[2], KW = ws[3], HO = ys[2], WO = ys[3], M = CO / C;
-  const int64_t sh = p.stride_h, sw = p.stride_w, dh = p.dilation_h, dw = p.dilation_w;
-  const int64_t pt = p.pad.top, pl = p.pad.left;
   const float* x = call.inputs[0];
   const float* w = call.inputs[1];
   const float* bias = call.inputs.size() == 3 ? call.inputs[2] : nullptr;
   float* y = call.outputs[0];
   const Activation act = fused_activation(call.node.params);
-  // The output columns each kernel column kx reaches inside the image (the same for every plane).
-  std::vector<int64_t> col_lo(static_cast<size_t>(KW)), col_hi(static_cast<size_t>(KW));
-  for (int64_t kx = 0; kx < KW; ++kx) tap_range(WO, sw, kx * dw - pl, W, col_lo[kx], col_hi[kx]);
+  DwPlane base{nullptr, nullptr, nullptr, 0.f, H, W, HO, WO, KH, KW, p.stride_h, p.stride_w,
+               p.pad.top, p.pad.left, p.dilation_h, p.dilation_w, 0, WO};
+  // The output columns every kernel column reaches inside the image (the same for every plane).
+  for (int64_t kx = 0; kx < KW; ++kx) {
+    int64_t lo, hi;
+    tap_range(WO, base.sw, kx * base.dw - base.pl, W, lo, hi);
+    base.in_lo = std::max(base.in_lo, lo);
+    base.in_hi = std::min(base.in_hi, hi);
+  }
+  if (base.in_lo > base.in_hi) base.in_lo = base.in_hi;
 
   const int64_t planes = N * CO;
 #pragma omp parallel for schedule(static) if (planes * HO * WO * KH * KW >= (int64_t(1) << 15))
   for (int64_t pi = 0; pi < planes; ++pi) {
+    DwPlane d = base;
     const int64_t n = pi / CO, co = pi % CO;
-    const float* xp = x + (n * C + co / M) * H * W;
-    const float* wp = w + co * KH * KW;
-    float* yp = y + pi * HO * WO;
-    const float b = bias ? bias[co] : 0.f;
-    for (int64_t oy = 0; oy < HO; ++oy) {
-      float* yrow = yp + oy * WO;
-      for (int64_t ox = 0; ox < WO; ++ox) yrow[ox] = b;
-      for (int64_t ky = 0; ky < KH; ++ky) {
-        const int64_t iy = oy * sh - pt + ky * dh;
-        if (iy < 0 || iy >= H) continue;
-        const float* xrow = xp + iy * W - pl;
-        const float* wk = wp + ky * KW;
-        // 3 taps per row (3x3, MobileNet's case): one pass over the columns all three reach, the
-        // rest per tap; other widths, or no such column, per tap over its valid range.
-        int64_t in_lo = WO, in_hi = 0;
-        if (KW == 3) {
-          in_lo = std::max({col_lo[0], col_lo[1], col_lo[2]});
-          in_hi = std::min({col_hi[0], col_hi[1], col_hi[2]});
-        }
-        if (in_lo < in_hi) {
-          const float w0 = wk[0], w1 = wk[1], w2 = wk[2];
-          const float *x0 = xrow, *x1 = xrow + dw, *x2 = xrow + 2 * dw;
-          if (sw == 1) {
-#pragma omp simd
-            for (int64_t ox = in_lo; ox < in_hi; ++ox) yrow[ox] += w0 * x0[ox] + w1 * x1[ox] + w2 * x2[ox];
-          } else {
-            for (int64_t ox = in_lo; ox < in_hi; ++ox)
-              yrow[ox] += w0 * x0[ox * sw] + w1 * x1[ox * sw] + w2 * x2[ox * sw];
-          }
-        }
-        for (int64_t kx = 0; kx < KW; ++kx) {
-          const float wv = wk[kx];
-          const float* xr = xrow + kx * dw;
-          // the tap's valid columns outside [in_lo, in_hi) (all of them when there is no such range)
-          const int64_t parts[2][2] = {{col_lo[kx], std::min(col_hi[kx], in_lo)},
-                                       {std::max(col_lo[kx], in_hi), col_hi[kx]}};
-          for (int part = 0; part < (in_lo < in_hi ? 2 : 1); ++part) {
-            const int64_t lo = in_lo < in_hi ? parts[part][0] : col_lo[kx];
-            const int64_t hi = in_lo < in_hi ? parts[part][1] : col_hi[kx];
-            if (sw == 1) {
-#pragma omp simd
-              for (int64_t ox = lo; ox < hi; ++ox) yrow[ox] += wv * xr[ox];
-            } else {
-              for (int64_t ox = lo; ox < hi; ++ox) yrow[ox] += wv * xr[ox * sw];
-            }
-          }
-        }
-      }
-      if (act.kind == ActivationKind::Relu) {
-#pragma omp simd
-        for (int64_t ox = 0; ox < WO; ++ox) yrow[ox] = yrow[ox] < 0.f ? 0.f : yrow[ox];
-      } else if (act.kind != ActivationKind::None) {
-        for (int64_t ox = 0; ox < WO; ++ox) yrow[ox] = activate(act, yrow[ox]);
-      }
-    }
+    d.x = x + (n * C + co / M) * H * W;
+    d.w = w + co * KH * KW;
+    d.y = y + pi * HO * WO;
+    d.bias = bias ? bias[co] : 0.f;
+    dw_plane(d, act);
   }
 }
 
