@@ -139,7 +139,7 @@ Coverage run_random(Precision p, int count, Gen gen) {
 
 const std::vector<std::pair<std::string, std::vector<std::string>>>& expected_variants() {
   static const std::vector<std::pair<std::string, std::vector<std::string>>> e = {
-      {"conv2d", {"im2col_gemm", "gemm_1x1", "direct", "direct_small_cout", "depthwise"}},
+      {"conv2d", {"im2col_gemm", "gemm_1x1", "gemm_1x1_nhwc", "direct", "direct_small_cout", "depthwise"}},
       {"dense", {"gemm"}},
       {"conv_pool2d", {"unfused", "fused_filter", "direct_sum"}},
       {"pool2d", {"global", "direct"}},

@@ -126,6 +126,57 @@ CUDA_TEST_CASE("conv2d.cudnn matches the reference in NCHW and NHWC on random sh
   CHECK(residual >= scaled(40) / 5);
 }
 
+// 1x1 stride-1 unpadded convolutions in NHWC as one GEMM over all pixels: odd and aligned channel
+// counts, batches 1-5, bias or none, residual inputs, every activation kind; the default for aligned
+// channels at batch >= 4 (where cudnn would run NHWC) unless the activation is ReLU (cudnn fuses it),
+// below the NCHW variants otherwise.
+CUDA_TEST_CASE("conv2d.gemm_1x1_nhwc matches the reference in NHWC (residual inputs too); its priority") {
+  test::require_registered("conv2d", {"gemm_1x1_nhwc"});
+  std::mt19937_64 rng(77);
+  int residual = 0;
+  for (int t = 0; t < scaled(60); ++t) {
+    Conv2DParams p;
+    p.activation = random_activation(rng);
+    const int64_t N = uniform(rng, 1, 5);
+    const int64_t CI = rng() % 2 ? 8 * uniform(rng, 1, 8) : uniform(rng, 1, 70);
+    const int64_t CO = rng() % 2 ? 8 * uniform(rng, 1, 8) : uniform(rng, 1, 70);
+    const int64_t H = uniform(rng, 1, 17), W = uniform(rng, 1, 17);
+    std::vector<Shape> in{{N, CI, H, W}, {CO, CI, 1, 1}};
+    if (rng() % 4 != 0) in.push_back({CO});
+    OpCase c = make_case(p, in, {false, true, true}, {N, CO, H, W}, 7000 + t);
+    if (t % 3 == 1) c = test::with_residual(std::move(c)), ++residual;
+    const Precision prec = kPrecisions[t % 3];
+    CHECK_MESSAGE(contains(check_case_in_layout(c, prec, Layout::NHWC, {"gemm_1x1_nhwc"}, t % 2 == 0),
+                           "gemm_1x1_nhwc"),
+                  test::describe(c));
+  }
+  CHECK(residual >= scaled(60) / 4);
+  const KernelVariant* v = KernelRegistry::global().find("cuda", "conv2d", "gemm_1x1_nhwc");
+  REQUIRE(v);
+  Conv2DParams p;
+  auto node = [&](int64_t n, int64_t ci, int64_t co, Precision prec) {
+    NodeDesc d = test::make_case_data(make_case(p, {{n, ci, 7, 7}, {co, ci, 1, 1}}, {false, true},
+                                                {n, co, 7, 7}, 1), prec).node;
+    d.layout = Layout::NHWC;
+    return d;
+  };
+  CHECK(v->priority_for(node(64, 96, 24, Precision::FP16)) == 55);
+  p.activation.kind = ActivationKind::Relu;  // cudnn fuses bias + ReLU (+ residual): it stays ahead
+  CHECK(v->priority_for(node(64, 96, 24, Precision::FP16)) == 45);
+  p.activation.kind = ActivationKind::Clip;
+  CHECK(v->priority_for(node(64, 96, 24, Precision::FP16)) == 55);
+  p.activation.kind = ActivationKind::None;
+  CHECK(v->priority_for(node(4, 32, 16, Precision::TF32)) == 55);
+  CHECK(v->priority_for(node(2, 96, 24, Precision::FP16)) == 3);   // batch < 4
+  CHECK(v->priority_for(node(64, 90, 24, Precision::FP16)) == 3);  // C_in not a multiple of 8
+  CHECK(variant_applies(*v, node(64, 96, 24, Precision::FP16)));
+  p.stride_h = p.stride_w = 2;  // stride 2: not one GEMM over the pixels
+  NodeDesc strided = test::make_case_data(make_case(p, {{4, 8, 8, 8}, {8, 8, 1, 1}}, {false, true},
+                                                    {4, 8, 4, 4}, 1), Precision::FP16).node;
+  strided.layout = Layout::NHWC;
+  CHECK_FALSE(variant_applies(*v, strided));
+}
+
 CUDA_TEST_CASE("conv2d.cudnn: grouped, depthwise and dilated convolutions in NCHW and NHWC") {
   std::mt19937_64 rng(20261128);
   int ran = 0, cases = 0;

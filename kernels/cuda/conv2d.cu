@@ -1,11 +1,12 @@
-// CUDA conv2d (NCHW, weight [C_out,C_in/groups,KH,KW], optional bias, any stride, asymmetric padding,
+// CUDA conv2d (NCHW but gemm_1x1_nhwc; weight [C_out,C_in/groups,KH,KW], optional bias, any stride, asymmetric padding,
 // fused activation) in the session precision (float or half storage, float sums); all but `direct`
 // take groups 1 and dilation 1 only (conv2d_plain), `direct` any groups and dilation; direct and the
 // GEMM variants also take a residual input (fuse_conv_residual: y = act(conv + bias + r), added in
 // their epilogue):
 // direct_small_cout (C_out <= 8: one thread per column of output pixels computing every output
 // channel, weights in shared memory; where a GEMM with M = C_out is hopeless), gemm_1x1 (1x1/stride
-// 1/unpadded: one strided-batched cuBLAS GEMM over the batch), im2col_gemm (im2col into a <= 1 GiB
+// 1/unpadded: one strided-batched cuBLAS GEMM over the batch; gemm_1x1_nhwc, the same in NHWC: one
+// GEMM over all pixels of the batch), im2col_gemm (im2col into a <= 1 GiB
 // workspace + strided-batched GEMM per chunk of images), and direct (one thread per output element;
 // fallback and cross-check). GEMM variants end with bias_activation.
 #include <algorithm>
@@ -17,6 +18,7 @@
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/epilogue.h"
+#include "kernels/cuda/gemm.h"
 #include "kernels/cuda/im2col.cuh"
 #include "kernels/conv_shapes.h"
 
@@ -99,6 +101,55 @@ void run_gemm_1x1(const KernelCall& call) {
   if (!gemm_1x1_applicable(call.node))
     throw Error("cuda conv2d.gemm_1x1: needs a 1x1 kernel, stride 1 and no padding");
   run_gemm(call, "gemm_1x1");
+}
+
+// ---- gemm_1x1_nhwc --------------------------------------------------------------------------------
+// In NHWC a 1x1 stride-1 unpadded convolution is one GEMM over every pixel of the batch, like a dense
+// layer: y [N*H*W, C_out] = x [N*H*W, C_in] * W^T (the weight [C_out, C_in] as stored), M = N*H*W
+// rows on the tensor cores, then bias (+ residual) + activation in bias_activation_nhwc. H100 fp16,
+// MobileNetV2 batch 64 (2026-11-24): its 34 1x1 convolutions took 4.19 ms through conv2d.cudnn in
+// NHWC and 1.88 ms through gemm_1x1 in NCHW (per-node profile sums).
+
+// Where cudnn would run the node NHWC (aligned channels, batch >= 4; so the channels_last pass decides
+// as before; below the NCHW variants otherwise): ahead of cudnn (50) unless the activation is ReLU,
+// which cudnn fuses with the bias and a residual into its convolution while this variant's epilogue
+// is a second pass over the output. Same run: ResNet-50 batch 64 fp16 (1x1 convolutions with ReLU)
+// 2.71 ms with cudnn, 3.13 ms with this variant; MobileNetV2 (ReLU6 and linear 1x1 convolutions)
+// 6.53 ms with cudnn, 3.34 ms with this one.
+int gemm_1x1_nhwc_priority(const NodeDesc& node) {
+  const int64_t a = tensor_core_multiple(node.precision);
+  const Shape &x = node.input_shapes[0], &w = node.input_shapes[1];
+  if (x[0] < 4 || x[1] % a != 0 || w[0] % a != 0) return 3;
+  return fused_activation(node.params).kind == ActivationKind::Relu ? 45 : 55;
+}
+
+void run_gemm_1x1_nhwc(const KernelCall& call) {
+  if (!gemm_1x1_applicable(call.node) || call.node.layout != Layout::NHWC)
+    throw Error("cuda conv2d.gemm_1x1_nhwc: needs an NHWC 1x1 kernel, stride 1 and no padding");
+  const ConvCall c = conv_call(call);
+  Context& ctx = context_of(call);
+  const int64_t rows = c.N * c.g.H * c.g.W;
+  if (rows == 0 || c.CO == 0) return;
+  GemmArgs g;
+  g.m = rows;
+  g.n = c.CO;
+  g.k = c.g.C;
+  g.a = c.x;
+  g.lda = c.g.C;
+  g.b = c.w;  // [C_out, C_in] read as its transpose
+  g.ldb = c.g.C;
+  g.trans_b = true;
+  g.c = c.y;
+  g.ldc = c.CO;
+  if (g.k == 0) {
+    INFER_CUDA_CHECK(cudaMemsetAsync(c.y, 0, static_cast<size_t>(rows * c.CO) *
+                                                 (call.node.precision == Precision::FP16 ? 2 : 4),
+                                     ctx.stream));
+  } else {
+    gemm(ctx, call.node.precision, g);
+  }
+  bias_activation_nhwc(ctx, call.node.precision, c.y, c.bias, rows, c.CO,
+                       fused_activation(call.node.params), c.residual);
 }
 
 // ---- direct -------------------------------------------------------------------------------------
@@ -396,6 +447,8 @@ void register_conv2d(KernelRegistry& registry) {
        .run = run_small_cout},
       {.op = "conv2d", .name = "gemm_1x1", .priority = 20, .applicable = gemm_1x1_applicable,
        .run = run_gemm_1x1},
+      {.op = "conv2d", .name = "gemm_1x1_nhwc", .priority = 55, .priority_for = gemm_1x1_nhwc_priority,
+       .layouts = {Layout::NHWC}, .applicable = gemm_1x1_applicable, .run = run_gemm_1x1_nhwc},
       {.op = "conv2d", .name = "im2col_gemm", .priority = 10, .applicable = conv2d_ungrouped,
        .workspace_bytes = im2col_gemm_workspace, .run = run_im2col_gemm},
       {.op = "conv2d", .name = "direct", .priority = 1, .run = run_direct},  // any conv2d node

@@ -13,14 +13,15 @@
 #include <cudnn.h>
 
 #include "kernels/cuda/context.h"
+#include "kernels/cuda/gemm.h"
 
 namespace infer::cuda::dnn {
 
 cudnnContext* create_handle(cudaStream_t stream);  // an Error when cuDNN cannot start
 void destroy_handle(cudnnContext* handle);
 
-// The channel multiple cuDNN's tensor-core kernels want: 16 bytes, i.e. 8 halves (fp16) or 4 floats.
-inline int64_t channel_alignment(Precision p) { return p == Precision::FP16 ? 8 : 4; }
+// The channel multiple cuDNN's tensor-core kernels want (gemm.h's rule).
+inline int64_t channel_alignment(Precision p) { return tensor_core_multiple(p); }
 
 // Algorithms whose workspace is larger are not considered (the workspace lives in the session arena).
 constexpr size_t kWorkspaceCap = size_t(512) << 20;

@@ -25,4 +25,8 @@ struct GemmArgs {
 // Throws infer::Error on a cuBLAS failure or on dimensions cuBLAS cannot take (over INT_MAX).
 void gemm(Context& ctx, Precision p, const GemmArgs& g);
 
+// The channel (or GEMM K / N) multiple the tensor-core kernels of cuBLAS and cuDNN want: 16 bytes,
+// i.e. 8 halves (fp16) or 4 floats (tf32; strict fp32 has no tensor-core path but keeps the rule).
+inline int64_t tensor_core_multiple(Precision p) { return p == Precision::FP16 ? 8 : 4; }
+
 }  // namespace infer::cuda
