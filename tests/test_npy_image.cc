@@ -482,6 +482,14 @@ TEST_CASE("load_image: undecodable files and bad requests are Errors naming the 
   CHECK(contains(error_of([&] { infer::decode_image({}, "empty.png", 3, 8, 8); }),
                  "cannot decode image 'empty.png'"));
 
+  // fuzz_image's find: a PNG with an empty IDAT chunk (stb's memcpy(NULL, src, 0), apps/CMakeLists.txt),
+  // then a damaged one: a one-line error under ASan + UBSan as in the release build.
+  std::ifstream f(std::string(INFER_SOURCE_DIR) + "/fuzz/corpus/image/png_empty_idat.png", std::ios::binary);
+  const std::vector<uint8_t> empty_idat((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  REQUIRE(empty_idat.size() == 65);
+  CHECK(contains(error_of([&] { infer::decode_image(empty_idat, "idat.png", 3, 3, 3); }),
+                 "cannot decode image 'idat.png'"));
+
   const std::string missing = scratch().file("missing.png");
   CHECK(
       contains(error_of([&] { infer::load_image(missing, 3, 4, 4); }), "cannot read '" + missing + "'"));
