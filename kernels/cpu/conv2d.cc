@@ -6,10 +6,13 @@
 // GEMMs accumulate onto it (beta = 1). A 1x1 stride-1 unpadded conv uses the input as the column matrix.
 // "depthwise" (groups == C_in > 1, C_out = multiplier * C_in): direct loops, one OpenMP iteration per
 // output plane; pixels whose window is inside the image in one vectorised pass over all taps (AVX-512 /
-// AVX2 clones chosen at run time), the border pixels bounds-checked, the activation fused at the store.
+// AVX2 clones chosen at run time), the border pixels bounds-checked (small maps: a zero-padded copy of
+// the plane in the workspace instead, so every pixel is inside), the activation fused at the store.
 // Batch: samples run one after another, each a full-size GEMM written straight into its NCHW output
 // plane (one GEMM over the batch would need a [C_out, N*HO*WO] -> NCHW transpose pass). OpenBLAS
 // threads each GEMM; im2col and the epilogue are OpenMP loops outside it. No allocation at run time.
+#include <omp.h>
+
 #include <algorithm>
 #include <cstring>
 #include <string>
@@ -186,37 +189,80 @@ void dw_plane(const DwPlane& d, const Activation& act) {
   dw_plane_act<0>(d, act);
 }
 
+// The plane geometry of a depthwise node (pointers and bias left for each plane), with the output
+// columns every kernel column reaches inside the image.
+DwPlane dw_base(const NodeDesc& node) {
+  const auto& p = std::get<Conv2DParams>(node.params);
+  const Shape &xs = node.input_shapes[0], &ws = node.input_shapes[1], &ys = node.output_shapes[0];
+  DwPlane d{nullptr, nullptr, nullptr, 0.f, xs[2], xs[3], ys[2], ys[3], ws[2], ws[3], p.stride_h,
+            p.stride_w, p.pad.top, p.pad.left, p.dilation_h, p.dilation_w, 0, ys[3]};
+  for (int64_t kx = 0; kx < d.KW; ++kx) {
+    int64_t lo, hi;
+    tap_range(d.WO, d.sw, kx * d.dw - d.pl, d.W, lo, hi);
+    d.in_lo = std::max(d.in_lo, lo);
+    d.in_hi = std::min(d.in_hi, hi);
+  }
+  if (d.in_lo > d.in_hi) d.in_lo = d.in_hi;
+  return d;
+}
+
+// Small maps (MobileNetV2's 14x14 and 7x7) are mostly border pixels, which take the bounds-checked
+// scalar sum: there each plane is first copied into a zero-padded scratch plane that holds every tap
+// of every output, and all pixels run the vectorised loop. Returns the scratch plane's floats, or 0
+// where the border pixels are at most 1/8 of the plane (the copy would cost more than it saves).
+int64_t dw_padded_floats(const DwPlane& d) {
+  int64_t rows = 0;  // output rows whose tap rows are all inside the image
+  for (int64_t oy = 0; oy < d.HO; ++oy) {
+    const int64_t iy0 = oy * d.sh - d.pt;
+    rows += iy0 >= 0 && iy0 + (d.KH - 1) * d.dh < d.H;
+  }
+  const int64_t border = d.HO * d.WO - rows * (d.in_hi - d.in_lo);
+  if (border * 8 <= d.HO * d.WO) return 0;
+  return ((d.HO - 1) * d.sh + (d.KH - 1) * d.dh + 1) * ((d.WO - 1) * d.sw + (d.KW - 1) * d.dw + 1);
+}
+
+// One scratch plane per processor (omp_get_num_procs: the same at creation and at run time); a
+// thread numbered beyond them (OMP_NUM_THREADS above the processor count) takes the unpadded path.
+size_t depthwise_workspace(const NodeDesc& node) {
+  return static_cast<size_t>(dw_padded_floats(dw_base(node)) * omp_get_num_procs()) * sizeof(float);
+}
+
 void depthwise_run(const KernelCall& call) {
-  const auto& p = std::get<Conv2DParams>(call.node.params);
   const Shape &xs = call.node.input_shapes[0], &ws = call.node.input_shapes[1];
-  const Shape& ys = call.node.output_shapes[0];
   const int64_t N = xs[0], C = xs[1], H = xs[2], W = xs[3];
-  const int64_t CO = ws[0], KH = ws[2], KW = ws[3], HO = ys[2], WO = ys[3], M = CO / C;
+  const int64_t CO = ws[0], KH = ws[2], KW = ws[3], M = CO / C;
   const float* x = call.inputs[0];
   const float* w = call.inputs[1];
   const float* bias = call.inputs.size() == 3 ? call.inputs[2] : nullptr;
   float* y = call.outputs[0];
   const Activation act = fused_activation(call.node.params);
-  DwPlane base{nullptr, nullptr, nullptr, 0.f, H, W, HO, WO, KH, KW, p.stride_h, p.stride_w,
-               p.pad.top, p.pad.left, p.dilation_h, p.dilation_w, 0, WO};
-  // The output columns every kernel column reaches inside the image (the same for every plane).
-  for (int64_t kx = 0; kx < KW; ++kx) {
-    int64_t lo, hi;
-    tap_range(WO, base.sw, kx * base.dw - base.pl, W, lo, hi);
-    base.in_lo = std::max(base.in_lo, lo);
-    base.in_hi = std::min(base.in_hi, hi);
-  }
-  if (base.in_lo > base.in_hi) base.in_lo = base.in_hi;
+  const DwPlane base = dw_base(call.node);
+  const int64_t pad_floats = call.workspace ? dw_padded_floats(base) : 0;
+  const int64_t Hp = (base.HO - 1) * base.sh + (base.KH - 1) * base.dh + 1;
+  const int64_t Wp = (base.WO - 1) * base.sw + (base.KW - 1) * base.dw + 1;
+  const int slots = omp_get_num_procs();
 
   const int64_t planes = N * CO;
-#pragma omp parallel for schedule(static) if (planes * HO * WO * KH * KW >= (int64_t(1) << 15))
+#pragma omp parallel for schedule(static) if (planes * base.HO * base.WO * KH * KW >= (int64_t(1) << 15))
   for (int64_t pi = 0; pi < planes; ++pi) {
     DwPlane d = base;
     const int64_t n = pi / CO, co = pi % CO;
     d.x = x + (n * C + co / M) * H * W;
     d.w = w + co * KH * KW;
-    d.y = y + pi * HO * WO;
+    d.y = y + pi * base.HO * base.WO;
     d.bias = bias ? bias[co] : 0.f;
+    const int t = omp_get_thread_num();
+    if (pad_floats > 0 && t < slots) {
+      // padded row / column = image row / column + top / left padding
+      float* xp = static_cast<float*>(call.workspace) + static_cast<int64_t>(t) * pad_floats;
+      std::fill(xp, xp + pad_floats, 0.f);
+      for (int64_t r = 0; r < H && r + d.pt < Hp; ++r) {
+        const int64_t cols = std::min(W, Wp - d.pl);
+        if (cols > 0) std::memcpy(xp + (r + d.pt) * Wp + d.pl, d.x + r * W, static_cast<size_t>(cols) * sizeof(float));
+      }
+      d.x = xp;
+      d.H = Hp, d.W = Wp, d.pt = 0, d.pl = 0, d.in_lo = 0, d.in_hi = d.WO;
+    }
     dw_plane(d, act);
   }
 }
@@ -228,7 +274,7 @@ void register_conv2d(KernelRegistry& registry) {
       {.op = "conv2d", .name = "im2col_gemm", .priority = 10, .workspace_bytes = conv2d_workspace,
        .run = conv2d_run},
       {.op = "conv2d", .name = "depthwise", .priority = 20, .applicable = conv2d_depthwise,
-       .run = depthwise_run},
+       .workspace_bytes = depthwise_workspace, .run = depthwise_run},
   });
 }
 
