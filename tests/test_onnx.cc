@@ -336,6 +336,14 @@ void add_int(onnx::NodeProto* n, const std::string& name, int64_t v) {
   a->set_i(v);
 }
 
+// A model from its ONNX bytes, through the library entry point.
+Model import_model(const onnx::ModelProto& m) {
+  std::string bytes;
+  REQUIRE(m.SerializeToString(&bytes));
+  return Model::from_bytes(
+      onnx_import::import_bytes(std::vector<uint8_t>(bytes.begin(), bytes.end()), "t", "").finish());
+}
+
 std::string import_error(const onnx::ModelProto& m, const std::string& base_dir = "") {
   std::string bytes;
   REQUIRE(m.SerializeToString(&bytes));
@@ -351,10 +359,7 @@ std::string import_error(const onnx::ModelProto& m, const std::string& base_dir 
 
 TEST_CASE("the importer's own model: a hand-built Conv converts and runs") {
   onnx::ModelProto m = one_node("Conv", {4, 2, 3, 3});
-  std::string bytes;
-  REQUIRE(m.SerializeToString(&bytes));
-  const ModelBuilder b = onnx_import::import_bytes(std::vector<uint8_t>(bytes.begin(), bytes.end()), "t", "");
-  const Model model = Model::from_bytes(b.finish());
+  const Model model = import_model(m);
   Tensor x({1, 2, 6, 6}, std::vector<float>(72, 1.f));
   Tensor y;
   REQUIRE(run_on(model, "reference", x, y));
@@ -367,10 +372,7 @@ TEST_CASE("Conv with group and dilations imports and runs") {
   onnx::ModelProto m = one_node("Conv", {4, 1, 3, 3});
   add_int(m.mutable_graph()->mutable_node(0), "group", 2);
   add_ints(m.mutable_graph()->mutable_node(0), "dilations", {2, 1});
-  std::string bytes;
-  REQUIRE(m.SerializeToString(&bytes));
-  const ModelBuilder b = onnx_import::import_bytes(std::vector<uint8_t>(bytes.begin(), bytes.end()), "t", "");
-  const Model model = Model::from_bytes(b.finish());
+  const Model model = import_model(m);
   Tensor x({1, 2, 6, 6}, std::vector<float>(72, 1.f));
   for (const char* backend : {"reference", "cpu"}) {
     Tensor y;
@@ -386,10 +388,7 @@ TEST_CASE("ConvTranspose with group and dilations imports and runs") {
   onnx::ModelProto m = one_node("ConvTranspose", {2, 2, 3, 3});
   add_int(m.mutable_graph()->mutable_node(0), "group", 2);
   add_ints(m.mutable_graph()->mutable_node(0), "dilations", {2, 1});
-  std::string bytes;
-  REQUIRE(m.SerializeToString(&bytes));
-  const ModelBuilder b = onnx_import::import_bytes(std::vector<uint8_t>(bytes.begin(), bytes.end()), "t", "");
-  const Model model = Model::from_bytes(b.finish());
+  const Model model = import_model(m);
   const auto& p = std::get<ConvTranspose2DParams>(model.graph().nodes.at(0).params);
   CHECK(p.groups == 2);
   CHECK(p.dilation_h == 2);
@@ -438,10 +437,7 @@ onnx::ModelProto gate_model(const std::string& gate, float alpha, const std::str
 
 // The activation nodes of an imported model, as "name:kind".
 std::vector<std::string> activations_of(const onnx::ModelProto& m) {
-  std::string bytes;
-  REQUIRE(m.SerializeToString(&bytes));
-  const ModelBuilder b = onnx_import::import_bytes(std::vector<uint8_t>(bytes.begin(), bytes.end()), "t", "");
-  const Model model = Model::from_bytes(b.finish());
+  const Model model = import_model(m);
   std::vector<std::string> out;
   for (const auto& n : model.graph().nodes)
     out.push_back(n.name + ":" + (std::holds_alternative<ActivationParams>(n.params)
@@ -723,10 +719,7 @@ TEST_CASE("a fixed export batch that cannot be told from a number stays fixed; -
 TEST_CASE("a fixed export batch becomes the batch dimension; batch-changing targets are clear errors") {
   {  // traced at batch 3: the input and the Reshape target's leading 3 become the batch
     onnx::ModelProto m = conv_reshape(3, 4, {3, -1});
-    std::string bytes;
-    REQUIRE(m.SerializeToString(&bytes));
-    const Model model = Model::from_bytes(
-        onnx_import::import_bytes(std::vector<uint8_t>(bytes.begin(), bytes.end()), "t", "").finish());
+    const Model model = import_model(m);
     CHECK(model.inputs()[0].shape == Shape{-1, 2, 6, 6});
     CHECK(model.outputs()[0].shape == Shape{-1, 64});
     for (int64_t batch : {1, 3, 5}) {
@@ -785,14 +778,6 @@ TEST_CASE("golden: Add/Sub/Mul/Div import as broadcasting binary nodes") {
 // ---- Upsample (opset 7-9), Resize-10, and the Reshape -> Transpose -> Reshape chains ----------------
 
 namespace {
-
-// A model from its ONNX bytes, through the library entry point.
-Model import_model(const onnx::ModelProto& m) {
-  std::string bytes;
-  REQUIRE(m.SerializeToString(&bytes));
-  return Model::from_bytes(
-      onnx_import::import_bytes(std::vector<uint8_t>(bytes.begin(), bytes.end()), "t", "").finish());
-}
 
 onnx::TensorProto int64_tensor(const std::string& name, const std::vector<int64_t>& v) {
   onnx::TensorProto t;

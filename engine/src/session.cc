@@ -90,6 +90,11 @@ struct Session::Impl {
   int priority(const KernelVariant& v, const NodeDesc& d) const {
     return v.priority_for ? v.priority_for(d) : v.priority;
   }
+  // The variants a node of `op` may get: the forced one (--kernel), else all of this backend's.
+  std::vector<const KernelVariant*> candidates_for(const std::string& op) const {
+    if (auto it = forced.find(op); it != forced.end()) return {it->second};
+    return KernelRegistry::global().variants(backend->name(), op);
+  }
   std::string variant_list(const std::string& op) const;
   NodeDesc describe(size_t step) const;  // the node's NodeDesc from the graph, shapes and precision
   void check_forced(const SessionOptions& options);
@@ -213,16 +218,10 @@ void Session::Impl::choose_layouts() {
                                    precision_name(precision)));
     return;
   }
-  const KernelRegistry& registry = KernelRegistry::global();
   std::vector<detail::LayoutSupport> support(graph->nodes.size());
   for (size_t i = 0; i < graph->nodes.size(); ++i) {
     NodeDesc desc = describe(i);
-    const std::string op = op_name(graph->nodes[i].op());
-    std::vector<const KernelVariant*> candidates;
-    if (auto it = forced.find(op); it != forced.end())
-      candidates = {it->second};
-    else
-      candidates = registry.variants(backend->name(), op);
+    const std::vector<const KernelVariant*> candidates = candidates_for(op_name(graph->nodes[i].op()));
     for (Layout layout : {Layout::NCHW, Layout::NHWC}) {
       desc.layout = layout;
       int best = -1;
@@ -262,12 +261,7 @@ void Session::Impl::check_fixed_batch(const Model& model) const {
 // takes them. Shapes are inferred again for the zero biases it adds. Returns its log line.
 std::string Session::Impl::fuse_residual() {
   if (!passes.fuse_conv_residual) return "fuse_conv_residual: off";
-  const KernelRegistry& registry = KernelRegistry::global();
-  std::vector<const KernelVariant*> candidates;
-  if (auto it = forced.find("conv2d"); it != forced.end())
-    candidates = {it->second};
-  else
-    candidates = registry.variants(backend->name(), "conv2d");
+  const std::vector<const KernelVariant*> candidates = candidates_for("conv2d");
   auto takes = [&](const detail::Graph& g, const detail::Node& conv, int residual, const Activation& act) {
     Conv2DParams p = std::get<Conv2DParams>(conv.params);
     p.add_residual = true;

@@ -17,6 +17,7 @@
 #include <cstring>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "infer/error.h"
@@ -210,6 +211,12 @@ DwPlane dw_base(const NodeDesc& node) {
 // scalar sum: there each plane is first copied into a zero-padded scratch plane that holds every tap
 // of every output, and all pixels run the vectorised loop. Returns the scratch plane's floats, or 0
 // where the border pixels are at most 1/8 of the plane (the copy would cost more than it saves).
+// The scratch plane's rows and columns: every tap row / column of every output (image row / column
+// + top / left padding).
+std::pair<int64_t, int64_t> dw_padded_dims(const DwPlane& d) {
+  return {(d.HO - 1) * d.sh + (d.KH - 1) * d.dh + 1, (d.WO - 1) * d.sw + (d.KW - 1) * d.dw + 1};
+}
+
 int64_t dw_padded_floats(const DwPlane& d) {
   int64_t rows = 0;  // output rows whose tap rows are all inside the image
   for (int64_t oy = 0; oy < d.HO; ++oy) {
@@ -218,7 +225,8 @@ int64_t dw_padded_floats(const DwPlane& d) {
   }
   const int64_t border = d.HO * d.WO - rows * (d.in_hi - d.in_lo);
   if (border * 8 <= d.HO * d.WO) return 0;
-  return ((d.HO - 1) * d.sh + (d.KH - 1) * d.dh + 1) * ((d.WO - 1) * d.sw + (d.KW - 1) * d.dw + 1);
+  const auto [Hp, Wp] = dw_padded_dims(d);
+  return Hp * Wp;
 }
 
 // One scratch plane per processor (omp_get_num_procs: the same at creation and at run time); a
@@ -238,8 +246,7 @@ void depthwise_run(const KernelCall& call) {
   const Activation act = fused_activation(call.node.params);
   const DwPlane base = dw_base(call.node);
   const int64_t pad_floats = call.workspace ? dw_padded_floats(base) : 0;
-  const int64_t Hp = (base.HO - 1) * base.sh + (base.KH - 1) * base.dh + 1;
-  const int64_t Wp = (base.WO - 1) * base.sw + (base.KW - 1) * base.dw + 1;
+  const auto [Hp, Wp] = dw_padded_dims(base);
   const int slots = omp_get_num_procs();
 
   const int64_t planes = N * CO;

@@ -130,24 +130,7 @@ void run_gemm_1x1_nhwc(const KernelCall& call) {
   Context& ctx = context_of(call);
   const int64_t rows = c.N * c.g.H * c.g.W;
   if (rows == 0 || c.CO == 0) return;
-  GemmArgs g;
-  g.m = rows;
-  g.n = c.CO;
-  g.k = c.g.C;
-  g.a = c.x;
-  g.lda = c.g.C;
-  g.b = c.w;  // [C_out, C_in] read as its transpose
-  g.ldb = c.g.C;
-  g.trans_b = true;
-  g.c = c.y;
-  g.ldc = c.CO;
-  if (g.k == 0) {
-    INFER_CUDA_CHECK(cudaMemsetAsync(c.y, 0, static_cast<size_t>(rows * c.CO) *
-                                                 (call.node.precision == Precision::FP16 ? 2 : 4),
-                                     ctx.stream));
-  } else {
-    gemm(ctx, call.node.precision, g);
-  }
+  gemm_x_wt(ctx, call.node.precision, c.x, c.w, c.y, rows, c.g.C, c.CO);  // the weight [C_out, C_in]
   bias_activation_nhwc(ctx, call.node.precision, c.y, c.bias, rows, c.CO,
                        fused_activation(call.node.params), c.residual);
 }

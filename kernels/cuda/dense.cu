@@ -1,6 +1,6 @@
 // CUDA dense "gemm" (x [N,F_in], weight [F_out,F_in] as PyTorch, optional bias [F_out], fused
-// activation), in the session precision: one cuBLAS GEMM y [N,F_out] = x W^T (cuda::gemm with
-// trans_b, so the weight is used as stored), then the shared bias + activation epilogue with one
+// activation), in the session precision: one cuBLAS GEMM y [N,F_out] = x W^T (cuda::gemm_x_wt: the
+// weight is used as stored), then the shared bias + activation epilogue with one
 // "channel" per output feature (inner = 1). F_in = 0 writes zeros (then bias + activation).
 #include <climits>
 #include <string>
@@ -28,23 +28,7 @@ void run_dense(const KernelCall& call) {
   Context& ctx = context_of(call);
   const Precision p = call.node.precision;
   if (N == 0 || FO == 0) return;
-  if (FI == 0) {  // an empty dot product: cuBLAS would not reliably write y
-    INFER_CUDA_CHECK(cudaMemsetAsync(call.outputs[0], 0, static_cast<size_t>(N * FO) * element_size(p),
-                                     ctx.stream));
-  } else {
-    GemmArgs g;
-    g.m = N;
-    g.n = FO;
-    g.k = FI;
-    g.a = call.inputs[0];
-    g.lda = FI;
-    g.b = call.inputs[1];  // W [FO, FI] read as W^T
-    g.ldb = FI;
-    g.trans_b = true;
-    g.c = call.outputs[0];
-    g.ldc = FO;
-    gemm(ctx, p, g);
-  }
+  gemm_x_wt(ctx, p, call.inputs[0], call.inputs[1], call.outputs[0], N, FI, FO);
   bias_activation(ctx, p, call.outputs[0], n_in == 3 ? call.inputs[2] : nullptr, N, FO, 1,
                   fused_activation(call.node.params));
 }

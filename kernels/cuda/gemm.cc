@@ -36,4 +36,25 @@ void gemm(Context& ctx, Precision p, const GemmArgs& g) {
   }
 }
 
+void gemm_x_wt(Context& ctx, Precision p, const void* x, const void* w, void* y, int64_t rows, int64_t in,
+               int64_t out) {
+  if (rows == 0 || out == 0) return;
+  if (in == 0) {
+    INFER_CUDA_CHECK(cudaMemsetAsync(y, 0, static_cast<size_t>(rows * out) * element_size(p), ctx.stream));
+    return;
+  }
+  GemmArgs g;
+  g.m = rows;
+  g.n = out;
+  g.k = in;
+  g.a = x;
+  g.lda = in;
+  g.b = w;
+  g.ldb = in;
+  g.trans_b = true;
+  g.c = y;
+  g.ldc = out;
+  gemm(ctx, p, g);
+}
+
 }  // namespace infer::cuda

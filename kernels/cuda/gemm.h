@@ -25,6 +25,12 @@ struct GemmArgs {
 // Throws infer::Error on a cuBLAS failure or on dimensions cuBLAS cannot take (over INT_MAX).
 void gemm(Context& ctx, Precision p, const GemmArgs& g);
 
+// y [rows, out] = x [rows, in] * W^T, W [out, in] used as stored (trans_b): a dense layer, or a 1x1
+// convolution over the pixels of an NHWC batch. in == 0 writes zeros (cuBLAS would not reliably write
+// y for an empty dot product); rows or out == 0 does nothing.
+void gemm_x_wt(Context& ctx, Precision p, const void* x, const void* w, void* y, int64_t rows, int64_t in,
+               int64_t out);
+
 // The channel (or GEMM K / N) multiple the tensor-core kernels of cuBLAS and cuDNN want: 16 bytes,
 // i.e. 8 halves (fp16) or 4 floats (tf32; strict fp32 has no tensor-core path but keeps the rule).
 inline int64_t tensor_core_multiple(Precision p) { return p == Precision::FP16 ? 8 : 4; }
