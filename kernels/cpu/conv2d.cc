@@ -246,7 +246,9 @@ void depthwise_run(const KernelCall& call) {
   const Activation act = fused_activation(call.node.params);
   const DwPlane base = dw_base(call.node);
   const int64_t pad_floats = call.workspace ? dw_padded_floats(base) : 0;
-  const auto [Hp, Wp] = dw_padded_dims(base);
+  // plain variables: clang (the fuzz build) refuses structured bindings inside an OpenMP region
+  const std::pair<int64_t, int64_t> padded = dw_padded_dims(base);
+  const int64_t Hp = padded.first, Wp = padded.second;
   const int slots = omp_get_num_procs();
 
   const int64_t planes = N * CO;
