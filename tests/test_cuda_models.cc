@@ -1,7 +1,8 @@
 // Whole models on the CUDA backend through the public Session API: every zoo model (classifiers at
 // small image sizes, as tests/test_models.cc) in fp32 at batch 1 and 3 against the "reference"
 // backend, batch-3 rows against batch-1 runs, tf32 and fp16 sessions within 1e-2 of the fp32
-// reference, bit-identical repeated runs (CUDA-graph replay is deterministic), the cuda profile and
+// reference, the classifiers in strict fp32 at batch 8 on cuDNN (Winograd / FFT allowed), bit-identical
+// repeated runs (CUDA-graph replay is deterministic), the cuda profile and
 // benchmark, autotuned sessions, the shipped trained models against the cpu backend and PyTorch's
 // exported outputs, and the errors (fp16 on cpu, an arena larger than the GPU). Skipped (one line on
 // stdout) when there is no CUDA device.
@@ -159,6 +160,35 @@ CUDA_TEST_CASE("vgg11 on cuda (32x32)") { check_zoo_model(kZoo[2], 203); }
 CUDA_TEST_CASE("vgg16 on cuda (32x32)") { check_zoo_model(kZoo[3], 204); }
 CUDA_TEST_CASE("dcgan on cuda") { check_zoo_model(kZoo[4], 205); }
 CUDA_TEST_CASE("ebgan on cuda") { check_zoo_model(kZoo[5], 206); }
+
+// Strict fp32 from batch 8 runs the 3x3 / 5x5 / 11x11 convolutions on cuDNN, whose Find may pick
+// Winograd or FFT: still within the fp32 tolerance of the reference, and replays bit-identical.
+CUDA_TEST_CASE("strict fp32 at batch 8: classifiers on cuDNN (Winograd / FFT allowed) match the reference") {
+  for (const ZooModel& zm : {kZoo[1], kZoo[2], kZoo[3]}) {
+    const std::string name = zm.name;
+    CAPTURE(name);
+    const Model model = build(name, zm.image_size);
+    const Shape in = with_batch(model.inputs()[0].shape, 8);
+    const Tensor x(in, random_vector(static_cast<size_t>(shape_numel(in)), 207));
+    Session ref = make_session(model, "reference", 8);
+    const Tensor want = single_output(ref.run({x}));
+    Session s = make_session(model, "cuda", 8);
+    check_cuda_nodes(s);
+    int convs = 0, on_cudnn = 0;
+    for (const NodeInfo& n : s.nodes()) {
+      if (n.op != "conv2d") continue;
+      ++convs;
+      on_cudnn += n.variant == "cudnn";
+    }
+    CHECK(convs > 0);
+    CHECK(on_cudnn == convs);
+    const Tensor got = single_output(s.run({x}));
+    const double err = rel_error(got.data, want.data);
+    MESSAGE(name << " cuda fp32 batch 8 (cudnn): relative error " << err);
+    CHECK(err <= zm.fp32_tol);
+    CHECK(bit_identical(single_output(s.run({x})).data, got.data));
+  }
+}
 
 CUDA_TEST_CASE("backend auto picks cuda when a GPU is present; the session names its device") {
   const Model model = build("lenet5", 28);

@@ -82,12 +82,19 @@ bool cudnn_applicable(const NodeDesc& node) {
 // whose column buffer costs C_in*KH*KW times the input); NCHW is left to the tuned im2col path and
 // reachable through --autotune or --kernel. H100 fp16, the 13 VGG-16 convolutions (profile sums,
 // 2026-11-24): batch 1 0.39 ms im2col vs 1.09 ms cudnn, batch 4 1.07 vs 0.76 ms, so batch >= 4.
+constexpr int64_t kFp32MinBatch = 8;
+
 int cudnn_priority(const NodeDesc& node) {
   const Geometry g = geometry(node);
   if (!g.ok) return 0;
   // depthwise: an --autotune candidate beside conv2d.depthwise (20), not the default
   if (g.problem.groups > 1 && g.problem.groups == g.problem.C) return 2;
-  if (node.layout == Layout::NCHW || node.precision == Precision::FP32) return 4;
+  // Strict fp32 in NCHW from batch 8: cuDNN's Winograd / FFT / implicit GEMM beat im2col + SGEMM
+  // (H100, the convolutions' profile sums: VGG-16 batch 64 34.9 vs 57.7 ms, batch 8 5.25 vs 8.03 ms,
+  // AlexNet batch 64 1.24 vs 2.96 ms), not at batch 1 (VGG-16 2.07 vs 1.36 ms). 1x1 convolutions keep
+  // gemm_1x1 (20), C_out <= 8 direct_small_cout (30).
+  if (node.precision == Precision::FP32) return g.problem.N >= kFp32MinBatch ? 15 : 4;
+  if (node.layout == Layout::NCHW) return 4;
   const int64_t a = dnn::channel_alignment(node.precision);
   const bool aligned = g.problem.C % a == 0 && g.problem.K % a == 0;
   if (!aligned) return 2;
