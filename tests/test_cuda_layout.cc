@@ -306,6 +306,72 @@ CUDA_TEST_CASE("conv2d.direct_small_cout_nhwc matches the reference (C_out 1..8,
   CHECK(ran == scaled(40));
 }
 
+// The tensor-core implicit GEMM for few output channels: fp16 only, C_in a multiple of 8 (slices of 16
+// with a half-empty last one when C_in % 16 == 8), taps outside the image at every padding edge,
+// pixels past the last full 64-pixel warp tile, and images large enough for the grid-stride loop.
+CUDA_TEST_CASE("conv2d.mma_small_cout_nhwc matches the reference (fp16, C_out 1..8, any stride and padding)") {
+  test::require_registered("conv2d", {"mma_small_cout_nhwc"});
+  std::mt19937_64 rng(727272);
+  int ran = 0;
+  for (int t = 0; t < scaled(40); ++t) {
+    Conv2DParams p;
+    const int kh = uniform(rng, 1, 5), kw = uniform(rng, 1, 5);
+    p.stride_h = uniform(rng, 1, 2), p.stride_w = uniform(rng, 1, 2);
+    p.pad = {uniform(rng, 0, kh - 1), uniform(rng, 0, kw - 1), uniform(rng, 0, kh - 1), uniform(rng, 0, kw - 1)};
+    p.activation = random_activation(rng);
+    const int64_t N = uniform(rng, 1, 3), CI = 8 * (t % 4 == 3 ? 8 : uniform(rng, 1, 6)), CO = uniform(rng, 1, 8);
+    const int64_t hmax = t % 8 == 7 ? 90 : 21;  // some images span many blocks
+    int64_t H, W;
+    do {
+      H = uniform(rng, 1, hmax), W = uniform(rng, 1, hmax);
+    } while (H + p.pad.top + p.pad.bottom < kh || W + p.pad.left + p.pad.right < kw);
+    const int64_t HO = (H + p.pad.top + p.pad.bottom - kh) / p.stride_h + 1;
+    const int64_t WO = (W + p.pad.left + p.pad.right - kw) / p.stride_w + 1;
+    std::vector<Shape> in{{N, CI, H, W}, {CO, CI, kh, kw}};
+    if (rng() % 3 != 0) in.push_back({CO});
+    const OpCase c = make_case(p, in, {false, true, true}, {N, CO, HO, WO}, 9000 + t);
+    const auto names = check_case_in_layout(c, Precision::FP16, Layout::NHWC, {"mma_small_cout_nhwc"}, t % 2 == 0);
+    CHECK_MESSAGE(contains(names, "mma_small_cout_nhwc"), test::describe(c));
+    ran += !names.empty();
+  }
+  CHECK(ran == scaled(40));
+  // both kernels on purpose: the shared-memory tile (stride 1; 4 rows per block, or 1 when a 5x5
+  // kernel's weights leave less room; several column tiles, zero-padded channel groups) and the
+  // gather kernel (stride 2)
+  struct Fixed {
+    int64_t N, CI, H, W, CO;
+    int k, stride, pad;
+  };
+  const Fixed fixed[] = {{2, 64, 9, 70, 3, 3, 1, 1}, {1, 64, 11, 13, 4, 5, 1, 2}, {1, 40, 7, 66, 8, 3, 1, 1},
+                         {3, 8, 5, 9, 1, 1, 1, 0},   {2, 64, 12, 75, 3, 5, 1, 0}, {2, 96, 13, 17, 5, 3, 2, 1}};
+  for (const Fixed& f : fixed) {
+    Conv2DParams p;
+    p.stride_h = p.stride_w = f.stride;
+    p.pad = {f.pad, f.pad, f.pad, f.pad};
+    p.activation.kind = ActivationKind::Tanh;
+    const int64_t HO = (f.H + 2 * f.pad - f.k) / f.stride + 1, WO = (f.W + 2 * f.pad - f.k) / f.stride + 1;
+    const OpCase c = make_case(p, {{f.N, f.CI, f.H, f.W}, {f.CO, f.CI, f.k, f.k}, {f.CO}}, {false, true, true},
+                               {f.N, f.CO, HO, WO}, 9200 + f.CI + f.k);
+    CHECK_MESSAGE(contains(check_case_in_layout(c, Precision::FP16, Layout::NHWC, {"mma_small_cout_nhwc"}, true),
+                           "mma_small_cout_nhwc"),
+                  test::describe(c));
+  }
+  // not applicable: fp32 / tf32, C_in not a multiple of 8
+  const KernelVariant* v = KernelRegistry::global().find("cuda", "conv2d", "mma_small_cout_nhwc");
+  REQUIRE(v != nullptr);
+  Conv2DParams p;
+  const OpCase ok = make_case(p, {{1, 16, 5, 5}, {3, 16, 3, 3}}, {false, true}, {1, 3, 3, 3}, 9100);
+  test::CaseData d = test::make_case_data(ok, Precision::FP16);
+  d.node.layout = Layout::NHWC;
+  CHECK(variant_applies(*v, d.node));
+  d.node.precision = Precision::TF32;
+  CHECK_FALSE(variant_applies(*v, d.node));
+  const OpCase odd = make_case(p, {{1, 12, 5, 5}, {3, 12, 3, 3}}, {false, true}, {1, 3, 3, 3}, 9101);
+  test::CaseData e = test::make_case_data(odd, Precision::FP16);
+  e.node.layout = Layout::NHWC;
+  CHECK_FALSE(variant_applies(*v, e.node));
+}
+
 CUDA_TEST_CASE("conv2d.depthwise matches the reference in NHWC and NCHW (vector and scalar channels)") {
   test::require_registered("conv2d", {"depthwise"});
   std::mt19937_64 rng(20261127);

@@ -51,6 +51,18 @@ bool device_available() {
   return count > 0;
 }
 
+DeviceInfo current_device_info() {
+  DeviceInfo d;
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&d.sm_count, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&d.cc_major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) {
+    cudaGetLastError();
+    return {};
+  }
+  return d;
+}
+
 std::string device_description() {
   int dev = 0;
   INFER_CUDA_CHECK(cudaGetDevice(&dev));

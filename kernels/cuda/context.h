@@ -43,6 +43,13 @@ class ContextOwner {
 
 // True when the CUDA runtime sees at least one device (never throws).
 bool device_available();
+// The current device's SM count and compute-capability major (zeros without a device), for the
+// choices a kernel makes before it has a Context (applicability, workspace sizes) and must make the
+// same way again in run().
+struct DeviceInfo {
+  int sm_count = 0, cc_major = 0;
+};
+DeviceInfo current_device_info();
 // "NVIDIA H100 80GB HBM3 (sm_90, 132 SMs)" for the current device.
 std::string device_description();
 

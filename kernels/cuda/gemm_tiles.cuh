@@ -1,8 +1,9 @@
 // GEMM building blocks for the hand-written CUDA convolution kernels (conv2d, conv_transpose2d,
 // conv_pool2d), so a tiled implicit-GEMM kernel is assembled from these rather than written per op:
-// cp.async tile copies, a streaming 16-byte weight load, a warp's 32x32 wmma block and a thread's 4x4
-// SIMT block, split-K over a thread-block cluster (launch + reduction through distributed shared
-// memory). CUDA-C only. cp.async and the L2 prefetch need sm_80, clusters sm_90 (splits 1 before).
+// cp.async tile copies, a streaming 16-byte weight load, mma.sync m16n8k16 with NHWC channel-vector A
+// rows, a warp's 32x32 wmma block and a thread's 4x4 SIMT block, split-K over a thread-block cluster
+// (launch + reduction through distributed shared memory). CUDA-C only. cp.async, mma.sync and the L2
+// prefetch need sm_80, clusters sm_90 (splits 1 before).
 #pragma once
 
 #include <cooperative_groups.h>
@@ -53,6 +54,40 @@ __device__ __forceinline__ uint4 load_weights16(const void* p) {
 #else
   return __ldg(reinterpret_cast<const uint4*>(p));
 #endif
+}
+
+// ---- mma.sync m16n8k16 (fp16) with channel-vector A rows -------------------------------------------
+// For the NHWC implicit GEMMs (conv2d.mma_small_cout_nhwc, conv_transpose2d.segregated_mma_nhwc): an
+// A row is one pixel's input channels, contiguous in NHWC. Fragment ownership (PTX ISA, m16n8k16):
+// lane = 4g + t; A rows g and g + 8, k = 2t, 2t + 1 and 2t + 8, 2t + 9; B the same k of column n = g;
+// D rows g and g + 8, columns 2t, 2t + 1. The order of K inside a slice is free as long as A and B
+// agree, so each group of 32 channels (two k16 slices) is read as one 16-byte vector per thread and
+// row: thread t holds channels 8t .. 8t + 7; slice 0 takes 8t .. 8t + 3, slice 1 the next four.
+
+// D (16x8 f32) += A (16x16 f16, row) * B (16x8 f16, col) (sm_80+; callers check the device).
+__device__ __forceinline__ void mma_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#else
+  __trap();
+#endif
+}
+
+// The A registers of both slices of a 32-channel group from rows g (r0) and g + 8 (r1).
+__device__ __forceinline__ void mma_a_slices(const uint4& r0, const uint4& r1, uint32_t (&a0)[4],
+                                             uint32_t (&a1)[4]) {
+  a0[0] = r0.x, a0[1] = r1.x, a0[2] = r0.y, a0[3] = r1.y;
+  a1[0] = r0.z, a1[1] = r1.z, a1[2] = r0.w, a1[3] = r1.w;
+}
+
+// Host and device: the input channel that k (0..15) of slice s stands for (B is laid out with it).
+__host__ __device__ inline int mma_k_channel(int s, int k) {
+  const int t = (k % 8) / 2, word = k / 8, half = k % 2;
+  return (s / 2) * 32 + 8 * t + 4 * (s % 2) + 2 * word + half;
 }
 
 // ---- the multiply ---------------------------------------------------------------------------------
