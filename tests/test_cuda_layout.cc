@@ -278,6 +278,48 @@ CUDA_TEST_CASE("conv_transpose2d.cudnn matches the reference in NCHW and NHWC (s
 }
 #endif  // INFER_WITH_CUDNN
 
+// The kernel-segregated stride-2 transposed convolution as our own NHWC implicit GEMM: every phase of
+// the 4x4 / stride-2 / pad-1 layer, odd sizes (partial row and column tiles, windows at every image
+// edge), C_in not a multiple of 32 (zero-padded channel groups), one and two 64-channel blocks.
+CUDA_TEST_CASE("conv_transpose2d.segregated_mma_nhwc matches the reference (fp16, 4x4 stride 2 pad 1)") {
+  test::require_registered("conv_transpose2d", {"segregated_mma_nhwc"});
+  std::mt19937_64 rng(737373);
+  int ran = 0;
+  for (int t = 0; t < scaled(24); ++t) {
+    ConvTranspose2DParams p;
+    p.stride_h = p.stride_w = 2;
+    p.pad = {1, 1, 1, 1};
+    p.activation = random_activation(rng);
+    const int64_t N = uniform(rng, 1, 3), CI = 8 * uniform(rng, 1, 12), CO = 64 * uniform(rng, 1, 2);
+    const int64_t H = uniform(rng, 1, t % 4 == 3 ? 70 : 19), W = uniform(rng, 1, t % 4 == 2 ? 80 : 19);
+    std::vector<Shape> in{{N, CI, H, W}, {CI, CO, 4, 4}};
+    if (rng() % 3 != 0) in.push_back({CO});
+    const OpCase c = make_case(p, in, {false, true, true}, {N, CO, 2 * H, 2 * W}, 9300 + t);
+    const auto names =
+        check_case_in_layout(c, Precision::FP16, Layout::NHWC, {"segregated_mma_nhwc"}, t % 2 == 0);
+    CHECK_MESSAGE(contains(names, "segregated_mma_nhwc"), test::describe(c));
+    ran += !names.empty();
+  }
+  CHECK(ran == scaled(24));
+  // not applicable: stride 1, C_out not a multiple of 64, tf32
+  const KernelVariant* v = KernelRegistry::global().find("cuda", "conv_transpose2d", "segregated_mma_nhwc");
+  REQUIRE(v != nullptr);
+  ConvTranspose2DParams p;
+  p.stride_h = p.stride_w = 2;
+  p.pad = {1, 1, 1, 1};
+  test::CaseData ok = test::make_case_data(make_case(p, {{1, 16, 5, 5}, {16, 64, 4, 4}}, {false, true}, {1, 64, 10, 10}, 1),
+                                           Precision::FP16);
+  ok.node.layout = Layout::NHWC;
+  CHECK(variant_applies(*v, ok.node));
+  ok.node.precision = Precision::TF32;
+  CHECK_FALSE(variant_applies(*v, ok.node));
+  test::CaseData narrow =
+      test::make_case_data(make_case(p, {{1, 16, 5, 5}, {16, 32, 4, 4}}, {false, true}, {1, 32, 10, 10}, 2),
+                           Precision::FP16);
+  narrow.node.layout = Layout::NHWC;
+  CHECK_FALSE(variant_applies(*v, narrow.node));
+}
+
 CUDA_TEST_CASE("conv2d.direct_small_cout_nhwc matches the reference (C_out 1..8, any stride and padding)") {
   test::require_registered("conv2d", {"direct_small_cout_nhwc"});
   std::mt19937_64 rng(717171);

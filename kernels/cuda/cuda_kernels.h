@@ -18,6 +18,7 @@ void register_conv_pool2d(KernelRegistry& registry);       // conv_pool2d.cu
 void register_layout(KernelRegistry& registry);            // layout.cu: NCHW <-> NHWC copies
 void register_binary(KernelRegistry& registry);            // binary.cu: add, sub, mul, div, broadcast
 void register_conv_transpose2d_projection(KernelRegistry& registry);  // conv_transpose2d/projection.cc
+void register_conv_transpose2d_segregated_mma(KernelRegistry& registry);  // conv_transpose2d/segregated_mma_nhwc.cu
 void register_conv2d_small_cout_nhwc(KernelRegistry& registry);      // conv2d_small_cout_nhwc.cu
 void register_conv2d_depthwise(KernelRegistry& registry);            // conv2d_depthwise.cu
 void register_pad2d(KernelRegistry& registry);             // pad2d.cu

@@ -39,6 +39,14 @@ __device__ __forceinline__ void cp_async_wait_all() {
   asm volatile("cp.async.wait_group 0;\n" ::: "memory");
 #endif
 }
+// Waits until at most kPending of this thread's committed groups are still in flight (a pipeline
+// keeps the next stage loading while it computes on this one).
+template <int kPending>
+__device__ __forceinline__ void cp_async_wait_pending() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
+#endif
+}
 
 // ---- global -> registers ------------------------------------------------------------------------
 
