@@ -17,6 +17,7 @@
 #include "image_io.h"
 #include "infer/error.h"
 #include "npy.h"
+#include "png_check.h"
 #include "test_util.h"
 
 namespace fs = std::filesystem;
@@ -489,6 +490,19 @@ TEST_CASE("load_image: undecodable files and bad requests are Errors naming the 
   REQUIRE(empty_idat.size() == 65);
   CHECK(contains(error_of([&] { infer::decode_image(empty_idat, "idat.png", 3, 3, 3); }),
                  "cannot decode image 'idat.png'"));
+
+  // fuzz_image's second find: a chunk length far beyond the file, which stb turned into a 2 GB
+  // allocation before reading it (apps/common/png_check.h); refused before stb sees it.
+  std::ifstream g(std::string(INFER_SOURCE_DIR) + "/fuzz/corpus/image/png_idat_length.png", std::ios::binary);
+  const std::vector<uint8_t> long_chunk((std::istreambuf_iterator<char>(g)), std::istreambuf_iterator<char>());
+  REQUIRE(long_chunk.size() == 87);
+  CHECK(contains(error_of([&] { infer::decode_image(long_chunk, "len.png", 3, 3, 3); }),
+                 "cannot decode image 'len.png': corrupt PNG (chunk of"));
+  // a well-formed PNG passes the check; the same with its IHDR length set to ~2 GB does not
+  std::vector<uint8_t> png = png_of(2, 2, 1, {0, 1, 2, 3});
+  CHECK_NOTHROW(infer::check_png_chunk_lengths(png, "ok.png"));
+  png[8] = 0x7F;
+  CHECK(contains(error_of([&] { infer::check_png_chunk_lengths(png, "ok.png"); }), "corrupt PNG"));
 
   const std::string missing = scratch().file("missing.png");
   CHECK(
