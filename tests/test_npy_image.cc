@@ -17,7 +17,7 @@
 #include "image_io.h"
 #include "infer/error.h"
 #include "npy.h"
-#include "png_check.h"
+#include "image_checks.h"
 #include "test_util.h"
 
 namespace fs = std::filesystem;
@@ -492,7 +492,7 @@ TEST_CASE("load_image: undecodable files and bad requests are Errors naming the 
                  "cannot decode image 'idat.png'"));
 
   // fuzz_image's second find: a chunk length far beyond the file, which stb turned into a 2 GB
-  // allocation before reading it (apps/common/png_check.h); refused before stb sees it.
+  // allocation before reading it (apps/common/image_checks.h); refused before stb sees it.
   std::ifstream g(std::string(INFER_SOURCE_DIR) + "/fuzz/corpus/image/png_idat_length.png", std::ios::binary);
   const std::vector<uint8_t> long_chunk((std::istreambuf_iterator<char>(g)), std::istreambuf_iterator<char>());
   REQUIRE(long_chunk.size() == 87);
@@ -503,6 +503,25 @@ TEST_CASE("load_image: undecodable files and bad requests are Errors naming the 
   CHECK_NOTHROW(infer::check_png_chunk_lengths(png, "ok.png"));
   png[8] = 0x7F;
   CHECK(contains(error_of([&] { infer::check_png_chunk_lengths(png, "ok.png"); }), "corrupt PNG"));
+
+  // fuzz_image's third find: a 158-byte BMP declaring 2054 x 32260 pixels, which stb decoded as a
+  // 66-megapixel black image (it reads past the end as zeros); refused, while a complete BMP passes.
+  std::ifstream h(std::string(INFER_SOURCE_DIR) + "/fuzz/corpus/image/bmp_truncated_pixels.bmp", std::ios::binary);
+  const std::vector<uint8_t> short_bmp((std::istreambuf_iterator<char>(h)), std::istreambuf_iterator<char>());
+  REQUIRE(short_bmp.size() == 158);
+  CHECK(contains(error_of([&] { infer::decode_image(short_bmp, "short.bmp", 3, 3, 3); }),
+                 "cannot decode image 'short.bmp': corrupt BMP (2054x32260 pixels at 24 bits need"));
+  std::vector<uint8_t> bmp;
+  stbi_write_bmp_to_func([](void* ctx, void* d, int n) {
+    auto* out = static_cast<std::vector<uint8_t>*>(ctx);
+    out->insert(out->end(), static_cast<uint8_t*>(d), static_cast<uint8_t*>(d) + n);
+  }, &bmp, 3, 5, 3, std::vector<uint8_t>(45, 200).data());
+  CHECK_NOTHROW(infer::check_bmp_pixel_data(bmp, "ok.bmp"));
+  CHECK(infer::decode_image(bmp, "ok.bmp", 3, 5, 3).data.size() == 45);
+  bmp.pop_back();  // the last row's padding (3 pixels x 3 bytes = 9, padded to 12): still accepted
+  CHECK_NOTHROW(infer::check_bmp_pixel_data(bmp, "ok.bmp"));
+  bmp.resize(bmp.size() - 4);  // into the last row's pixels
+  CHECK(contains(error_of([&] { infer::check_bmp_pixel_data(bmp, "cut.bmp"); }), "corrupt BMP"));
 
   const std::string missing = scratch().file("missing.png");
   CHECK(

@@ -22,8 +22,7 @@
 #include <memory>
 
 #include "infer/error.h"
-#include "jpeg_check.h"
-#include "png_check.h"
+#include "image_checks.h"
 #include "npy.h"  // read_file, write_file_atomic
 
 namespace infer {
@@ -130,8 +129,7 @@ Tensor decode_image(const std::vector<uint8_t>& bytes, const std::string& origin
   check_normalization(norm, channels, origin);
   if (bytes.size() > size_t(INT_MAX)) throw Error("image '" + origin + "' is too large to decode");
 
-  check_jpeg_huffman_tables(bytes, origin);  // before stb sees the bytes: jpeg_check.h says why
-  check_png_chunk_lengths(bytes, origin);    // and png_check.h
+  check_image_bytes(bytes, origin);  // before stb sees the bytes: image_checks.h says why
   const auto* data = bytes.data();
   const int len = static_cast<int>(bytes.size());
   int w = 0, h = 0, file_channels = 0;
