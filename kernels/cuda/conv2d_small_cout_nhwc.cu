@@ -386,9 +386,16 @@ bool mma_applicable(const NodeDesc& node) {
   return conv2d_plain(node) && mma_check(node).ok && current_device_info().cc_major >= 8;
 }
 
-// Ahead of cudnn_folded (60) and cuDNN (50) wherever it applies: H100, EB-GAN's 64 -> 3 output
-// layer at batch 64 fp16 (profile, 2026-11-25): cudnn_folded 0.83 ms, cudnn 0.74 ms.
-int mma_priority(const NodeDesc& node) { return mma_check(node).ok ? 65 : 0; }
+// Ahead of cudnn_folded (60) and cuDNN (50) from batch 4: H100, EB-GAN's 64 -> 3 output layer at
+// batch 64 fp16 (profile, 2026-11-25): 0.523 ms, cudnn_folded 0.833 ms, cudnn 0.74 ms. Below batch 4
+// the NCHW direct_small_cout keeps the layer (5 here, as cudnn_folded): with this variant at batch 1
+// the channels_last pass put the layer in NHWC behind two conversions and EB-GAN fp16 went from
+// 0.190 to 0.201 ms.
+int mma_priority(const NodeDesc& node) {
+  const Checked c = mma_check(node);
+  if (!c.ok) return 0;
+  return c.g.N >= 4 ? 65 : 5;
+}
 
 struct MmaState {
   std::unique_ptr<DeviceArray> weights;  // half [tap][slice][n = 8][k = 16], zeros past C_out and C_in
