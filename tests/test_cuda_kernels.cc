@@ -140,7 +140,7 @@ Coverage run_random(Precision p, int count, Gen gen) {
 const std::vector<std::pair<std::string, std::vector<std::string>>>& expected_variants() {
   static const std::vector<std::pair<std::string, std::vector<std::string>>> e = {
       {"conv2d", {"im2col_gemm", "gemm_1x1", "gemm_1x1_nhwc", "direct", "direct_small_cout", "depthwise"}},
-      {"dense", {"gemm"}},
+      {"dense", {"gemm", "gemv"}},
       {"conv_pool2d", {"unfused", "fused_filter", "direct_sum"}},
       {"pool2d", {"global", "direct"}},
       {"resize", {"direct"}},
@@ -193,8 +193,11 @@ CUDA_TEST_CASE("the default heuristic picks the fast cuda variants") {
   cp.conv.pad = {1, 1, 1, 1};
   CHECK(heuristic_pick(make_case(cp, {{1, 128, 32, 32}, {128, 128, 3, 3}, {128}}, {false, true, true},
                                  {1, 128, 16, 16}, 1)) == "direct_sum");
+  // dense: batch <= 4 streams the weights with gemv, larger batches are GEMMs
   CHECK(heuristic_pick(make_case(DenseParams{}, {{2, 400}, {120, 400}, {120}}, {false, true, true},
-                                 {2, 120}, 1)) == "gemm");
+                                 {2, 120}, 1)) == "gemv");
+  CHECK(heuristic_pick(make_case(DenseParams{}, {{5, 400}, {120, 400}, {120}}, {false, true, true},
+                                 {5, 120}, 1)) == "gemm");
 }
 
 CUDA_TEST_CASE("conv2d: every variant matches the reference on random shapes (fp32, fp16, tf32; residual inputs)") {
@@ -361,14 +364,21 @@ CUDA_TEST_CASE("conv2d: direct_small_cout (C_out 1..8, kernels 1..7, strides 1..
     }
 }
 
-CUDA_TEST_CASE("dense: gemm matches the reference (batch 1, small and ~64; fp32, fp16, tf32)") {
-  test::require_registered("dense", {"gemm"});
+CUDA_TEST_CASE("dense: gemm and gemv match the reference (batch 1, small and ~64; fp32, fp16, tf32)") {
+  test::require_registered("dense", {"gemm", "gemv"});
   for (Precision p : test::kAllPrecisions) {
     CAPTURE(test::precision_label(p));
     std::mt19937_64 rng(7 + int(p));
     const int count = p == Precision::FP32 ? 200 : 60;
-    const Coverage cov = run_random(p, count, [&](int t) { return random_dense(rng, t, 50 + 13 * t); });
+    int small = 0;
+    const Coverage cov = run_random(p, count, [&](int t) {
+      OpCase c = random_dense(rng, t, 50 + 13 * t);
+      small += c.inputs[0][0] <= 4;
+      return c;
+    });
     CHECK(cov.of("gemm") == scaled(count));
+    CHECK(cov.of("gemv") == small);  // every case of batch <= 4 (odd F_in: the scalar path)
+    CHECK(small >= scaled(count) / 4);
   }
   // AlexNet/VGG classifier sizes
   for (Precision p : test::kAllPrecisions) {
@@ -379,10 +389,11 @@ CUDA_TEST_CASE("dense: gemm matches the reference (batch 1, small and ~64; fp32,
                                           {3, 4096}, 5),
                                 p, {}, true),
                      "gemm"));
-    CHECK(contains(check_case(make_case(DenseParams{}, {{1, 4096}, {1000, 4096}, {1000}},
-                                        {false, true, true}, {1, 1000}, 6),
-                              p),
-                   "gemm"));
+    const auto ran = check_case(make_case(DenseParams{}, {{1, 4096}, {1000, 4096}, {1000}}, {false, true, true},
+                                          {1, 1000}, 6),
+                                p, {}, true);
+    CHECK(contains(ran, "gemm"));
+    CHECK(contains(ran, "gemv"));
   }
 }
 
