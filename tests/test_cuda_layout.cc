@@ -320,27 +320,38 @@ CUDA_TEST_CASE("conv_transpose2d.segregated_mma_nhwc matches the reference (fp16
   CHECK_FALSE(variant_applies(*v, narrow.node));
 }
 
+namespace {
+
+// A random convolution with few output channels (C_out 1..8) in NHWC: kernel 1..5, stride 1..2, any
+// padding edge, every activation, bias or not, batch 1..3, C_in and the map size drawn by the caller's
+// rules (`ci`, at most `hmax` pixels a side).
+OpCase random_small_cout(std::mt19937_64& rng, int64_t ci, int64_t hmax, uint64_t seed) {
+  Conv2DParams p;
+  const int kh = uniform(rng, 1, 5), kw = uniform(rng, 1, 5);
+  p.stride_h = uniform(rng, 1, 2), p.stride_w = uniform(rng, 1, 2);
+  p.pad = {uniform(rng, 0, kh - 1), uniform(rng, 0, kw - 1), uniform(rng, 0, kh - 1), uniform(rng, 0, kw - 1)};
+  p.activation = random_activation(rng);
+  const int64_t N = uniform(rng, 1, 3), CO = uniform(rng, 1, 8);
+  int64_t H, W;
+  do {
+    H = uniform(rng, 1, hmax), W = uniform(rng, 1, hmax);
+  } while (H + p.pad.top + p.pad.bottom < kh || W + p.pad.left + p.pad.right < kw);
+  const int64_t HO = (H + p.pad.top + p.pad.bottom - kh) / p.stride_h + 1;
+  const int64_t WO = (W + p.pad.left + p.pad.right - kw) / p.stride_w + 1;
+  std::vector<Shape> in{{N, ci, H, W}, {CO, ci, kh, kw}};
+  if (rng() % 3 != 0) in.push_back({CO});
+  return make_case(p, in, {false, true, true}, {N, CO, HO, WO}, seed);
+}
+
+}  // namespace
+
 CUDA_TEST_CASE("conv2d.direct_small_cout_nhwc matches the reference (C_out 1..8, any stride and padding)") {
   test::require_registered("conv2d", {"direct_small_cout_nhwc"});
   std::mt19937_64 rng(717171);
   int ran = 0;
   for (int t = 0; t < scaled(40); ++t) {
-    Conv2DParams p;
-    const int kh = uniform(rng, 1, 5), kw = uniform(rng, 1, 5);
-    p.stride_h = uniform(rng, 1, 2), p.stride_w = uniform(rng, 1, 2);
-    p.pad = {uniform(rng, 0, kh - 1), uniform(rng, 0, kw - 1), uniform(rng, 0, kh - 1), uniform(rng, 0, kw - 1)};
-    p.activation = random_activation(rng);
-    const int64_t N = uniform(rng, 1, 3), CI = rng() % 2 ? 8 * uniform(rng, 1, 8) : uniform(rng, 1, 40),
-                  CO = uniform(rng, 1, 8);
-    int64_t H, W;
-    do {
-      H = uniform(rng, 1, 20), W = uniform(rng, 1, 20);
-    } while (H + p.pad.top + p.pad.bottom < kh || W + p.pad.left + p.pad.right < kw);
-    const int64_t HO = (H + p.pad.top + p.pad.bottom - kh) / p.stride_h + 1;
-    const int64_t WO = (W + p.pad.left + p.pad.right - kw) / p.stride_w + 1;
-    std::vector<Shape> in{{N, CI, H, W}, {CO, CI, kh, kw}};
-    if (rng() % 3 != 0) in.push_back({CO});
-    const OpCase c = make_case(p, in, {false, true, true}, {N, CO, HO, WO}, 8000 + t);
+    const int64_t ci = rng() % 2 ? 8 * uniform(rng, 1, 8) : uniform(rng, 1, 40);
+    const OpCase c = random_small_cout(rng, ci, 20, 8000 + t);
     const auto names = check_case_in_layout(c, kPrecisions[t % 3], Layout::NHWC, {"direct_small_cout_nhwc"}, t % 2 == 0);
     CHECK_MESSAGE(contains(names, "direct_small_cout_nhwc"), test::describe(c));
     ran += !names.empty();
@@ -348,30 +359,16 @@ CUDA_TEST_CASE("conv2d.direct_small_cout_nhwc matches the reference (C_out 1..8,
   CHECK(ran == scaled(40));
 }
 
-// The tensor-core implicit GEMM for few output channels: fp16 only, C_in a multiple of 8 (slices of 16
-// with a half-empty last one when C_in % 16 == 8), taps outside the image at every padding edge,
+// The tensor-core implicit GEMM for few output channels: fp16 only, C_in a multiple of 8 (groups of 32
+// channels, the last zero-padded when C_in % 32 != 0), taps outside the image at every padding edge,
 // pixels past the last full 64-pixel warp tile, and images large enough for the grid-stride loop.
 CUDA_TEST_CASE("conv2d.mma_small_cout_nhwc matches the reference (fp16, C_out 1..8, any stride and padding)") {
   test::require_registered("conv2d", {"mma_small_cout_nhwc"});
   std::mt19937_64 rng(727272);
   int ran = 0;
   for (int t = 0; t < scaled(40); ++t) {
-    Conv2DParams p;
-    const int kh = uniform(rng, 1, 5), kw = uniform(rng, 1, 5);
-    p.stride_h = uniform(rng, 1, 2), p.stride_w = uniform(rng, 1, 2);
-    p.pad = {uniform(rng, 0, kh - 1), uniform(rng, 0, kw - 1), uniform(rng, 0, kh - 1), uniform(rng, 0, kw - 1)};
-    p.activation = random_activation(rng);
-    const int64_t N = uniform(rng, 1, 3), CI = 8 * (t % 4 == 3 ? 8 : uniform(rng, 1, 6)), CO = uniform(rng, 1, 8);
-    const int64_t hmax = t % 8 == 7 ? 90 : 21;  // some images span many blocks
-    int64_t H, W;
-    do {
-      H = uniform(rng, 1, hmax), W = uniform(rng, 1, hmax);
-    } while (H + p.pad.top + p.pad.bottom < kh || W + p.pad.left + p.pad.right < kw);
-    const int64_t HO = (H + p.pad.top + p.pad.bottom - kh) / p.stride_h + 1;
-    const int64_t WO = (W + p.pad.left + p.pad.right - kw) / p.stride_w + 1;
-    std::vector<Shape> in{{N, CI, H, W}, {CO, CI, kh, kw}};
-    if (rng() % 3 != 0) in.push_back({CO});
-    const OpCase c = make_case(p, in, {false, true, true}, {N, CO, HO, WO}, 9000 + t);
+    const int64_t ci = 8 * (t % 4 == 3 ? 8 : uniform(rng, 1, 6));
+    const OpCase c = random_small_cout(rng, ci, t % 8 == 7 ? 90 : 21, 9000 + t);  // some span many blocks
     const auto names = check_case_in_layout(c, Precision::FP16, Layout::NHWC, {"mma_small_cout_nhwc"}, t % 2 == 0);
     CHECK_MESSAGE(contains(names, "mma_small_cout_nhwc"), test::describe(c));
     ran += !names.empty();

@@ -198,7 +198,6 @@ __global__ void __launch_bounds__(kMmaWarps * 32)
   const int warp = threadIdx.x / 32, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const int groups = (geo.C + 31) / 32;
   const int tile_h = rows + geo.KH - 1, tile_w = kMmaPixelsPerWarp + geo.KW - 1;
-  const int pieces = tile_h * tile_w * 4;
   const float bias0 = bias && 2 * t < CO ? bias[2 * t] : 0.f, bias1 = bias && 2 * t + 1 < CO ? bias[2 * t + 1] : 0.f;
   const int tiles_x = (geo.WO + kMmaPixelsPerWarp - 1) / kMmaPixelsPerWarp, tiles_y = (geo.HO + rows - 1) / rows;
   const int64_t tiles = int64_t(geo.N) * tiles_y * tiles_x;
@@ -213,14 +212,7 @@ __global__ void __launch_bounds__(kMmaWarps * 32)
     float acc[kMmaTiles][4] = {};
     for (int gi = 0; gi < groups; ++gi) {
       __syncthreads();  // the previous group's (or tile's) reads are done
-      for (int i = threadIdx.x; i < pieces; i += blockDim.x) {
-        const int part = i & 3, pix = i >> 2, r = pix / tile_w, cx = pix - r * tile_w;
-        const int iy = iy0 + r, ix = ix0 + cx, c = gi * 32 + part * 8;
-        if (iy >= 0 && iy < geo.H && ix >= 0 && ix < geo.W && c < geo.C)
-          cp_async16(tile + i, img + (int64_t(iy) * geo.W + ix) * geo.C + c);
-        else
-          tile[i] = make_uint4(0, 0, 0, 0);
-      }
+      stage_nhwc_window32(tile, img, geo.H, geo.W, geo.C, iy0, ix0, tile_h, tile_w, gi * 32);
       cp_async_commit();
       cp_async_wait_all();
       __syncthreads();

@@ -92,6 +92,23 @@ __device__ __forceinline__ void mma_a_slices(const uint4& r0, const uint4& r1, u
   a1[0] = r0.z, a1[1] = r1.z, a1[2] = r0.w, a1[3] = r1.w;
 }
 
+// Stages the NHWC input window an output tile reads: rows x cols pixels from input (top, left) of one
+// image [H][W][C], its channels [c0, c0 + 32) as four 16-byte pieces per pixel (dst [row][col][4]),
+// zeros outside the image (the convolution's padding) and past C (C % 8 == 0). cp.async for the rest:
+// the caller commits and waits. Every thread of the block takes part.
+__device__ __forceinline__ void stage_nhwc_window32(uint4* dst, const __half* img, int H, int W, int C, int top,
+                                                    int left, int rows, int cols, int c0) {
+  const int pieces = rows * cols * 4;
+  for (int i = threadIdx.x; i < pieces; i += blockDim.x) {
+    const int part = i & 3, pix = i >> 2, r = pix / cols, cx = pix - r * cols;
+    const int iy = top + r, ix = left + cx, c = c0 + part * 8;
+    if (iy >= 0 && iy < H && ix >= 0 && ix < W && c < C)
+      cp_async16(dst + i, img + (int64_t(iy) * W + ix) * C + c);
+    else
+      dst[i] = make_uint4(0, 0, 0, 0);
+  }
+}
+
 // Host and device: the input channel that k (0..15) of slice s stands for (B is laid out with it).
 __host__ __device__ inline int mma_k_channel(int s, int k) {
   const int t = (k % 8) / 2, word = k / 8, half = k % 2;

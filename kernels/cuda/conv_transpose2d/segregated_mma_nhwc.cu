@@ -81,15 +81,7 @@ __global__ void __launch_bounds__(kThreads, 2)
       const int ts = i / (kCoBlock * 2), rest = i - ts * (kCoBlock * 2);  // (tap, slice), 2 pieces per channel
       cp_async16(stage + i, wg + (int64_t(ts) * geo.CO + cb * kCoBlock) * 2 + rest);
     }
-    uint4* win = stage + kWPieces;
-    for (int i = threadIdx.x; i < TL::kWinPieces; i += kThreads) {
-      const int part = i & 3, pix = i >> 2, r = pix / TL::kWinW, cx = pix - r * TL::kWinW;
-      const int iy = top + r, ix = left + cx, c = gi * 32 + part * 8;
-      if (iy >= 0 && iy < geo.H && ix >= 0 && ix < geo.W && c < geo.C)
-        cp_async16(win + i, img + (int64_t(iy) * geo.W + ix) * geo.C + c);
-      else
-        win[i] = make_uint4(0, 0, 0, 0);
-    }
+    stage_nhwc_window32(stage + kWPieces, img, geo.H, geo.W, geo.C, top, left, kRows + 1, TL::kWinW, gi * 32);
     cp_async_commit();
   };
   float acc[TL::kM][4][4] = {};
