@@ -296,9 +296,14 @@ CUDA_TEST_CASE("zoo-like layers: DCGAN k4 s2 p1 and the stride-1 4x4 projection 
     const auto ran = check_case(tconv_case(s2, {2, 64, 8, 8}, {64, 32, 4, 4}, true, 9), p, {}, true);
     for (const auto& name : kStride2) CHECK(contains(ran, name));
 
-    ConvTranspose2DParams s1;  // z 1x1 -> 4x4, k4 s1 p0
-    const auto ran1 = check_case(tconv_case(s1, {3, 100, 1, 1}, {100, 48, 4, 4}, true, 11), p, {}, true);
-    for (const char* name : {"flipped_conv", "gemm_col2im", "conventional"}) CHECK(contains(ran1, name));
+    ConvTranspose2DParams s1;  // z 1x1 -> 4x4, k4 s1 p0; projection: gemv_cols at batch <= 4, a GEMM above
+    s1.activation.kind = ActivationKind::LeakyRelu;
+    for (int64_t n : {3, 6}) {
+      CAPTURE(n);
+      const auto ran1 = check_case(tconv_case(s1, {n, 100, 1, 1}, {100, 48, 4, 4}, true, 11 + n), p, {}, true);
+      for (const char* name : {"flipped_conv", "gemm_col2im", "conventional", "projection"})
+        CHECK(contains(ran1, name));
+    }
   }
 }
 

@@ -278,6 +278,20 @@ CUDA_TEST_CASE("conv_transpose2d.cudnn matches the reference in NCHW and NHWC (s
 }
 #endif  // INFER_WITH_CUDNN
 
+// The projection of a 1x1 latent in NHWC (its weight re-laid out [C_in][KH][KW][C_out]): the gemv path
+// at batch <= 4 (bias indexed by the channel-last column) and the GEMM path above, every precision.
+CUDA_TEST_CASE("conv_transpose2d.projection in NHWC: gemv (batch <= 4) and GEMM paths match the reference") {
+  test::require_registered("conv_transpose2d", {"projection"});
+  ConvTranspose2DParams p;  // k4 s1 p0: 1x1 -> 4x4
+  p.activation.kind = ActivationKind::Relu;
+  for (Precision pr : test::kAllPrecisions)
+    for (int64_t n : {1, 4, 6}) {
+      CAPTURE(n);
+      const OpCase c = make_case(p, {{n, 36, 1, 1}, {36, 24, 4, 4}, {24}}, {false, true, true}, {n, 24, 4, 4}, 9400 + n);
+      CHECK(contains(check_case_in_layout(c, pr, Layout::NHWC, {"projection"}, n == 4), "projection"));
+    }
+}
+
 // The kernel-segregated stride-2 transposed convolution as our own NHWC implicit GEMM: every phase of
 // the 4x4 / stride-2 / pad-1 layer, odd sizes (partial row and column tiles, windows at every image
 // edge), C_in not a multiple of 32 (zero-padded channel groups), one and two 64-channel blocks.

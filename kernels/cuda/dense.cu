@@ -2,9 +2,8 @@
 // the session precision, float sums. "gemm": one cuBLAS GEMM y [N,F_out] = x W^T (cuda::gemm_x_wt: the
 // weight is used as stored), then the shared bias + activation epilogue with one "channel" per output
 // feature (inner = 1); F_in = 0 writes zeros (then bias + activation). "gemv": batch <= 4, where the
-// layer is a stream of its weights (VGG-16's fc1: 205 MB in fp16 for one 4096-vector): one warp per
-// output feature reads its weight row once, in 16-byte vectors, dots it with every input row (small,
-// served by L1 / L2), reduces across the warp with shuffles and applies bias and activation itself.
+// layer is a stream of its weights (VGG-16's fc1: 205 MB in fp16 for one 4096-vector): gemv.h's
+// gemv_rows, one warp per output feature, bias and activation in the same kernel.
 #include <algorithm>
 #include <climits>
 #include <cstdint>
@@ -12,11 +11,11 @@
 #include <variant>
 
 #include "infer/error.h"
-#include "kernels/cuda/common.cuh"
 #include "kernels/cuda/context.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/epilogue.h"
 #include "kernels/cuda/gemm.h"
+#include "kernels/cuda/gemv.h"
 
 namespace infer::cuda {
 namespace {
@@ -39,55 +38,8 @@ void run_dense(const KernelCall& call) {
                   fused_activation(call.node.params));
 }
 
-constexpr int kGemvMaxRows = 4;
-constexpr int kGemvWarps = 8;  // per block
-
-template <class T, int R, int V>
-__global__ void __launch_bounds__(kGemvWarps * 32)
-    gemv_kernel(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ bias, T* __restrict__ y,
-                int64_t FI, int64_t FO, DeviceActivation act) {
-  const int lane = threadIdx.x & 31;
-  for (int64_t o = int64_t(blockIdx.x) * kGemvWarps + threadIdx.x / 32; o < FO; o += int64_t(gridDim.x) * kGemvWarps) {
-    const T* wrow = w + o * FI;
-    float acc[R] = {};
-#pragma unroll 4
-    for (int64_t i = int64_t(lane) * V; i < FI; i += 32 * V) {
-      const Pack<T, V> wv = *reinterpret_cast<const Pack<T, V>*>(wrow + i);
-#pragma unroll
-      for (int r = 0; r < R; ++r) {
-        const Pack<T, V> xv = *reinterpret_cast<const Pack<T, V>*>(x + r * FI + i);
-#pragma unroll
-        for (int k = 0; k < V; ++k) acc[r] = fmaf(to_float(wv.v[k]), to_float(xv.v[k]), acc[r]);
-      }
-    }
-#pragma unroll
-    for (int r = 0; r < R; ++r) {
-      float v = acc[r];
-#pragma unroll
-      for (int off = 16; off > 0; off /= 2) v += __shfl_xor_sync(0xffffffffu, v, off);
-      if (lane == 0) y[r * FO + o] = from_float<T>(activate(act, v + (bias ? to_float(bias[o]) : 0.f)));
-    }
-  }
-}
-
 bool gemv_applicable(const NodeDesc& node) {
   return node.input_shapes[0][0] <= kGemvMaxRows && dense_applicable(node);
-}
-
-template <class T, int R>
-void launch_gemv(const KernelCall& call, int64_t FI, int64_t FO, cudaStream_t stream) {
-  const T* x = reinterpret_cast<const T*>(call.inputs[0]);
-  const T* w = reinterpret_cast<const T*>(call.inputs[1]);
-  const T* b = call.inputs.size() == 3 ? reinterpret_cast<const T*>(call.inputs[2]) : nullptr;
-  T* y = reinterpret_cast<T*>(call.outputs[0]);
-  const DeviceActivation act = device_activation(fused_activation(call.node.params));
-  const unsigned blocks = static_cast<unsigned>(std::min<int64_t>((FO + kGemvWarps - 1) / kGemvWarps, 1 << 20));
-  constexpr int V = 16 / sizeof(T);  // 16-byte vectors when every row starts 16-byte aligned
-  const bool vec = FI % V == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0;
-  if (vec)
-    gemv_kernel<T, R, V><<<blocks, kGemvWarps * 32, 0, stream>>>(x, w, b, y, FI, FO, act);
-  else
-    gemv_kernel<T, R, 1><<<blocks, kGemvWarps * 32, 0, stream>>>(x, w, b, y, FI, FO, act);
 }
 
 void run_gemv(const KernelCall& call) {
@@ -96,16 +48,11 @@ void run_gemv(const KernelCall& call) {
   if (N > kGemvMaxRows) throw Error("cuda dense.gemv: at most 4 rows");
   if (N == 0 || FO == 0) return;
   Context& ctx = context_of(call);
-  dispatch(call.node.precision, [&](auto tag) {
-    using T = decltype(tag);
-    switch (N) {
-      case 1: launch_gemv<T, 1>(call, FI, FO, ctx.stream); break;
-      case 2: launch_gemv<T, 2>(call, FI, FO, ctx.stream); break;
-      case 3: launch_gemv<T, 3>(call, FI, FO, ctx.stream); break;
-      default: launch_gemv<T, 4>(call, FI, FO, ctx.stream); break;
-    }
-  });
-  INFER_CUDA_CHECK_LAUNCH();
+  GemvEpilogue ep;
+  ep.bias = call.inputs.size() == 3 ? call.inputs[2] : nullptr;
+  ep.bias_mod = FO;
+  ep.act = fused_activation(call.node.params);
+  gemv_rows(ctx, call.node.precision, call.inputs[0], call.inputs[1], call.outputs[0], N, FI, FO, ep);
 }
 
 }  // namespace

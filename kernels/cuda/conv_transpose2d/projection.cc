@@ -4,7 +4,8 @@
 // Y [N x C_out*KH*KW] = Z [N x C_in] . W [C_in x C_out*KH*KW], which reads the weights once for all
 // images (gemm_col2im ran a GEMM per image, re-reading them: 31% of DCGAN's batch-64 fp16 time).
 // NCHW uses the weight as stored; NHWC a copy re-laid out once as [C_in][KH][KW][C_out], so the GEMM
-// writes channels-last directly. Bias + activation by the shared epilogue.
+// writes channels-last directly. Bias + activation by the shared epilogue. At batch <= 4 the layer is a
+// stream of its weights: gemv.h's gemv_cols instead (one thread per output, bias + activation fused).
 #include <memory>
 #include <string>
 #include <vector>
@@ -14,6 +15,7 @@
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/epilogue.h"
 #include "kernels/cuda/gemm.h"
+#include "kernels/cuda/gemv.h"
 
 namespace infer::cuda {
 namespace {
@@ -56,13 +58,23 @@ void run(const KernelCall& call) {
   const State& st = *static_cast<const State*>(call.prepared);
   Context& ctx = context_of(call);
   const int64_t cols = d.CO * d.KH * d.KW;
+  const void* w = st.weights ? st.weights->data() : call.inputs[1];
+  const void* bias = call.inputs.size() == 3 ? call.inputs[2] : nullptr;
+  if (d.N <= kGemvMaxRows) {  // batch <= 4: a stream of the weights, bias + activation in the same kernel
+    GemvEpilogue ep;
+    ep.bias = bias;
+    ep.bias_div = call.node.layout == Layout::NHWC ? 1 : d.KH * d.KW;  // channel of output column j
+    ep.bias_mod = d.CO;
+    ep.act = d.act;
+    gemv_cols(ctx, call.node.precision, call.inputs[0], w, call.outputs[0], d.N, d.CI, cols, ep);
+    return;
+  }
   GemmArgs g;
   g.m = d.N, g.n = cols, g.k = d.CI;
   g.a = call.inputs[0], g.lda = d.CI;
-  g.b = st.weights ? st.weights->data() : call.inputs[1], g.ldb = cols;
+  g.b = w, g.ldb = cols;
   g.c = call.outputs[0], g.ldc = cols;
   gemm(ctx, call.node.precision, g);
-  const void* bias = call.inputs.size() == 3 ? call.inputs[2] : nullptr;
   if (call.node.layout == Layout::NHWC)
     bias_activation_nhwc(ctx, call.node.precision, call.outputs[0], bias, d.N * d.KH * d.KW, d.CO, d.act);
   else
