@@ -1,16 +1,18 @@
 // CUDA conv2d variants for channels-last convolutions with few output channels (C_out <= 8: a
 // generator's image output, e.g. EB-GAN's 64 -> 3 at 256x256), where cuDNN's GEMM with N = C_out
 // starves the tensor cores and width folding multiplies the work by its fold factor.
-// - `mma_small_cout_nhwc` (fp16): an implicit GEMM on tensor cores, no column buffer: M = output
-//   pixels, N = C_out padded to 8, K = KH x KW taps x C_in; one warp owns 64 consecutive output pixels
-//   (four m16n8k16 tiles) and walks the taps and 16-channel slices, loading its A fragments straight
-//   from the NHWC input (each fragment register is 2 adjacent channels of one pixel; taps outside the
-//   image and channels past C_in load zeros, so no padding pass) and its B fragments from the weights
-//   staged once per block in shared memory, pre-arranged as [tap][slice][n][16 k] half.
+// - `mma_small_cout_nhwc` (fp16): our implicit GEMM on tensor cores (mma.sync m16n8k16), no column
+//   buffer: M = output pixels, N = C_out padded to 8, K = KH x KW taps x C_in in groups of 32 channels
+//   (the last zero-padded). A warp owns 64 output pixels (four m16 tiles); an A row is one pixel's 32
+//   channels read as 16-byte vectors (gemm_tiles.cuh's fragment helpers), B comes from the weights
+//   staged once per block in shared memory as [tap][slice][n][16 k] half. Stride 1: the tile kernel
+//   stages the input window of 4 output rows x 64 columns per channel group with cp.async (zeros
+//   outside the image: no padding pass); other strides: the gather kernel loads A rows from global
+//   memory (L1 serves the taps' overlap).
 // - `direct_small_cout_nhwc` (fp32 / tf32 / fp16): one thread per output pixel computes all C_out
 //   channels with float FMAs, reading each input pixel's C_in channels as 16-byte vectors, weights
 //   in shared memory as float [KH][KW][C_in][C_out] (warp-uniform reads: broadcasts).
-// Both sum in float and fuse bias and activation; grid-stride over pixels with a few blocks per SM,
+// Both sum in float and fuse bias and activation; a grid of a few blocks per SM loops over the work,
 // so the weights load once per block.
 #include <algorithm>
 #include <memory>
