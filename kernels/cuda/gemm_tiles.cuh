@@ -64,6 +64,21 @@ __device__ __forceinline__ uint4 load_weights16(const void* p) {
 #endif
 }
 
+// A read-only 16-byte load of a stream read once (a matrix-vector product's weights): no L1
+// allocation, and L2 asked to fetch 256 bytes around it, so fewer loads keep more bytes in flight.
+// Not volatile: the compiler may issue a batch of them before their first use.
+__device__ __forceinline__ uint4 load_stream16(const void* p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  uint4 v;
+  asm("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+      : "l"(p));
+  return v;
+#else
+  return __ldg(reinterpret_cast<const uint4*>(p));
+#endif
+}
+
 // ---- mma.sync m16n8k16 (fp16) with channel-vector A rows -------------------------------------------
 // For the NHWC implicit GEMMs (conv2d.mma_small_cout_nhwc, conv_transpose2d.segregated_mma_nhwc): an
 // A row is one pixel's input channels, contiguous in NHWC. Fragment ownership (PTX ISA, m16n8k16):

@@ -1,5 +1,5 @@
 // The batch <= 4 matrix-vector kernels of gemv.h. gemv_rows: one warp per output, 16-byte weight
-// vectors, 4 loads in flight per lane, shuffle reduction. gemv_cols: one thread per output, a loop
+// vectors streamed past L1, 8 loads in flight per lane, shuffle reduction. gemv_cols: one thread per output, a loop
 // over the K weight rows (coalesced across the warp), 4 rows unrolled. Both hold the (at most 4) input
 // rows' sums in float registers and apply bias + activation before the one store.
 #include "kernels/cuda/gemv.h"
@@ -9,11 +9,13 @@
 
 #include "infer/error.h"
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/gemm_tiles.cuh"
 
 namespace infer::cuda {
 namespace {
 
 constexpr int kWarps = 8;  // per block
+constexpr int kBatch = 8;  // gemv_rows: 16-byte weight loads in flight per lane
 
 template <class T>
 __device__ __forceinline__ float gemv_bias(const T* bias, int64_t j, int64_t div, int64_t mod) {
@@ -28,16 +30,29 @@ __global__ void __launch_bounds__(kWarps * 32)
   for (int64_t o = int64_t(blockIdx.x) * kWarps + threadIdx.x / 32; o < J; o += int64_t(gridDim.x) * kWarps) {
     const T* wrow = w + o * K;
     float acc[R] = {};
-#pragma unroll 4
-    for (int64_t i = int64_t(lane) * V; i < K; i += 32 * V) {
-      const Pack<T, V> wv = *reinterpret_cast<const Pack<T, V>*>(wrow + i);
+    const auto dot = [&](const Pack<T, V>& wv, int64_t i) {
 #pragma unroll
       for (int r = 0; r < R; ++r) {
         const Pack<T, V> xv = *reinterpret_cast<const Pack<T, V>*>(x + r * K + i);
 #pragma unroll
         for (int k = 0; k < V; ++k) acc[r] = fmaf(to_float(wv.v[k]), to_float(xv.v[k]), acc[r]);
       }
+    };
+    int64_t i = int64_t(lane) * V;
+    if constexpr (V > 1) {
+      // kBatch streamed 16-byte loads issued before the first of them is used
+      for (; i + (kBatch - 1) * 32 * V < K; i += kBatch * 32 * V) {
+        Pack<T, V> wv[kBatch];
+#pragma unroll
+        for (int u = 0; u < kBatch; ++u) {
+          const uint4 raw = load_stream16(wrow + i + u * 32 * V);
+          wv[u] = *reinterpret_cast<const Pack<T, V>*>(&raw);
+        }
+#pragma unroll
+        for (int u = 0; u < kBatch; ++u) dot(wv[u], i + u * 32 * V);
+      }
     }
+    for (; i < K; i += 32 * V) dot(*reinterpret_cast<const Pack<T, V>*>(wrow + i), i);
     const float b = gemv_bias(bias, o, bias_div, bias_mod);
 #pragma unroll
     for (int r = 0; r < R; ++r) {
