@@ -511,6 +511,12 @@ TEST_CASE("load_image: undecodable files and bad requests are Errors naming the 
   REQUIRE(short_bmp.size() == 158);
   CHECK(contains(error_of([&] { infer::decode_image(short_bmp, "short.bmp", 3, 3, 3); }),
                  "cannot decode image 'short.bmp': corrupt BMP (2054x32260 pixels at 24 bits need"));
+  // and the same header with a compression field stb reads as a negative int (uncompressed rows)
+  std::ifstream h2(std::string(INFER_SOURCE_DIR) + "/fuzz/corpus/image/bmp_negative_compression.bmp", std::ios::binary);
+  const std::vector<uint8_t> neg_bmp((std::istreambuf_iterator<char>(h2)), std::istreambuf_iterator<char>());
+  REQUIRE(neg_bmp.size() == 129);
+  CHECK(contains(error_of([&] { infer::decode_image(neg_bmp, "neg.bmp", 3, 3, 3); }),
+                 "cannot decode image 'neg.bmp': corrupt BMP"));
   std::vector<uint8_t> bmp;
   stbi_write_bmp_to_func([](void* ctx, void* d, int n) {
     auto* out = static_cast<std::vector<uint8_t>*>(ctx);

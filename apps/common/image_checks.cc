@@ -80,16 +80,19 @@ void check_bmp_pixel_data(const std::vector<uint8_t>& bytes, const std::string& 
   if (bytes.size() < 26 || bytes[0] != 'B' || bytes[1] != 'M') return;  // stb reports short headers
   const uint64_t offset = le32(bytes, 10), header = le32(bytes, 14);
   int64_t width = 0, height = 0;
-  uint32_t bpp = 0, compression = 0;
+  uint32_t bpp = 0;
+  int32_t compression = 0;
   if (header == 12) {  // OS/2 BITMAPCOREHEADER: 16-bit sizes, no compression field
     width = le16(bytes, 18), height = le16(bytes, 20), bpp = le16(bytes, 24);
   } else {
     if (bytes.size() < 34) return;
     width = int32_t(le32(bytes, 18)), height = int32_t(le32(bytes, 22));
-    bpp = le16(bytes, 28), compression = le32(bytes, 30);
+    bpp = le16(bytes, 28), compression = int32_t(le32(bytes, 30));
   }
-  if (compression != 0 && compression != 3) return;  // RLE and the rest: stb refuses them itself
-  if (width <= 0 || height == 0 || bpp == 0 || bpp > 32) return;  // stb refuses these itself
+  // stb reads the compression as a signed int and refuses only 1, 2 (RLE) and >= 4: every other value,
+  // negative ones included, decodes as uncompressed rows (the fuzzer's second BMP had 0xFF000000)
+  if (compression == 1 || compression == 2 || compression >= 4) return;
+  if (width <= 0 || height == 0 || bpp == 0) return;  // stb refuses these itself
   const uint64_t rows = static_cast<uint64_t>(height < 0 ? -height : height);
   const uint64_t row_bits = static_cast<uint64_t>(width) * bpp;
   const uint64_t stride = (row_bits + 31) / 32 * 4, last = (row_bits + 7) / 8;

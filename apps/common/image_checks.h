@@ -24,9 +24,9 @@ void check_jpeg_huffman_tables(const std::vector<uint8_t>& bytes, const std::str
 // chunk before IEND declares more data than the file holds after its header.
 void check_png_chunk_lengths(const std::vector<uint8_t>& bytes, const std::string& origin);
 
-// Throws "cannot decode image '<origin>': corrupt BMP (...)" when `bytes` start with "BM", the pixel
-// data is uncompressed (BI_RGB or BI_BITFIELDS) and the file ends before the last row's pixels (its
-// padding may be missing).
+// Throws "cannot decode image '<origin>': corrupt BMP (...)" when `bytes` start with "BM", stb would
+// read the pixel data as uncompressed rows (every compression value but 1, 2 and >= 4 as a signed
+// int) and the file ends before the last row's pixels (its padding may be missing).
 void check_bmp_pixel_data(const std::vector<uint8_t>& bytes, const std::string& origin);
 
 // All of the above.
