@@ -517,6 +517,14 @@ TEST_CASE("load_image: undecodable files and bad requests are Errors naming the 
   REQUIRE(neg_bmp.size() == 129);
   CHECK(contains(error_of([&] { infer::decode_image(neg_bmp, "neg.bmp", 3, 3, 3); }),
                  "cannot decode image 'neg.bmp': corrupt BMP"));
+  // fuzz_image's fourth find: a 9 x 35589 JPEG strip, whose resize to a small square took seconds;
+  // refused as a 3954-fold aspect distortion, while a 10-fold one still resizes
+  std::ifstream h3(std::string(INFER_SOURCE_DIR) + "/fuzz/corpus/image/jpeg_strip.jpg", std::ios::binary);
+  const std::vector<uint8_t> strip((std::istreambuf_iterator<char>(h3)), std::istreambuf_iterator<char>());
+  REQUIRE(strip.size() == 677);
+  CHECK(contains(error_of([&] { infer::decode_image(strip, "strip.jpg", 3, 8, 8); }),
+                 "image 'strip.jpg' is 9x35589 (width x height): resizing it to 8x8 would distort"));
+  CHECK(infer::decode_image(png_of(40, 4, 1, std::vector<uint8_t>(160, 7)), "wide.png", 1, 8, 8).data.size() == 64);
   std::vector<uint8_t> bmp;
   stbi_write_bmp_to_func([](void* ctx, void* d, int n) {
     auto* out = static_cast<std::vector<uint8_t>*>(ctx);

@@ -67,6 +67,14 @@ void hwc_to_input(std::vector<float> src, int w, int h, int channels, int height
   if (w == width && h == height) {
     hwc = std::move(src);
   } else {
+    // A picture survives the resize only up to a point: a 9 x 35589 strip stretched to 64 x 64 is noise
+    // (and stb_image_resize spent seconds on it: fuzz/corpus/image/jpeg_strip.jpg). Refused when the
+    // two axes' scale factors differ more than 64-fold.
+    const double sx = double(w) / width, sy = double(h) / height;
+    if (std::max(sx / sy, sy / sx) > 64.0)
+      throw Error("image '" + origin + "' is " + std::to_string(w) + "x" + std::to_string(h) +
+                  " (width x height): resizing it to " + std::to_string(width) + "x" + std::to_string(height) +
+                  " would distort its aspect ratio more than 64-fold");
     hwc.resize(size_t(width) * size_t(height) * size_t(channels));
     if (!stbir_resize_float(src.data(), w, h, 0, hwc.data(), width, height, 0, channels))
       throw Error("image '" + origin + "': resizing to " + std::to_string(height) + "x" +
