@@ -525,6 +525,17 @@ TEST_CASE("load_image: undecodable files and bad requests are Errors naming the 
   CHECK(contains(error_of([&] { infer::decode_image(strip, "strip.jpg", 3, 8, 8); }),
                  "image 'strip.jpg' is 9x35589 (width x height): resizing it to 8x8 would distort"));
   CHECK(infer::decode_image(png_of(40, 4, 1, std::vector<uint8_t>(160, 7)), "wide.png", 1, 8, 8).data.size() == 64);
+  // fuzz_image's fifth find: a damaged JPEG whose entropy-coded data drives stb's bit count negative
+  // (a 32-bit shift by 33 inside stb; apps/CMakeLists.txt): a one-line error or an image, never a crash
+  std::ifstream h4(std::string(INFER_SOURCE_DIR) + "/fuzz/corpus/image/jpeg_shift_exponent.jpg", std::ios::binary);
+  const std::vector<uint8_t> shifty((std::istreambuf_iterator<char>(h4)), std::istreambuf_iterator<char>());
+  REQUIRE(shifty.size() == 674);
+  try {
+    const infer::Tensor t = infer::decode_image(shifty, "shift.jpg", 3, 8, 8);
+    CHECK(t.data.size() == 3 * 8 * 8);
+  } catch (const infer::Error& e) {
+    CHECK(contains(e.what(), "image 'shift.jpg'"));  // today: "cannot decode image 'shift.jpg': unknown marker"
+  }
   std::vector<uint8_t> bmp;
   stbi_write_bmp_to_func([](void* ctx, void* d, int n) {
     auto* out = static_cast<std::vector<uint8_t>*>(ctx);
