@@ -10,7 +10,6 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <limits>
 #include <string>
 
@@ -483,18 +482,17 @@ TEST_CASE("load_image: undecodable files and bad requests are Errors naming the 
   CHECK(contains(error_of([&] { infer::decode_image({}, "empty.png", 3, 8, 8); }),
                  "cannot decode image 'empty.png'"));
 
+  const std::string corpus = std::string(INFER_SOURCE_DIR) + "/fuzz/corpus/image/";
   // fuzz_image's find: a PNG with an empty IDAT chunk (stb's memcpy(NULL, src, 0), apps/CMakeLists.txt),
   // then a damaged one: a one-line error under ASan + UBSan as in the release build.
-  std::ifstream f(std::string(INFER_SOURCE_DIR) + "/fuzz/corpus/image/png_empty_idat.png", std::ios::binary);
-  const std::vector<uint8_t> empty_idat((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  const std::vector<uint8_t> empty_idat = infer::read_file(corpus + "png_empty_idat.png");
   REQUIRE(empty_idat.size() == 65);
   CHECK(contains(error_of([&] { infer::decode_image(empty_idat, "idat.png", 3, 3, 3); }),
                  "cannot decode image 'idat.png'"));
 
   // fuzz_image's second find: a chunk length far beyond the file, which stb turned into a 2 GB
   // allocation before reading it (apps/common/image_checks.h); refused before stb sees it.
-  std::ifstream g(std::string(INFER_SOURCE_DIR) + "/fuzz/corpus/image/png_idat_length.png", std::ios::binary);
-  const std::vector<uint8_t> long_chunk((std::istreambuf_iterator<char>(g)), std::istreambuf_iterator<char>());
+  const std::vector<uint8_t> long_chunk = infer::read_file(corpus + "png_idat_length.png");
   REQUIRE(long_chunk.size() == 87);
   CHECK(contains(error_of([&] { infer::decode_image(long_chunk, "len.png", 3, 3, 3); }),
                  "cannot decode image 'len.png': corrupt PNG (chunk of"));
@@ -506,29 +504,25 @@ TEST_CASE("load_image: undecodable files and bad requests are Errors naming the 
 
   // fuzz_image's third find: a 158-byte BMP declaring 2054 x 32260 pixels, which stb decoded as a
   // 66-megapixel black image (it reads past the end as zeros); refused, while a complete BMP passes.
-  std::ifstream h(std::string(INFER_SOURCE_DIR) + "/fuzz/corpus/image/bmp_truncated_pixels.bmp", std::ios::binary);
-  const std::vector<uint8_t> short_bmp((std::istreambuf_iterator<char>(h)), std::istreambuf_iterator<char>());
+  const std::vector<uint8_t> short_bmp = infer::read_file(corpus + "bmp_truncated_pixels.bmp");
   REQUIRE(short_bmp.size() == 158);
   CHECK(contains(error_of([&] { infer::decode_image(short_bmp, "short.bmp", 3, 3, 3); }),
                  "cannot decode image 'short.bmp': corrupt BMP (2054x32260 pixels at 24 bits need"));
   // and the same header with a compression field stb reads as a negative int (uncompressed rows)
-  std::ifstream h2(std::string(INFER_SOURCE_DIR) + "/fuzz/corpus/image/bmp_negative_compression.bmp", std::ios::binary);
-  const std::vector<uint8_t> neg_bmp((std::istreambuf_iterator<char>(h2)), std::istreambuf_iterator<char>());
+  const std::vector<uint8_t> neg_bmp = infer::read_file(corpus + "bmp_negative_compression.bmp");
   REQUIRE(neg_bmp.size() == 129);
   CHECK(contains(error_of([&] { infer::decode_image(neg_bmp, "neg.bmp", 3, 3, 3); }),
                  "cannot decode image 'neg.bmp': corrupt BMP"));
   // fuzz_image's fourth find: a 9 x 35589 JPEG strip, whose resize to a small square took seconds;
   // refused as a 3954-fold aspect distortion, while a 10-fold one still resizes
-  std::ifstream h3(std::string(INFER_SOURCE_DIR) + "/fuzz/corpus/image/jpeg_strip.jpg", std::ios::binary);
-  const std::vector<uint8_t> strip((std::istreambuf_iterator<char>(h3)), std::istreambuf_iterator<char>());
+  const std::vector<uint8_t> strip = infer::read_file(corpus + "jpeg_strip.jpg");
   REQUIRE(strip.size() == 677);
   CHECK(contains(error_of([&] { infer::decode_image(strip, "strip.jpg", 3, 8, 8); }),
                  "image 'strip.jpg' is 9x35589 (width x height): resizing it to 8x8 would distort"));
   CHECK(infer::decode_image(png_of(40, 4, 1, std::vector<uint8_t>(160, 7)), "wide.png", 1, 8, 8).data.size() == 64);
   // fuzz_image's fifth find: a damaged JPEG whose entropy-coded data drives stb's bit count negative
   // (a 32-bit shift by 33 inside stb; apps/CMakeLists.txt): a one-line error or an image, never a crash
-  std::ifstream h4(std::string(INFER_SOURCE_DIR) + "/fuzz/corpus/image/jpeg_shift_exponent.jpg", std::ios::binary);
-  const std::vector<uint8_t> shifty((std::istreambuf_iterator<char>(h4)), std::istreambuf_iterator<char>());
+  const std::vector<uint8_t> shifty = infer::read_file(corpus + "jpeg_shift_exponent.jpg");
   REQUIRE(shifty.size() == 674);
   try {
     const infer::Tensor t = infer::decode_image(shifty, "shift.jpg", 3, 8, 8);
