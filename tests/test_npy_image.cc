@@ -520,6 +520,15 @@ TEST_CASE("load_image: undecodable files and bad requests are Errors naming the 
   CHECK(contains(error_of([&] { infer::decode_image(strip, "strip.jpg", 3, 8, 8); }),
                  "image 'strip.jpg' is 9x35589 (width x height): resizing it to 8x8 would distort"));
   CHECK(infer::decode_image(png_of(40, 4, 1, std::vector<uint8_t>(160, 7)), "wide.png", 1, 8, 8).data.size() == 64);
+  // fuzz_image's sixth find: 588 bytes declaring a 36617 x 217 JPEG, which stb decoded (past the end as
+  // zeros) before the resize check refused it; now refused from the header, as is the strip above
+  const std::vector<uint8_t> tiny = infer::read_file(corpus + "jpeg_tiny_huge.jpg");
+  REQUIRE(tiny.size() == 588);
+  CHECK(contains(error_of([&] { infer::decode_image(tiny, "tiny.jpg", 3, 8, 8); }),
+                 "cannot decode image 'tiny.jpg': it declares 36617x217 pixels in 588 bytes (more than 4096"));
+  // a uniform 512 x 512 PNG (about 1 KB) still decodes: real compression stays far below the bound
+  CHECK(infer::decode_image(png_of(512, 512, 1, std::vector<uint8_t>(512 * 512, 9)), "flat.png", 1, 4, 4)
+            .data.size() == 16);
   // fuzz_image's fifth find: a damaged JPEG whose entropy-coded data drives stb's bit count negative
   // (a 32-bit shift by 33 inside stb; apps/CMakeLists.txt): a one-line error or an image, never a crash
   const std::vector<uint8_t> shifty = infer::read_file(corpus + "jpeg_shift_exponent.jpg");

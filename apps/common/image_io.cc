@@ -31,6 +31,8 @@ namespace {
 // Bounds that keep every pixel count in int (stb's type) with room to spare.
 constexpr int64_t kMaxSide = 1 << 15;
 constexpr int64_t kMaxPixels = int64_t(1) << 26;
+// Deflate tops out near 1032:1, baseline JPEG near 256 pixels per byte: 4096 leaves real images alone.
+constexpr int64_t kMaxPixelsPerByte = 4096;
 
 // The per-channel value of a normalisation vector (empty, one value, or one per channel).
 float channel_value(const std::vector<float>& v, int c, float fallback) {
@@ -58,6 +60,18 @@ uint8_t to_byte(float v, float lo, float hi) {
   return static_cast<uint8_t>(std::lround(scaled));
 }
 
+// A picture survives the resize only up to a point: a 9 x 35589 strip stretched to 64 x 64 is noise
+// (and stb_image_resize spent seconds on it: fuzz/corpus/image/jpeg_strip.jpg). Refused when the two
+// axes' scale factors differ more than 64-fold; checked before decoding too (stb's header is enough).
+void check_resize(int w, int h, int width, int height, const std::string& origin) {
+  if (w == width && h == height) return;
+  const double sx = double(w) / width, sy = double(h) / height;
+  if (std::max(sx / sy, sy / sx) > 64.0)
+    throw Error("image '" + origin + "' is " + std::to_string(w) + "x" + std::to_string(h) +
+                " (width x height): resizing it to " + std::to_string(width) + "x" + std::to_string(height) +
+                " would distort its aspect ratio more than 64-fold");
+}
+
 // Interleaved HWC pixels in [0, 1] (w x h) -> `out`, [channels, height, width] normalised: resized
 // with stb (its default filter) when the size differs, clamped to [0, 1] (the resize filters overshoot
 // slightly at edges), then x = (p - mean) / std. Shared by decoded files and generated images.
@@ -67,14 +81,7 @@ void hwc_to_input(std::vector<float> src, int w, int h, int channels, int height
   if (w == width && h == height) {
     hwc = std::move(src);
   } else {
-    // A picture survives the resize only up to a point: a 9 x 35589 strip stretched to 64 x 64 is noise
-    // (and stb_image_resize spent seconds on it: fuzz/corpus/image/jpeg_strip.jpg). Refused when the
-    // two axes' scale factors differ more than 64-fold.
-    const double sx = double(w) / width, sy = double(h) / height;
-    if (std::max(sx / sy, sy / sx) > 64.0)
-      throw Error("image '" + origin + "' is " + std::to_string(w) + "x" + std::to_string(h) +
-                  " (width x height): resizing it to " + std::to_string(width) + "x" + std::to_string(height) +
-                  " would distort its aspect ratio more than 64-fold");
+    check_resize(w, h, width, height, origin);
     hwc.resize(size_t(width) * size_t(height) * size_t(channels));
     if (!stbir_resize_float(src.data(), w, h, 0, hwc.data(), width, height, 0, channels))
       throw Error("image '" + origin + "': resizing to " + std::to_string(height) + "x" +
@@ -146,6 +153,14 @@ Tensor decode_image(const std::vector<uint8_t>& bytes, const std::string& origin
   if (w < 1 || h < 1 || int64_t(w) * h > kMaxPixels)
     throw Error("image '" + origin + "' is too large (" + std::to_string(w) + "x" + std::to_string(h) +
                 " pixels)");
+  // stb decodes a truncated file's missing data as zeros (JPEG, BMP), so a few hundred bytes may declare
+  // and "decode" megapixels of nothing (fuzz/corpus/image/jpeg_tiny_huge.jpg: 588 bytes, 36617 x 217).
+  // No real image compresses further than kMaxPixelsPerByte pixels per byte of file.
+  if (int64_t(w) * h > kMaxPixelsPerByte * int64_t(bytes.size()))
+    throw Error("cannot decode image '" + origin + "': it declares " + std::to_string(w) + "x" +
+                std::to_string(h) + " pixels in " + std::to_string(bytes.size()) + " bytes (more than " +
+                std::to_string(kMaxPixelsPerByte) + " per byte: truncated or damaged)");
+  check_resize(w, h, width, height, origin);
 
   // stb converts to the requested channel count itself (luminance for RGB -> gray).
   std::unique_ptr<stbi_uc, void (*)(void*)> pixels(
