@@ -1,8 +1,9 @@
 // cuDNN as a convolution provider behind infer's kernel variants (DESIGN.md allows it, measured against
 // our own kernels): descriptors for one convolution in either layout (NCHW, or NHWC with KRSC filters),
 // the algorithm chosen once per problem and process by timing every one (cudnnFind*, the fastest whose
-// workspace fits kWorkspaceCap among the deterministic ones; strict fp32 excludes Winograd and FFT,
-// which are not exact fp32 arithmetic), and the calls. Host code; built only when CMake finds cuDNN (INFER_WITH_CUDNN).
+// workspace fits kWorkspaceCap among the deterministic ones; strict fp32 forces FMA math, no TF32, and
+// allows Winograd and FFT: fp32 arithmetic, not one summation order), and the calls. Host code; built
+// only when CMake finds cuDNN (INFER_WITH_CUDNN).
 #pragma once
 
 #include <cstddef>
