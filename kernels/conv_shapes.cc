@@ -1,7 +1,8 @@
-// Node validation for conv_transpose2d and conv_pool2d, and the segregation phase math
-// (kernels/conv_shapes.h), shared by the cpu and cuda kernels.
+// Node validation for conv_transpose2d and conv_pool2d, the segregation phase math and the conv + pool
+// fused filter (kernels/conv_shapes.h), shared by the cpu and cuda kernels.
 #include "kernels/conv_shapes.h"
 
+#include <algorithm>
 #include <string>
 #include <variant>
 
@@ -103,6 +104,28 @@ ConvPool2DDims conv_pool2d_dims(const NodeDesc& node, const char* backend) {
                 std::to_string(d.HC / d.P) + "x" + std::to_string(d.WC / d.P) + ")");
   check_bias(node, where, d.CO);
   return d;
+}
+
+std::vector<float> conv_pool2d_fused_filter(const ConvPool2DDims& d, const float* w, int64_t& kh, int64_t& kw) {
+  kh = (d.P - 1) * d.sh + d.KH;
+  kw = (d.P - 1) * d.sw + d.KW;
+  const size_t taps = static_cast<size_t>(kh * kw);
+  std::vector<double> acc(taps);
+  std::vector<float> f(static_cast<size_t>(d.CO * d.CI) * taps);
+  const double inv_area = 1.0 / double(d.P * d.P);
+  for (int64_t co = 0; co < d.CO; ++co)
+    for (int64_t ci = 0; ci < d.CI; ++ci) {
+      std::fill(acc.begin(), acc.end(), 0.0);
+      const float* wp = w + (co * d.CI + ci) * d.KH * d.KW;
+      for (int64_t dy = 0; dy < d.P; ++dy)
+        for (int64_t dx = 0; dx < d.P; ++dx)
+          for (int64_t ky = 0; ky < d.KH; ++ky)
+            for (int64_t kx = 0; kx < d.KW; ++kx)
+              acc[static_cast<size_t>((dy * d.sh + ky) * kw + dx * d.sw + kx)] += double(wp[ky * d.KW + kx]);
+      float* fp = f.data() + static_cast<size_t>(co * d.CI + ci) * taps;
+      for (size_t t = 0; t < taps; ++t) fp[t] = static_cast<float>(acc[t] * inv_area);
+    }
+  return f;
 }
 
 namespace {

@@ -1,10 +1,12 @@
 // Validated sizes of the transposed-convolution and conv+pool nodes, shared by every backend's
 // kernels (cpu and cuda) so that each checks a node the same way: every size a kernel loop uses comes
 // from here, and a malformed node is an infer::Error naming the backend and op ("cpu conv_pool2d:
-// ..."), never an out-of-bounds access. Also the kernel-segregation phase math. Host code only.
+// ..."), never an out-of-bounds access. Also the kernel-segregation phase math and the conv + pool
+// fused filter. Host code only.
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "engine/src/kernel_api.h"
 
@@ -29,6 +31,12 @@ struct ConvPool2DDims {
   const ConvPool2DParams* p;
 };
 ConvPool2DDims conv_pool2d_dims(const NodeDesc& node, const char* backend);
+// The fused filter of a conv + pool node (Tokura et al.): pooled output (py, px) averages conv outputs
+// (py*p + dy, px*p + dx), which read padded input rows (py*p + dy)*s + ky, i.e. offset u = dy*s + ky in
+// [0, kh = (p-1)*s + KH); summing the kernel over every (dy, ky) with the same u gives
+// F[u][v] = (1/p^2) * sum w[u - dy*s][v - dx*s], applied at stride p*s with the conv's own padding.
+// w is the node's [CO][CI][KH][KW] weight; returns F as [CO][CI][kh][kw] (summed in double).
+std::vector<float> conv_pool2d_fused_filter(const ConvPool2DDims& d, const float* w, int64_t& kh, int64_t& kw);
 
 // True when the *_dims function above accepts the node (for the variants' applicable()).
 bool conv_transpose2d_valid(const NodeDesc& node);

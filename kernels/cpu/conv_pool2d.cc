@@ -101,9 +101,7 @@ void run_unfused(const KernelCall& call) {
 }
 
 // ---- fused_filter -------------------------------------------------------------------------------
-// Pooled output (py, px) averages conv outputs (py*p + dy, px*p + dx), which read padded input rows
-// (py*p + dy)*s + ky: offset u = dy*s + ky in [0, (p-1)*s + KH). Summing the kernel over every
-// (dy, ky) with the same u gives the fused filter F[u][v] = (1/p^2) * sum w[u - dy*s][v - dx*s].
+// The pre-convolved filter of kernels/conv_shapes.h (conv_pool2d_fused_filter), built once.
 
 struct Weights {
   int64_t kh = 0, kw = 0;
@@ -115,20 +113,7 @@ std::shared_ptr<void> prepare_fused_filter(const NodeDesc& node) {
   const float* w = node.constants.size() >= 2 ? node.constants[1] : nullptr;
   if (!w) throw Error("cpu conv_pool2d.fused_filter: the weight must be a constant");
   auto f = std::make_shared<Weights>();
-  f->kh = (d.P - 1) * d.sh + d.KH;
-  f->kw = (d.P - 1) * d.sw + d.KW;
-  f->a.assign(static_cast<size_t>(d.CO * d.CI * f->kh * f->kw), 0.f);
-  const float inv_area = 1.f / float(d.P * d.P);
-  for (int64_t co = 0; co < d.CO; ++co)
-    for (int64_t ci = 0; ci < d.CI; ++ci) {
-      float* fp = f->a.data() + (co * d.CI + ci) * f->kh * f->kw;
-      const float* wp = w + (co * d.CI + ci) * d.KH * d.KW;
-      for (int64_t dy = 0; dy < d.P; ++dy)
-        for (int64_t dx = 0; dx < d.P; ++dx)
-          for (int64_t ky = 0; ky < d.KH; ++ky)
-            for (int64_t kx = 0; kx < d.KW; ++kx)
-              fp[(dy * d.sh + ky) * f->kw + dx * d.sw + kx] += wp[ky * d.KW + kx] * inv_area;
-    }
+  f->a = conv_pool2d_fused_filter(d, w, f->kh, f->kw);
   return f;
 }
 

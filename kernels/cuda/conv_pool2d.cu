@@ -144,10 +144,7 @@ void run_unfused(const KernelCall& call) {
 }
 
 // ---- fused_filter -------------------------------------------------------------------------------
-// Pooled output (py, px) averages conv outputs (py*p + dy, px*p + dx), which read padded input rows
-// (py*p + dy)*s + ky: offset u = dy*s + ky in [0, (p-1)*s + KH). Summing the kernel over every
-// (dy, ky) with the same u gives F[u][v] = (1/p^2) * sum w[u - dy*s][v - dx*s], applied at stride
-// p*s with the conv's own top/left padding. Built in double on the host, uploaded once.
+// The pre-convolved filter of kernels/conv_shapes.h (conv_pool2d_fused_filter), uploaded once.
 
 struct FusedFilter {
   int64_t kh = 0, kw = 0, co = 0, ci = 0;
@@ -160,27 +157,10 @@ std::shared_ptr<void> prepare_fused_filter(const NodeDesc& node) {
   const float* w = node.constants.size() >= 2 ? node.constants[1] : nullptr;
   if (!w) throw Error("cuda conv_pool2d.fused_filter: the weight must be a constant");
   auto f = std::make_shared<FusedFilter>();
-  f->kh = (d.P - 1) * d.sh + d.KH;
-  f->kw = (d.P - 1) * d.sw + d.KW;
+  const std::vector<float> host = conv_pool2d_fused_filter(d, w, f->kh, f->kw);
   f->co = d.CO;
   f->ci = d.CI;
   f->precision = node.precision;
-  const size_t taps = static_cast<size_t>(f->kh * f->kw);
-  std::vector<double> acc(taps);
-  std::vector<float> host(static_cast<size_t>(d.CO * d.CI) * taps);
-  const double inv_area = 1.0 / double(d.P * d.P);
-  for (int64_t co = 0; co < d.CO; ++co)
-    for (int64_t ci = 0; ci < d.CI; ++ci) {
-      std::fill(acc.begin(), acc.end(), 0.0);
-      const float* wp = w + (co * d.CI + ci) * d.KH * d.KW;
-      for (int64_t dy = 0; dy < d.P; ++dy)
-        for (int64_t dx = 0; dx < d.P; ++dx)
-          for (int64_t ky = 0; ky < d.KH; ++ky)
-            for (int64_t kx = 0; kx < d.KW; ++kx)
-              acc[(dy * d.sh + ky) * f->kw + dx * d.sw + kx] += double(wp[ky * d.KW + kx]);
-      float* fp = host.data() + static_cast<size_t>(co * d.CI + ci) * taps;
-      for (size_t t = 0; t < taps; ++t) fp[t] = static_cast<float>(acc[t] * inv_area);
-    }
   f->w = upload(host.data(), host.size(), node.precision);
   return f;
 }
