@@ -276,6 +276,66 @@ CUDA_TEST_CASE("conv_transpose2d.cudnn matches the reference in NCHW and NHWC (s
     CHECK(contains(check_case_in_layout(c, Precision::FP16, Layout::NHWC, {"cudnn"}, true), "cudnn"));
   }
 }
+
+// conv + average pool through cuDNN: direct_sum (a box-sum pass, then cuDNN over the box sums) on
+// every shape, any padding; fused_filter (the pre-convolved filter) where the padding is symmetric.
+// Kernels 1-5, stride 1-2, pool 2-4, odd and aligned channel counts, odd images, both layouts.
+CUDA_TEST_CASE("conv_pool2d.cudnn_direct_sum and cudnn_fused_filter match the reference in NCHW and NHWC") {
+  test::require_registered("conv_pool2d", {"cudnn_direct_sum", "cudnn_fused_filter"});
+  std::mt19937_64 rng(60606);
+  const auto conv_out = [](int64_t in, int a, int b, int64_t k, int s) -> int64_t {
+    return in + a + b < k ? 0 : (in + a + b - k) / s + 1;
+  };
+  int direct = 0, fused = 0, symmetric = 0;
+  for (int t = 0; t < scaled(40); ++t) {
+    ConvPool2DParams p;
+    const int kh = uniform(rng, 1, 5), kw = rng() % 3 == 0 ? uniform(rng, 1, 5) : kh;
+    p.conv.stride_h = p.conv.stride_w = rng() % 4 == 0 ? 2 : 1;
+    p.conv.pad = {uniform(rng, 0, kh - 1), uniform(rng, 0, kw - 1), uniform(rng, 0, kh - 1), uniform(rng, 0, kw - 1)};
+    const bool sym = t % 2 == 0;
+    if (sym) p.conv.pad.bottom = p.conv.pad.top, p.conv.pad.right = p.conv.pad.left;
+    p.conv.activation = random_activation(rng);
+    p.pool = rng() % 5 == 0 ? 4 : uniform(rng, 2, 3);
+    const int64_t N = uniform(rng, 1, 3);
+    const int64_t CI = rng() % 2 == 0 ? 8 * uniform(rng, 1, 4) : uniform(rng, 1, 40);
+    const int64_t CO = rng() % 2 == 0 ? 8 * uniform(rng, 1, 4) : uniform(rng, 1, 40);
+    int64_t H, W, PH, PW;
+    do {
+      H = uniform(rng, 2, 19), W = uniform(rng, 2, 19);
+      PH = conv_out(H, p.conv.pad.top, p.conv.pad.bottom, kh, p.conv.stride_h) / p.pool;
+      PW = conv_out(W, p.conv.pad.left, p.conv.pad.right, kw, p.conv.stride_w) / p.pool;
+    } while (PH < 1 || PW < 1);
+    std::vector<Shape> in{{N, CI, H, W}, {CO, CI, kh, kw}};
+    if (rng() % 4 != 0) in.push_back({CO});
+    const OpCase c = make_case(p, in, {false, true, true}, {N, CO, PH, PW}, 6100 + t);
+    const Precision pr = kPrecisions[t % 3];
+    for (Layout layout : {Layout::NCHW, Layout::NHWC}) {
+      const auto names =
+          check_case_in_layout(c, pr, layout, {"cudnn_direct_sum", "cudnn_fused_filter"}, /*capture=*/t % 3 != 0);
+      CHECK_MESSAGE(contains(names, "cudnn_direct_sum"), test::describe(c));
+      direct += contains(names, "cudnn_direct_sum");
+      fused += contains(names, "cudnn_fused_filter");
+      if (sym) CHECK_MESSAGE(contains(names, "cudnn_fused_filter"), test::describe(c));
+      symmetric += sym;
+    }
+  }
+  CHECK(direct == 2 * scaled(40));
+  CHECK(fused >= symmetric);
+  CHECK(symmetric >= scaled(40));
+  // the benchmark's conv3x3 p1 + avgpool2 at 32x32, C = 64, batch 2, fp16 NHWC, bias + ReLU (fused in cuDNN)
+  ConvPool2DParams b;
+  b.conv.pad = {1, 1, 1, 1};
+  b.conv.activation.kind = ActivationKind::Relu;
+  const OpCase c = make_case(b, {{2, 64, 32, 32}, {64, 64, 3, 3}, {64}}, {false, true, true}, {2, 64, 16, 16}, 6199);
+  const auto names = check_case_in_layout(c, Precision::FP16, Layout::NHWC, {"cudnn_direct_sum", "cudnn_fused_filter"}, true);
+  CHECK(names.size() == 2);
+  // DenseNet's transition (1x1 conv + avgpool2, no bias): B is the pooled input, convolved at stride 1
+  ConvPool2DParams t;
+  for (Precision pr : kPrecisions) {
+    const OpCase tc = make_case(t, {{4, 32, 14, 14}, {16, 32, 1, 1}}, {false, true}, {4, 16, 7, 7}, 6198);
+    CHECK(check_case_in_layout(tc, pr, Layout::NHWC, {"cudnn_direct_sum", "cudnn_fused_filter"}, true).size() == 2);
+  }
+}
 #endif  // INFER_WITH_CUDNN
 
 // The projection of a 1x1 latent in NHWC (its weight re-laid out [C_in][KH][KW][C_out]): the gemv path

@@ -21,7 +21,6 @@
 #include "kernels/conv_shapes.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/cudnn.h"
-#include "kernels/cuda/epilogue.h"
 
 namespace infer::cuda {
 namespace {
@@ -144,21 +143,8 @@ void run_prepared(const KernelCall& call, const char* variant) {
   Context& ctx = context_of(call);
   const void* w = st.weights ? st.weights->data() : call.inputs[1];
   const void* bias = st.bias ? st.bias->data() : st.has_bias ? call.inputs[2] : nullptr;
-  // cuDNN's fused epilogue is used for bias + ReLU only (its other modes do not match infer's kinds:
-  // CLIPPED_RELU has no lower bound parameter, SWISH no beta); every other kind, the new Clip,
-  // HardSwish, Silu, ... included, runs exactly in bias_activation below, so no node needs refusing.
-  const bool fuse = bias && st.act.kind == ActivationKind::Relu;
   const void* residual = st.residual ? call.inputs.at(3) : nullptr;
-  st.conv->forward(ctx, call.inputs[0], w, fuse ? bias : nullptr, fuse, call.outputs[0], call.workspace,
-                   fuse ? residual : nullptr);
-  if (fuse) return;
-  const dnn::Problem& q = st.problem;
-  if (q.layout == Layout::NHWC)
-    bias_activation_nhwc(ctx, call.node.precision, call.outputs[0], bias, q.N * q.P * q.Q, q.K, st.act,
-                         residual);
-  else
-    bias_activation(ctx, call.node.precision, call.outputs[0], bias, q.N, q.K, q.P * q.Q, st.act,
-                    residual);
+  dnn::forward_epilogue(ctx, *st.conv, call.inputs[0], w, bias, st.act, call.outputs[0], call.workspace, residual);
 }
 
 void cudnn_run(const KernelCall& call) { run_prepared(call, "conv2d.cudnn"); }

@@ -27,6 +27,7 @@ void register_channel_ops(KernelRegistry& registry);       // channel_ops.cu: ch
 #ifdef INFER_WITH_CUDNN
 void register_conv2d_cudnn(KernelRegistry& registry);            // conv2d_cudnn.cc
 void register_conv_transpose2d_cudnn(KernelRegistry& registry);  // conv_transpose2d/cudnn.cc
+void register_conv_pool2d_cudnn(KernelRegistry& registry);       // conv_pool2d_cudnn.cu
 #endif
 
 }  // namespace infer::cuda

@@ -14,6 +14,7 @@
 #include <spdlog/spdlog.h>
 
 #include "infer/error.h"
+#include "kernels/cuda/epilogue.h"
 
 #if defined(__GNUC__)
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
@@ -272,6 +273,18 @@ void Conv::backward_data(Context& ctx, const void* y, const void* w, void* x, vo
   CUDNN_CHECK(cudnnConvolutionBackwardData(ctx.cudnn, &one, d_->w, w, d_->y, y, d_->conv,
                                            static_cast<cudnnConvolutionBwdDataAlgo_t>(algo_), workspace,
                                            workspace_, &zero, d_->x, x));
+}
+
+void forward_epilogue(Context& ctx, const Conv& conv, const void* x, const void* w, const void* bias,
+                      const Activation& act, void* y, void* workspace, const void* z) {
+  const bool fuse = bias && act.kind == ActivationKind::Relu;
+  conv.forward(ctx, x, w, fuse ? bias : nullptr, fuse, y, workspace, fuse ? z : nullptr);
+  if (fuse) return;
+  const Problem& q = conv.problem();
+  if (q.layout == Layout::NHWC)
+    bias_activation_nhwc(ctx, q.precision, y, bias, q.N * q.P * q.Q, q.K, act, z);
+  else
+    bias_activation(ctx, q.precision, y, bias, q.N, q.K, q.P * q.Q, act, z);
 }
 
 size_t workspace_bytes(const Problem& problem) {

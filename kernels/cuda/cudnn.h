@@ -72,6 +72,13 @@ class Conv {
   size_t workspace_ = 0;
 };
 
+// y = act(conv(x, w) + bias + z) in the problem's layout: bias + ReLU (+ z) in cuDNN's fused call,
+// every other epilogue (its other modes do not match infer's kinds: CLIPPED_RELU has no lower bound,
+// SWISH no beta) exactly by bias_activation / bias_activation_nhwc after a plain forward. bias (K
+// values) and z (y's shape, a residual) may be null. Shared by the conv2d and conv_pool2d variants.
+void forward_epilogue(Context& ctx, const Conv& conv, const void* x, const void* w, const void* bias,
+                      const Activation& act, void* y, void* workspace, const void* z = nullptr);
+
 // The workspace the problem's algorithm needs (finds it on first sight): for workspace_bytes().
 size_t workspace_bytes(const Problem& problem);
 

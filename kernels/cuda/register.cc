@@ -24,6 +24,7 @@ void register_cuda_kernels(KernelRegistry& registry) {
 #ifdef INFER_WITH_CUDNN
   cuda::register_conv2d_cudnn(registry);
   cuda::register_conv_transpose2d_cudnn(registry);
+  cuda::register_conv_pool2d_cudnn(registry);
 #endif
 }
 
