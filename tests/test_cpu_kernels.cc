@@ -354,6 +354,36 @@ TEST_CASE("conv2d winograd: applicability, workspace, errors") {
   }
 }
 
+TEST_CASE("conv2d winograd: the heuristic picks it on ResNet's 3x3 stride-1 convs") {
+  Conv2DParams p;
+  p.pad = Padding2D{1, 1, 1, 1};
+  p.activation.kind = ActivationKind::Relu;
+  auto pick = [&](const Conv2DParams& q, int64_t ci, int64_t co, int64_t h) {
+    const WinogradCase c = winograd_case(q, 1, ci, co, h, h, true, 3);
+    return test::default_variant("cpu", "conv2d", c.node);
+  };
+  // ResNet-18/50: F(4x4) on 56x56, 28x28 and 14x14 (16 or more 4x4 tiles), F(2x2) on 7x7
+  CHECK(pick(p, 64, 64, 56) == "winograd_f4x4");
+  CHECK(pick(p, 128, 128, 28) == "winograd_f4x4");
+  CHECK(pick(p, 256, 256, 14) == "winograd_f4x4");
+  CHECK(pick(p, 512, 512, 7) == "winograd_f2x2");
+  Conv2DParams res = p;  // with the block's residual input (fuse_conv_residual) too
+  res.add_residual = true;
+  CHECK(pick(res, 64, 64, 56) == "winograd_f4x4");
+  CHECK(pick(res, 512, 512, 7) == "winograd_f2x2");
+  // where im2col_gemm measured faster: 3 input channels (VGG's first conv), a small map with few
+  CHECK(pick(p, 3, 64, 224) == "im2col_gemm");
+  CHECK(pick(p, 16, 64, 7) == "im2col_gemm");
+  // not applicable: stride 2 (ResNet's first conv of a stage), a weight that is not a constant
+  NodeDesc s2 = make_node([&] { Conv2DParams q = p; q.stride_h = q.stride_w = 2; return q; }(),
+                          {{1, 64, 56, 56}, {128, 64, 3, 3}, {128}}, {1, 128, 28, 28});
+  std::vector<float> w(128 * 64 * 9, 0.5f);
+  s2.constants[1] = w.data();
+  CHECK(test::default_variant("cpu", "conv2d", s2) == "im2col_gemm");
+  const NodeDesc runtime_weight = make_node(p, {{1, 64, 56, 56}, {64, 64, 3, 3}, {64}}, {1, 64, 56, 56});
+  CHECK(test::default_variant("cpu", "conv2d", runtime_weight) == "im2col_gemm");
+}
+
 TEST_CASE("conv2d im2col_gemm: workspace, 1x1 shortcut, applicability, errors") {
   Conv2DParams p;
   const KernelVariant* v = KernelRegistry::global().find("cpu", "conv2d", "im2col_gemm");

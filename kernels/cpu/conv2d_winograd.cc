@@ -407,6 +407,28 @@ bool winograd_applicable(const NodeDesc& node) {
          p.stride_h == 1 && p.stride_w == 1 && ys[2] > 0 && ys[3] > 0 && xs[1] > 0 && ws[0] > 0;
 }
 
+// The default choice (KernelVariant::priority_for; im2col_gemm has 10), from batch-1 timings of
+// square C -> C 3x3 pad-1 convs, 7x7 to 112x112, C 16 to 512, and a few others, on the 2-core AMD
+// EPYC VM (2026-11-25; the numbers: docs/kernels.md "CPU: conv2d Winograd"):
+//  - F(4x4) wherever the output has 16 or more 4x4 tiles (13x13 and up): 1.5-3.2x faster than
+//    im2col_gemm from 16 channels up (8 -> 8 at 56x56 still 1.6x); F(2x2) 1.2-1.6x slower than it.
+//  - F(2x2) below that (ResNet's 7x7, 9x9, 10x10, 4x4): F(4x4)'s 16-lane tile rows are mostly empty
+//    there and its weights 2.25x larger; F(2x2) 1.3-2.2x faster than im2col_gemm from C_in 32 up,
+//    and no faster below (16 -> 64 at 7x7: 0.024 ms vs 0.017).
+//  - neither for C_in < 8: 3 -> 64 at 224x224 took 5.7 ms (F(4x4)) vs 3.6 (the transforms cost
+//    per input channel, the GEMM's K is tiny); 4 -> 32 at 112x112 was a tie.
+// Inside ResNet-18 (weights cold, and F(4x4)'s are 4x the im2col ones, F(2x2)'s 16/9) F(2x2) on the
+// 28x28 and 14x14 layers was no faster than F(4x4) in three paired runs (28x28: 0.81-0.86 ms vs
+// 0.67-0.80; 14x14: 0.94-0.99 vs 0.77-1.02), so the threshold stays at 16 tiles.
+int winograd_priority(const NodeDesc& node, int m) {
+  const int fallback = m == 4 ? 5 : 4;
+  if (!winograd_applicable(node)) return fallback;
+  const int64_t CI = node.input_shapes[0][1], HO = node.output_shapes[0][2], WO = node.output_shapes[0][3];
+  const bool small = ((HO + 3) / 4) * ((WO + 3) / 4) < 16;
+  if (CI < (small ? 32 : 8)) return fallback;
+  return m == (small ? 2 : 4) ? 15 : fallback;
+}
+
 template <int m>
 size_t winograd_workspace(const NodeDesc& node) {
   const WinoDims d = wino_dims(node, m);
@@ -417,11 +439,15 @@ size_t winograd_workspace(const NodeDesc& node) {
 
 void register_conv2d_winograd(KernelRegistry& registry) {
   registry.add("cpu", {
-      {.op = "conv2d", .name = "winograd_f4x4", .priority = 5, .applicable = winograd_applicable,
+      {.op = "conv2d", .name = "winograd_f4x4", .priority = 5,
+       .priority_for = [](const NodeDesc& n) { return winograd_priority(n, 4); },
+       .applicable = winograd_applicable,
        .workspace_bytes = winograd_workspace<4>,
        .prepare = [](const NodeDesc& n) { return prepare_weights(n, 4); },
        .run = [](const KernelCall& c) { winograd_run(c, 4); }},
-      {.op = "conv2d", .name = "winograd_f2x2", .priority = 4, .applicable = winograd_applicable,
+      {.op = "conv2d", .name = "winograd_f2x2", .priority = 4,
+       .priority_for = [](const NodeDesc& n) { return winograd_priority(n, 2); },
+       .applicable = winograd_applicable,
        .workspace_bytes = winograd_workspace<2>,
        .prepare = [](const NodeDesc& n) { return prepare_weights(n, 2); },
        .run = [](const KernelCall& c) { winograd_run(c, 2); }},
