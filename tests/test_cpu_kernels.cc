@@ -233,6 +233,157 @@ TEST_CASE("conv2d depthwise matches the reference on 200 random shapes and wins 
   CHECK_FALSE(dw->applicable(make_node(Conv2DParams{}, {{1, 1, 5, 5}, {4, 1, 3, 3}}, {1, 4, 3, 3})));
 }
 
+namespace {
+
+// A 3x3 stride-1 conv2d node for the Winograd variants, with its inputs (x, weight, [bias], [r]) and
+// the weight registered as the node's constant (prepare() transforms it).
+struct WinogradCase {
+  NodeDesc node;
+  std::vector<std::vector<float>> inputs;
+};
+
+WinogradCase winograd_case(const Conv2DParams& p, int64_t N, int64_t CI, int64_t CO, int64_t H, int64_t W,
+                           bool bias, uint64_t seed) {
+  const int64_t HO = H + p.pad.top + p.pad.bottom - 2, WO = W + p.pad.left + p.pad.right - 2;
+  std::vector<Shape> in{{N, CI, H, W}, {CO, CI, 3, 3}};
+  if (bias || p.add_residual) in.push_back({CO});
+  if (p.add_residual) in.push_back({N, CO, HO, WO});
+  WinogradCase c{make_node(p, in, {N, CO, HO, WO}), random_inputs(in, seed)};
+  c.node.constants[1] = c.inputs[1].data();
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("conv2d winograd_f4x4 and winograd_f2x2 match the reference on 240 random shapes") {
+  std::mt19937_64 rng(20261126);
+  int tiny = 0, asymmetric = 0, residual = 0, batched = 0, odd_channels = 0;
+  for (int t = 0; t < 240; ++t) {
+    Conv2DParams p;
+    p.pad.top = uniform(rng, 0, 2);
+    p.pad.bottom = uniform(rng, 0, 2);
+    p.pad.left = uniform(rng, 0, 2);
+    p.pad.right = uniform(rng, 0, 2);
+    p.activation = random_activation(rng);
+    p.add_residual = t % 3 == 1;
+    const int64_t N = uniform(rng, 1, 2), CI = uniform(rng, 1, 37), CO = uniform(rng, 1, 37);
+    // sizes 1..3 one time in four (partial tiles, a single tile, no interior), else up to 23
+    const bool small = t % 4 == 0;
+    int64_t H, W;
+    do {
+      H = small ? uniform(rng, 1, 3) : uniform(rng, 1, 23);
+      W = small ? uniform(rng, 1, 3) : uniform(rng, 1, 23);
+    } while (H + p.pad.top + p.pad.bottom < 3 || W + p.pad.left + p.pad.right < 3);
+    const bool bias = rng() % 4 != 0;
+    const WinogradCase c = winograd_case(p, N, CI, CO, H, W, bias, 8000 + t);
+    CAPTURE(t);
+    const std::string desc = describe_conv(c.node);
+    CAPTURE(desc);
+    check_against_reference("winograd_f4x4", c.node, c.inputs);
+    check_against_reference("winograd_f2x2", c.node, c.inputs);
+    tiny += H <= 3 || W <= 3;
+    asymmetric += p.pad.top != p.pad.bottom || p.pad.left != p.pad.right;
+    residual += p.add_residual;
+    batched += N > 1;
+    odd_channels += CI % 8 != 0 && CO % 8 != 0;
+  }
+  CHECK(tiny >= 60);
+  CHECK(asymmetric >= 100);
+  CHECK(residual >= 70);
+  CHECK(batched >= 80);
+  CHECK(odd_channels >= 150);
+  // Larger maps: more than 16 tile columns (several vectors per tile row), 33+ tiles (the GEMM's
+  // three-vector micro-tile), ResNet's channel counts with a partial last block of 8.
+  const struct { int64_t N, CI, CO, H, W; } big[] = {
+      {1, 5, 7, 70, 9}, {1, 3, 4, 9, 133}, {2, 64, 64, 28, 28}, {1, 67, 21, 15, 17}, {1, 128, 128, 7, 7}};
+  int s = 0;
+  for (const auto& b : big) {
+    Conv2DParams p;
+    p.pad = Padding2D{1, 1, 1, 1};
+    p.activation.kind = ActivationKind::Relu;
+    p.add_residual = s % 2 == 0;
+    const WinogradCase c = winograd_case(p, b.N, b.CI, b.CO, b.H, b.W, true, 9000 + s++);
+    const std::string desc = describe_conv(c.node);
+    CAPTURE(desc);
+    check_against_reference("winograd_f4x4", c.node, c.inputs);
+    check_against_reference("winograd_f2x2", c.node, c.inputs);
+  }
+}
+
+TEST_CASE("conv2d winograd: applicability, workspace, errors") {
+  for (const std::string name : {"winograd_f4x4", "winograd_f2x2"}) {
+    CAPTURE(name);
+    const KernelVariant* v = KernelRegistry::global().find("cpu", "conv2d", name);
+    REQUIRE(v != nullptr);
+    Conv2DParams p;
+    p.pad = Padding2D{1, 1, 1, 1};
+    WinogradCase c = winograd_case(p, 1, 8, 16, 9, 9, true, 1);
+    CHECK(v->applicable(c.node));
+    NodeDesc no_const = c.node;
+    no_const.constants[1] = nullptr;  // a weight computed at run time: nothing to transform once
+    CHECK_FALSE(v->applicable(no_const));
+    Conv2DParams s2 = p;
+    s2.stride_h = 2;
+    NodeDesc strided = make_node(s2, {{1, 8, 9, 9}, {16, 8, 3, 3}}, {1, 16, 5, 9});
+    strided.constants[1] = c.inputs[1].data();
+    CHECK_FALSE(v->applicable(strided));
+    Conv2DParams dil = p;
+    dil.dilation_w = 2;
+    NodeDesc dilated = make_node(dil, {{1, 8, 9, 9}, {16, 8, 3, 3}}, {1, 16, 9, 7});
+    dilated.constants[1] = c.inputs[1].data();
+    CHECK_FALSE(v->applicable(dilated));
+    NodeDesc k5 = make_node(p, {{1, 8, 9, 9}, {16, 8, 5, 5}}, {1, 16, 7, 7});
+    k5.constants[1] = c.inputs[1].data();
+    CHECK_FALSE(v->applicable(k5));
+    Conv2DParams dw = p;
+    dw.groups = 8;
+    NodeDesc depthwise = make_node(dw, {{1, 8, 9, 9}, {8, 1, 3, 3}}, {1, 8, 9, 9});
+    depthwise.constants[1] = c.inputs[1].data();
+    CHECK_FALSE(v->applicable(depthwise));
+    // workspace: V [a*a, C_in, Tp], M [a*a, C_out, Tp] (Tp = the 9x9 output's tiles rounded up to
+    // 16; F(4x4): 3x3 tiles, a = 6; F(2x2): 5x5 tiles, a = 4) and C_in padded planes of the tiles'
+    // rows x columns (3*4+2 or 5*2+2 square) + 16m floats each
+    const bool f4 = name == "winograd_f4x4";
+    const int64_t a = f4 ? 6 : 4, Tp = f4 ? 16 : 32, plane = f4 ? 14 * 14 + 64 : 12 * 12 + 32;
+    CHECK(v->workspace_bytes(c.node) ==
+          static_cast<size_t>(a * a * (8 + 16) * Tp + 8 * plane) * sizeof(float));
+    // unprepared or without workspace: an Error, not a crash
+    std::vector<float> out(16 * 81);
+    KernelCall unprepared{c.node, {c.inputs[0].data(), c.inputs[1].data(), c.inputs[2].data()}, {out.data()}};
+    CHECK_THROWS_AS(v->run(unprepared), Error);
+  }
+}
+
+TEST_CASE("conv2d winograd: the heuristic picks it on ResNet's 3x3 stride-1 convs") {
+  Conv2DParams p;
+  p.pad = Padding2D{1, 1, 1, 1};
+  p.activation.kind = ActivationKind::Relu;
+  auto pick = [&](const Conv2DParams& q, int64_t ci, int64_t co, int64_t h) {
+    const WinogradCase c = winograd_case(q, 1, ci, co, h, h, true, 3);
+    return test::default_variant("cpu", "conv2d", c.node);
+  };
+  // ResNet-18/50: F(4x4) on 56x56, 28x28 and 14x14 (16 or more 4x4 tiles), F(2x2) on 7x7
+  CHECK(pick(p, 64, 64, 56) == "winograd_f4x4");
+  CHECK(pick(p, 128, 128, 28) == "winograd_f4x4");
+  CHECK(pick(p, 256, 256, 14) == "winograd_f4x4");
+  CHECK(pick(p, 512, 512, 7) == "winograd_f2x2");
+  Conv2DParams res = p;  // with the block's residual input (fuse_conv_residual) too
+  res.add_residual = true;
+  CHECK(pick(res, 64, 64, 56) == "winograd_f4x4");
+  CHECK(pick(res, 512, 512, 7) == "winograd_f2x2");
+  // where im2col_gemm measured faster: 3 input channels (VGG's first conv), a small map with few
+  CHECK(pick(p, 3, 64, 224) == "im2col_gemm");
+  CHECK(pick(p, 16, 64, 7) == "im2col_gemm");
+  // not applicable: stride 2 (ResNet's first conv of a stage), a weight that is not a constant
+  NodeDesc s2 = make_node([&] { Conv2DParams q = p; q.stride_h = q.stride_w = 2; return q; }(),
+                          {{1, 64, 56, 56}, {128, 64, 3, 3}, {128}}, {1, 128, 28, 28});
+  std::vector<float> w(128 * 64 * 9, 0.5f);
+  s2.constants[1] = w.data();
+  CHECK(test::default_variant("cpu", "conv2d", s2) == "im2col_gemm");
+  const NodeDesc runtime_weight = make_node(p, {{1, 64, 56, 56}, {64, 64, 3, 3}, {64}}, {1, 64, 56, 56});
+  CHECK(test::default_variant("cpu", "conv2d", runtime_weight) == "im2col_gemm");
+}
+
 TEST_CASE("conv2d im2col_gemm: workspace, 1x1 shortcut, applicability, errors") {
   Conv2DParams p;
   const KernelVariant* v = KernelRegistry::global().find("cpu", "conv2d", "im2col_gemm");
