@@ -314,6 +314,36 @@ CUDA_TEST_CASE("conv2d: larger layers (several GEMM tiles, many images, VGG/Alex
     }
 }
 
+// Split-K at batch 1 (conv2d.cu): few output tiles and a long K (>= 4096) are cut into K slices
+// multiplied into float partial sums and added with bias, residual and activation. VGG conv5-like (512
+// ch at 5x5, K = 4608: 16 slices of 288), with a residual, a K (4122) that only splits in two, a 1x1
+// (gemm_1x1) over 4096 channels, and batch 2 of the first (no split) for comparison; in a CUDA graph
+// every other case.
+CUDA_TEST_CASE("conv2d: split-K GEMMs at batch 1 (im2col_gemm and gemm_1x1, residual inputs) match the reference") {
+  struct Layer {
+    Shape x, w;
+    int pad;
+    bool residual;
+  };
+  const std::vector<Layer> layers = {
+      {{1, 512, 5, 5}, {256, 512, 3, 3}, 1, false}, {{1, 512, 5, 5}, {200, 512, 3, 3}, 1, true},
+      {{1, 458, 4, 5}, {40, 458, 3, 3}, 0, false},  {{1, 4096, 7, 7}, {256, 4096, 1, 1}, 0, true},
+      {{2, 512, 5, 5}, {256, 512, 3, 3}, 1, false}};
+  uint64_t seed = 910;
+  for (Precision p : test::kAllPrecisions)
+    for (const Layer& l : layers) {
+      Conv2DParams cp;
+      cp.pad = {l.pad, l.pad, l.pad, l.pad};
+      cp.activation.kind = seed % 3 == 0 ? ActivationKind::Tanh : ActivationKind::Relu;
+      const int64_t ho = conv_out(l.x[2], l.pad, l.pad, l.w[2], 1), wo = conv_out(l.x[3], l.pad, l.pad, l.w[3], 1);
+      OpCase c = make_case(cp, {l.x, l.w, {l.w[0]}}, {false, true, true}, {l.x[0], l.w[0], ho, wo}, seed);
+      if (l.residual) c = test::with_residual(std::move(c));
+      const auto ran = check_case(c, p, {"im2col_gemm", "gemm_1x1"}, seed++ % 2 == 0);
+      CHECK(contains(ran, "im2col_gemm"));
+      if (l.w[2] == 1) CHECK(contains(ran, "gemm_1x1"));
+    }
+}
+
 CUDA_TEST_CASE("conv2d: direct_small_cout (C_out 1..8, kernels 1..7, strides 1..3; fp32, fp16, tf32)") {
   test::require_registered("conv2d", {"direct_small_cout"});
   for (Precision p : test::kAllPrecisions) {

@@ -77,8 +77,79 @@ ConvCall conv_call(const KernelCall& call) {
 
 // ---- im2col_gemm / gemm_1x1 -----------------------------------------------------------------------
 
+// Split-K at batch 1: a GEMM with few output tiles and a long K (VGG-16's conv5 at 14x14: M = 512,
+// N = 196, K = 4608, so ~8 of cuBLAS's 128x128 tiles on 132 SMs) leaves the GPU mostly idle. Its K
+// is cut into `splits` equal slices, multiplied as one strided-batched GEMM into float partial sums
+// in the workspace, and one kernel adds them in slice order with bias (+ residual) and the
+// activation. H100, 2026-11-25, batch 1 (infer-bench model, split cap 1 / 4 / 8 / 16): VGG-16 conv5
+// 27.6 -> 22.8 us per layer in fp16, the model fp16 0.457 -> 0.442 ms, fp32 1.257 -> 1.236 ms; VGG-11
+// fp16 0.287 -> 0.279 ms; AlexNet's 13x13 layers (K = 2304 / 3456) lost in fp16 (0.158 -> 0.163 ms),
+// hence K >= 4096. 1 (no split) above batch 1, when the tiles already fill an eighth of the GPU, or
+// where no split leaves slices of >= 256.
+int split_k(const ConvGeometry& g, int64_t N, int64_t CO) {
+  const int64_t K = g.col_rows(), P = g.col_cols();
+  if (N != 1 || K < 4096) return 1;
+  const int64_t tiles = ((CO + 127) / 128) * ((P + 127) / 128);
+  if (tiles > 16) return 1;
+  int s = 1;
+  while (s < 16 && tiles * s * 2 <= 128 && K % (s * 2) == 0 && K / (s * 2) >= 256) s *= 2;
+  return s;
+}
+
+size_t split_bytes(const ConvGeometry& g, int64_t N, int64_t CO) {
+  const int s = split_k(g, N, CO);
+  return s > 1 ? static_cast<size_t>(s) * static_cast<size_t>(CO * g.col_cols()) * sizeof(float) : 0;
+}
+
 size_t im2col_gemm_workspace(const NodeDesc& node) {
-  return conv_gemm_workspace_bytes(geometry(node), node.input_shapes[0][0], node.precision);
+  const ConvGeometry g = geometry(node);
+  const int64_t N = node.input_shapes[0][0], CO = node.input_shapes[1][0];
+  const size_t split = split_bytes(g, N, CO);
+  return split ? align256(conv_gemm_workspace_bytes(g, N, node.precision)) + split
+               : conv_gemm_workspace_bytes(g, N, node.precision);
+}
+
+// y[i] = act(sum_s part[s][i] + bias[i / P] + r[i]) for i < total (= C_out * P of one image).
+template <class T>
+__global__ void split_k_sum_kernel(const float* __restrict__ part, int splits, int64_t total, int64_t P,
+                                   const T* __restrict__ bias, const T* __restrict__ r, T* __restrict__ y,
+                                   DeviceActivation act) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    float v = 0.f;
+    for (int s = 0; s < splits; ++s) v += part[s * total + i];
+    if (bias) v += to_float(bias[i / P]);
+    if (r) v += to_float(r[i]);
+    y[i] = from_float<T>(activate(act, v));
+  }
+}
+
+// The split-K GEMM of one image (N == 1): im2col unless the identity, then the sliced GEMM into the
+// partial sums after the columns, then split_k_sum_kernel.
+void run_split_k(Context& ctx, Precision p, const ConvCall& c, int splits, void* workspace, const Activation& act) {
+  const ConvGeometry& g = c.g;
+  const int64_t K = g.col_rows(), P = g.col_cols(), Ks = K / splits;
+  const size_t col_bytes = conv_gemm_workspace_bytes(g, 1, p);
+  const void* cols = c.x;
+  if (!im2col_is_identity(g)) {
+    im2col(ctx, p, g, c.x, g.C * g.H * g.W, workspace, 1);
+    cols = workspace;
+  }
+  float* part = reinterpret_cast<float*>(static_cast<char*>(workspace) + align256(col_bytes));
+  GemmArgs ga;
+  ga.m = c.CO, ga.n = P, ga.k = Ks;
+  ga.a = c.w, ga.lda = K, ga.stride_a = Ks;      // slice s: columns [s*Ks, (s+1)*Ks) of A
+  ga.b = cols, ga.ldb = P, ga.stride_b = Ks * P;  // and rows [s*Ks, (s+1)*Ks) of the columns
+  ga.c = part, ga.ldc = P, ga.stride_c = c.CO * P, ga.c_float = true;
+  ga.batch = splits;
+  gemm(ctx, p, ga);
+  const int64_t total = c.CO * P;
+  dispatch(p, [&](auto tag) {
+    using T = decltype(tag);
+    split_k_sum_kernel<T><<<grid_for(total), 256, 0, ctx.stream>>>(
+        part, splits, total, P, static_cast<const T*>(c.bias), static_cast<const T*>(c.residual),
+        static_cast<T*>(c.y), device_activation(act));
+  });
+  INFER_CUDA_CHECK_LAUNCH();
 }
 
 void run_gemm(const KernelCall& call, const char* variant) {
@@ -90,6 +161,12 @@ void run_gemm(const KernelCall& call, const char* variant) {
     throw Error(std::string("cuda conv2d.") + variant + ": needs a workspace of " +
                 std::to_string(conv_gemm_workspace_bytes(g, c.N, p)) + " bytes, got none");
   const int64_t P = g.HO * g.WO;
+  const int splits = split_k(g, c.N, c.CO);
+  if (splits > 1) {
+    if (!call.workspace) throw Error(std::string("cuda conv2d.") + variant + ": split-K needs its workspace");
+    run_split_k(ctx, p, c, splits, call.workspace, fused_activation(call.node.params));
+    return;
+  }
   conv_gemm(ctx, p, g, c.w, c.CO, c.x, g.C * g.H * g.W, c.y, c.CO * P, c.N, call.workspace,
             conv_gemm_chunk(g, c.N, p));
   bias_activation(ctx, p, c.y, c.bias, c.N, c.CO, P, fused_activation(call.node.params), c.residual);
@@ -429,7 +506,7 @@ void register_conv2d(KernelRegistry& registry) {
        .priority_for = small_cout_priority, .applicable = small_cout_applicable,
        .run = run_small_cout},
       {.op = "conv2d", .name = "gemm_1x1", .priority = 20, .applicable = gemm_1x1_applicable,
-       .run = run_gemm_1x1},
+       .workspace_bytes = im2col_gemm_workspace, .run = run_gemm_1x1},  // split-K's partial sums
       {.op = "conv2d", .name = "gemm_1x1_nhwc", .priority = 55, .priority_for = gemm_1x1_nhwc_priority,
        .layouts = {Layout::NHWC}, .applicable = gemm_1x1_applicable, .run = run_gemm_1x1_nhwc},
       {.op = "conv2d", .name = "im2col_gemm", .priority = 10, .applicable = conv2d_ungrouped,

@@ -18,6 +18,7 @@ void gemm(Context& ctx, Precision p, const GemmArgs& g) {
       throw Error(fmt::format("cuda gemm: dimension {} out of cuBLAS's range (m={} n={} k={})", v, g.m,
                               g.n, g.k));
   const cudaDataType_t type = p == Precision::FP16 ? CUDA_R_16F : CUDA_R_32F;
+  const cudaDataType_t c_type = g.c_float ? CUDA_R_32F : type;
   const cublasComputeType_t compute =
       p == Precision::TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
   // Column-major view: C^T (n x m, ld ldc) = op(B)^T (n x k) * op(A)^T (k x m).
@@ -27,11 +28,11 @@ void gemm(Context& ctx, Precision p, const GemmArgs& g) {
   if (g.batch == 1) {
     INFER_CUBLAS_CHECK(cublasGemmEx(ctx.cublas, op_b, op_a, m, n, k, &g.alpha, g.b, type,
                                     static_cast<int>(g.ldb), g.a, type, static_cast<int>(g.lda), &g.beta,
-                                    g.c, type, static_cast<int>(g.ldc), compute, CUBLAS_GEMM_DEFAULT));
+                                    g.c, c_type, static_cast<int>(g.ldc), compute, CUBLAS_GEMM_DEFAULT));
   } else {
     INFER_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
         ctx.cublas, op_b, op_a, m, n, k, &g.alpha, g.b, type, static_cast<int>(g.ldb), g.stride_b, g.a,
-        type, static_cast<int>(g.lda), g.stride_a, &g.beta, g.c, type, static_cast<int>(g.ldc),
+        type, static_cast<int>(g.lda), g.stride_a, &g.beta, g.c, c_type, static_cast<int>(g.ldc),
         g.stride_c, static_cast<int>(g.batch), compute, CUBLAS_GEMM_DEFAULT));
   }
 }

@@ -20,6 +20,7 @@ struct GemmArgs {
   void* c = nullptr; int64_t ldc = 0; int64_t stride_c = 0;
   int64_t batch = 1;
   float alpha = 1.f, beta = 0.f;
+  bool c_float = false;  // C in float whatever the precision (split-K partial sums under fp16)
 };
 
 // Throws infer::Error on a cuBLAS failure or on dimensions cuBLAS cannot take (over INT_MAX).
