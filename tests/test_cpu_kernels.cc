@@ -85,7 +85,7 @@ std::string describe(const NodeDesc& node) {
 // ---------------------------------------------------------------------------------------------------
 TEST_CASE("the heuristic picks the fast cpu variants") {
   const std::vector<std::pair<std::string, std::string>> expected = {
-      {"conv2d", "im2col_gemm"}, {"dense", "gemm"},       {"pool2d", "direct"}, {"resize", "direct"}, {"depth_to_space", "direct"},
+      {"conv2d", "im2col_gemm"}, {"dense", "gemm"},       {"resize", "direct"}, {"depth_to_space", "direct"},
       {"activation", "direct"},  {"add", "direct"},       {"batchnorm", "direct"},
       {"softmax", "direct"},     {"concat", "direct"},    {"flatten", "direct"},
       {"reshape", "direct"},     {"binary", "broadcast"}};
@@ -424,16 +424,63 @@ TEST_CASE("dense gemm matches the reference (sgemv at batch 1, sgemm above)") {
   }
 }
 
-TEST_CASE("pool2d direct matches the reference on 250 random shapes") {
+TEST_CASE("pool2d direct and separable match the reference on 250 random shapes") {
   std::mt19937_64 rng(11);
+  int max_pools = 0, ceil_mode = 0, asymmetric = 0;
   for (int t = 0; t < 250; ++t) {
     const test::RandomPool2D r = test::random_pool2d(rng);
     const NodeDesc node = make_node(r.p, {r.x}, r.y);
     CAPTURE(t);
     const std::string desc = describe(node);
     CAPTURE(desc);
-    check_against_reference("direct", node, random_inputs(node.input_shapes, 300 + t));
+    const auto inputs = random_inputs(node.input_shapes, 300 + t);
+    check_against_reference("direct", node, inputs);
+    check_against_reference("separable", node, inputs);
+    max_pools += r.p.kind == PoolKind::Max;
+    ceil_mode += r.p.ceil_mode;
+    asymmetric += r.p.pad.left != r.p.pad.right || r.p.pad.top != r.p.pad.bottom;
   }
+  CHECK(max_pools >= 100);
+  CHECK(ceil_mode >= 100);
+  CHECK(asymmetric >= 100);
+}
+
+TEST_CASE("pool2d separable: ResNet's pools, long rows in chunks, applicability, the heuristic") {
+  auto node_for = [](PoolKind kind, int k, int s, int pad, Shape x, bool include_pad = false) {
+    Pool2DParams p;
+    p.kind = kind;
+    p.kernel_h = p.kernel_w = k;
+    p.stride_h = p.stride_w = s;
+    p.pad = Padding2D{pad, pad, pad, pad};
+    p.count_include_pad = include_pad;
+    const int64_t ho = (x[2] + 2 * pad - k) / s + 1, wo = (x[3] + 2 * pad - k) / s + 1;
+    return make_node(p, {x}, {x[0], x[1], ho, wo});
+  };
+  const NodeDesc cases[] = {
+      node_for(PoolKind::Max, 3, 2, 1, {1, 67, 112, 112}),           // ResNet's stem pool, odd C
+      node_for(PoolKind::Average, 7, 1, 1, {1, 35, 7, 7}),            // 3x3 output of a 7x7 window
+      node_for(PoolKind::Max, 2, 2, 0, {2, 3, 33, 31}),               // VGG's, odd sizes
+      node_for(PoolKind::Average, 3, 1, 1, {1, 5, 9, 11}, true),      // count_include_pad
+      node_for(PoolKind::Max, 3, 1, 1, {1, 2, 3, 40000}),             // rows longer than the buffer
+      node_for(PoolKind::Average, 5, 3, 2, {1, 2, 4, 50001}),         // the same, strided, avg
+  };
+  for (const NodeDesc& node : cases) {
+    const std::string desc = describe(node);
+    CAPTURE(desc);
+    check_against_reference("separable", node, random_inputs(node.input_shapes, 77));
+    CHECK(test::default_variant("cpu", "pool2d", node) == "separable");
+  }
+  // a global pool (one-pixel output) stays on direct, where it measured faster; separable is right too
+  const NodeDesc global = node_for(PoolKind::Average, 7, 1, 0, {1, 35, 7, 7});
+  check_against_reference("separable", global, random_inputs(global.input_shapes, 79));
+  CHECK(test::default_variant("cpu", "pool2d", global) == "direct");
+  // a window wider than 1024 columns (the row buffer's bound) takes direct
+  Pool2DParams wide_p;
+  wide_p.kernel_h = 1, wide_p.kernel_w = 1025, wide_p.stride_h = wide_p.stride_w = 1;
+  const NodeDesc wide = make_node(wide_p, {{1, 2, 3, 1100}}, {1, 2, 3, 76});
+  CHECK_FALSE(KernelRegistry::global().find("cpu", "pool2d", "separable")->applicable(wide));
+  CHECK(test::default_variant("cpu", "pool2d", wide) == "direct");
+  check_against_reference("direct", wide, random_inputs(wide.input_shapes, 78));
 }
 
 TEST_CASE("resize direct matches the reference on 300 random shapes (every mode, up and down)") {
