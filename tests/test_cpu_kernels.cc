@@ -85,7 +85,7 @@ std::string describe(const NodeDesc& node) {
 // ---------------------------------------------------------------------------------------------------
 TEST_CASE("the heuristic picks the fast cpu variants") {
   const std::vector<std::pair<std::string, std::string>> expected = {
-      {"conv2d", "im2col_gemm"}, {"dense", "gemm"},       {"pool2d", "direct"}, {"resize", "direct"}, {"depth_to_space", "direct"},
+      {"conv2d", "im2col_gemm"}, {"dense", "gemm"},       {"resize", "direct"}, {"depth_to_space", "direct"},
       {"activation", "direct"},  {"add", "direct"},       {"batchnorm", "direct"},
       {"softmax", "direct"},     {"concat", "direct"},    {"flatten", "direct"},
       {"reshape", "direct"},     {"binary", "broadcast"}};
@@ -371,17 +371,143 @@ TEST_CASE("conv2d winograd: the heuristic picks it on ResNet's 3x3 stride-1 conv
   res.add_residual = true;
   CHECK(pick(res, 64, 64, 56) == "winograd_f4x4");
   CHECK(pick(res, 512, 512, 7) == "winograd_f2x2");
-  // where im2col_gemm measured faster: 3 input channels (VGG's first conv), a small map with few
-  CHECK(pick(p, 3, 64, 224) == "im2col_gemm");
+  // where a GEMM measured faster than Winograd: 3 input channels (VGG's first conv; packed_gemm from
+  // 2^20 multiply-adds up), a small map with few input channels (im2col_gemm below 2^20)
+  CHECK(pick(p, 3, 64, 224) == "packed_gemm");
   CHECK(pick(p, 16, 64, 7) == "im2col_gemm");
-  // not applicable: stride 2 (ResNet's first conv of a stage), a weight that is not a constant
+  // Winograd not applicable: stride 2 (ResNet's first conv of a stage; packed_gemm), a weight that is
+  // not a constant (im2col_gemm)
   NodeDesc s2 = make_node([&] { Conv2DParams q = p; q.stride_h = q.stride_w = 2; return q; }(),
                           {{1, 64, 56, 56}, {128, 64, 3, 3}, {128}}, {1, 128, 28, 28});
   std::vector<float> w(128 * 64 * 9, 0.5f);
   s2.constants[1] = w.data();
-  CHECK(test::default_variant("cpu", "conv2d", s2) == "im2col_gemm");
+  CHECK(test::default_variant("cpu", "conv2d", s2) == "packed_gemm");
   const NodeDesc runtime_weight = make_node(p, {{1, 64, 56, 56}, {64, 64, 3, 3}, {64}}, {1, 64, 56, 56});
   CHECK(test::default_variant("cpu", "conv2d", runtime_weight) == "im2col_gemm");
+}
+
+TEST_CASE("conv2d packed_gemm matches the reference on 200 random shapes") {
+  std::mt19937_64 rng(20261125);
+  int identity = 0, strided = 0, residual = 0, batched = 0, tails = 0, odd_channels = 0;
+  for (int t = 0; t < 200; ++t) {
+    Conv2DParams p;
+    const bool one = t % 2 == 0;  // half of them 1x1 (the column matrix is the input where unpadded, stride 1)
+    const int kh = one ? 1 : uniform(rng, 1, 7), kw = one ? 1 : (rng() % 3 == 0 ? uniform(rng, 1, 7) : kh);
+    p.stride_h = rng() % 3 == 0 ? uniform(rng, 2, 3) : 1;
+    p.stride_w = rng() % 3 == 0 ? uniform(rng, 2, 3) : p.stride_h;
+    if (!one || rng() % 4 == 0) {
+      p.pad.top = uniform(rng, 0, kh - 1), p.pad.bottom = uniform(rng, 0, kh - 1);
+      p.pad.left = uniform(rng, 0, kw - 1), p.pad.right = uniform(rng, 0, kw - 1);
+    }
+    p.activation = random_activation(rng);
+    p.add_residual = t % 3 == 1;
+    const int64_t N = uniform(rng, 1, 2), CI = uniform(rng, 1, 70), CO = uniform(rng, 1, 41);
+    int64_t H, W;
+    do {
+      H = uniform(rng, 1, 30), W = uniform(rng, 1, 30);
+    } while (H + p.pad.top + p.pad.bottom < kh || W + p.pad.left + p.pad.right < kw);
+    const int64_t HO = (H + p.pad.top + p.pad.bottom - kh) / p.stride_h + 1;
+    const int64_t WO = (W + p.pad.left + p.pad.right - kw) / p.stride_w + 1;
+    std::vector<Shape> in{{N, CI, H, W}, {CO, CI, kh, kw}};
+    if (rng() % 4 != 0 || p.add_residual) in.push_back({CO});
+    if (p.add_residual) in.push_back({N, CO, HO, WO});
+    NodeDesc node = make_node(p, in, {N, CO, HO, WO});
+    const auto inputs = random_inputs(in, 11000 + t);
+    node.constants[1] = inputs[1].data();
+    CAPTURE(t);
+    const std::string desc = describe(node);
+    CAPTURE(desc);
+    check_against_reference("packed_gemm", node, inputs);
+    identity += one && p.stride_h == 1 && p.stride_w == 1 && p.pad.top + p.pad.bottom + p.pad.left + p.pad.right == 0;
+    strided += p.stride_h > 1 || p.stride_w > 1;
+    residual += p.add_residual;
+    batched += N > 1;
+    tails += (HO * WO) % 16 != 0;
+    odd_channels += CO % 8 != 0 && CI % 16 != 0;
+  }
+  CHECK(identity >= 40);
+  CHECK(strided >= 60);
+  CHECK(residual >= 60);
+  CHECK(batched >= 80);
+  CHECK(tails >= 150);
+  CHECK(odd_channels >= 120);
+  // Larger ones: several column blocks (K x columns past the L2 budget), 48-column tiles with a
+  // 32- or 16-column remainder and a partial vector, ResNet-50's shapes, conv1 (7x7 stride 2).
+  const struct { int64_t N, CI, CO, H, W, k, s; } big[] = {
+      {1, 64, 37, 56, 56, 1, 1},   {1, 512, 19, 28, 29, 1, 1}, {1, 2048, 16, 7, 7, 1, 1},
+      {2, 256, 24, 14, 14, 1, 2},  {1, 3, 21, 64, 61, 7, 2},   {1, 130, 9, 20, 17, 3, 1},
+      {1, 8, 16, 1, 1, 1, 1}};
+  int s = 0;
+  for (const auto& b : big) {
+    Conv2DParams p;
+    const int pad = static_cast<int>(b.k / 2);
+    p.stride_h = p.stride_w = static_cast<int>(b.s);
+    p.pad = Padding2D{pad, pad, pad, pad};
+    p.activation.kind = s % 3 == 0 ? ActivationKind::Relu : (s % 3 == 1 ? ActivationKind::Silu : ActivationKind::None);
+    p.add_residual = s % 2 == 0;
+    const int64_t HO = (b.H + 2 * pad - b.k) / b.s + 1, WO = (b.W + 2 * pad - b.k) / b.s + 1;
+    std::vector<Shape> in{{b.N, b.CI, b.H, b.W}, {b.CO, b.CI, b.k, b.k}, {b.CO}};
+    if (p.add_residual) in.push_back({b.N, b.CO, HO, WO});
+    NodeDesc node = make_node(p, in, {b.N, b.CO, HO, WO});
+    const auto inputs = random_inputs(in, 12000 + s++);
+    node.constants[1] = inputs[1].data();
+    const std::string desc = describe(node);
+    CAPTURE(desc);
+    check_against_reference("packed_gemm", node, inputs);
+  }
+}
+
+TEST_CASE("conv2d packed_gemm: applicability, workspace, errors, the heuristic") {
+  const KernelVariant* v = KernelRegistry::global().find("cpu", "conv2d", "packed_gemm");
+  REQUIRE(v != nullptr);
+  auto conv = [](Conv2DParams p, Shape x, Shape w, Shape y, const std::vector<float>* weight) {
+    NodeDesc node = make_node(p, {x, w, {w[0]}}, y);
+    if (weight) node.constants[1] = weight->data();
+    return node;
+  };
+  const std::vector<float> w(2048 * 512 * 9, 0.25f);
+  Conv2DParams p;
+  // ResNet-50's 1x1 convs (from 56x56 to 7x7), with a residual, and its stride-2 convs: packed_gemm
+  CHECK(test::default_variant("cpu", "conv2d", conv(p, {1, 64, 56, 56}, {256, 64, 1, 1}, {1, 256, 56, 56}, &w)) == "packed_gemm");
+  CHECK(test::default_variant("cpu", "conv2d", conv(p, {1, 2048, 7, 7}, {512, 2048, 1, 1}, {1, 512, 7, 7}, &w)) == "packed_gemm");
+  Conv2DParams res = p;
+  res.add_residual = true;
+  NodeDesc with_res = make_node(res, {{1, 512, 7, 7}, {2048, 512, 1, 1}, {2048}, {1, 2048, 7, 7}}, {1, 2048, 7, 7});
+  with_res.constants[1] = w.data();
+  CHECK(test::default_variant("cpu", "conv2d", with_res) == "packed_gemm");
+  Conv2DParams s2;
+  s2.stride_h = s2.stride_w = 2;
+  CHECK(test::default_variant("cpu", "conv2d", conv(s2, {1, 256, 56, 56}, {512, 256, 1, 1}, {1, 512, 28, 28}, &w)) == "packed_gemm");
+  Conv2DParams c1 = s2;  // ResNet's conv1, 7x7 stride 2
+  c1.pad = Padding2D{3, 3, 3, 3};
+  CHECK(test::default_variant("cpu", "conv2d", conv(c1, {1, 3, 224, 224}, {64, 3, 7, 7}, {1, 64, 112, 112}, &w)) == "packed_gemm");
+  // 3x3 stride 1: Winograd keeps them
+  Conv2DParams p1;
+  p1.pad = Padding2D{1, 1, 1, 1};
+  CHECK(test::default_variant("cpu", "conv2d", conv(p1, {1, 64, 56, 56}, {64, 64, 3, 3}, {1, 64, 56, 56}, &w)) == "winograd_f4x4");
+  // below 2^20 multiply-adds OpenBLAS measured faster: 96 -> 24 1x1 at 14x14 (451,584)
+  CHECK(test::default_variant("cpu", "conv2d", conv(p, {1, 96, 14, 14}, {24, 96, 1, 1}, {1, 24, 14, 14}, &w)) == "im2col_gemm");
+  // not applicable: a weight computed at run time, grouped, dilated
+  const NodeDesc runtime = conv(p, {1, 64, 56, 56}, {256, 64, 1, 1}, {1, 256, 56, 56}, nullptr);
+  CHECK_FALSE(v->applicable(runtime));
+  CHECK(test::default_variant("cpu", "conv2d", runtime) == "im2col_gemm");
+  Conv2DParams grouped;
+  grouped.groups = 2;
+  CHECK_FALSE(v->applicable(conv(grouped, {1, 64, 28, 28}, {64, 32, 1, 1}, {1, 64, 28, 28}, &w)));
+  Conv2DParams dilated = p1;
+  dilated.dilation_h = 2;
+  CHECK_FALSE(v->applicable(conv(dilated, {1, 8, 9, 9}, {8, 8, 3, 3}, {1, 8, 7, 9}, &w)));
+  // workspace: K x 16 floats for the partial vector, plus im2col's column matrix unless 1x1 stride 1
+  CHECK(v->workspace_bytes(conv(p, {1, 64, 7, 7}, {32, 64, 1, 1}, {1, 32, 7, 7}, &w)) == 64 * 16 * sizeof(float));
+  CHECK(v->workspace_bytes(conv(p1, {1, 8, 9, 9}, {4, 8, 3, 3}, {1, 4, 9, 9}, &w)) ==
+        (72 * 16 + 72 * 81) * sizeof(float));
+  // unprepared or without workspace: an Error, not a crash
+  const NodeDesc node = conv(p, {1, 8, 5, 5}, {4, 8, 1, 1}, {1, 4, 5, 5}, &w);
+  auto in = random_inputs(node.input_shapes, 9);
+  std::vector<float> out(100);
+  CHECK_THROWS_AS(v->run(KernelCall{node, {in[0].data(), w.data(), in[2].data()}, {out.data()}}), Error);
+  const auto prepared = v->prepare(node);
+  CHECK_THROWS_AS(v->run(KernelCall{node, {in[0].data(), w.data(), in[2].data()}, {out.data()}, nullptr, prepared.get()}), Error);
 }
 
 TEST_CASE("conv2d im2col_gemm: workspace, 1x1 shortcut, applicability, errors") {
@@ -424,16 +550,63 @@ TEST_CASE("dense gemm matches the reference (sgemv at batch 1, sgemm above)") {
   }
 }
 
-TEST_CASE("pool2d direct matches the reference on 250 random shapes") {
+TEST_CASE("pool2d direct and separable match the reference on 250 random shapes") {
   std::mt19937_64 rng(11);
+  int max_pools = 0, ceil_mode = 0, asymmetric = 0;
   for (int t = 0; t < 250; ++t) {
     const test::RandomPool2D r = test::random_pool2d(rng);
     const NodeDesc node = make_node(r.p, {r.x}, r.y);
     CAPTURE(t);
     const std::string desc = describe(node);
     CAPTURE(desc);
-    check_against_reference("direct", node, random_inputs(node.input_shapes, 300 + t));
+    const auto inputs = random_inputs(node.input_shapes, 300 + t);
+    check_against_reference("direct", node, inputs);
+    check_against_reference("separable", node, inputs);
+    max_pools += r.p.kind == PoolKind::Max;
+    ceil_mode += r.p.ceil_mode;
+    asymmetric += r.p.pad.left != r.p.pad.right || r.p.pad.top != r.p.pad.bottom;
   }
+  CHECK(max_pools >= 100);
+  CHECK(ceil_mode >= 100);
+  CHECK(asymmetric >= 100);
+}
+
+TEST_CASE("pool2d separable: ResNet's pools, long rows in chunks, applicability, the heuristic") {
+  auto node_for = [](PoolKind kind, int k, int s, int pad, Shape x, bool include_pad = false) {
+    Pool2DParams p;
+    p.kind = kind;
+    p.kernel_h = p.kernel_w = k;
+    p.stride_h = p.stride_w = s;
+    p.pad = Padding2D{pad, pad, pad, pad};
+    p.count_include_pad = include_pad;
+    const int64_t ho = (x[2] + 2 * pad - k) / s + 1, wo = (x[3] + 2 * pad - k) / s + 1;
+    return make_node(p, {x}, {x[0], x[1], ho, wo});
+  };
+  const NodeDesc cases[] = {
+      node_for(PoolKind::Max, 3, 2, 1, {1, 67, 112, 112}),           // ResNet's stem pool, odd C
+      node_for(PoolKind::Average, 7, 1, 1, {1, 35, 7, 7}),            // 3x3 output of a 7x7 window
+      node_for(PoolKind::Max, 2, 2, 0, {2, 3, 33, 31}),               // VGG's, odd sizes
+      node_for(PoolKind::Average, 3, 1, 1, {1, 5, 9, 11}, true),      // count_include_pad
+      node_for(PoolKind::Max, 3, 1, 1, {1, 2, 3, 40000}),             // rows longer than the buffer
+      node_for(PoolKind::Average, 5, 3, 2, {1, 2, 4, 50001}),         // the same, strided, avg
+  };
+  for (const NodeDesc& node : cases) {
+    const std::string desc = describe(node);
+    CAPTURE(desc);
+    check_against_reference("separable", node, random_inputs(node.input_shapes, 77));
+    CHECK(test::default_variant("cpu", "pool2d", node) == "separable");
+  }
+  // a global pool (one-pixel output) stays on direct, where it measured faster; separable is right too
+  const NodeDesc global = node_for(PoolKind::Average, 7, 1, 0, {1, 35, 7, 7});
+  check_against_reference("separable", global, random_inputs(global.input_shapes, 79));
+  CHECK(test::default_variant("cpu", "pool2d", global) == "direct");
+  // a window wider than 1024 columns (the row buffer's bound) takes direct
+  Pool2DParams wide_p;
+  wide_p.kernel_h = 1, wide_p.kernel_w = 1025, wide_p.stride_h = wide_p.stride_w = 1;
+  const NodeDesc wide = make_node(wide_p, {{1, 2, 3, 1100}}, {1, 2, 3, 76});
+  CHECK_FALSE(KernelRegistry::global().find("cpu", "pool2d", "separable")->applicable(wide));
+  CHECK(test::default_variant("cpu", "pool2d", wide) == "direct");
+  check_against_reference("direct", wide, random_inputs(wide.input_shapes, 78));
 }
 
 TEST_CASE("resize direct matches the reference on 300 random shapes (every mode, up and down)") {

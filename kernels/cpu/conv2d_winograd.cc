@@ -5,8 +5,8 @@
 // fused activation. Weights transformed once in prepare() (U = G g G^T in double, rounded once, packed
 // for the GEMM); per sample three OpenMP loops: input transform V = B^T d B (one iteration per input
 // channel and tile row), a*a independent GEMMs M[xi] = U[xi] V[xi] (one iteration per (xi, block of 8
-// output channels), our own register-blocked kernel, no BLAS: OpenBLAS must not run inside the
-// region and threads each small GEMM badly), output transform Y = A^T M A + bias + residual, activation
+// output channels), the register-blocked kernel of gemm_microkernel.h, no BLAS: OpenBLAS must not
+// run inside the region and threads each small GEMM badly), output transform Y = A^T M A + bias + residual, activation
 // (one iteration per output channel and tile row). Tiles run along the vector lanes (16 per vector,
 // GCC vector extensions compiled for AVX-512, AVX2 and baseline x86-64, picked at load time). The
 // transforms change the summation order and round in fp32 (docs/kernels.md). No allocation at run time.
@@ -21,21 +21,15 @@
 #include "infer/error.h"
 #include "kernels/conv_shapes.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/gemm_microkernel.h"
 #include "kernels/cpu/im2col.h"
 
 namespace infer::cpu {
 namespace {
 
-typedef float v16 __attribute__((vector_size(64)));  // 16 tiles, one per lane
-constexpr int kLanes = 16;
-constexpr int kMR = 8;  // output channels per GEMM micro-tile (their weights broadcast)
+using mk::kLanes, mk::kMR, mk::v16, mk::load16, mk::store16;  // 16 tiles, one per lane
 // Loops smaller than this many multiply-adds run on one thread (as im2col.cc's kParallelMin).
 constexpr int64_t kParallelMin = int64_t(1) << 15;
-
-// Unaligned loads and stores (by reference: a v16 passed by value trips GCC's ABI warning outside
-// the AVX-512 clone).
-__attribute__((always_inline)) inline void load16(v16& v, const float* p) { std::memcpy(&v, p, sizeof v); }
-__attribute__((always_inline)) inline void store16(float* p, const v16& v) { std::memcpy(p, &v, sizeof v); }
 
 // ---- the 1-D transforms (Lavin & Gray's matrices, written out: a multiply by 0 or 1 is not free in
 // IEEE arithmetic, so the compiler would keep them). T is float (weights) or v16 (16 tiles). --------
@@ -258,20 +252,13 @@ void zero_v_padding(const WinoDims& d, float* v) {
 
 // ---- the GEMMs: M[xi][co][t] = sum_c U[xi][co][c] V[xi][c][t] -----------------------------------
 
-// One micro-tile: kMR output channels x NV*16 tiles, NV*kMR accumulators in registers (24 for NV =
-// 3: AVX-512's 32 registers hold them and the NV loaded V vectors); each weight is broadcast from
-// the packed U (kMR consecutive floats per input channel). Rows past C_out are not stored.
+// One micro-tile: kMR output channels x NV*16 tiles through the shared micro-kernel (the weights
+// broadcast from the packed U, kMR consecutive floats per input channel). Rows past C_out are not stored.
 template <int NV>
 __attribute__((always_inline)) inline void gemm_tile(const float* u, const float* v, int64_t ldv, int64_t K,
                                                      float* mo, int64_t ldm, int64_t rows) {
-  v16 acc[kMR][NV] = {};
-  for (int64_t k = 0; k < K; ++k) {
-    v16 b[NV];
-    for (int q = 0; q < NV; ++q) load16(b[q], v + k * ldv + q * kLanes);
-    const float* uk = u + k * kMR;
-    for (int r = 0; r < kMR; ++r)
-      for (int q = 0; q < NV; ++q) acc[r][q] += uk[r] * b[q];
-  }
+  v16 acc[kMR][NV];
+  mk::accumulate<NV>(u, v, ldv, K, acc);
   for (int64_t r = 0; r < rows; ++r)
     for (int q = 0; q < NV; ++q) store16(mo + r * ldm + q * kLanes, acc[r][q]);
 }

@@ -9,6 +9,7 @@ namespace infer::cpu {
 
 void register_conv2d(KernelRegistry& registry);            // conv2d.cc
 void register_conv2d_winograd(KernelRegistry& registry);   // conv2d_winograd.cc
+void register_conv2d_packed(KernelRegistry& registry);     // conv2d_packed.cc
 void register_dense(KernelRegistry& registry);             // dense.cc
 void register_pool2d(KernelRegistry& registry);            // pool2d.cc
 void register_resize(KernelRegistry& registry);            // resize.cc (resize, depth_to_space)

@@ -6,6 +6,7 @@ namespace infer {
 void register_cpu_kernels(KernelRegistry& registry) {
   cpu::register_conv2d(registry);
   cpu::register_conv2d_winograd(registry);
+  cpu::register_conv2d_packed(registry);
   cpu::register_dense(registry);
   cpu::register_pool2d(registry);
   cpu::register_resize(registry);

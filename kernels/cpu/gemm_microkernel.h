@@ -1,0 +1,53 @@
+// The register-blocked fp32 GEMM micro-kernel shared by the CPU convolutions that run their own GEMM
+// (conv2d_winograd.cc's per-product GEMMs, conv2d_packed.cc's packed_gemm): C[kMR rows x NV*16 columns]
+// = A[kMR x K] B[K x NV*16] with A packed once (kMR consecutive floats per k, pack_a), B row-major
+// with any leading dimension, the kMR x NV accumulators in vector registers. GCC vector extensions,
+// always_inline: each caller compiles it inside its own target_clones functions (AVX-512, AVX2,
+// baseline). Single-threaded: callers split the micro-tiles over OpenMP. No allocation.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+
+namespace infer::cpu::mk {
+
+typedef float v16 __attribute__((vector_size(64)));  // one vector of 16 columns
+constexpr int kLanes = 16;
+constexpr int kMR = 8;  // rows per micro-tile (their A values broadcast): 8 x 3 accumulators + 3 B
+                        // vectors fit AVX-512's 32 registers
+
+// Unaligned loads and stores (by reference: a v16 passed by value trips GCC's ABI warning outside
+// the AVX-512 clone).
+__attribute__((always_inline)) inline void load16(v16& v, const float* p) { std::memcpy(&v, p, sizeof v); }
+__attribute__((always_inline)) inline void store16(float* p, const v16& v) { std::memcpy(p, &v, sizeof v); }
+
+// acc[r][q] = sum_k a[k*kMR + r] * b[k*ldb + q*16 .. +16), r < kMR, q < NV: a is one packed block
+// of A (pack_a), b the micro-tile's first column in row 0 of B.
+template <int NV>
+__attribute__((always_inline)) inline void accumulate(const float* a, const float* b, int64_t ldb, int64_t K,
+                                                      v16 (&acc)[kMR][NV]) {
+  for (int r = 0; r < kMR; ++r)
+    for (int q = 0; q < NV; ++q) acc[r][q] = v16{};
+  for (int64_t k = 0; k < K; ++k) {
+    v16 bv[NV];
+    for (int q = 0; q < NV; ++q) load16(bv[q], b + k * ldb + q * kLanes);
+    const float* ak = a + k * kMR;
+    for (int r = 0; r < kMR; ++r)
+      for (int q = 0; q < NV; ++q) acc[r][q] += ak[r] * bv[q];
+  }
+}
+
+// Packed A: rows [cb*kMR, cb*kMR + kMR) of a row-major A [M][K] (leading dimension lda) as
+// out[cb][k][r], rows past M zero; ceil(M / kMR) * K * kMR floats.
+inline void pack_a(const float* a, int64_t M, int64_t K, int64_t lda, float* out) {
+  const int64_t blocks = (M + kMR - 1) / kMR;
+  for (int64_t cb = 0; cb < blocks; ++cb)
+    for (int64_t k = 0; k < K; ++k)
+      for (int r = 0; r < kMR; ++r) {
+        const int64_t row = cb * kMR + r;
+        out[(cb * K + k) * kMR + r] = row < M ? a[row * lda + k] : 0.f;
+      }
+}
+
+}  // namespace infer::cpu::mk
