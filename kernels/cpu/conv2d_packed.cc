@@ -2,7 +2,7 @@
 // constant weight) as y[C_out, HO*WO] = w[C_out, K] col[K, HO*WO] with our own GEMM instead of
 // OpenBLAS: the weight packed once in prepare() into blocks of 8 output channels (gemm_microkernel.h),
 // the column matrix the input itself for a 1x1 stride-1 unpadded conv, else im2col into the workspace.
-// Per sample one OpenMP loop over (column block, block of 8 output channels); each iteration runs the
+// Per sample one OpenMP loop (guided) over (column block, block of 8 output channels); each iteration runs the
 // 8 x 48 register-blocked micro-kernel over its columns, full K at once, so bias, residual
 // (add_residual) and activation are applied as the tile is stored. Columns are blocked so that a
 // block of col (K x NC floats) stays in a core's L2 while every channel block passes over it. The
@@ -51,8 +51,8 @@ PackedDims packed_dims(const NodeDesc& node) {
   d.K = d.g.col_rows(), d.P = d.g.col_cols();
   d.COB = (d.CO + kMR - 1) / kMR;
   d.full = d.P / kLanes * kLanes;
-  // as many blocks as the L2 budget needs, then equal ones (whole vectors): the static schedule
-  // hands each thread the same number of iterations, so they must cost the same
+  // as many blocks as the L2 budget needs, then equal ones (whole vectors): guided chunks are runs
+  // of iterations, so a thread's share stays whole column blocks where there are several
   const int64_t budget = std::max<int64_t>(kTileCols, kColBlockBytes / (std::max<int64_t>(d.K, 1) * 4));
   d.NCB = std::max<int64_t>(1, (d.P + budget - 1) / budget);
   d.nc = ((d.P + d.NCB - 1) / d.NCB + kLanes - 1) / kLanes * kLanes;
@@ -208,8 +208,11 @@ void packed_run(const KernelCall& call) {
     const float* rn = residual ? residual + n * ys : nullptr;
     float* yn = y + n * ys;
     // column block outer: a thread's share of iterations is a run of whole column blocks where there
-    // are several (col block in its L2, the small packed weight read again), else of channel blocks
-#pragma omp parallel for collapse(2) schedule(static) if (parallel)
+    // are several (col block in its L2, the small packed weight read again), else of channel blocks.
+    // Guided, not static: with OMP_WAIT_POLICY=passive the other thread sleeps between regions and
+    // starts tens of microseconds late; guided lets the first thread take its late share (halving
+    // the wait) while keeping runs contiguous (docs/kernels.md "OpenMP schedules").
+#pragma omp parallel for collapse(2) schedule(guided) if (parallel)
     for (int64_t jb = 0; jb < d.NCB; ++jb)
       for (int64_t cb = 0; cb < d.COB; ++cb) {
         const int64_t c0 = jb * d.nc, c1 = jb + 1 == d.NCB ? d.P : std::min(d.P, c0 + d.nc);
