@@ -449,12 +449,13 @@ TEST_CASE("conv2d packed_gemm matches the reference on 200 random shapes") {
     check_against_reference("packed_gemm", node, inputs);
   }
   CHECK(odd_channels >= 120);
-  // Larger ones: several column blocks (K x columns past the L2 budget), 48-column tiles with a
+  // Larger ones: several column blocks (K x columns past the L2 budget; C_out >= HO*WO, the larger
+  // budget: one block, and two for K = 5400 at 7x7), 48-column tiles with a
   // 32- or 16-column remainder and a partial vector, ResNet-50's shapes, conv1 (7x7 stride 2).
   const struct { int64_t N, CI, CO, H, W, k, s; } big[] = {
       {1, 64, 37, 56, 56, 1, 1},   {1, 512, 19, 28, 29, 1, 1}, {1, 2048, 16, 7, 7, 1, 1},
       {2, 256, 24, 14, 14, 1, 2},  {1, 3, 21, 64, 61, 7, 2},   {1, 130, 9, 20, 17, 3, 1},
-      {1, 8, 16, 1, 1, 1, 1}};
+      {1, 8, 16, 1, 1, 1, 1},      {1, 600, 56, 7, 7, 3, 1},   {1, 1100, 300, 14, 14, 1, 1}};
   int s = 0;
   for (const auto& b : big) {
     Conv2DParams p;

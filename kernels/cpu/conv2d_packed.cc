@@ -29,7 +29,15 @@ namespace {
 using mk::kLanes, mk::kMR, mk::v16, mk::v8, mk::load16, mk::store16;
 constexpr int kNV = 3;                        // vectors of columns per micro-tile
 constexpr int64_t kTileCols = kNV * kLanes;   // 48
-constexpr int64_t kColBlockBytes = 384 << 10;  // a column block of col: well inside Zen 4's 1 MiB L2
+// A column block of col (K x nc floats) is meant to stay in a core's L2 (Zen 4: 1 MiB) while every
+// channel block passes over it; each further column block reads the whole packed weight again. Where
+// the weight is the larger operand (C_out >= HO*WO: ResNet-50's 14x14 and 7x7 layers, weights of
+// 0.5-9.4 MB) those re-reads from memory cost more than col spilling out of L2, so the budget is
+// nearly all of L2 there (docs/kernels.md "CPU: conv2d packed_gemm": 384 KiB everywhere vs 960 KiB
+// for the weight-heavy ones: ResNet-50 1024->256 1x1 at 14x14 0.61 -> 0.53 ms, 3x3 stride 2 to 7x7
+// 1.56 -> 1.35; 960 KiB everywhere made the 56x56 convs slower, 0.59 -> 0.64, conv1 1.87 -> 1.94).
+constexpr int64_t kColBlockBytes = 384 << 10;
+constexpr int64_t kColBlockBytesWeightHeavy = 960 << 10;
 constexpr int64_t kParallelMin = int64_t(1) << 15;  // multiply-adds below which one thread runs
 
 struct PackedDims {
@@ -53,7 +61,8 @@ PackedDims packed_dims(const NodeDesc& node) {
   d.full = d.P / kLanes * kLanes;
   // as many blocks as the L2 budget needs, then equal ones (whole vectors): guided chunks are runs
   // of iterations, so a thread's share stays whole column blocks where there are several
-  const int64_t budget = std::max<int64_t>(kTileCols, kColBlockBytes / (std::max<int64_t>(d.K, 1) * 4));
+  const int64_t block_bytes = d.CO >= d.P ? kColBlockBytesWeightHeavy : kColBlockBytes;
+  const int64_t budget = std::max<int64_t>(kTileCols, block_bytes / (std::max<int64_t>(d.K, 1) * 4));
   d.NCB = std::max<int64_t>(1, (d.P + budget - 1) / budget);
   d.nc = ((d.P + d.NCB - 1) / d.NCB + kLanes - 1) / kLanes * kLanes;
   d.NCB = std::max<int64_t>(1, (d.P + d.nc - 1) / d.nc);
