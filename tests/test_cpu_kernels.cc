@@ -430,13 +430,32 @@ TEST_CASE("conv2d packed_gemm matches the reference on 200 random shapes") {
   CHECK(residual >= 60);
   CHECK(batched >= 80);
   CHECK(tails >= 150);
+  // every count of last columns (1-15, accumulate_cols' instantiations) and none, 1x1 and 3x3 stride 2
+  for (int64_t cols = 0; cols < 16; ++cols) {
+    Conv2DParams p;
+    p.activation.kind = cols % 2 ? ActivationKind::Relu : ActivationKind::Silu;
+    p.add_residual = cols % 3 == 0;
+    const int k = cols % 2 ? 1 : 3;
+    p.stride_h = p.stride_w = k == 3 ? 2 : 1;
+    p.pad = k == 3 ? Padding2D{1, 1, 1, 1} : Padding2D{};
+    const int64_t WO = 16 * 3 + cols, W = k == 3 ? 2 * WO - 1 : WO, CO = 8 + cols;
+    std::vector<Shape> in{{1, 19, 1, W}, {CO, 19, k, k}, {CO}};
+    if (p.add_residual) in.push_back({1, CO, 1, WO});
+    NodeDesc node = make_node(p, in, {1, CO, 1, WO});
+    const auto inputs = random_inputs(in, 13000 + cols);
+    node.constants[1] = inputs[1].data();
+    const std::string desc = describe(node);
+    CAPTURE(desc);
+    check_against_reference("packed_gemm", node, inputs);
+  }
   CHECK(odd_channels >= 120);
-  // Larger ones: several column blocks (K x columns past the L2 budget), 48-column tiles with a
+  // Larger ones: several column blocks (K x columns past the L2 budget; C_out >= HO*WO, the larger
+  // budget: one block, and two for K = 5400 at 7x7), 48-column tiles with a
   // 32- or 16-column remainder and a partial vector, ResNet-50's shapes, conv1 (7x7 stride 2).
   const struct { int64_t N, CI, CO, H, W, k, s; } big[] = {
       {1, 64, 37, 56, 56, 1, 1},   {1, 512, 19, 28, 29, 1, 1}, {1, 2048, 16, 7, 7, 1, 1},
       {2, 256, 24, 14, 14, 1, 2},  {1, 3, 21, 64, 61, 7, 2},   {1, 130, 9, 20, 17, 3, 1},
-      {1, 8, 16, 1, 1, 1, 1}};
+      {1, 8, 16, 1, 1, 1, 1},      {1, 600, 56, 7, 7, 3, 1},   {1, 1100, 300, 14, 14, 1, 1}};
   int s = 0;
   for (const auto& b : big) {
     Conv2DParams p;
@@ -497,17 +516,17 @@ TEST_CASE("conv2d packed_gemm: applicability, workspace, errors, the heuristic")
   Conv2DParams dilated = p1;
   dilated.dilation_h = 2;
   CHECK_FALSE(v->applicable(conv(dilated, {1, 8, 9, 9}, {8, 8, 3, 3}, {1, 8, 7, 9}, &w)));
-  // workspace: K x 16 floats for the partial vector, plus im2col's column matrix unless 1x1 stride 1
-  CHECK(v->workspace_bytes(conv(p, {1, 64, 7, 7}, {32, 64, 1, 1}, {1, 32, 7, 7}, &w)) == 64 * 16 * sizeof(float));
-  CHECK(v->workspace_bytes(conv(p1, {1, 8, 9, 9}, {4, 8, 3, 3}, {1, 4, 9, 9}, &w)) ==
-        (72 * 16 + 72 * 81) * sizeof(float));
-  // unprepared or without workspace: an Error, not a crash
+  // workspace: im2col's column matrix, none for 1x1 stride 1 (the last 1-15 columns are read in place)
+  CHECK(v->workspace_bytes(conv(p, {1, 64, 7, 7}, {32, 64, 1, 1}, {1, 32, 7, 7}, &w)) == 0);
+  CHECK(v->workspace_bytes(conv(p1, {1, 8, 9, 9}, {4, 8, 3, 3}, {1, 4, 9, 9}, &w)) == 72 * 81 * sizeof(float));
+  // unprepared, or without the workspace im2col needs: an Error, not a crash
   const NodeDesc node = conv(p, {1, 8, 5, 5}, {4, 8, 1, 1}, {1, 4, 5, 5}, &w);
   auto in = random_inputs(node.input_shapes, 9);
   std::vector<float> out(100);
   CHECK_THROWS_AS(v->run(KernelCall{node, {in[0].data(), w.data(), in[2].data()}, {out.data()}}), Error);
-  const auto prepared = v->prepare(node);
-  CHECK_THROWS_AS(v->run(KernelCall{node, {in[0].data(), w.data(), in[2].data()}, {out.data()}, nullptr, prepared.get()}), Error);
+  const NodeDesc padded = conv(p1, {1, 8, 5, 5}, {4, 8, 3, 3}, {1, 4, 5, 5}, &w);
+  const auto prepared = v->prepare(padded);
+  CHECK_THROWS_AS(v->run(KernelCall{padded, {in[0].data(), w.data(), in[2].data()}, {out.data()}, nullptr, prepared.get()}), Error);
 }
 
 TEST_CASE("conv2d im2col_gemm: workspace, 1x1 shortcut, applicability, errors") {

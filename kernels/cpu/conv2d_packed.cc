@@ -2,11 +2,12 @@
 // constant weight) as y[C_out, HO*WO] = w[C_out, K] col[K, HO*WO] with our own GEMM instead of
 // OpenBLAS: the weight packed once in prepare() into blocks of 8 output channels (gemm_microkernel.h),
 // the column matrix the input itself for a 1x1 stride-1 unpadded conv, else im2col into the workspace.
-// Per sample one OpenMP loop over (column block, block of 8 output channels); each iteration runs the
+// Per sample one OpenMP loop (guided) over (column block, block of 8 output channels); each iteration runs the
 // 8 x 48 register-blocked micro-kernel over its columns, full K at once, so bias, residual
 // (add_residual) and activation are applied as the tile is stored. Columns are blocked so that a
-// block of col (K x NC floats) stays in a core's L2 while every channel block passes over it. A last
-// partial vector of columns is copied zero-padded into the workspace. No BLAS, no allocation at run time.
+// block of col (K x NC floats) stays in a core's L2 while every channel block passes over it. The
+// last 1-15 columns (past the whole vectors) run through mk::accumulate_cols, one column per
+// accumulator, straight from col. No BLAS, no allocation at run time.
 // The default from 2^20 multiply-adds up (packed_priority: below, OpenBLAS's small-GEMM path wins).
 #include <omp.h>
 
@@ -25,10 +26,18 @@
 namespace infer::cpu {
 namespace {
 
-using mk::kLanes, mk::kMR, mk::v16, mk::load16, mk::store16;
+using mk::kLanes, mk::kMR, mk::v16, mk::v8, mk::load16, mk::store16;
 constexpr int kNV = 3;                        // vectors of columns per micro-tile
 constexpr int64_t kTileCols = kNV * kLanes;   // 48
-constexpr int64_t kColBlockBytes = 384 << 10;  // a column block of col: well inside Zen 4's 1 MiB L2
+// A column block of col (K x nc floats) is meant to stay in a core's L2 (Zen 4: 1 MiB) while every
+// channel block passes over it; each further column block reads the whole packed weight again. Where
+// the weight is the larger operand (C_out >= HO*WO: ResNet-50's 14x14 and 7x7 layers, weights of
+// 0.5-9.4 MB) those re-reads from memory cost more than col spilling out of L2, so the budget is
+// nearly all of L2 there (docs/kernels.md "CPU: conv2d packed_gemm": 384 KiB everywhere vs 960 KiB
+// for the weight-heavy ones: ResNet-50 1024->256 1x1 at 14x14 0.61 -> 0.53 ms, 3x3 stride 2 to 7x7
+// 1.56 -> 1.35; 960 KiB everywhere made the 56x56 convs slower, 0.59 -> 0.64, conv1 1.87 -> 1.94).
+constexpr int64_t kColBlockBytes = 384 << 10;
+constexpr int64_t kColBlockBytesWeightHeavy = 960 << 10;
 constexpr int64_t kParallelMin = int64_t(1) << 15;  // multiply-adds below which one thread runs
 
 struct PackedDims {
@@ -40,7 +49,6 @@ struct PackedDims {
   int64_t NCB;          // column blocks, the partial vector (if any) in the last one
   bool identity;
   size_t col_floats() const { return identity ? 0 : static_cast<size_t>(K * P); }
-  size_t tail_floats() const { return static_cast<size_t>(K * kLanes); }
 };
 
 PackedDims packed_dims(const NodeDesc& node) {
@@ -51,9 +59,10 @@ PackedDims packed_dims(const NodeDesc& node) {
   d.K = d.g.col_rows(), d.P = d.g.col_cols();
   d.COB = (d.CO + kMR - 1) / kMR;
   d.full = d.P / kLanes * kLanes;
-  // as many blocks as the L2 budget needs, then equal ones (whole vectors): the static schedule
-  // hands each thread the same number of iterations, so they must cost the same
-  const int64_t budget = std::max<int64_t>(kTileCols, kColBlockBytes / (std::max<int64_t>(d.K, 1) * 4));
+  // as many blocks as the L2 budget needs, then equal ones (whole vectors): guided chunks are runs
+  // of iterations, so a thread's share stays whole column blocks where there are several
+  const int64_t block_bytes = d.CO >= d.P ? kColBlockBytesWeightHeavy : kColBlockBytes;
+  const int64_t budget = std::max<int64_t>(kTileCols, block_bytes / (std::max<int64_t>(d.K, 1) * 4));
   d.NCB = std::max<int64_t>(1, (d.P + budget - 1) / budget);
   d.nc = ((d.P + d.NCB - 1) / d.NCB + kLanes - 1) / kLanes * kLanes;
   d.NCB = std::max<int64_t>(1, (d.P + d.nc - 1) / d.nc);
@@ -107,6 +116,28 @@ __attribute__((always_inline)) inline void store_tile(v16 (&acc)[kMR][NV], int64
     }
 }
 
+// The epilogue of the last R columns (accumulate_cols: acc[j] holds column j's 8 rows).
+template <int R>
+__attribute__((always_inline)) inline void store_cols(v8 (&acc)[R], int64_t rows, const float* bias,
+                                                      const float* res, float* y, int64_t ld, bool relu) {
+  float out[R][kMR];
+  std::memcpy(out, acc, sizeof out);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int j = 0; j < R; ++j) {
+      float v = out[j][r] + (bias ? bias[r] : 0.f) + (res ? res[r * ld + j] : 0.f);
+      y[r * ld + j] = relu && v < 0.f ? 0.f : v;
+    }
+}
+
+template <int R>
+__attribute__((always_inline)) inline void cols_tile(const float* a, const float* b, int64_t ldb, int64_t K,
+                                                     int64_t rows, const float* bias, const float* res, float* y,
+                                                     bool relu) {
+  v8 acc[R];
+  mk::accumulate_cols<R>(a, b, ldb, K, acc);
+  store_cols<R>(acc, rows, bias, res, y, ldb, relu);
+}
+
 // The activations other than ReLU on rows [0, rows) x columns [0, cols) of y (leading dimension ld).
 void act_block(float* y, int64_t rows, int64_t cols, int64_t ld, const Activation& act) {
   for (int64_t r = 0; r < rows; ++r) {
@@ -116,9 +147,9 @@ void act_block(float* y, int64_t rows, int64_t cols, int64_t ld, const Activatio
 }
 
 // Output channel block cb over columns [c0, c1) of a column block: 48-column tiles, then 32 or 16,
-// then (in the last block) the partial vector from the zero-padded copy `tail` (K x 16).
+// then (in the last block) the 1-15 columns past the whole vectors, one column per accumulator.
 __attribute__((target_clones("avx512f", "arch=haswell", "default")))
-void gemm_block(const PackedDims& d, const float* a, const float* col, const float* tail, int64_t c0,
+void gemm_block(const PackedDims& d, const float* a, const float* col, int64_t c0,
                 int64_t c1, int64_t co0, const float* bias, const float* res, float* y, const Activation& act) {
   const int64_t rows = std::min<int64_t>(kMR, d.CO - co0);
   const int64_t P = d.P, K = d.K;
@@ -144,10 +175,18 @@ void gemm_block(const PackedDims& d, const float* a, const float* col, const flo
     store_tile<1>(acc, rows, kLanes, b, r ? r + c : nullptr, yb + c, P, relu);
     c += kLanes;
   }
-  if (c1 == P && d.full < P) {  // the partial vector
-    v16 acc[kMR][1];
-    mk::accumulate<1>(a, tail, kLanes, K, acc);
-    store_tile<1>(acc, rows, P - d.full, b, r ? r + d.full : nullptr, yb + d.full, P, relu);
+  if (c1 == P && d.full < P) {  // the last 1-15 columns
+    const float* rf = r ? r + d.full : nullptr;
+    const float* cf = col + d.full;
+    float* yf = yb + d.full;
+    switch (P - d.full) {
+#define INFER_COLS_CASE(R) \
+  case R: cols_tile<R>(a, cf, P, K, rows, b, rf, yf, relu); break;
+      INFER_COLS_CASE(1) INFER_COLS_CASE(2) INFER_COLS_CASE(3) INFER_COLS_CASE(4) INFER_COLS_CASE(5)
+      INFER_COLS_CASE(6) INFER_COLS_CASE(7) INFER_COLS_CASE(8) INFER_COLS_CASE(9) INFER_COLS_CASE(10)
+      INFER_COLS_CASE(11) INFER_COLS_CASE(12) INFER_COLS_CASE(13) INFER_COLS_CASE(14) INFER_COLS_CASE(15)
+#undef INFER_COLS_CASE
+    }
   }
   if (act.kind != ActivationKind::None && !relu) act_block(yb + c0, rows, c1 - c0, P, act);
 }
@@ -157,13 +196,12 @@ void packed_run(const KernelCall& call) {
   const PackedDims d = packed_dims(call.node);
   const auto* prep = static_cast<const Prepared*>(call.prepared);
   if (!prep) throw Error("cpu conv2d.packed_gemm: not prepared for this node");
-  if (!call.workspace) throw Error("cpu conv2d.packed_gemm: needs a workspace, got none");
+  if (!d.identity && !call.workspace) throw Error("cpu conv2d.packed_gemm: needs a workspace, got none");
   const float* x = call.inputs[0];
   const float* bias = call.inputs.size() >= 3 ? call.inputs[2] : nullptr;
   const float* residual = p.add_residual ? call.inputs[3] : nullptr;
   float* y = call.outputs[0];
-  float* tail = static_cast<float*>(call.workspace);
-  float* colbuf = tail + d.tail_floats();
+  float* colbuf = static_cast<float*>(call.workspace);
   const Activation act = fused_activation(call.node.params);
   const float* a = prep->a.data();
   const int64_t xs = d.g.C * d.g.H * d.g.W, ys = d.CO * d.P;
@@ -176,20 +214,18 @@ void packed_run(const KernelCall& call) {
       im2col(d.g, col, colbuf);  // OpenMP-parallel itself: outside our region
       col = colbuf;
     }
-    if (d.full < d.P)
-      for (int64_t k = 0; k < d.K; ++k) {
-        std::fill(tail + k * kLanes, tail + (k + 1) * kLanes, 0.f);
-        std::memcpy(tail + k * kLanes, col + k * d.P + d.full, static_cast<size_t>(d.P - d.full) * sizeof(float));
-      }
     const float* rn = residual ? residual + n * ys : nullptr;
     float* yn = y + n * ys;
     // column block outer: a thread's share of iterations is a run of whole column blocks where there
-    // are several (col block in its L2, the small packed weight read again), else of channel blocks
-#pragma omp parallel for collapse(2) schedule(static) if (parallel)
+    // are several (col block in its L2, the small packed weight read again), else of channel blocks.
+    // Guided, not static: with OMP_WAIT_POLICY=passive the other thread sleeps between regions and
+    // starts tens of microseconds late; guided lets the first thread take its late share (halving
+    // the wait) while keeping runs contiguous (docs/kernels.md "OpenMP schedules").
+#pragma omp parallel for collapse(2) schedule(guided) if (parallel)
     for (int64_t jb = 0; jb < d.NCB; ++jb)
       for (int64_t cb = 0; cb < d.COB; ++cb) {
         const int64_t c0 = jb * d.nc, c1 = jb + 1 == d.NCB ? d.P : std::min(d.P, c0 + d.nc);
-        gemm_block(d, a + cb * d.K * kMR, col, tail, c0, c1, cb * kMR, bias, rn, yn, act);
+        gemm_block(d, a + cb * d.K * kMR, col, c0, c1, cb * kMR, bias, rn, yn, act);
       }
   }
 }
@@ -221,7 +257,7 @@ int packed_priority(const NodeDesc& node) {
 
 size_t packed_workspace(const NodeDesc& node) {
   const PackedDims d = packed_dims(node);
-  return (d.tail_floats() + d.col_floats()) * sizeof(float);
+  return d.col_floats() * sizeof(float);
 }
 
 }  // namespace

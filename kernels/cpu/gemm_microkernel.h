@@ -38,6 +38,24 @@ __attribute__((always_inline)) inline void accumulate(const float* a, const floa
   }
 }
 
+// The columns left after the whole vectors (1 to 15 of them): acc[j][r] = sum_k a[k*kMR + r] *
+// b[k*ldb + j], j < R, the 8 rows along an 8-lane vector and one column per accumulator. A 16-lane
+// accumulate<1> over a zero-padded copy pays 8 full-width FMAs per k whatever R is; this pays R
+// half-width ones (Zen 4 runs a 512-bit FMA as two 256-bit halves), so for 7x7 outputs (49 = 3 * 16
+// + 1 columns) the last column costs 1/16 of a vector's work instead of a whole one.
+typedef float v8 __attribute__((vector_size(32)));
+template <int R>
+__attribute__((always_inline)) inline void accumulate_cols(const float* a, const float* b, int64_t ldb, int64_t K,
+                                                           v8 (&acc)[R]) {
+  for (int j = 0; j < R; ++j) acc[j] = v8{};
+  for (int64_t k = 0; k < K; ++k) {
+    v8 av;
+    std::memcpy(&av, a + k * kMR, sizeof av);
+    const float* bk = b + k * ldb;
+    for (int j = 0; j < R; ++j) acc[j] += av * bk[j];
+  }
+}
+
 // Packed A: rows [cb*kMR, cb*kMR + kMR) of a row-major A [M][K] (leading dimension lda) as
 // out[cb][k][r], rows past M zero; ceil(M / kMR) * K * kMR floats.
 inline void pack_a(const float* a, int64_t M, int64_t K, int64_t lda, float* out) {
