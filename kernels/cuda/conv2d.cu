@@ -8,7 +8,8 @@
 // 1/unpadded: one strided-batched cuBLAS GEMM over the batch; gemm_1x1_nhwc, the same in NHWC: one
 // GEMM over all pixels of the batch), im2col_gemm (im2col into a <= 1 GiB
 // workspace + strided-batched GEMM per chunk of images), and direct (one thread per output element;
-// fallback and cross-check). GEMM variants end with bias_activation.
+// fallback and cross-check). GEMM variants end with bias_activation, or, split over K at batch 1
+// (few output tiles, K >= 4096), with the kernel that adds the slices' partial sums and the epilogue.
 #include <algorithm>
 #include <climits>
 #include <string>
