@@ -141,49 +141,66 @@ std::shared_ptr<void> prepare_weights(const NodeDesc& node, int m) {
 // ---- lane shuffles: a row of 16 tiles <-> one vector per tile column -------------------------------
 
 typedef int i16 __attribute__((vector_size(64)));
-// __builtin_shuffle(a, b, idx): lane k is lane idx[k] of a (0..15) or b (16..31); vpermt2ps on AVX-512.
+
+// Constant lane indices for shuffle2.
+template <int... I>
+struct Lanes {};
+
+// shuffle2(a, b, Lanes<I...>{}): lane k of the result is lane I_k of a (0..15) or of b (16..31);
+// vpermt2ps on AVX-512. GCC's __builtin_shuffle, clang's __builtin_shufflevector (the fuzz build).
+template <int... I>
+__attribute__((always_inline)) inline v16 shuffle2(const v16& a, const v16& b, Lanes<I...>) {
+  static_assert(sizeof...(I) == 16, "16 lanes");
+#if defined(__clang__)
+  return __builtin_shufflevector(a, b, I...);
+#else
+  return __builtin_shuffle(a, b, i16{I...});
+#endif
+}
+
+using Shift1 = Lanes<1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16>;  // a's lanes 1.., then b's 0
 
 // c[j][l] = p[l*m + j], j < m + 2, for the 16 tiles of a row segment p[0 .. 16m + 2): the patch
 // columns of 16 consecutive tiles, one vector each (a stride-m deinterleave, then a one-lane shift
 // for the two columns a tile shares with the next).
 template <int m>
 __attribute__((always_inline)) inline void deinterleave(const float* p, v16* c) {
-  const i16 shift = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
   if constexpr (m == 4) {
     v16 v0, v1, v2, v3;
     load16(v0, p), load16(v1, p + 16), load16(v2, p + 32), load16(v3, p + 48);
-    const i16 even = {0, 4, 8, 12, 16, 20, 24, 28, 1, 5, 9, 13, 17, 21, 25, 29};  // j = 0, 1 of 8 tiles
-    const i16 odd = {2, 6, 10, 14, 18, 22, 26, 30, 3, 7, 11, 15, 19, 23, 27, 31};  // j = 2, 3
-    const i16 lo = {0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23};
-    const i16 hi = {8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31};
-    const v16 t0 = __builtin_shuffle(v0, v1, even), t1 = __builtin_shuffle(v0, v1, odd);
-    const v16 t2 = __builtin_shuffle(v2, v3, even), t3 = __builtin_shuffle(v2, v3, odd);
-    c[0] = __builtin_shuffle(t0, t2, lo), c[1] = __builtin_shuffle(t0, t2, hi);
-    c[2] = __builtin_shuffle(t1, t3, lo), c[3] = __builtin_shuffle(t1, t3, hi);
-    c[4] = __builtin_shuffle(c[0], v16{} + p[64], shift), c[5] = __builtin_shuffle(c[1], v16{} + p[65], shift);
+    using Even = Lanes<0, 4, 8, 12, 16, 20, 24, 28, 1, 5, 9, 13, 17, 21, 25, 29>;   // j = 0, 1 of 8 tiles
+    using Odd = Lanes<2, 6, 10, 14, 18, 22, 26, 30, 3, 7, 11, 15, 19, 23, 27, 31>;  // j = 2, 3
+    using Lo = Lanes<0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23>;
+    using Hi = Lanes<8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31>;
+    const v16 t0 = shuffle2(v0, v1, Even{}), t1 = shuffle2(v0, v1, Odd{});
+    const v16 t2 = shuffle2(v2, v3, Even{}), t3 = shuffle2(v2, v3, Odd{});
+    c[0] = shuffle2(t0, t2, Lo{}), c[1] = shuffle2(t0, t2, Hi{});
+    c[2] = shuffle2(t1, t3, Lo{}), c[3] = shuffle2(t1, t3, Hi{});
+    c[4] = shuffle2(c[0], v16{} + p[64], Shift1{}), c[5] = shuffle2(c[1], v16{} + p[65], Shift1{});
   } else {
     v16 v0, v1;
     load16(v0, p), load16(v1, p + 16);
-    const i16 even = {0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30};
-    c[0] = __builtin_shuffle(v0, v1, even), c[1] = __builtin_shuffle(v0, v1, even + 1);
-    c[2] = __builtin_shuffle(c[0], v16{} + p[32], shift), c[3] = __builtin_shuffle(c[1], v16{} + p[33], shift);
+    using Even = Lanes<0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30>;
+    using Odd = Lanes<1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31>;
+    c[0] = shuffle2(v0, v1, Even{}), c[1] = shuffle2(v0, v1, Odd{});
+    c[2] = shuffle2(c[0], v16{} + p[32], Shift1{}), c[3] = shuffle2(c[1], v16{} + p[33], Shift1{});
   }
 }
 
 // The inverse for the output: p[l*m + c] = o[c][l], 16m floats written to p.
 template <int m>
 __attribute__((always_inline)) inline void interleave(const v16* o, float* p) {
-  const i16 zip_lo = {0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23};
-  const i16 zip_hi = zip_lo + 8;
+  using ZipLo = Lanes<0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23>;
+  using ZipHi = Lanes<8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31>;
   if constexpr (m == 4) {
-    const v16 u0 = __builtin_shuffle(o[0], o[1], zip_lo), u1 = __builtin_shuffle(o[0], o[1], zip_hi);
-    const v16 u2 = __builtin_shuffle(o[2], o[3], zip_lo), u3 = __builtin_shuffle(o[2], o[3], zip_hi);
-    const i16 pair_lo = {0, 1, 16, 17, 2, 3, 18, 19, 4, 5, 20, 21, 6, 7, 22, 23};
-    const i16 pair_hi = pair_lo + 8;
-    store16(p, __builtin_shuffle(u0, u2, pair_lo)), store16(p + 16, __builtin_shuffle(u0, u2, pair_hi));
-    store16(p + 32, __builtin_shuffle(u1, u3, pair_lo)), store16(p + 48, __builtin_shuffle(u1, u3, pair_hi));
+    const v16 u0 = shuffle2(o[0], o[1], ZipLo{}), u1 = shuffle2(o[0], o[1], ZipHi{});
+    const v16 u2 = shuffle2(o[2], o[3], ZipLo{}), u3 = shuffle2(o[2], o[3], ZipHi{});
+    using PairLo = Lanes<0, 1, 16, 17, 2, 3, 18, 19, 4, 5, 20, 21, 6, 7, 22, 23>;
+    using PairHi = Lanes<8, 9, 24, 25, 10, 11, 26, 27, 12, 13, 28, 29, 14, 15, 30, 31>;
+    store16(p, shuffle2(u0, u2, PairLo{})), store16(p + 16, shuffle2(u0, u2, PairHi{}));
+    store16(p + 32, shuffle2(u1, u3, PairLo{})), store16(p + 48, shuffle2(u1, u3, PairHi{}));
   } else {
-    store16(p, __builtin_shuffle(o[0], o[1], zip_lo)), store16(p + 16, __builtin_shuffle(o[0], o[1], zip_hi));
+    store16(p, shuffle2(o[0], o[1], ZipLo{})), store16(p + 16, shuffle2(o[0], o[1], ZipHi{}));
   }
 }
 
