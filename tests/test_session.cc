@@ -313,6 +313,42 @@ TEST_CASE("session: bad options are errors") {
   CHECK(forced.nodes()[0].variant == "reference");
 }
 
+TEST_CASE("session: --kernel op:node=variant forces one node, by name, over the op's choice") {
+  ModelBuilder b("two_convs");
+  const int x = b.input("x", {-1, 2, 9, 9});
+  Conv2DParams p;
+  p.pad = {1, 1, 1, 1};
+  const int a = b.node("a", p, {x, b.constant("wa", {4, 2, 3, 3}, test::random_vector(72, 1))});
+  b.output(b.node("b", p, {a, b.constant("wb", {4, 4, 3, 3}, test::random_vector(144, 2))}));
+  const Model model = Model::from_bytes(b.finish());
+  SessionOptions o;
+  o.backend = "cpu";
+  Session plain(model, o);
+  REQUIRE(plain.nodes().size() == 2);
+  REQUIRE(plain.nodes()[0].variant != "reference");
+  o.kernels = {{"conv2d:b", "reference"}};
+  Session one(model, o);
+  CHECK(one.nodes()[0].variant == plain.nodes()[0].variant);
+  CHECK(one.nodes()[1].variant == "reference");
+  // the node's entry wins over the op's
+  o.kernels = {{"conv2d", "reference"}, {"conv2d:a", plain.nodes()[0].variant}};
+  const Session both(model, o);
+  CHECK(both.nodes()[0].variant == plain.nodes()[0].variant);
+  CHECK(both.nodes()[1].variant == "reference");
+  Tensor in({1, 2, 9, 9}, test::random_vector(162, 3));
+  CHECK(test::rel_error(one.run({in})[0].data, plain.run({in})[0].data) <= 1e-5);
+  // errors: a name the graph lacks, a node of another op, an empty name, an unknown variant
+  o.kernels = {{"conv2d:c", "reference"}};
+  CHECK_THROWS_WITH_AS(Session(model, o), "kernels: no conv2d node named 'c' in the graph (after its passes; -v lists them)",
+                       Error);
+  o.kernels = {{"dense:b", "reference"}};
+  CHECK_THROWS_WITH_AS(Session(model, o), doctest::Contains("no dense node named 'b'"), Error);
+  o.kernels = {{"conv2d:", "reference"}};
+  CHECK_THROWS_WITH_AS(Session(model, o), "kernels: 'conv2d:' names no node (op:node=variant)", Error);
+  o.kernels = {{"conv2d:b", "no_such"}};
+  CHECK_THROWS_WITH_AS(Session(model, o), doctest::Contains("op 'conv2d' has no variant 'no_such'"), Error);
+}
+
 TEST_CASE("session: a model without a batch dimension runs only at its built size, and says so") {
   ModelBuilder b("fixed");
   const int x = b.input("x", {2, 5});

@@ -35,7 +35,7 @@ struct Options {
   bool profile = false;
   std::string profile_json;
   std::string trace;
-  std::map<std::string, std::string> kernels;  // --kernel op=variant
+  std::map<std::string, std::string> kernels;  // --kernel op=variant or op:node=variant
   PassOptions passes;                          // --no-fuse, --pass NAME=off
   bool verbose = false;
   uint64_t max_memory = 0;  // --max-memory (0: only the memory available is checked)

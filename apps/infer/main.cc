@@ -15,12 +15,13 @@
 
 namespace {
 
-// "op=variant" with both parts non-empty; CLI11 reports a non-empty return as a usage error.
+// "op=variant" or "op:node=variant" with both sides non-empty; CLI11 reports a non-empty return as a
+// usage error.
 std::string check_kernel_choice(std::string& text) {
   const size_t eq = text.find('=');
   if (eq == std::string::npos || eq == 0 || eq + 1 == text.size() ||
       text.find('=', eq + 1) != std::string::npos)
-    return "expected op=variant (e.g. conv_transpose2d=reference), got '" + text + "'";
+    return "expected op=variant or op:node=variant (e.g. conv_transpose2d=reference), got '" + text + "'";
   return "";
 }
 
@@ -72,10 +73,10 @@ int main(int argc, char** argv) {
   app.add_option("--trace", o.trace, "Write a Chrome trace (chrome://tracing, ui.perfetto.dev)")
       ->option_text("FILE");
   app.add_option("--kernel", kernel_choices,
-                 "Force a kernel variant, e.g. conv_transpose2d=reference (repeatable; -v lists "
-                 "the variant each node runs)")
+                 "Force a kernel variant, e.g. conv_transpose2d=reference, or on one node by name, e.g. "
+                 "conv2d:conv1_1=cudnn_folded (repeatable; -v lists the variant each node runs)")
       ->check(CLI::Validator(check_kernel_choice, ""))
-      ->option_text("OP=VARIANT ...");
+      ->option_text("OP[:NODE]=VAR ...");
   app.add_flag("--no-fuse", no_fuse, "Run no graph pass (no BatchNorm folding, no fusion)");
   app.add_option("--pass", pass_choices,
                  "Switch one graph pass on or off: fold_batchnorm, fuse_conv_avgpool, "
@@ -94,7 +95,7 @@ int main(int argc, char** argv) {
     for (const std::string& choice : kernel_choices) {
       const size_t eq = choice.find('=');
       if (!o.kernels.emplace(choice.substr(0, eq), choice.substr(eq + 1)).second)
-        throw CLI::ValidationError("--kernel", "op '" + choice.substr(0, eq) + "' given twice");
+        throw CLI::ValidationError("--kernel", "'" + choice.substr(0, eq) + "' given twice");
     }
     if (no_fuse) o.passes.set_all(false);
     for (const std::string& choice : pass_choices) {

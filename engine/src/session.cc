@@ -39,6 +39,8 @@ struct Session::Impl {
   Precision precision = Precision::FP32;
   PassOptions passes;                          // as given: backend passes and requires_pass read it
   std::map<std::string, const KernelVariant*> forced;  // --kernel op=variant, checked
+  // --kernel op:node=variant, checked: node name -> (op, variant)
+  std::map<std::string, std::pair<std::string, const KernelVariant*>> forced_node;
   uint64_t element_bytes = 4;                  // of every activation and constant: 2 under fp16
   bool captured = false;                       // the forward is a CUDA graph: run() replays it
   std::unique_ptr<detail::Backend> backend;
@@ -90,10 +92,23 @@ struct Session::Impl {
   int priority(const KernelVariant& v, const NodeDesc& d) const {
     return v.priority_for ? v.priority_for(d) : v.priority;
   }
+  // The variant --kernel forces on graph node i (by its name, else by its op), or null.
+  const KernelVariant* forced_for(size_t i) const {
+    const detail::Node& node = graph->nodes[i];
+    const std::string op = op_name(node.op());
+    if (auto it = forced_node.find(node.name); it != forced_node.end() && it->second.first == op)
+      return it->second.second;
+    if (auto it = forced.find(op); it != forced.end()) return it->second;
+    return nullptr;
+  }
   // The variants a node of `op` may get: the forced one (--kernel), else all of this backend's.
   std::vector<const KernelVariant*> candidates_for(const std::string& op) const {
     if (auto it = forced.find(op); it != forced.end()) return {it->second};
     return KernelRegistry::global().variants(backend->name(), op);
+  }
+  std::vector<const KernelVariant*> candidates_for(size_t i) const {
+    if (const KernelVariant* v = forced_for(i)) return {v};
+    return KernelRegistry::global().variants(backend->name(), op_name(graph->nodes[i].op()));
   }
   std::string variant_list(const std::string& op) const;
   NodeDesc describe(size_t step) const;  // the node's NodeDesc from the graph, shapes and precision
@@ -221,7 +236,7 @@ void Session::Impl::choose_layouts() {
   std::vector<detail::LayoutSupport> support(graph->nodes.size());
   for (size_t i = 0; i < graph->nodes.size(); ++i) {
     NodeDesc desc = describe(i);
-    const std::vector<const KernelVariant*> candidates = candidates_for(op_name(graph->nodes[i].op()));
+    const std::vector<const KernelVariant*> candidates = candidates_for(i);
     for (Layout layout : {Layout::NCHW, Layout::NHWC}) {
       desc.layout = layout;
       int best = -1;
@@ -395,14 +410,21 @@ Session::Impl::Impl(const Model& model, const SessionOptions& options) {
 void Session::Impl::check_forced(const SessionOptions& options) {
   const KernelRegistry& registry = KernelRegistry::global();
   const std::string& kernel_backend = backend->name();
-  for (const auto& [op, name] : options.kernels) {
+  for (const auto& [key, name] : options.kernels) {
+    const size_t colon = key.find(':');  // "op:node": one node, by name
+    const std::string op = key.substr(0, colon);
     if (!is_op_name(op))
       throw Error("kernels: unknown op '" + op + "' (ops: " + all_op_names() + ")");
+    if (colon != std::string::npos && colon + 1 == key.size())
+      throw Error("kernels: '" + key + "' names no node (op:node=variant)");
     const KernelVariant* v = registry.find(kernel_backend, op, name);
     if (!v || !allowed(*v))
       throw Error(fmt::format("kernels: op '{}' has no variant '{}' on backend {} (variants: {})", op,
                               name, backend_name, variant_list(op)));
-    forced[op] = v;
+    if (colon == std::string::npos)
+      forced[op] = v;
+    else
+      forced_node[key.substr(colon + 1)] = {op, v};
   }
 }
 
@@ -412,13 +434,19 @@ void Session::Impl::select_kernels() {
   const size_t n = graph->nodes.size();
   descs.reserve(n);
   for (size_t i = 0; i < n; ++i) descs.push_back(describe(i));
+  for (const auto& [name, f] : forced_node) {
+    bool found = false;
+    for (const detail::Node& node : graph->nodes) found = found || (node.name == name && op_name(node.op()) == f.first);
+    if (!found)
+      throw Error(fmt::format("kernels: no {} node named '{}' in the graph (after its passes; -v lists them)",
+                              f.first, name));
+  }
 
   for (size_t i = 0; i < n; ++i) {
     const NodeDesc& desc = descs[i];
     const std::string op = op_name(graph->nodes[i].op());
-    const KernelVariant* chosen = nullptr;
-    if (auto it = forced.find(op); it != forced.end()) {
-      chosen = it->second;
+    const KernelVariant* chosen = forced_for(i);
+    if (chosen) {
       if (!variant_applies(*chosen, desc))
         throw Error(fmt::format("kernels: variant '{}' of {} does not apply to {} ({})", chosen->name,
                                 op, where(i), layout_name(desc.layout)));
@@ -439,7 +467,7 @@ void Session::Impl::select_kernels() {
     if (!chosen->run)
       throw Error(fmt::format("{}: kernel variant '{}' has no run function", where(i), chosen->name));
     spdlog::debug("{}: kernel variant {}, layout {}", where(i), chosen->name, layout_name(desc.layout));
-    if (forced.count(op)) forced_step.insert(i);
+    if (forced_for(i)) forced_step.insert(i);
     variants.push_back(chosen);
     const uint64_t before = backend->allocated_bytes();
     prepared.push_back(chosen->prepare ? chosen->prepare(desc) : nullptr);

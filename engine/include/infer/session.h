@@ -62,8 +62,10 @@ struct SessionOptions {
   // Time every applicable variant of each node once at creation and keep the fastest (instead of the
   // default heuristic). Forced variants (`kernels`) are kept as forced.
   bool autotune = false;
-  // Forced kernel variants, op name -> variant name (e.g. {"conv_transpose2d", "reference"}).
-  // An unknown op or variant, or one not applicable to a node of that op, is an Error.
+  // Forced kernel variants, op name -> variant name (e.g. {"conv_transpose2d", "reference"}), or for
+  // one node "op:node name" -> variant (e.g. {"conv2d:conv1_1", "cudnn_folded"}; it wins over the op's).
+  // An unknown op or variant, a node name the graph lacks, or a variant not applicable to a node it
+  // is forced on, is an Error.
   std::map<std::string, std::string> kernels;
   PassOptions passes;  // all on by default
   // Intermediate activations to read back, by value name (e.g. a hidden layer as a feature
