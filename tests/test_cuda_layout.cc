@@ -485,6 +485,76 @@ CUDA_TEST_CASE("conv2d.mma_small_cout_nhwc matches the reference (fp16, C_out 1.
   CHECK_FALSE(variant_applies(*v, e.node));
 }
 
+// The tensor-core implicit GEMM for few input channels: fp16, C_in 1..4 (odd K = KH x KW x C_in, zero-padded
+// to 16), C_out a multiple of 8 up to 136 (several 64-channel passes, a partial last one), kernels 1..7,
+// strides 1..4, dilation 1..2, every padding edge, pixels past the last full 32-pixel warp tile, and
+// images large enough for the grid-stride loop.
+CUDA_TEST_CASE("conv2d.mma_small_cin_nhwc matches the reference (fp16, C_in 1..4, any stride, padding, dilation)") {
+  test::require_registered("conv2d", {"mma_small_cin_nhwc"});
+  std::mt19937_64 rng(737373);
+  int ran = 0;
+  for (int t = 0; t < scaled(48); ++t) {
+    Conv2DParams p;
+    const int kh = uniform(rng, 1, 7), kw = rng() % 2 ? kh : uniform(rng, 1, 7);
+    p.stride_h = uniform(rng, 1, 4), p.stride_w = rng() % 2 ? p.stride_h : uniform(rng, 1, 4);
+    p.dilation_h = t % 5 == 4 ? 2 : 1, p.dilation_w = t % 7 == 6 ? 2 : 1;
+    const int sy = (kh - 1) * p.dilation_h + 1, sx = (kw - 1) * p.dilation_w + 1;
+    p.pad = {uniform(rng, 0, sy - 1), uniform(rng, 0, sx - 1), uniform(rng, 0, sy - 1), uniform(rng, 0, sx - 1)};
+    p.activation = random_activation(rng);
+    const int64_t N = uniform(rng, 1, 3), CI = uniform(rng, 1, 4), CO = 8 * (t % 6 == 5 ? 17 : uniform(rng, 1, 9));
+    const int64_t hmax = t % 8 == 7 ? 80 : 19;
+    int64_t H, W;
+    do {
+      H = uniform(rng, 1, hmax), W = uniform(rng, 1, hmax);
+    } while (H + p.pad.top + p.pad.bottom < sy || W + p.pad.left + p.pad.right < sx);
+    const int64_t HO = (H + p.pad.top + p.pad.bottom - sy) / p.stride_h + 1;
+    const int64_t WO = (W + p.pad.left + p.pad.right - sx) / p.stride_w + 1;
+    std::vector<Shape> in{{N, CI, H, W}, {CO, CI, kh, kw}};
+    if (rng() % 3 != 0) in.push_back({CO});
+    const OpCase c = make_case(p, in, {false, true, true}, {N, CO, HO, WO}, 9300 + t);
+    const auto names = check_case_in_layout(c, Precision::FP16, Layout::NHWC, {"mma_small_cin_nhwc"}, t % 2 == 0);
+    CHECK_MESSAGE(contains(names, "mma_small_cin_nhwc"), test::describe(c));
+    ran += !names.empty();
+  }
+  CHECK(ran == scaled(48));
+  // VGG's conv1_1 shape (3 -> 64, 3x3 pad 1) and an AlexNet-like stem (11x11 stride 4, K = 363)
+  struct Fixed {
+    int64_t N, CI, H, W, CO;
+    int k, stride, pad;
+  };
+  for (const Fixed& f : {Fixed{2, 3, 33, 35, 64, 3, 1, 1}, Fixed{1, 3, 47, 45, 64, 11, 4, 2}, Fixed{2, 1, 28, 28, 8, 5, 1, 2}}) {
+    Conv2DParams p;
+    p.stride_h = p.stride_w = f.stride;
+    p.pad = {f.pad, f.pad, f.pad, f.pad};
+    p.activation.kind = ActivationKind::Relu;
+    const int64_t HO = (f.H + 2 * f.pad - f.k) / f.stride + 1, WO = (f.W + 2 * f.pad - f.k) / f.stride + 1;
+    const OpCase c = make_case(p, {{f.N, f.CI, f.H, f.W}, {f.CO, f.CI, f.k, f.k}, {f.CO}}, {false, true, true},
+                               {f.N, f.CO, HO, WO}, 9400 + f.k);
+    CHECK_MESSAGE(contains(check_case_in_layout(c, Precision::FP16, Layout::NHWC, {"mma_small_cin_nhwc"}, true),
+                           "mma_small_cin_nhwc"),
+                  test::describe(c));
+  }
+  // not applicable: tf32, NCHW, C_in 5, C_out not a multiple of 8
+  const KernelVariant* v = KernelRegistry::global().find("cuda", "conv2d", "mma_small_cin_nhwc");
+  REQUIRE(v != nullptr);
+  Conv2DParams p;
+  const auto node_of = [&](int64_t ci, int64_t co) {
+    test::CaseData d = test::make_case_data(
+        make_case(p, {{1, ci, 5, 5}, {co, ci, 3, 3}}, {false, true}, {1, co, 3, 3}, 9500), Precision::FP16);
+    d.node.layout = Layout::NHWC;
+    return d;
+  };
+  test::CaseData d = node_of(3, 16);
+  CHECK(variant_applies(*v, d.node));
+  d.node.precision = Precision::TF32;
+  CHECK_FALSE(variant_applies(*v, d.node));
+  d.node.precision = Precision::FP16;
+  d.node.layout = Layout::NCHW;
+  CHECK_FALSE(variant_applies(*v, d.node));
+  CHECK_FALSE(variant_applies(*v, node_of(5, 16).node));
+  CHECK_FALSE(variant_applies(*v, node_of(3, 12).node));
+}
+
 CUDA_TEST_CASE("conv2d.depthwise matches the reference in NHWC and NCHW (vector and scalar channels)") {
   test::require_registered("conv2d", {"depthwise"});
   std::mt19937_64 rng(20261127);
@@ -661,14 +731,25 @@ CUDA_TEST_CASE("channels_last at batch 8: VGG and the generators run their convo
 }
 
 #ifdef INFER_WITH_CUDNN
-CUDA_TEST_CASE("fold_width: VGG conv1_1 runs width-folded at batch 8 when the pass is on, same values when off") {
-  const Model m = zoo_model("vgg16", 32);
+CUDA_TEST_CASE("fold_width: a 3 -> 4 channel convolution runs width-folded at batch 8 when the pass is on, same "
+               "values when off; VGG conv1_1 takes mma_small_cin_nhwc") {
+  // C_out = 4 and C_in = 3: neither mma_small_cin_nhwc (C_out % 8) nor mma_small_cout_nhwc (C_in % 8)
+  // takes it, so folding is the NHWC choice.
+  ModelBuilder b("fold");
+  const int x = b.input("x", {-1, 3, 32, 32});
+  Conv2DParams p;
+  p.pad = {1, 1, 1, 1};
+  p.activation.kind = ActivationKind::Relu;
+  const int w = b.constant("w", {4, 3, 3, 3}, test::random_vector(108, 3, -0.3f, 0.3f));
+  const int bias = b.constant("b", {4}, test::random_vector(4, 4));
+  b.output(b.node("conv", p, {x, w, bias}));
+  const Model m = Model::from_bytes(b.finish(), "fold.fb");
   Session on = session(m, "cuda", 8, Precision::FP16, true, true);
   Session off = session(m, "cuda", 8, Precision::FP16, true, false);
-  CHECK(on.passes()[4] == "fold_width: 1 convolution(s) width-folded (conv1_1)");
+  CHECK(on.passes()[4] == "fold_width: 1 convolution(s) width-folded (conv)");
   CHECK(off.passes()[4] == "fold_width: off");
   bool folded = false;
-  for (const NodeInfo& n : on.nodes()) folded = folded || (n.name == "conv1_1" && n.variant == "cudnn_folded");
+  for (const NodeInfo& n : on.nodes()) folded = folded || (n.name == "conv" && n.variant == "cudnn_folded");
   CHECK(folded);
   for (const NodeInfo& n : off.nodes()) CHECK(n.variant != "cudnn_folded");
   const std::vector<Tensor> in = inputs_for(on, 5);
@@ -680,5 +761,11 @@ CUDA_TEST_CASE("fold_width: VGG conv1_1 runs width-folded at batch 8 when the pa
   o.passes.fold_width = false;
   o.kernels = {{"conv2d", "cudnn_folded"}};
   CHECK_THROWS_WITH_AS(Session(m, o), doctest::Contains("no variant 'cudnn_folded'"), Error);
+  // VGG's conv1_1 (3 -> 64) at batch 8: the K-gathering implicit GEMM, faster than folding (docs/kernels.md)
+  Session vgg = session(zoo_model("vgg16", 32), "cuda", 8, Precision::FP16, true, true);
+  CHECK(vgg.passes()[4] == "fold_width: no convolution width-folded");
+  bool small_cin = false;
+  for (const NodeInfo& n : vgg.nodes()) small_cin = small_cin || (n.name == "conv1_1" && n.variant == "mma_small_cin_nhwc");
+  CHECK(small_cin);
 }
 #endif

@@ -20,6 +20,7 @@ void register_binary(KernelRegistry& registry);            // binary.cu: add, su
 void register_conv_transpose2d_projection(KernelRegistry& registry);  // conv_transpose2d/projection.cc
 void register_conv_transpose2d_segregated_mma(KernelRegistry& registry);  // conv_transpose2d/segregated_mma_nhwc.cu
 void register_conv2d_small_cout_nhwc(KernelRegistry& registry);      // conv2d_small_cout_nhwc.cu
+void register_conv2d_small_cin_nhwc(KernelRegistry& registry);       // conv2d_small_cin_nhwc.cu
 void register_conv2d_depthwise(KernelRegistry& registry);            // conv2d_depthwise.cu
 void register_pad2d(KernelRegistry& registry);             // pad2d.cu
 void register_instance_norm(KernelRegistry& registry);     // instance_norm.cu

@@ -100,6 +100,21 @@ __device__ __forceinline__ void mma_16816(float (&d)[4], const uint32_t (&a)[4],
 #endif
 }
 
+// D = A * B + C with C's rows g and g + 8 both {c0, c1}: a per-column bias as the first step's addend,
+// so a kernel needs no moves to start its sums at the bias.
+__device__ __forceinline__ void mma_16816_bias(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1,
+                                               float c0, float c1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%10,%11,%10,%11};\n"
+      : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(c0), "f"(c1));
+#else
+  __trap();
+#endif
+}
+
 // The A registers of both slices of a 32-channel group from rows g (r0) and g + 8 (r1).
 __device__ __forceinline__ void mma_a_slices(const uint4& r0, const uint4& r1, uint32_t (&a0)[4],
                                              uint32_t (&a1)[4]) {

@@ -17,6 +17,7 @@ void register_cuda_kernels(KernelRegistry& registry) {
   cuda::register_conv_transpose2d_projection(registry);
   cuda::register_conv_transpose2d_segregated_mma(registry);
   cuda::register_conv2d_small_cout_nhwc(registry);
+  cuda::register_conv2d_small_cin_nhwc(registry);
   cuda::register_conv2d_depthwise(registry);
   cuda::register_pad2d(registry);
   cuda::register_instance_norm(registry);
