@@ -314,7 +314,7 @@ CUDA_TEST_CASE("conv2d: larger layers (several GEMM tiles, many images, VGG/Alex
     }
 }
 
-// Split-K at batch 1 (conv2d.cu): few output tiles and a long K (>= 4096) are cut into K slices
+// Split-K at batch 1 (conv2d/gemm.cu): few output tiles and a long K (>= 4096) are cut into K slices
 // multiplied into float partial sums and added with bias, residual and activation. VGG conv5-like (512
 // ch at 5x5, K = 4608: 16 slices of 288), with a residual, a K (4122) that only splits in two, a 1x1
 // (gemm_1x1) over 4096 channels, and batch 2 of the first (no split) for comparison; in a CUDA graph

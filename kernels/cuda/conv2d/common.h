@@ -1,0 +1,77 @@
+// What the CUDA conv2d variants of this folder's gemm.cu, direct.cu and register.cc share (host code,
+// for .cc and .cu files): the node's geometry, the run-time unpacking of a call (geometry + device
+// pointers, the residual input of fuse_conv_residual) and the entry points those two families give
+// register.cc. Shapes and the parameter type were checked by the registry (check_kernel_call) and shape
+// inference before any of these functions sees a node. Namespace infer::cuda::conv.
+#pragma once
+
+#include <cstdint>
+#include <variant>
+
+#include "kernels/conv_shapes.h"
+#include "kernels/cuda/im2col.cuh"
+
+namespace infer::cuda::conv {
+
+// 1x1, stride 1, unpadded, ungrouped: the convolution is a GEMM over the input as it is.
+inline bool gemm_1x1_applicable(const NodeDesc& node) {
+  if (!conv2d_ungrouped(node)) return false;
+  const auto& p = std::get<Conv2DParams>(node.params);
+  const Shape &x = node.input_shapes[0], &w = node.input_shapes[1], &y = node.output_shapes[0];
+  return w[2] == 1 && w[3] == 1 && p.stride_h == 1 && p.stride_w == 1 && p.pad.top == 0 &&
+         p.pad.left == 0 && p.pad.bottom == 0 && p.pad.right == 0 && y[2] == x[2] && y[3] == x[3];
+}
+
+// The node's geometry (x [N,C,H,W], w [CO,C,KH,KW], y [N,CO,HO,WO]).
+inline ConvGeometry geometry(const NodeDesc& node) {
+  const auto* p = &std::get<Conv2DParams>(node.params);
+  const Shape &xs = node.input_shapes[0], &ws = node.input_shapes[1], &ys = node.output_shapes[0];
+  ConvGeometry g;
+  g.C = xs[1];
+  g.H = xs[2];
+  g.W = xs[3];
+  g.KH = ws[2];
+  g.KW = ws[3];
+  g.stride_h = p->stride_h;
+  g.stride_w = p->stride_w;
+  g.pad_top = p->pad.top;
+  g.pad_left = p->pad.left;
+  g.HO = ys[2];
+  g.WO = ys[3];
+  return g;
+}
+
+// The call's geometry and pointers.
+struct ConvCall {
+  ConvGeometry g;
+  int64_t N, CO;
+  const void *x, *w, *bias, *residual;  // residual: input 3 (add_residual), else null
+  void* y;
+};
+
+inline ConvCall conv_call(const KernelCall& call) {
+  ConvCall c{geometry(call.node), 0, 0, nullptr, nullptr, nullptr, nullptr, nullptr};
+  c.N = call.node.input_shapes[0][0];
+  c.CO = call.node.input_shapes[1][0];
+  c.x = call.inputs[0];
+  c.w = call.inputs[1];
+  c.bias = call.inputs.size() >= 3 ? call.inputs[2] : nullptr;
+  c.residual = std::get<Conv2DParams>(call.node.params).add_residual ? call.inputs.at(3) : nullptr;
+  c.y = call.outputs[0];
+  return c;
+}
+
+// gemm.cu: im2col_gemm, gemm_1x1 (both split over K at batch 1 where it pays), gemm_1x1_nhwc
+size_t im2col_gemm_workspace(const NodeDesc& node);
+void run_im2col_gemm(const KernelCall& call);
+void run_gemm_1x1(const KernelCall& call);
+int gemm_1x1_nhwc_priority(const NodeDesc& node);
+void run_gemm_1x1_nhwc(const KernelCall& call);
+
+// direct.cu: direct (any conv2d node), direct_small_cout (C_out <= 8)
+void run_direct(const KernelCall& call);
+bool small_cout_applicable(const NodeDesc& node);
+int small_cout_priority(const NodeDesc& node);
+void run_small_cout(const KernelCall& call);
+
+}  // namespace infer::cuda::conv
