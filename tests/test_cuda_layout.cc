@@ -87,8 +87,10 @@ const Precision kPrecisions[] = {Precision::FP32, Precision::TF32, Precision::FP
 CUDA_TEST_CASE("layout: NCHW <-> NHWC copies match the reference (odd sizes, C = 1, HW = 1, graph)") {
   test::require_registered("layout", {"transpose_tiled"});
   std::mt19937_64 rng(20261124);
+  // fp16 with even C and H x W takes the 64x64 half2 tile: whole and partial tiles both ways
   const std::vector<Shape> fixed = {{1, 1, 1, 1}, {2, 1, 5, 7}, {1, 3, 1, 1}, {3, 33, 31, 1},
-                                    {2, 64, 17, 19}, {1, 40, 65, 3}};
+                                    {2, 64, 17, 19}, {1, 40, 65, 3}, {2, 128, 32, 32}, {1, 66, 10, 14},
+                                    {3, 130, 9, 14}, {1, 10, 2, 1}};
   std::vector<Shape> shapes = fixed;
   for (int t = 0; t < scaled(30); ++t)
     shapes.push_back({uniform(rng, 1, 4), uniform(rng, 1, 70), uniform(rng, 1, 40), uniform(rng, 1, 40)});
