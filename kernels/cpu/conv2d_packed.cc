@@ -25,6 +25,7 @@
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/gemm_microkernel.h"
 #include "kernels/cpu/im2col.h"
+#include "kernels/cpu/omp_last.h"
 
 namespace infer::cpu {
 namespace {
@@ -224,12 +225,18 @@ void packed_run(const KernelCall& call) {
     // Guided, not static: with OMP_WAIT_POLICY=passive the other thread sleeps between regions and
     // starts tens of microseconds late; guided lets the first thread take its late share (halving
     // the wait) while keeping runs contiguous (docs/kernels.md "OpenMP schedules").
-#pragma omp parallel for collapse(2) schedule(guided) if (parallel)
-    for (int64_t jb = 0; jb < d.NCB; ++jb)
-      for (int64_t cb = 0; cb < d.COB; ++cb) {
-        const int64_t c0 = jb * d.nc, c1 = jb + 1 == d.NCB ? d.P : std::min(d.P, c0 + d.nc);
-        gemm_block(d, a + cb * d.K * kMR, col, c0, c1, cb * kMR, bias, rn, yn, act);
-      }
+    // the master reaches the closing barrier last (omp_last.h): it does not sleep there
+    MasterLast last;
+#pragma omp parallel if (parallel)
+    {
+#pragma omp for collapse(2) schedule(guided) nowait
+      for (int64_t jb = 0; jb < d.NCB; ++jb)
+        for (int64_t cb = 0; cb < d.COB; ++cb) {
+          const int64_t c0 = jb * d.nc, c1 = jb + 1 == d.NCB ? d.P : std::min(d.P, c0 + d.nc);
+          gemm_block(d, a + cb * d.K * kMR, col, c0, c1, cb * kMR, bias, rn, yn, act);
+        }
+      last.arrive();
+    }
   }
 }
 
@@ -490,16 +497,18 @@ void implicit_run(const KernelCall& call) {
     const float* rn = residual ? residual + n * ys : nullptr;
     float* yn = y + n * ys;
     // one region, two loops: the phase copy, then (after its barrier) the GEMM as packed_run's
+    MasterLast last;
 #pragma omp parallel if (parallel)
     {
 #pragma omp for schedule(static)
       for (int64_t row = 0; row < phase_rows; ++row) phase_row(d, xn, ph, row);
-#pragma omp for collapse(2) schedule(guided)
+#pragma omp for collapse(2) schedule(guided) nowait
       for (int64_t jb = 0; jb < d.NCB; ++jb)
         for (int64_t cb = 0; cb < d.COB; ++cb) {
           const int64_t c0 = jb * d.nc, c1 = jb + 1 == d.NCB ? d.T : std::min(d.T, c0 + d.nc);
           implicit_block(d, a + cb * d.K * kMR, ph, off, c0, c1, cb * kMR, bias, rn, yn, act);
         }
+      last.arrive();
     }
   }
 }
