@@ -384,19 +384,24 @@ void winograd_run(const KernelCall& call, int m) {
     // arrived first has gone to sleep and wakes late into the next phase; guided chunks let the
     // awake thread take over part of its share (static: 7.81 -> 7.15 ms of ResNet-50's F(4x4) nodes)
     MasterLast last;  // the master reaches the closing barrier last (omp_last.h)
+    SpinArrival bar1, bar2;
 #pragma omp parallel if (parallel)
     {
       // one input channel per iteration (input_plane's spill relies on its tile rows' order)
-#pragma omp for schedule(guided)
+#pragma omp for schedule(guided) nowait
       for (int64_t c = 0; c < d.C; ++c)
         input_transform(d, xn + c * d.H * d.W, padded + c * d.plane_floats(), v + c * d.Tp, v_xi);
+      bar1.arrive();
+#pragma omp barrier
       // consecutive iterations share the product xi, so V[xi] stays in cache
-#pragma omp for schedule(guided)
+#pragma omp for schedule(guided) nowait
       for (int64_t it = 0; it < aa * d.COB; ++it) {
         const int64_t xi = it / d.COB, cb = it % d.COB;
         gemm_block(d, u + (xi * d.COB + cb) * d.C * kMR, v + xi * v_xi, mm + xi * m_xi + cb * kMR * d.Tp,
                    std::min<int64_t>(kMR, d.CO - cb * kMR));
       }
+      bar2.arrive();
+#pragma omp barrier
 #pragma omp for schedule(guided) nowait
       for (int64_t it = 0; it < d.CO * d.TH; ++it) {
         const int64_t co = it / d.TH, ty = it % d.TH;

@@ -1,9 +1,11 @@
-// MasterLast: lets the master thread of an OpenMP parallel region reach the region's closing barrier
-// after the other threads, waiting for them with a short, bounded spin (default 30 microseconds)
+// MasterLast lets the master thread of an OpenMP parallel region reach the region's closing barrier
+// after the other threads, waiting for them with a short, bounded spin (at most 30 microseconds)
 // instead of sleeping at the barrier. Under OMP_WAIT_POLICY=passive a thread that waits at a barrier
 // sleeps on a futex at once, and on this VM waking it takes tens of microseconds: the master finishing
 // its share first and sleeping puts that wake-up on the critical path of every node. The workers'
 // own sleep (between regions) is untouched. Use after a `nowait` loop, one arrive() per thread.
+// SpinArrival does the same for a barrier inside a region: a bounded spin until all have arrived,
+// then `#pragma omp barrier`, which they then reach together.
 #pragma once
 
 #include <omp.h>
@@ -12,6 +14,32 @@
 #include <chrono>
 
 namespace infer::cpu {
+
+// Bounded spin until every thread of the team has called arrive() (or kSpin has passed); then the
+// caller runs `#pragma omp barrier`, which the threads now reach together.
+class SpinArrival {
+ public:
+  void arrive() {
+    const int n = omp_get_num_threads();
+    if (n == 1) return;
+    count_.fetch_add(1, std::memory_order_acq_rel);
+    const auto until = std::chrono::steady_clock::now() + kSpin;
+    while (count_.load(std::memory_order_acquire) < n) {
+      for (int i = 0; i < 16; ++i) {
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#endif
+      }
+      if (std::chrono::steady_clock::now() >= until) return;
+    }
+  }
+
+ private:
+  // Winograd's two phase barriers, ResNet-50 (08:13 UTC, four alternating pairs): its 16 Winograd
+  // nodes 9.33-9.39 ms with the barrier alone, 9.17-9.25 with the spin first.
+  static constexpr std::chrono::microseconds kSpin{30};
+  std::atomic<int> count_{0};
+};
 
 class MasterLast {
  public:

@@ -15,6 +15,7 @@
 #include <string>
 
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/omp_last.h"
 
 namespace infer::cpu {
 namespace {
@@ -32,7 +33,10 @@ void pool2d_run(const KernelCall& call) {
   const bool is_max = p.kind == PoolKind::Max;
 
   const int64_t work = NC * HO * WO * p.kernel_h * p.kernel_w;
-#pragma omp parallel for schedule(static) if (work >= kParallelMin)
+  MasterLast last;  // guided and the master last: see separable_run
+#pragma omp parallel if (work >= kParallelMin)
+  {
+#pragma omp for schedule(guided) nowait
   for (int64_t c = 0; c < NC; ++c) {
     const float* xp = x + c * H * W;
     float* yp = y + c * HO * WO;
@@ -62,6 +66,8 @@ void pool2d_run(const KernelCall& call) {
         }
       }
     }
+  }
+  last.arrive();
   }
 }
 
@@ -185,8 +191,16 @@ void separable_run(const KernelCall& call) {
   const float* x = call.inputs[0];
   float* y = call.outputs[0];
   const int64_t work = NC * d.HO * d.WO * d.KH * d.KW;
-#pragma omp parallel for schedule(static) if (work >= kParallelMin)
-  for (int64_t c = 0; c < NC; ++c) pool_plane(d, x + c * d.H * d.W, y + c * d.HO * d.WO);
+  // guided: under OMP_WAIT_POLICY=passive the other thread starts late and the awake one takes over
+  // part of its share; the master waits for it with a bounded spin instead of sleeping at the
+  // closing barrier (omp_last.h; docs/kernels.md "OpenMP schedules")
+  MasterLast last;
+#pragma omp parallel if (work >= kParallelMin)
+  {
+#pragma omp for schedule(guided) nowait
+    for (int64_t c = 0; c < NC; ++c) pool_plane(d, x + c * d.H * d.W, y + c * d.HO * d.WO);
+    last.arrive();
+  }
 }
 
 }  // namespace
