@@ -213,11 +213,8 @@ void packed_run(const KernelCall& call) {
   // The column blocks: [cb * nc, min(P, (cb + 1) * nc)); the last one ends at P, partial vector included.
 
   for (int64_t n = 0; n < d.N; ++n) {
-    const float* col = x + n * xs;
-    if (!d.identity) {
-      im2col(d.g, col, colbuf);  // OpenMP-parallel itself: outside our region
-      col = colbuf;
-    }
+    const float* xn = x + n * xs;
+    const float* col = d.identity ? xn : colbuf;
     const float* rn = residual ? residual + n * ys : nullptr;
     float* yn = y + n * ys;
     // column block outer: a thread's share of iterations is a run of whole column blocks where there
@@ -226,9 +223,18 @@ void packed_run(const KernelCall& call) {
     // starts tens of microseconds late; guided lets the first thread take its late share (halving
     // the wait) while keeping runs contiguous (docs/kernels.md "OpenMP schedules").
     // the master reaches the closing barrier last (omp_last.h): it does not sleep there
+    // One region: im2col's rows (where needed), then after a barrier the GEMM: one wake-up of the
+    // sleeping team per conv, not two.
     MasterLast last;
+    SpinArrival filled;
 #pragma omp parallel if (parallel)
     {
+      if (!d.identity) {
+#pragma omp for schedule(static) nowait
+        for (int64_t r = 0; r < d.K; ++r) im2col_row(d.g, xn, colbuf, r);
+        filled.arrive();
+#pragma omp barrier
+      }
 #pragma omp for collapse(2) schedule(guided) nowait
       for (int64_t jb = 0; jb < d.NCB; ++jb)
         for (int64_t cb = 0; cb < d.COB; ++cb) {

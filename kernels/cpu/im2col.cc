@@ -75,7 +75,12 @@ bool im2col_is_identity(const ConvGeometry& g) {
 void im2col(const ConvGeometry& g, const float* x, float* col) {
   const int64_t rows = g.col_rows(), cols = g.col_cols();
 #pragma omp parallel for schedule(static) if (rows * cols >= kParallelMin)
-  for (int64_t r = 0; r < rows; ++r) {
+  for (int64_t r = 0; r < rows; ++r) im2col_row(g, x, col, r);
+}
+
+void im2col_row(const ConvGeometry& g, const float* x, float* col, int64_t r) {
+  const int64_t cols = g.col_cols();
+  {
     const int64_t c = r / (g.KH * g.KW), ky = (r / g.KW) % g.KH, kx = r % g.KW;
     const float* xp = x + c * g.H * g.W;
     float* out = col + r * cols;
