@@ -22,6 +22,7 @@
 
 #include "infer/error.h"
 #include "kernels/conv_shapes.h"
+#include "kernels/cpu/conv_call.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/gemm_microkernel.h"
 #include "kernels/cpu/im2col.h"
@@ -196,18 +197,12 @@ void gemm_block(const PackedDims& d, const float* a, const float* col, int64_t c
 }
 
 void packed_run(const KernelCall& call) {
-  const auto& p = std::get<Conv2DParams>(call.node.params);
   const PackedDims d = packed_dims(call.node);
-  const auto* prep = static_cast<const Prepared*>(call.prepared);
-  if (!prep) throw Error("cpu conv2d.packed_gemm: not prepared for this node");
-  if (!d.identity && !call.workspace) throw Error("cpu conv2d.packed_gemm: needs a workspace, got none");
-  const float* x = call.inputs[0];
-  const float* bias = call.inputs.size() >= 3 ? call.inputs[2] : nullptr;
-  const float* residual = p.add_residual ? call.inputs[3] : nullptr;
-  float* y = call.outputs[0];
-  float* colbuf = static_cast<float*>(call.workspace);
-  const Activation act = fused_activation(call.node.params);
-  const float* a = prep->a.data();
+  const auto io = unpack_conv_call<Prepared>(call, "packed_gemm", !d.identity);
+  const float *x = io.x, *bias = io.bias, *residual = io.residual;
+  float *y = io.y, *colbuf = io.workspace;
+  const Activation act = io.act;
+  const float* a = io.prep->a.data();
   const int64_t xs = d.g.C * d.g.H * d.g.W, ys = d.CO * d.P;
   const bool parallel = d.CO * d.K * d.P >= kParallelMin;
   // The column blocks: [cb * nc, min(P, (cb + 1) * nc)); the last one ends at P, partial vector included.
@@ -479,19 +474,13 @@ void implicit_block(const ImplicitDims& d, const float* a, const float* ph, cons
 }
 
 void implicit_run(const KernelCall& call) {
-  const auto& p = std::get<Conv2DParams>(call.node.params);
   const ImplicitDims d = implicit_dims(call.node);
-  const auto* prep = static_cast<const ImplicitPrepared*>(call.prepared);
-  if (!prep) throw Error("cpu conv2d.packed_implicit: not prepared for this node");
-  if (!call.workspace) throw Error("cpu conv2d.packed_implicit: needs a workspace, got none");
-  const float* x = call.inputs[0];
-  const float* bias = call.inputs.size() >= 3 ? call.inputs[2] : nullptr;
-  const float* residual = p.add_residual ? call.inputs[3] : nullptr;
-  float* y = call.outputs[0];
-  float* ph = static_cast<float*>(call.workspace);
-  const Activation act = fused_activation(call.node.params);
-  const float* a = prep->a.data();
-  const int64_t* off = prep->off.data();
+  const auto io = unpack_conv_call<ImplicitPrepared>(call, "packed_implicit", true);
+  const float *x = io.x, *bias = io.bias, *residual = io.residual;
+  float *y = io.y, *ph = io.workspace;
+  const Activation act = io.act;
+  const float* a = io.prep->a.data();
+  const int64_t* off = io.prep->off.data();
   const ConvGeometry& g = d.g;
   const int64_t xs = g.C * g.H * g.W, P = g.HO * g.WO, ys = d.CO * P;
   const int64_t phase_rows = g.C * d.PH * d.PW * d.HV;

@@ -20,6 +20,7 @@
 
 #include "infer/error.h"
 #include "kernels/conv_shapes.h"
+#include "kernels/cpu/conv_call.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/gemm_microkernel.h"
 #include "kernels/cpu/im2col.h"
@@ -357,20 +358,14 @@ void output_transform(const WinoDims& d, const float* m_co, int64_t xi_stride, i
 // ---- the variant --------------------------------------------------------------------------------
 
 void winograd_run(const KernelCall& call, int m) {
-  const auto& p = std::get<Conv2DParams>(call.node.params);
   const WinoDims d = wino_dims(call.node, m);
-  const auto* prep = static_cast<const Prepared*>(call.prepared);
-  if (!prep) throw Error("cpu conv2d.winograd: not prepared for this node");
-  if (!call.workspace) throw Error("cpu conv2d.winograd: needs a workspace, got none");
-  const float* x = call.inputs[0];
-  const float* bias = call.inputs.size() >= 3 ? call.inputs[2] : nullptr;
-  const float* residual = p.add_residual ? call.inputs[3] : nullptr;
-  float* y = call.outputs[0];
-  float* v = static_cast<float*>(call.workspace);
+  const auto io = unpack_conv_call<Prepared>(call, m == 4 ? "winograd_f4x4" : "winograd_f2x2", true);
+  const float *x = io.x, *bias = io.bias, *residual = io.residual;
+  float *y = io.y, *v = io.workspace;
+  const Activation act = io.act;
   float* mm = v + d.v_floats();
   float* padded = mm + d.m_floats();
-  const float* u = prep->u.data();
-  const Activation act = fused_activation(call.node.params);
+  const float* u = io.prep->u.data();
   const int64_t aa = d.a * d.a;
   const int64_t v_xi = d.C * d.Tp, m_xi = d.CO * d.Tp;  // strides of one product xi
   const bool parallel = aa * d.C * d.CO * d.Tp >= kParallelMin;
