@@ -212,14 +212,14 @@ void packed_run(const KernelCall& call) {
     const float* col = d.identity ? xn : colbuf;
     const float* rn = residual ? residual + n * ys : nullptr;
     float* yn = y + n * ys;
-    // column block outer: a thread's share of iterations is a run of whole column blocks where there
-    // are several (col block in its L2, the small packed weight read again), else of channel blocks.
-    // Guided, not static: with OMP_WAIT_POLICY=passive the other thread sleeps between regions and
-    // starts tens of microseconds late; guided lets the first thread take its late share (halving
-    // the wait) while keeping runs contiguous (docs/kernels.md "OpenMP schedules").
-    // the master reaches the closing barrier last (omp_last.h): it does not sleep there
     // One region: im2col's rows (where needed), then after a barrier the GEMM: one wake-up of the
-    // sleeping team per conv, not two.
+    // sleeping team per conv, not two. The GEMM loop: column block outer, so a thread's share of
+    // iterations is a run of whole column blocks where there are several (col block in its L2, the
+    // small packed weight read again), else of channel blocks. Guided, not static: with
+    // OMP_WAIT_POLICY=passive the other thread sleeps between regions and starts tens of
+    // microseconds late; guided lets the first thread take its late share (halving the wait) while
+    // keeping runs contiguous; and the master reaches the closing barrier last (omp_last.h), so it
+    // does not sleep there (docs/kernels.md "OpenMP schedules").
     MasterLast last;
     SpinArrival filled;
 #pragma omp parallel if (parallel)

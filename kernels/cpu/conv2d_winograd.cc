@@ -376,8 +376,9 @@ void winograd_run(const KernelCall& call, int m) {
     const float* rn = residual ? residual + n * d.CO * d.HO * d.WO : nullptr;
     zero_v_padding(d, v);
     // guided loops: each phase ends at a barrier where, with OMP_WAIT_POLICY=passive, a thread that
-    // arrived first has gone to sleep and wakes late into the next phase; guided chunks let the
-    // awake thread take over part of its share (static: 7.81 -> 7.15 ms of ResNet-50's F(4x4) nodes)
+    // arrived first goes to sleep and wakes late into the next phase; guided chunks let the awake
+    // thread take over part of its share (static: 7.81 -> 7.15 ms of ResNet-50's F(4x4) nodes), and
+    // a bounded spin before each barrier (SpinArrival, omp_last.h) lets both reach it together
     MasterLast last;  // the master reaches the closing barrier last (omp_last.h)
     SpinArrival bar1, bar2;
 #pragma omp parallel if (parallel)
