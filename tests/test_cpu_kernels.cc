@@ -371,9 +371,9 @@ TEST_CASE("conv2d winograd: the heuristic picks it on ResNet's 3x3 stride-1 conv
   res.add_residual = true;
   CHECK(pick(res, 64, 64, 56) == "winograd_f4x4");
   CHECK(pick(res, 512, 512, 7) == "winograd_f2x2");
-  // where a GEMM measured faster than Winograd: 3 input channels (VGG's first conv; packed_gemm from
-  // 2^20 multiply-adds up), a small map with few input channels (im2col_gemm below 2^20)
-  CHECK(pick(p, 3, 64, 224) == "packed_gemm");
+  // where a GEMM measured faster than Winograd: 3 input channels (VGG's first conv; packed_implicit
+  // from 2^20 multiply-adds up), a small map with few input channels (im2col_gemm below 2^20)
+  CHECK(pick(p, 3, 64, 224) == "packed_implicit");
   CHECK(pick(p, 16, 64, 7) == "im2col_gemm");
   // Winograd not applicable: stride 2 (ResNet's first conv of a stage; packed_gemm), a weight that is
   // not a constant (im2col_gemm)
@@ -386,7 +386,11 @@ TEST_CASE("conv2d winograd: the heuristic picks it on ResNet's 3x3 stride-1 conv
   CHECK(test::default_variant("cpu", "conv2d", runtime_weight) == "im2col_gemm");
 }
 
-TEST_CASE("conv2d packed_gemm matches the reference on 200 random shapes") {
+// packed_implicit runs the same GEMM as packed_gemm with the column matrix read in place from a
+// phase-split copy of the input: every packed_gemm shape is checked with both.
+const char* const kPackedVariants[] = {"packed_gemm", "packed_implicit"};
+
+TEST_CASE("conv2d packed_gemm and packed_implicit match the reference on 200 random shapes") {
   std::mt19937_64 rng(20261125);
   int identity = 0, strided = 0, residual = 0, batched = 0, tails = 0, odd_channels = 0;
   for (int t = 0; t < 200; ++t) {
@@ -417,7 +421,7 @@ TEST_CASE("conv2d packed_gemm matches the reference on 200 random shapes") {
     CAPTURE(t);
     const std::string desc = describe(node);
     CAPTURE(desc);
-    check_against_reference("packed_gemm", node, inputs);
+    for (const char* v : kPackedVariants) check_against_reference(v, node, inputs);
     identity += one && p.stride_h == 1 && p.stride_w == 1 && p.pad.top + p.pad.bottom + p.pad.left + p.pad.right == 0;
     strided += p.stride_h > 1 || p.stride_w > 1;
     residual += p.add_residual;
@@ -446,7 +450,7 @@ TEST_CASE("conv2d packed_gemm matches the reference on 200 random shapes") {
     node.constants[1] = inputs[1].data();
     const std::string desc = describe(node);
     CAPTURE(desc);
-    check_against_reference("packed_gemm", node, inputs);
+    for (const char* v : kPackedVariants) check_against_reference(v, node, inputs);
   }
   CHECK(odd_channels >= 120);
   // Larger ones: several column blocks (K x columns past the L2 budget; C_out >= HO*WO, the larger
@@ -472,7 +476,41 @@ TEST_CASE("conv2d packed_gemm matches the reference on 200 random shapes") {
     node.constants[1] = inputs[1].data();
     const std::string desc = describe(node);
     CAPTURE(desc);
-    check_against_reference("packed_gemm", node, inputs);
+    for (const char* v : kPackedVariants) check_against_reference(v, node, inputs);
+  }
+}
+
+TEST_CASE("conv2d packed_implicit: the phase planes and virtual columns on chosen shapes") {
+  // Strides above the kernel (some phases never read), unequal strides, a kernel wider than 17
+  // columns at stride 1 (the dropped columns of the last row read furthest past the planes), padding
+  // bigger on one side, rows narrower and wider than a vector, ResNet's stride-2 shapes (fewer
+  // channels), conv1's geometry, batch 2, every epilogue.
+  const struct { int64_t N, CI, CO, H, W, kh, kw, sh, sw, pt, pb, pl, pr; } cases[] = {
+      {1, 5, 9, 13, 17, 1, 1, 3, 3, 0, 0, 0, 0},   {1, 4, 8, 11, 14, 2, 2, 3, 3, 1, 0, 0, 1},
+      {2, 7, 13, 15, 22, 3, 5, 2, 3, 1, 2, 2, 0},  {1, 3, 10, 9, 40, 3, 19, 1, 1, 1, 1, 9, 9},
+      {1, 6, 17, 23, 5, 5, 5, 2, 2, 2, 2, 2, 2},   {1, 24, 20, 56, 56, 3, 3, 2, 2, 1, 1, 1, 1},
+      {1, 40, 24, 28, 28, 3, 3, 2, 2, 1, 1, 1, 1}, {1, 80, 33, 14, 14, 3, 3, 2, 2, 1, 1, 1, 1},
+      {1, 3, 16, 90, 71, 7, 7, 2, 2, 3, 3, 3, 3},  {2, 9, 8, 1, 33, 1, 3, 1, 2, 0, 0, 1, 1},
+      {1, 2, 3, 2, 2, 3, 3, 2, 2, 1, 1, 1, 1},     {1, 64, 64, 8, 8, 3, 3, 1, 1, 1, 1, 1, 1}};
+  int t = 0;
+  for (const auto& c : cases) {
+    Conv2DParams p;
+    p.stride_h = static_cast<int>(c.sh), p.stride_w = static_cast<int>(c.sw);
+    p.pad.top = static_cast<int>(c.pt), p.pad.bottom = static_cast<int>(c.pb);
+    p.pad.left = static_cast<int>(c.pl), p.pad.right = static_cast<int>(c.pr);
+    const ActivationKind kinds[] = {ActivationKind::Relu, ActivationKind::None, ActivationKind::Silu};
+    p.activation.kind = kinds[t % 3];
+    p.add_residual = t % 2 == 1;
+    const int64_t HO = (c.H + c.pt + c.pb - c.kh) / c.sh + 1, WO = (c.W + c.pl + c.pr - c.kw) / c.sw + 1;
+    std::vector<Shape> in{{c.N, c.CI, c.H, c.W}, {c.CO, c.CI, c.kh, c.kw}};
+    if (t % 4 != 2 || p.add_residual) in.push_back({c.CO});
+    if (p.add_residual) in.push_back({c.N, c.CO, HO, WO});
+    NodeDesc node = make_node(p, in, {c.N, c.CO, HO, WO});
+    const auto inputs = random_inputs(in, 14000 + t++);
+    node.constants[1] = inputs[1].data();
+    const std::string desc = describe(node);
+    CAPTURE(desc);
+    check_against_reference("packed_implicit", node, inputs);
   }
 }
 
@@ -497,9 +535,31 @@ TEST_CASE("conv2d packed_gemm: applicability, workspace, errors, the heuristic")
   Conv2DParams s2;
   s2.stride_h = s2.stride_w = 2;
   CHECK(test::default_variant("cpu", "conv2d", conv(s2, {1, 256, 56, 56}, {512, 256, 1, 1}, {1, 512, 28, 28}, &w)) == "packed_gemm");
-  Conv2DParams c1 = s2;  // ResNet's conv1, 7x7 stride 2
+  // ResNet-50's 3x3 stride-2 convs to 28x28, 14x14 and 7x7 (packed_implicit would drop 1/29 to 1/8
+  // of its columns)
+  Conv2DParams s2p = s2;
+  s2p.pad = Padding2D{1, 1, 1, 1};
+  CHECK(test::default_variant("cpu", "conv2d", conv(s2p, {1, 128, 56, 56}, {128, 128, 3, 3}, {1, 128, 28, 28}, &w)) == "packed_gemm");
+  CHECK(test::default_variant("cpu", "conv2d", conv(s2p, {1, 256, 28, 28}, {256, 256, 3, 3}, {1, 256, 14, 14}, &w)) == "packed_gemm");
+  CHECK(test::default_variant("cpu", "conv2d", conv(s2p, {1, 512, 14, 14}, {512, 512, 3, 3}, {1, 512, 7, 7}, &w)) == "packed_gemm");
+  // packed_implicit: ResNet's conv1 (7x7 stride 2, 3 of 115 virtual columns dropped), a 3x3 stride 2
+  // to 56x56 (1 of 57), a 5x5 stride 1 at 56x56 (4 of 60, but im2col writes 25x the input)
+  Conv2DParams c1 = s2;
   c1.pad = Padding2D{3, 3, 3, 3};
-  CHECK(test::default_variant("cpu", "conv2d", conv(c1, {1, 3, 224, 224}, {64, 3, 7, 7}, {1, 64, 112, 112}, &w)) == "packed_gemm");
+  CHECK(test::default_variant("cpu", "conv2d", conv(c1, {1, 3, 224, 224}, {64, 3, 7, 7}, {1, 64, 112, 112}, &w)) == "packed_implicit");
+  CHECK(test::default_variant("cpu", "conv2d", conv(s2p, {1, 64, 112, 112}, {64, 64, 3, 3}, {1, 64, 56, 56}, &w)) == "packed_implicit");
+  Conv2DParams p5;
+  p5.pad = Padding2D{2, 2, 2, 2};
+  CHECK(test::default_variant("cpu", "conv2d", conv(p5, {1, 16, 56, 56}, {32, 16, 5, 5}, {1, 32, 56, 56}, &w)) == "packed_implicit");
+  // and not where it has nothing to save: 1x1 (stride 2 included), or below 2^20 multiply-adds
+  const KernelVariant* vi = KernelRegistry::global().find("cpu", "conv2d", "packed_implicit");
+  REQUIRE(vi != nullptr);
+  CHECK(vi->priority_for(conv(s2, {1, 256, 56, 56}, {512, 256, 1, 1}, {1, 512, 28, 28}, &w)) < 12);
+  CHECK(vi->priority_for(conv(p, {1, 64, 56, 56}, {256, 64, 1, 1}, {1, 256, 56, 56}, &w)) < 12);
+  CHECK(vi->priority_for(conv(p5, {1, 2, 20, 20}, {4, 2, 5, 5}, {1, 4, 20, 20}, &w)) < 12);
+  // its workspace: the phase planes (3 channels x 4 phases x 115 x 115) and 19 floats of slack
+  CHECK(vi->workspace_bytes(conv(c1, {1, 3, 224, 224}, {64, 3, 7, 7}, {1, 64, 112, 112}, &w)) ==
+        (3 * 4 * 115 * 115 + 19) * sizeof(float));
   // 3x3 stride 1: Winograd keeps them
   Conv2DParams p1;
   p1.pad = Padding2D{1, 1, 1, 1};
@@ -513,6 +573,7 @@ TEST_CASE("conv2d packed_gemm: applicability, workspace, errors, the heuristic")
   Conv2DParams grouped;
   grouped.groups = 2;
   CHECK_FALSE(v->applicable(conv(grouped, {1, 64, 28, 28}, {64, 32, 1, 1}, {1, 64, 28, 28}, &w)));
+  CHECK_FALSE(vi->applicable(conv(grouped, {1, 64, 28, 28}, {64, 32, 1, 1}, {1, 64, 28, 28}, &w)));
   Conv2DParams dilated = p1;
   dilated.dilation_h = 2;
   CHECK_FALSE(v->applicable(conv(dilated, {1, 8, 9, 9}, {8, 8, 3, 3}, {1, 8, 7, 9}, &w)));
@@ -527,6 +588,10 @@ TEST_CASE("conv2d packed_gemm: applicability, workspace, errors, the heuristic")
   const NodeDesc padded = conv(p1, {1, 8, 5, 5}, {4, 8, 3, 3}, {1, 4, 5, 5}, &w);
   const auto prepared = v->prepare(padded);
   CHECK_THROWS_AS(v->run(KernelCall{padded, {in[0].data(), w.data(), in[2].data()}, {out.data()}, nullptr, prepared.get()}), Error);
+  // packed_implicit likewise: unprepared, or without its phase planes
+  CHECK_THROWS_AS(vi->run(KernelCall{padded, {in[0].data(), w.data(), in[2].data()}, {out.data()}}), Error);
+  const auto prepared_i = vi->prepare(padded);
+  CHECK_THROWS_AS(vi->run(KernelCall{padded, {in[0].data(), w.data(), in[2].data()}, {out.data()}, nullptr, prepared_i.get()}), Error);
 }
 
 TEST_CASE("conv2d im2col_gemm: workspace, 1x1 shortcut, applicability, errors") {

@@ -9,6 +9,9 @@
 // last 1-15 columns (past the whole vectors) run through mk::accumulate_cols, one column per
 // accumulator, straight from col. No BLAS, no allocation at run time.
 // The default from 2^20 multiply-adds up (packed_priority: below, OpenBLAS's small-GEMM path wins).
+// "packed_implicit" (below) runs the same GEMM without the column matrix: the input copied once into
+// zero-padded stride phases, each column-matrix row read in place at a tabulated offset (conv1's
+// 7.4 MB im2col becomes a 0.6 MB copy).
 #include <omp.h>
 
 #include <algorithm>
@@ -19,9 +22,11 @@
 
 #include "infer/error.h"
 #include "kernels/conv_shapes.h"
+#include "kernels/cpu/conv_call.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/gemm_microkernel.h"
 #include "kernels/cpu/im2col.h"
+#include "kernels/cpu/omp_last.h"
 
 namespace infer::cpu {
 namespace {
@@ -192,41 +197,47 @@ void gemm_block(const PackedDims& d, const float* a, const float* col, int64_t c
 }
 
 void packed_run(const KernelCall& call) {
-  const auto& p = std::get<Conv2DParams>(call.node.params);
   const PackedDims d = packed_dims(call.node);
-  const auto* prep = static_cast<const Prepared*>(call.prepared);
-  if (!prep) throw Error("cpu conv2d.packed_gemm: not prepared for this node");
-  if (!d.identity && !call.workspace) throw Error("cpu conv2d.packed_gemm: needs a workspace, got none");
-  const float* x = call.inputs[0];
-  const float* bias = call.inputs.size() >= 3 ? call.inputs[2] : nullptr;
-  const float* residual = p.add_residual ? call.inputs[3] : nullptr;
-  float* y = call.outputs[0];
-  float* colbuf = static_cast<float*>(call.workspace);
-  const Activation act = fused_activation(call.node.params);
-  const float* a = prep->a.data();
+  const auto io = unpack_conv_call<Prepared>(call, "packed_gemm", !d.identity);
+  const float *x = io.x, *bias = io.bias, *residual = io.residual;
+  float *y = io.y, *colbuf = io.workspace;
+  const Activation act = io.act;
+  const float* a = io.prep->a.data();
   const int64_t xs = d.g.C * d.g.H * d.g.W, ys = d.CO * d.P;
   const bool parallel = d.CO * d.K * d.P >= kParallelMin;
   // The column blocks: [cb * nc, min(P, (cb + 1) * nc)); the last one ends at P, partial vector included.
 
   for (int64_t n = 0; n < d.N; ++n) {
-    const float* col = x + n * xs;
-    if (!d.identity) {
-      im2col(d.g, col, colbuf);  // OpenMP-parallel itself: outside our region
-      col = colbuf;
-    }
+    const float* xn = x + n * xs;
+    const float* col = d.identity ? xn : colbuf;
     const float* rn = residual ? residual + n * ys : nullptr;
     float* yn = y + n * ys;
-    // column block outer: a thread's share of iterations is a run of whole column blocks where there
-    // are several (col block in its L2, the small packed weight read again), else of channel blocks.
-    // Guided, not static: with OMP_WAIT_POLICY=passive the other thread sleeps between regions and
-    // starts tens of microseconds late; guided lets the first thread take its late share (halving
-    // the wait) while keeping runs contiguous (docs/kernels.md "OpenMP schedules").
-#pragma omp parallel for collapse(2) schedule(guided) if (parallel)
-    for (int64_t jb = 0; jb < d.NCB; ++jb)
-      for (int64_t cb = 0; cb < d.COB; ++cb) {
-        const int64_t c0 = jb * d.nc, c1 = jb + 1 == d.NCB ? d.P : std::min(d.P, c0 + d.nc);
-        gemm_block(d, a + cb * d.K * kMR, col, c0, c1, cb * kMR, bias, rn, yn, act);
+    // One region: im2col's rows (where needed), then after a barrier the GEMM: one wake-up of the
+    // sleeping team per conv, not two. The GEMM loop: column block outer, so a thread's share of
+    // iterations is a run of whole column blocks where there are several (col block in its L2, the
+    // small packed weight read again), else of channel blocks. Guided, not static: with
+    // OMP_WAIT_POLICY=passive the other thread sleeps between regions and starts tens of
+    // microseconds late; guided lets the first thread take its late share (halving the wait) while
+    // keeping runs contiguous; and the master reaches the closing barrier last (omp_last.h), so it
+    // does not sleep there (docs/kernels.md "OpenMP schedules").
+    MasterLast last;
+    SpinArrival filled;
+#pragma omp parallel if (parallel)
+    {
+      if (!d.identity) {
+#pragma omp for schedule(static) nowait
+        for (int64_t r = 0; r < d.K; ++r) im2col_row(d.g, xn, colbuf, r);
+        filled.arrive();
+#pragma omp barrier
       }
+#pragma omp for collapse(2) schedule(guided) nowait
+      for (int64_t jb = 0; jb < d.NCB; ++jb)
+        for (int64_t cb = 0; cb < d.COB; ++cb) {
+          const int64_t c0 = jb * d.nc, c1 = jb + 1 == d.NCB ? d.P : std::min(d.P, c0 + d.nc);
+          gemm_block(d, a + cb * d.K * kMR, col, c0, c1, cb * kMR, bias, rn, yn, act);
+        }
+      last.arrive();
+    }
   }
 }
 
@@ -260,6 +271,267 @@ size_t packed_workspace(const NodeDesc& node) {
   return d.col_floats() * sizeof(float);
 }
 
+
+// ---- packed_implicit: the same GEMM with the column matrix never written --------------------------
+// Row k = (c, ky, kx) of the column matrix holds x[c][oy*sh - pad_top + ky][ox*sw - pad_left + kx]
+// for every output (oy, ox). The input is copied once, zero-padded, into stride phases: phase
+// (py, px) of channel c is the plane ph[i][j] = xpad[i*sh + py][j*sw + px] (HV x WV). Tap (ky, kx)
+// then reads phase (ky % sh, kx % sw) at (oy + ky / sh, ox + kx / sw): with output pixels numbered
+// along rows of WV (the "virtual" columns j = oy*WV + ox, ox < WO real, the last (KW-1)/sw of each row
+// not), row k is the phase plane shifted by a constant, off[k] = plane + (ky / sh)*WV + kx / sw. The
+// micro-kernel reads B through that table (mk::OffsetRows). Cost: (WV - WO)/WV columns computed and
+// dropped (3/115 for ResNet's conv1, 1/29 for a 3x3 stride 2 to 28x28); saving: the copy is the input's
+// size (stride 2: sh*sw = 4 phases of a quarter each), where im2col writes KH*KW/(sh*sw) times that.
+
+struct ImplicitDims {
+  ConvGeometry g;
+  int64_t N, CO, K, COB;
+  int64_t PH, PW;  // phases per axis that a tap reads: min(stride, kernel)
+  int64_t HV, WV;  // a phase plane's rows and columns; WV is also the virtual output row
+  int64_t plane;   // HV * WV floats
+  int64_t T;       // virtual columns, HO * WV
+  int64_t full;    // T rounded down to whole vectors
+  int64_t nc, NCB; // columns per column block (whole vectors), column blocks
+  int64_t slack;   // zeros after the last plane: the last row's dropped columns read up to (KW-1)/sw past it
+  size_t ws_floats() const { return static_cast<size_t>(g.C * PH * PW * plane + slack); }
+};
+
+ImplicitDims implicit_dims(const NodeDesc& node) {
+  const auto& p = std::get<Conv2DParams>(node.params);
+  ImplicitDims d;
+  d.g = conv_geometry(p, node.input_shapes[0], node.input_shapes[1], node.output_shapes[0]);
+  const ConvGeometry& g = d.g;
+  d.N = node.input_shapes[0][0], d.CO = node.input_shapes[1][0];
+  d.K = g.col_rows(), d.COB = (d.CO + kMR - 1) / kMR;
+  d.PH = std::min(g.stride_h, g.KH), d.PW = std::min(g.stride_w, g.KW);
+  d.HV = g.HO + (g.KH - 1) / g.stride_h, d.WV = g.WO + (g.KW - 1) / g.stride_w;
+  d.plane = d.HV * d.WV;
+  d.T = g.HO * d.WV;
+  d.slack = (g.KW - 1) / g.stride_w + kLanes;
+  d.full = d.T / kLanes * kLanes;
+  // A column block reads, per phase plane, its own columns plus the largest tap offset: keep that
+  // within the same L2 budgets as packed_gemm (the weight-heavy rule included).
+  const int64_t block_bytes = d.CO >= g.HO * g.WO ? kColBlockBytesWeightHeavy : kColBlockBytes;
+  const int64_t max_off = (g.KH - 1) / g.stride_h * d.WV + (g.KW - 1) / g.stride_w;
+  const int64_t budget =
+      std::max<int64_t>(kTileCols, block_bytes / (std::max<int64_t>(g.C * d.PH * d.PW, 1) * 4) - max_off);
+  d.NCB = std::max<int64_t>(1, (d.T + budget - 1) / budget);
+  d.nc = ((d.T + d.NCB - 1) / d.NCB + kLanes - 1) / kLanes * kLanes;
+  d.NCB = std::max<int64_t>(1, (d.T + d.nc - 1) / d.nc);
+  return d;
+}
+
+struct ImplicitPrepared {
+  std::vector<float> a;      // [COB][K][kMR]
+  std::vector<int64_t> off;  // [K]: where row k of the column matrix starts in the phase planes
+};
+
+std::shared_ptr<void> implicit_prepare(const NodeDesc& node) {
+  const ImplicitDims d = implicit_dims(node);
+  const ConvGeometry& g = d.g;
+  const float* w = node.constants.size() >= 2 ? node.constants[1] : nullptr;
+  if (!w) throw Error("cpu conv2d.packed_implicit: the weight must be a constant");
+  auto prep = std::make_shared<ImplicitPrepared>();
+  prep->a.resize(static_cast<size_t>(d.COB * d.K * kMR));
+  mk::pack_a(w, d.CO, d.K, d.K, prep->a.data());
+  prep->off.resize(static_cast<size_t>(d.K));
+  for (int64_t c = 0; c < g.C; ++c)
+    for (int64_t ky = 0; ky < g.KH; ++ky)
+      for (int64_t kx = 0; kx < g.KW; ++kx) {
+        const int64_t phase = (c * d.PH + ky % g.stride_h) * d.PW + kx % g.stride_w;
+        prep->off[static_cast<size_t>((c * g.KH + ky) * g.KW + kx)] =
+            phase * d.plane + ky / g.stride_h * d.WV + kx / g.stride_w;
+      }
+  return prep;
+}
+
+// Phase-plane row `row` (of C * PH * PW * HV) of one sample: zeros where it falls in the padding.
+void phase_row(const ImplicitDims& d, const float* x, float* ph, int64_t row) {
+  const ConvGeometry& g = d.g;
+  const int64_t i = row % d.HV, phase = row / d.HV;
+  const int64_t px = phase % d.PW, py = phase / d.PW % d.PH, c = phase / (d.PW * d.PH);
+  float* dst = ph + row * d.WV;
+  const int64_t r = i * g.stride_h + py - g.pad_top;
+  if (r < 0 || r >= g.H) {
+    std::fill(dst, dst + d.WV, 0.f);
+    return;
+  }
+  const float* src = x + (c * g.H + r) * g.W;
+  const int64_t sw = g.stride_w, q0 = px - g.pad_left;  // column j reads src[q0 + j*sw]
+  // real columns: 0 <= q0 + j*sw < W
+  const int64_t j0 = std::clamp<int64_t>(q0 >= 0 ? 0 : (-q0 + sw - 1) / sw, 0, d.WV);
+  const int64_t j1 = std::clamp<int64_t>(g.W - q0 <= 0 ? 0 : (g.W - q0 + sw - 1) / sw, j0, d.WV);
+  std::fill(dst, dst + j0, 0.f);
+  if (sw == 1) std::memcpy(dst + j0, src + q0 + j0, static_cast<size_t>(j1 - j0) * sizeof(float));
+  else
+    for (int64_t j = j0; j < j1; ++j) dst[j] = src[q0 + j * sw];
+  std::fill(dst + j1, dst + d.WV, 0.f);
+}
+
+// The epilogue of a tile over virtual columns [j0, j0 + 16 * NV): a vector whose 16 columns are real
+// pixels of one output row is stored whole (bias, residual, ReLU as store_tile); one that crosses a
+// row's end goes lane by lane, the dropped columns skipped.
+template <int NV>
+__attribute__((always_inline)) inline void store_virtual(v16 (&acc)[kMR][NV], const ImplicitDims& d, int64_t rows,
+                                                         int64_t j0, const float* bias, const float* res, float* y,
+                                                         bool relu) {
+  const int64_t P = d.g.HO * d.g.WO, WO = d.g.WO, WV = d.WV;
+  for (int q = 0; q < NV; ++q) {
+    const int64_t j = j0 + q * kLanes, oy = j / WV, ox = j - oy * WV;
+    if (ox + kLanes <= WO) {
+      const int64_t o = oy * WO + ox;
+      for (int64_t r = 0; r < rows; ++r) {
+        v16 v = acc[r][q];
+        if (bias) v += bias[r];
+        if (res) {
+          v16 rv;
+          load16(rv, res + r * P + o);
+          v += rv;
+        }
+        if (relu) v = v < 0.f ? v16{} : v;
+        store16(y + r * P + o, v);
+      }
+      continue;
+    }
+    for (int64_t r = 0; r < rows; ++r) {
+      float out[kLanes];
+      store16(out, acc[r][q]);
+      int64_t cy = oy, cx = ox;
+      for (int l = 0; l < kLanes; ++l) {
+        if (cx < WO) {
+          const int64_t o = r * P + cy * WO + cx;
+          float v = out[l] + (bias ? bias[r] : 0.f) + (res ? res[o] : 0.f);
+          y[o] = relu && v < 0.f ? 0.f : v;
+        }
+        if (++cx == WV) cx = 0, ++cy;
+      }
+    }
+  }
+}
+
+// The last R virtual columns (accumulate_cols_rows: acc[j] holds column j's 8 rows), from column j0.
+template <int R>
+__attribute__((always_inline)) inline void implicit_cols(const ImplicitDims& d, const float* a, const float* ph,
+                                                         const int64_t* off, int64_t j0, int64_t rows,
+                                                         const float* bias, const float* res, float* y, bool relu) {
+  v8 acc[R];
+  mk::accumulate_cols_rows<R>(a, mk::OffsetRows{ph + j0, off}, d.K, acc);
+  float out[R][kMR];
+  std::memcpy(out, acc, sizeof out);
+  const int64_t P = d.g.HO * d.g.WO;
+  for (int j = 0; j < R; ++j) {
+    const int64_t oy = (j0 + j) / d.WV, ox = (j0 + j) - oy * d.WV;
+    if (ox >= d.g.WO) continue;
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t o = r * P + oy * d.g.WO + ox;
+      float v = out[j][r] + (bias ? bias[r] : 0.f) + (res ? res[o] : 0.f);
+      y[o] = relu && v < 0.f ? 0.f : v;
+    }
+  }
+}
+
+// Output channel block (a, co0) over virtual columns [c0, c1), as gemm_block.
+__attribute__((target_clones("avx512f", "arch=haswell", "default")))
+void implicit_block(const ImplicitDims& d, const float* a, const float* ph, const int64_t* off, int64_t c0,
+                    int64_t c1, int64_t co0, const float* bias, const float* res, float* y, const Activation& act) {
+  const int64_t rows = std::min<int64_t>(kMR, d.CO - co0), P = d.g.HO * d.g.WO, K = d.K;
+  const float* b = bias ? bias + co0 : nullptr;
+  const float* r = res ? res + co0 * P : nullptr;
+  float* yb = y + co0 * P;
+  const int64_t full_end = std::min(c1, d.full);
+  const bool relu = act.kind == ActivationKind::Relu;
+  int64_t c = c0;
+  for (; c + kTileCols <= full_end; c += kTileCols) {
+    v16 acc[kMR][3];
+    mk::accumulate_rows<3>(a, mk::OffsetRows{ph + c, off}, K, acc);
+    store_virtual<3>(acc, d, rows, c, b, r, yb, relu);
+  }
+  if (full_end - c == 2 * kLanes) {
+    v16 acc[kMR][2];
+    mk::accumulate_rows<2>(a, mk::OffsetRows{ph + c, off}, K, acc);
+    store_virtual<2>(acc, d, rows, c, b, r, yb, relu);
+  } else if (full_end - c == kLanes) {
+    v16 acc[kMR][1];
+    mk::accumulate_rows<1>(a, mk::OffsetRows{ph + c, off}, K, acc);
+    store_virtual<1>(acc, d, rows, c, b, r, yb, relu);
+  }
+  if (c1 == d.T && d.full < d.T) {  // the last 1-15 virtual columns
+    switch (d.T - d.full) {
+#define INFER_COLS_CASE(R) \
+  case R: implicit_cols<R>(d, a, ph, off, d.full, rows, b, r, yb, relu); break;
+      INFER_COLS_CASE(1) INFER_COLS_CASE(2) INFER_COLS_CASE(3) INFER_COLS_CASE(4) INFER_COLS_CASE(5)
+      INFER_COLS_CASE(6) INFER_COLS_CASE(7) INFER_COLS_CASE(8) INFER_COLS_CASE(9) INFER_COLS_CASE(10)
+      INFER_COLS_CASE(11) INFER_COLS_CASE(12) INFER_COLS_CASE(13) INFER_COLS_CASE(14) INFER_COLS_CASE(15)
+#undef INFER_COLS_CASE
+    }
+  }
+  if (act.kind == ActivationKind::None || relu) return;
+  // other activations over the block's real pixels, one output-row segment at a time
+  for (int64_t oy = c0 / d.WV; oy * d.WV < c1; ++oy) {
+    const int64_t x0 = std::max<int64_t>(0, c0 - oy * d.WV), x1 = std::min(d.g.WO, c1 - oy * d.WV);
+    if (x0 < x1) act_block(yb + oy * d.g.WO + x0, rows, x1 - x0, P, act);
+  }
+}
+
+void implicit_run(const KernelCall& call) {
+  const ImplicitDims d = implicit_dims(call.node);
+  const auto io = unpack_conv_call<ImplicitPrepared>(call, "packed_implicit", true);
+  const float *x = io.x, *bias = io.bias, *residual = io.residual;
+  float *y = io.y, *ph = io.workspace;
+  const Activation act = io.act;
+  const float* a = io.prep->a.data();
+  const int64_t* off = io.prep->off.data();
+  const ConvGeometry& g = d.g;
+  const int64_t xs = g.C * g.H * g.W, P = g.HO * g.WO, ys = d.CO * P;
+  const int64_t phase_rows = g.C * d.PH * d.PW * d.HV;
+  const bool parallel = d.CO * d.K * P >= kParallelMin;
+  std::fill(ph + phase_rows * d.WV, ph + phase_rows * d.WV + d.slack, 0.f);
+
+  for (int64_t n = 0; n < d.N; ++n) {
+    const float* xn = x + n * xs;
+    const float* rn = residual ? residual + n * ys : nullptr;
+    float* yn = y + n * ys;
+    // one region, two loops: the phase copy, then (after its barrier) the GEMM as packed_run's
+    MasterLast last;
+#pragma omp parallel if (parallel)
+    {
+#pragma omp for schedule(static)
+      for (int64_t row = 0; row < phase_rows; ++row) phase_row(d, xn, ph, row);
+#pragma omp for collapse(2) schedule(guided) nowait
+      for (int64_t jb = 0; jb < d.NCB; ++jb)
+        for (int64_t cb = 0; cb < d.COB; ++cb) {
+          const int64_t c0 = jb * d.nc, c1 = jb + 1 == d.NCB ? d.T : std::min(d.T, c0 + d.nc);
+          implicit_block(d, a + cb * d.K * kMR, ph, off, c0, c1, cb * kMR, bias, rn, yn, act);
+        }
+      last.arrive();
+    }
+  }
+}
+
+// The default choice (packed_gemm has 12, Winograd 15 where chosen): above packed_gemm where the
+// column matrix is several times the input (a kernel wider than 1x1) and few virtual columns are
+// dropped. infer-bench op conv2d, 2 threads, 2026-11-25 07:47 UTC, this 2-core Zen 4 VM, load 1.1,
+// two rounds, packed_gemm -> packed_implicit ms (dropped share in brackets):
+//   ResNet's conv1 3->64 7x7 s2 to 112x112 (3/115)   1.71-1.73 -> 1.44
+//   3->64 3x3 s1 at 224x224 (2/226)                  2.39-2.75 -> 2.22-2.30
+//   32->64 5x5 s2 to 56x56 (2/58)                    2.20-2.30 -> 1.75-1.76
+//   16->32 5x5 s1 at 56x56 (4/60)                    0.53-0.55 -> 0.50-0.52
+//   64->64 3x3 s2 to 56x56 (1/57)                    1.67-1.75 -> 1.54-1.67
+//   128->128 3x3 s2 to 28x28 (1/29)                  1.36-1.46 -> 1.42-1.44 (ResNet-50 layer2: stays)
+//   256->256 to 14x14 (1/15), 512->512 to 7x7 (1/8)  1.41 / 1.37 -> 1.39 / 1.55 (07:44, load 0.8)
+// So: dropped columns at most 1/32 of them, or 1/12 where im2col would write 6 or more times the
+// input (KH*KW >= 6*sh*sw); from 2^20 multiply-adds up, as packed_gemm.
+int implicit_priority(const NodeDesc& node) {
+  if (!packed_applicable(node)) return 7;
+  const ImplicitDims d = implicit_dims(node);
+  const ConvGeometry& g = d.g;
+  const int64_t dropped = d.WV - g.WO, taps = g.KH * g.KW, phases = g.stride_h * g.stride_w;
+  const bool few_dropped = dropped * 32 <= d.WV || (taps >= 6 * phases && dropped * 12 <= d.WV);
+  return taps > 1 && few_dropped && d.N * d.CO * d.K * g.HO * g.WO >= kMinMacs ? 13 : 7;
+}
+
+size_t implicit_workspace(const NodeDesc& node) { return implicit_dims(node).ws_floats() * sizeof(float); }
+
 }  // namespace
 
 void register_conv2d_packed(KernelRegistry& registry) {
@@ -269,6 +541,11 @@ void register_conv2d_packed(KernelRegistry& registry) {
        .workspace_bytes = packed_workspace,
        .prepare = prepare_weights,
        .run = packed_run},
+      {.op = "conv2d", .name = "packed_implicit", .priority = 7, .priority_for = implicit_priority,
+       .applicable = packed_applicable,
+       .workspace_bytes = implicit_workspace,
+       .prepare = implicit_prepare,
+       .run = implicit_run},
   });
 }
 

@@ -20,9 +20,11 @@
 
 #include "infer/error.h"
 #include "kernels/conv_shapes.h"
+#include "kernels/cpu/conv_call.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/gemm_microkernel.h"
 #include "kernels/cpu/im2col.h"
+#include "kernels/cpu/omp_last.h"
 
 namespace infer::cpu {
 namespace {
@@ -356,20 +358,14 @@ void output_transform(const WinoDims& d, const float* m_co, int64_t xi_stride, i
 // ---- the variant --------------------------------------------------------------------------------
 
 void winograd_run(const KernelCall& call, int m) {
-  const auto& p = std::get<Conv2DParams>(call.node.params);
   const WinoDims d = wino_dims(call.node, m);
-  const auto* prep = static_cast<const Prepared*>(call.prepared);
-  if (!prep) throw Error("cpu conv2d.winograd: not prepared for this node");
-  if (!call.workspace) throw Error("cpu conv2d.winograd: needs a workspace, got none");
-  const float* x = call.inputs[0];
-  const float* bias = call.inputs.size() >= 3 ? call.inputs[2] : nullptr;
-  const float* residual = p.add_residual ? call.inputs[3] : nullptr;
-  float* y = call.outputs[0];
-  float* v = static_cast<float*>(call.workspace);
+  const auto io = unpack_conv_call<Prepared>(call, m == 4 ? "winograd_f4x4" : "winograd_f2x2", true);
+  const float *x = io.x, *bias = io.bias, *residual = io.residual;
+  float *y = io.y, *v = io.workspace;
+  const Activation act = io.act;
   float* mm = v + d.v_floats();
   float* padded = mm + d.m_floats();
-  const float* u = prep->u.data();
-  const Activation act = fused_activation(call.node.params);
+  const float* u = io.prep->u.data();
   const int64_t aa = d.a * d.a;
   const int64_t v_xi = d.C * d.Tp, m_xi = d.CO * d.Tp;  // strides of one product xi
   const bool parallel = aa * d.C * d.CO * d.Tp >= kParallelMin;
@@ -380,27 +376,35 @@ void winograd_run(const KernelCall& call, int m) {
     const float* rn = residual ? residual + n * d.CO * d.HO * d.WO : nullptr;
     zero_v_padding(d, v);
     // guided loops: each phase ends at a barrier where, with OMP_WAIT_POLICY=passive, a thread that
-    // arrived first has gone to sleep and wakes late into the next phase; guided chunks let the
-    // awake thread take over part of its share (static: 7.81 -> 7.15 ms of ResNet-50's F(4x4) nodes)
+    // arrived first goes to sleep and wakes late into the next phase; guided chunks let the awake
+    // thread take over part of its share (static: 7.81 -> 7.15 ms of ResNet-50's F(4x4) nodes), and
+    // a bounded spin before each barrier (SpinArrival, omp_last.h) lets both reach it together
+    MasterLast last;  // the master reaches the closing barrier last (omp_last.h)
+    SpinArrival bar1, bar2;
 #pragma omp parallel if (parallel)
     {
       // one input channel per iteration (input_plane's spill relies on its tile rows' order)
-#pragma omp for schedule(guided)
+#pragma omp for schedule(guided) nowait
       for (int64_t c = 0; c < d.C; ++c)
         input_transform(d, xn + c * d.H * d.W, padded + c * d.plane_floats(), v + c * d.Tp, v_xi);
+      bar1.arrive();
+#pragma omp barrier
       // consecutive iterations share the product xi, so V[xi] stays in cache
-#pragma omp for schedule(guided)
+#pragma omp for schedule(guided) nowait
       for (int64_t it = 0; it < aa * d.COB; ++it) {
         const int64_t xi = it / d.COB, cb = it % d.COB;
         gemm_block(d, u + (xi * d.COB + cb) * d.C * kMR, v + xi * v_xi, mm + xi * m_xi + cb * kMR * d.Tp,
                    std::min<int64_t>(kMR, d.CO - cb * kMR));
       }
-#pragma omp for schedule(guided)
+      bar2.arrive();
+#pragma omp barrier
+#pragma omp for schedule(guided) nowait
       for (int64_t it = 0; it < d.CO * d.TH; ++it) {
         const int64_t co = it / d.TH, ty = it % d.TH;
         output_transform(d, mm + co * d.Tp, m_xi, ty, bias ? bias[co] : 0.f,
                          rn ? rn + co * d.HO * d.WO : nullptr, yn + co * d.HO * d.WO, act);
       }
+      last.arrive();
     }
   }
 }

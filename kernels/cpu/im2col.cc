@@ -75,28 +75,33 @@ bool im2col_is_identity(const ConvGeometry& g) {
 void im2col(const ConvGeometry& g, const float* x, float* col) {
   const int64_t rows = g.col_rows(), cols = g.col_cols();
 #pragma omp parallel for schedule(static) if (rows * cols >= kParallelMin)
-  for (int64_t r = 0; r < rows; ++r) {
-    const int64_t c = r / (g.KH * g.KW), ky = (r / g.KW) % g.KH, kx = r % g.KW;
-    const float* xp = x + c * g.H * g.W;
-    float* out = col + r * cols;
-    int64_t oy_lo, oy_hi, ox_lo, ox_hi;
-    const int64_t dy = ky * g.dilation_h, dx = kx * g.dilation_w;
-    valid_range(g.HO, g.stride_h, dy - g.pad_top, g.H, oy_lo, oy_hi);
-    valid_range(g.WO, g.stride_w, dx - g.pad_left, g.W, ox_lo, ox_hi);
-    std::fill(out, out + oy_lo * g.WO, 0.f);
-    for (int64_t oy = oy_lo; oy < oy_hi; ++oy) {
-      float* o = out + oy * g.WO;
-      const float* xrow = xp + (oy * g.stride_h - g.pad_top + dy) * g.W + dx - g.pad_left;
-      std::fill(o, o + ox_lo, 0.f);
-      if (g.stride_w == 1) {
-        if (ox_hi > ox_lo) std::memcpy(o + ox_lo, xrow + ox_lo, sizeof(float) * (ox_hi - ox_lo));
-      } else {
-        for (int64_t ox = ox_lo; ox < ox_hi; ++ox) o[ox] = xrow[ox * g.stride_w];
-      }
-      std::fill(o + ox_hi, o + g.WO, 0.f);
+  for (int64_t r = 0; r < rows; ++r) im2col_row(g, x, col, r);
+}
+
+void im2col_row(const ConvGeometry& g, const float* x, float* col, int64_t r) {
+  const int64_t cols = g.col_cols();
+  const int64_t c = r / (g.KH * g.KW), ky = (r / g.KW) % g.KH, kx = r % g.KW;
+  const float* xp = x + c * g.H * g.W;
+  float* out = col + r * cols;
+  int64_t oy_lo, oy_hi, ox_lo, ox_hi;
+  const int64_t dy = ky * g.dilation_h, dx = kx * g.dilation_w;
+  valid_range(g.HO, g.stride_h, dy - g.pad_top, g.H, oy_lo, oy_hi);
+  valid_range(g.WO, g.stride_w, dx - g.pad_left, g.W, ox_lo, ox_hi);
+  std::fill(out, out + oy_lo * g.WO, 0.f);
+  for (int64_t oy = oy_lo; oy < oy_hi; ++oy) {
+    float* o = out + oy * g.WO;
+    const float* xrow = xp + (oy * g.stride_h - g.pad_top + dy) * g.W + dx - g.pad_left;
+    std::fill(o, o + ox_lo, 0.f);
+    if (g.stride_w == 1) {
+      if (ox_hi > ox_lo) std::memcpy(o + ox_lo, xrow + ox_lo, sizeof(float) * (ox_hi - ox_lo));
+    } else if (g.stride_w == 2) {  // a constant stride: the compiler vectorises the gather
+      for (int64_t ox = ox_lo; ox < ox_hi; ++ox) o[ox] = xrow[ox * 2];
+    } else {
+      for (int64_t ox = ox_lo; ox < ox_hi; ++ox) o[ox] = xrow[ox * g.stride_w];
     }
-    std::fill(out + oy_hi * g.WO, out + cols, 0.f);
+    std::fill(o + ox_hi, o + g.WO, 0.f);
   }
+  std::fill(out + oy_hi * g.WO, out + cols, 0.f);
 }
 
 void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,

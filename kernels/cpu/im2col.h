@@ -43,6 +43,10 @@ bool im2col_is_identity(const ConvGeometry& g);
 // parallel region.
 void im2col(const ConvGeometry& g, const float* x, float* col);
 
+// Row r of that column matrix only, single-threaded: for callers that split the rows over their own
+// OpenMP loop (conv2d.packed_gemm fills col and runs its GEMM in one parallel region).
+void im2col_row(const ConvGeometry& g, const float* x, float* col, int64_t r);
+
 // C[M,N] = alpha * op(A)[M,K] * op(B)[K,N] + beta * C, row-major, leading dimensions in elements;
 // op(X) = X^T when trans_x. cblas_sgemm underneath (threads itself). No-op when M, N or K is 0
 // (with K == 0, C is scaled by beta).

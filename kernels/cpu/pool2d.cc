@@ -15,6 +15,7 @@
 #include <string>
 
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/omp_last.h"
 
 namespace infer::cpu {
 namespace {
@@ -32,36 +33,41 @@ void pool2d_run(const KernelCall& call) {
   const bool is_max = p.kind == PoolKind::Max;
 
   const int64_t work = NC * HO * WO * p.kernel_h * p.kernel_w;
-#pragma omp parallel for schedule(static) if (work >= kParallelMin)
-  for (int64_t c = 0; c < NC; ++c) {
-    const float* xp = x + c * H * W;
-    float* yp = y + c * HO * WO;
-    for (int64_t oy = 0; oy < HO; ++oy) {
-      const int64_t y0 = oy * p.stride_h - p.pad.top;
-      const int64_t yb = std::max<int64_t>(y0, 0), ye = std::min<int64_t>(y0 + p.kernel_h, H);
-      const int64_t py = std::min<int64_t>(y0 + p.kernel_h, H + p.pad.bottom) - y0;
-      for (int64_t ox = 0; ox < WO; ++ox) {
-        const int64_t x0 = ox * p.stride_w - p.pad.left;
-        const int64_t xb = std::max<int64_t>(x0, 0), xe = std::min<int64_t>(x0 + p.kernel_w, W);
-        if (yb >= ye || xb >= xe) {  // a window entirely in the padding (padding >= kernel)
-          yp[oy * WO + ox] = 0.f;
-          continue;
-        }
-        if (is_max) {
-          float m = -std::numeric_limits<float>::infinity();
-          for (int64_t iy = yb; iy < ye; ++iy)
-            for (int64_t ix = xb; ix < xe; ++ix) m = std::max(m, xp[iy * W + ix]);
-          yp[oy * WO + ox] = m;
-        } else {
-          float s = 0.f;
-          for (int64_t iy = yb; iy < ye; ++iy)
-            for (int64_t ix = xb; ix < xe; ++ix) s += xp[iy * W + ix];
-          const int64_t px = std::min<int64_t>(x0 + p.kernel_w, W + p.pad.right) - x0;
-          const int64_t divisor = p.count_include_pad ? py * px : (ye - yb) * (xe - xb);
-          yp[oy * WO + ox] = s / float(divisor);
+  MasterLast last;  // guided and the master last: see separable_run
+#pragma omp parallel if (work >= kParallelMin)
+  {
+#pragma omp for schedule(guided) nowait
+    for (int64_t c = 0; c < NC; ++c) {
+      const float* xp = x + c * H * W;
+      float* yp = y + c * HO * WO;
+      for (int64_t oy = 0; oy < HO; ++oy) {
+        const int64_t y0 = oy * p.stride_h - p.pad.top;
+        const int64_t yb = std::max<int64_t>(y0, 0), ye = std::min<int64_t>(y0 + p.kernel_h, H);
+        const int64_t py = std::min<int64_t>(y0 + p.kernel_h, H + p.pad.bottom) - y0;
+        for (int64_t ox = 0; ox < WO; ++ox) {
+          const int64_t x0 = ox * p.stride_w - p.pad.left;
+          const int64_t xb = std::max<int64_t>(x0, 0), xe = std::min<int64_t>(x0 + p.kernel_w, W);
+          if (yb >= ye || xb >= xe) {  // a window entirely in the padding (padding >= kernel)
+            yp[oy * WO + ox] = 0.f;
+            continue;
+          }
+          if (is_max) {
+            float m = -std::numeric_limits<float>::infinity();
+            for (int64_t iy = yb; iy < ye; ++iy)
+              for (int64_t ix = xb; ix < xe; ++ix) m = std::max(m, xp[iy * W + ix]);
+            yp[oy * WO + ox] = m;
+          } else {
+            float s = 0.f;
+            for (int64_t iy = yb; iy < ye; ++iy)
+              for (int64_t ix = xb; ix < xe; ++ix) s += xp[iy * W + ix];
+            const int64_t px = std::min<int64_t>(x0 + p.kernel_w, W + p.pad.right) - x0;
+            const int64_t divisor = p.count_include_pad ? py * px : (ye - yb) * (xe - xb);
+            yp[oy * WO + ox] = s / float(divisor);
+          }
         }
       }
     }
+    last.arrive();
   }
 }
 
@@ -185,8 +191,16 @@ void separable_run(const KernelCall& call) {
   const float* x = call.inputs[0];
   float* y = call.outputs[0];
   const int64_t work = NC * d.HO * d.WO * d.KH * d.KW;
-#pragma omp parallel for schedule(static) if (work >= kParallelMin)
-  for (int64_t c = 0; c < NC; ++c) pool_plane(d, x + c * d.H * d.W, y + c * d.HO * d.WO);
+  // guided: under OMP_WAIT_POLICY=passive the other thread starts late and the awake one takes over
+  // part of its share; the master waits for it with a bounded spin instead of sleeping at the
+  // closing barrier (omp_last.h; docs/kernels.md "OpenMP schedules")
+  MasterLast last;
+#pragma omp parallel if (work >= kParallelMin)
+  {
+#pragma omp for schedule(guided) nowait
+    for (int64_t c = 0; c < NC; ++c) pool_plane(d, x + c * d.H * d.W, y + c * d.HO * d.WO);
+    last.arrive();
+  }
 }
 
 }  // namespace
