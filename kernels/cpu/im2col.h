@@ -75,16 +75,11 @@ namespace infer::cpu {
 // e^x in float without a library call, so the loops of SiLU and Sigmoid vectorise (glibc's expf is a
 // scalar call per element: EfficientNet-B0's depthwise convolutions with SiLU ran at 4.5 GFLOP/s).
 // Cephes' expf: x = n ln2 + r (Cody-Waite, |r| <= ln2 / 2), e^r by its degree-6 polynomial, 2^n in two
-// halves of the exponent (n in [-126, 128]); about 1 ulp. Only compares, selects, multiplies and an
-// int conversion: std::floor / fmin / fmax are library calls in the baseline x86-64 build (no SSE4.1),
-// which made a first version slower than expf. n is rounded to nearest by adding and subtracting
-// 1.5 * 2^23 (needs no -ffast-math, which the build does not use). NaN passes; x > 88.72 gives inf;
-// x < -87.3 gives 0 (denormal results are flushed: only the sigmoid family uses it).
+// halves of the exponent (n in [-126, 128]); about 1 ulp. NaN passes; x > 88.72 gives inf; x < -87.3
+// gives 0 (denormal results are flushed: only the sigmoid family uses it, where they vanish anyway).
 inline float exp_fast(float x) {
-  float xc = x != x ? 0.f : x;  // NaN: any finite value here, restored below
-  xc = xc < -87.3f ? -87.3f : xc;
-  xc = xc > 88.72f ? 88.72f : xc;
-  const float n = (xc * 1.44269504088896341f + 12582912.f) - 12582912.f;  // round to nearest
+  const float xc = std::fmin(std::fmax(x, -87.3f), 88.72f);  // NaN -> a bound; restored below
+  const float n = std::floor(xc * 1.44269504088896341f + 0.5f);
   const float r = xc - n * 0.693359375f + n * 2.12194440e-4f;
   float p = 1.9875691500e-4f;
   p = p * r + 1.3981999507e-3f;
