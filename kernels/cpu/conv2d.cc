@@ -93,13 +93,12 @@ struct DwPlane {
   int64_t H, W, HO, WO, KH, KW, sh, sw, pt, pl, dh, dw, in_lo, in_hi;
 };
 
-enum class DwAct { None, Relu, Clip, Silu, Other };
+enum class DwAct { None, Relu, Clip, Other };
 
 template <DwAct A>
 __attribute__((always_inline)) inline float dw_act(float v, const Activation& act) {
   if constexpr (A == DwAct::Relu) return v < 0.f ? 0.f : v;
   if constexpr (A == DwAct::Clip) return clamp_nan(v, act.alpha, act.beta);
-  if constexpr (A == DwAct::Silu) return v / (1.f + exp_fast(-v));  // inline: the column loop vectorises
   if constexpr (A == DwAct::Other) return activate(act, v);
   return v;
 }
@@ -178,7 +177,6 @@ __attribute__((always_inline)) inline void dw_plane_act(const DwPlane& d, const 
     case ActivationKind::None: return dw_plane_impl<DwAct::None, K>(d, act);
     case ActivationKind::Relu: return dw_plane_impl<DwAct::Relu, K>(d, act);
     case ActivationKind::Clip: return dw_plane_impl<DwAct::Clip, K>(d, act);
-    case ActivationKind::Silu: return dw_plane_impl<DwAct::Silu, K>(d, act);
     default: return dw_plane_impl<DwAct::Other, K>(d, act);
   }
 }

@@ -147,11 +147,7 @@ __attribute__((always_inline)) inline void cols_tile(const float* a, const float
 void act_block(float* y, int64_t rows, int64_t cols, int64_t ld, const Activation& act) {
   for (int64_t r = 0; r < rows; ++r) {
     float* row = y + r * ld;
-    if (act.kind == ActivationKind::Silu) {  // exp_fast inline: vectorised
-      for (int64_t c = 0; c < cols; ++c) row[c] = row[c] / (1.f + exp_fast(-row[c]));
-    } else {
-      for (int64_t c = 0; c < cols; ++c) row[c] = activate(act, row[c]);
-    }
+    for (int64_t c = 0; c < cols; ++c) row[c] = activate(act, row[c]);
   }
 }
 

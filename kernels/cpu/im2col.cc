@@ -139,12 +139,6 @@ void bias_activation_rows(float* y, int64_t rows, int64_t cols, int64_t ld, cons
           row[c] = v < 0.f ? 0.f : v;
         }
         break;
-      case ActivationKind::Silu:  // exp_fast inline: vectorised
-        for (int64_t c = 0; c < cols; ++c) {
-          const float v = row[c] + b;
-          row[c] = v / (1.f + exp_fast(-v));
-        }
-        break;
       default:
         for (int64_t c = 0; c < cols; ++c) row[c] = activate(act, row[c] + b);
     }
@@ -156,15 +150,6 @@ void activate_inplace(float* y, int64_t n, const Activation& act) {
   if (act.kind == ActivationKind::Relu) {
 #pragma omp parallel for simd schedule(static) if (n >= kParallelMin)
     for (int64_t i = 0; i < n; ++i) y[i] = y[i] < 0.f ? 0.f : y[i];
-    return;
-  }
-  if (act.kind == ActivationKind::Silu || act.kind == ActivationKind::Sigmoid) {  // vectorised exp_fast
-    const bool silu = act.kind == ActivationKind::Silu;
-#pragma omp parallel for simd schedule(static) if (n >= kParallelMin)
-    for (int64_t i = 0; i < n; ++i) {
-      const float d = 1.f + exp_fast(-y[i]);
-      y[i] = silu ? y[i] / d : 1.f / d;
-    }
     return;
   }
 #pragma omp parallel for schedule(static) if (n >= kParallelMin)

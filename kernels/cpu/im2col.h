@@ -67,34 +67,9 @@ void activate_inplace(float* y, int64_t n, const Activation& act);
 }  // namespace infer::cpu
 
 // ---- inline definitions -----------------------------------------------------------------------
-#include <bit>
 #include <cmath>
 
 namespace infer::cpu {
-
-// e^x in float without a library call, so the loops of SiLU and Sigmoid vectorise (glibc's expf is a
-// scalar call per element: EfficientNet-B0's depthwise convolutions with SiLU ran at 4.5 GFLOP/s).
-// Cephes' expf: x = n ln2 + r (Cody-Waite, |r| <= ln2 / 2), e^r by its degree-6 polynomial, 2^n in two
-// halves of the exponent (n in [-126, 128]); about 1 ulp. NaN passes; x > 88.72 gives inf; x < -87.3
-// gives 0 (denormal results are flushed: only the sigmoid family uses it, where they vanish anyway).
-inline float exp_fast(float x) {
-  const float xc = std::fmin(std::fmax(x, -87.3f), 88.72f);  // NaN -> a bound; restored below
-  const float n = std::floor(xc * 1.44269504088896341f + 0.5f);
-  const float r = xc - n * 0.693359375f + n * 2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  const float e = p * r * r + r + 1.f;
-  const int ni = static_cast<int>(n), h = ni >> 1;
-  const float s1 = std::bit_cast<float>((h + 127) << 23), s2 = std::bit_cast<float>((ni - h + 127) << 23);
-  float v = e * s1 * s2;
-  v = x > 88.72f ? INFINITY : v;
-  v = x < -87.3f ? 0.f : v;
-  return x != x ? x : v;
-}
 
 // v clamped to [lo, hi], NaN kept (the comparisons are false for NaN).
 inline float clamp_nan(float v, float lo, float hi) {
@@ -108,11 +83,11 @@ inline float activate(const Activation& a, float v) {
     case ActivationKind::Relu: return v < 0.f ? 0.f : v;
     case ActivationKind::LeakyRelu: return v < 0.f ? a.alpha * v : v;
     case ActivationKind::Tanh: return std::tanh(v);
-    case ActivationKind::Sigmoid: return 1.f / (1.f + exp_fast(-v));
+    case ActivationKind::Sigmoid: return 1.f / (1.f + std::exp(-v));
     case ActivationKind::Clip: return clamp_nan(v, a.alpha, a.beta);
     case ActivationKind::HardSigmoid: return clamp_nan(a.alpha * v + a.beta, 0.f, 1.f);
     case ActivationKind::HardSwish: return v * clamp_nan(v + 3.f, 0.f, 6.f) * (1.f / 6.f);
-    case ActivationKind::Silu: return v / (1.f + exp_fast(-v));
+    case ActivationKind::Silu: return v / (1.f + std::exp(-v));
     case ActivationKind::Elu: return v > 0.f ? v : a.alpha * std::expm1(v);
     case ActivationKind::Exp: return std::exp(v);
     case ActivationKind::Sqrt: return std::sqrt(v);
