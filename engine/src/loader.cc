@@ -280,19 +280,6 @@ OpParams Loader::read_options(const fb::Node& node, const std::string& where) co
 // or second); the shape rule then checks how constants broadcast.
 bool any_input_kind(OpType op) { return op == OpType::Binary; }
 
-// Which inputs of an op hold parameters (must be constants); the others carry data (activations).
-bool is_parameter_input(OpType op, size_t i) {
-  switch (op) {
-    case OpType::Conv2D:
-    case OpType::ConvTranspose2D:
-    case OpType::ConvPool2D:
-    case OpType::Dense:
-    case OpType::BatchNorm:
-    case OpType::InstanceNorm: return i >= 1;
-    default: return false;
-  }
-}
-
 const char* parameter_role(OpType op, size_t i) {
   static const char* const conv[] = {"input", "weight", "bias"};
   static const char* const bn[] = {"input", "scale", "bias", "mean", "var"};

@@ -183,19 +183,6 @@ std::pair<fb::Op, flatbuffers::Offset<void>> fb_options(flatbuffers::FlatBufferB
   throw Error("unknown op");
 }
 
-// Which node inputs hold parameters (must be constants); the others carry data (activations).
-bool is_parameter_input(OpType op, size_t i) {
-  switch (op) {
-    case OpType::Conv2D:
-    case OpType::ConvTranspose2D:
-    case OpType::ConvPool2D:
-    case OpType::Dense:
-    case OpType::BatchNorm:
-    case OpType::InstanceNorm: return i >= 1;
-    default: return false;
-  }
-}
-
 // Ops whose inputs may each be a constant or an activation (binary).
 bool any_input_kind(OpType op) { return op == OpType::Binary; }
 
@@ -295,7 +282,7 @@ int ModelBuilder::node(const std::string& name, OpParams params, std::vector<int
   bool batched = false;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const TensorRecord& t = impl_->tensor(inputs[i], where + ": input " + std::to_string(i));
-    const bool parameter = is_parameter_input(op, i);
+    const bool parameter = detail::is_parameter_input(op, i);
     if (parameter && !t.constant)
       throw Error(where + ": input " + std::to_string(i) + " '" + t.name +
                   "' is an activation; it must be a constant");

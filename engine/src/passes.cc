@@ -425,23 +425,6 @@ Graph run_passes(Graph g, const PassOptions& options, std::vector<std::string>* 
 
 // --- validate_graph -----------------------------------------------------------------------------------
 
-namespace {
-
-// Same rule as the loader: which inputs of an op hold parameters (constants).
-bool is_parameter_input(OpType op, size_t i) {
-  switch (op) {
-    case OpType::Conv2D:
-    case OpType::ConvTranspose2D:
-    case OpType::ConvPool2D:
-    case OpType::Dense:
-    case OpType::BatchNorm:
-    case OpType::InstanceNorm: return i >= 1;
-    default: return false;
-  }
-}
-
-}  // namespace
-
 void validate_graph(const Graph& g) {
   const size_t nv = g.values.size();
   auto fail = [&](const std::string& what) { throw Error(g.origin + ": after graph passes: " + what); };

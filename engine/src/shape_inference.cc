@@ -636,6 +636,18 @@ std::vector<Shape> infer_node_shapes(const OpParams& params, const std::vector<S
   return out;
 }
 
+bool is_parameter_input(OpType op, size_t i) {
+  switch (op) {
+    case OpType::Conv2D:
+    case OpType::ConvTranspose2D:
+    case OpType::ConvPool2D:
+    case OpType::Dense:
+    case OpType::BatchNorm:
+    case OpType::InstanceNorm: return i >= 1;
+    default: return false;
+  }
+}
+
 std::vector<Shape> infer_shapes(const Graph& graph, int64_t batch) {
   if (batch < 1 || batch > kMaxElements)
     fail(graph.origin, "batch must be in [1, 2^40] (got " + std::to_string(batch) + ")");

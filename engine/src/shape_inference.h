@@ -21,6 +21,10 @@ std::vector<Shape> infer_node_shapes(const OpParams& params, const std::vector<S
                                      const std::vector<bool>* constant = nullptr,
                                      bool allow_empty = false);
 
+// Which inputs of an op hold parameters (must be constants: weights, biases, statistics); the others
+// carry data (activations). One rule for the loader, the builder and validate_graph.
+bool is_parameter_input(OpType op, size_t i);
+
 // Concrete shape of every value for `batch` (constants keep their shapes). Checks each node's
 // computed output against the declared shape (batch dim -1 matches any batch).
 std::vector<Shape> infer_shapes(const Graph& graph, int64_t batch);
