@@ -110,6 +110,20 @@ struct Session::Impl {
     if (const KernelVariant* v = forced_for(i)) return {v};
     return KernelRegistry::global().variants(backend->name(), op_name(graph->nodes[i].op()));
   }
+  // True when one of `candidates` this session may run applies to `desc` (the backend passes' test).
+  bool some_variant_runs(const std::vector<const KernelVariant*>& candidates, const NodeDesc& desc) const {
+    for (const KernelVariant* v : candidates)
+      if (allowed(*v) && v->run && variant_applies(*v, desc)) return true;
+    return false;
+  }
+  // A backend pass's tail: the rewritten graph replaces ours, is checked, and its shapes are inferred
+  // again (the passes add constants); returns the pass's log line.
+  std::string adopt(detail::Graph rewritten, const std::vector<std::string>& log, const char* name) {
+    graph = std::make_shared<const detail::Graph>(std::move(rewritten));
+    detail::validate_graph(*graph);
+    shapes = detail::infer_shapes(*graph, batch);
+    return log.empty() ? std::string(name) + ": ?" : log.front();
+  }
   std::string variant_list(const std::string& op) const;
   NodeDesc describe(size_t step) const;  // the node's NodeDesc from the graph, shapes and precision
   void check_forced(const SessionOptions& options);
@@ -295,15 +309,11 @@ std::string Session::Impl::fuse_residual() {
     desc.input_shapes.push_back(shapes.at(static_cast<size_t>(residual)));
     desc.constants.push_back(nullptr);
     desc.output_shapes.push_back(shapes.at(static_cast<size_t>(conv.outputs.at(0))));
-    for (const KernelVariant* v : candidates)
-      if (allowed(*v) && v->run && variant_applies(*v, desc)) return true;
-    return false;
+    return some_variant_runs(candidates, desc);
   };
   std::vector<std::string> log;
-  graph = std::make_shared<const detail::Graph>(detail::fuse_conv_residual(*graph, takes, &log));
-  detail::validate_graph(*graph);
-  shapes = detail::infer_shapes(*graph, batch);
-  return log.empty() ? std::string("fuse_conv_residual: ?") : log.front();
+  detail::Graph rewritten = detail::fuse_conv_residual(*graph, takes, &log);
+  return adopt(std::move(rewritten), log, "fuse_conv_residual");
 }
 
 // One pass-log line for fold_width, from the variants chosen (a folded variant requires the pass).
