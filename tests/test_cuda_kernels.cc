@@ -1,6 +1,6 @@
 // Tests of the CUDA kernels other than conv_transpose2d (kernels/cuda: conv2d im2col_gemm / gemm_1x1
 // / direct / direct_small_cout, dense gemm, conv_pool2d unfused / fused_filter / direct_sum, pool2d global,
-// pool2d / activation / add / batchnorm / softmax / concat / flatten / reshape direct): every registered cuda
+// squeeze_excite / pool2d / activation / add / batchnorm / softmax / concat / flatten / reshape direct): every registered cuda
 // variant of each op, wherever it applies, against the cpu reference kernel on seeded random shapes
 // (kernel 1-7, strides 1-3, asymmetric padding, odd sizes, batch 1..3) in fp32 (rel. error <= 1e-5),
 // fp16 (<= 1e-2, the reference sees the half-rounded inputs) and tf32 for the GEMM ops (<= 5e-3);
@@ -155,7 +155,8 @@ const std::vector<std::pair<std::string, std::vector<std::string>>>& expected_va
       {"pad2d", {"direct"}},
       {"instance_norm", {"direct"}},
       {"channel_shuffle", {"direct"}},
-      {"slice", {"direct"}}};
+      {"slice", {"direct"}},
+      {"squeeze_excite", {"direct"}}};
   return e;
 }
 
@@ -527,6 +528,37 @@ CUDA_TEST_CASE("pool2d.global: whole-image max and average match the reference; 
   Pool2DParams part;
   part.kernel_h = part.kernel_w = 2;
   CHECK(heuristic_pick(make_case(part, {{1, 3, 4, 4}}, {false}, {1, 3, 2, 2}, 1)) == "direct");
+}
+
+// squeeze_excite (the fuse_squeeze_excite pass's node): direct in NCHW and NHWC against the reference,
+// fp32 / tf32 / fp16, on EfficientNet's shapes (96 channels of 112x112: 49 partial-sum chunks per
+// channel in NHWC; 1152 of 7x7 with C_r = 48) and odd ones (C = 1, 7, 13: packs of 1; one pixel; C_r
+// 1), random activations in the three slots, inside a CUDA graph every other case.
+CUDA_TEST_CASE("squeeze_excite.direct: NCHW and NHWC match the reference") {
+  test::require_registered("squeeze_excite", {"direct"});
+  struct Se {
+    Shape x;
+    int64_t r;
+  };
+  const Se shapes[] = {{{1, 96, 112, 112}, 4}, {{2, 1152, 7, 7}, 48}, {{3, 7, 5, 9}, 3},  {{1, 1, 1, 1}, 1},
+                       {{2, 13, 17, 3}, 5},    {{4, 40, 1, 1}, 10},   {{1, 24, 33, 31}, 6}, {{2, 8, 16, 16}, 1}};
+  std::mt19937_64 rng(171);
+  int t = 0;
+  for (Precision p : {Precision::FP32, Precision::FP16, Precision::TF32})
+    for (const Se& se : shapes) {
+      SqueezeExciteParams sp;
+      sp.hidden_activation = test::random_activation(rng);
+      sp.gate_activation = t % 2 ? Activation{ActivationKind::Sigmoid} : test::random_activation(rng);
+      if (t % 3 == 0) sp.activation = test::random_activation(rng);
+      const int64_t C = se.x[1];
+      OpCase c = make_case(sp, {se.x, {se.r, C, 1, 1}, {se.r}, {C, se.r, 1, 1}, {C}},
+                           {false, true, true, true, true}, se.x, 1700 + t);
+      CAPTURE(test::describe(c));
+      CAPTURE(test::precision_label(p));
+      const bool capture = t++ % 2 == 1;
+      CHECK(contains(check_case(c, p, {}, capture), "direct"));
+      CHECK(contains(check_case_in_layout(c, p, Layout::NHWC, {"direct"}, capture), "direct"));
+    }
 }
 
 CUDA_TEST_CASE("resize: nearest and bilinear, every coordinate mode, up and down, match the reference") {

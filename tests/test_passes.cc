@@ -151,7 +151,8 @@ int act(ModelBuilder& b, const std::string& name, int x, ActivationKind kind) {
 TEST_CASE("PassOptions: names, set by name, unknown names are errors") {
   CHECK(PassOptions::names() == std::vector<std::string>{"fold_batchnorm", "fuse_conv_avgpool",
                                                          "fuse_activation", "channels_last",
-                                                         "fold_width", "fuse_conv_residual"});
+                                                         "fold_width", "fuse_conv_residual",
+                                                         "fuse_squeeze_excite"});
   PassOptions p;
   CHECK(p.fold_batchnorm);
   CHECK(p.fuse_conv_avgpool);
@@ -544,8 +545,9 @@ TEST_CASE("session and profile report what the passes did") {
   Session s(lenet, SessionOptions{});
   // Three graph passes, then the backend passes: channels_last does nothing on the cpu backend and
   // fold_width finds no folded kernel there.
-  REQUIRE(s.passes().size() == 6);
+  REQUIRE(s.passes().size() == 7);
   CHECK(s.passes()[5] == "fuse_conv_residual: no conv2d + residual add to fuse");
+  CHECK(s.passes()[6] == "fuse_squeeze_excite: no squeeze-excitation block to fuse");
   CHECK(s.passes()[3] == "channels_last: not used (cpu in fp32 keeps NCHW)");
   CHECK(s.passes()[4] == "fold_width: no convolution width-folded");
   CHECK(s.nodes()[0].layout == Layout::NCHW);
@@ -564,7 +566,8 @@ TEST_CASE("session and profile report what the passes did") {
   Session plain(lenet, off);
   CHECK(plain.passes() == std::vector<std::string>{"fold_batchnorm: off", "fuse_conv_avgpool: off",
                                                    "fuse_activation: off", "channels_last: off",
-                                                   "fold_width: off", "fuse_conv_residual: off"});
+                                                   "fold_width: off", "fuse_conv_residual: off",
+                                                   "fuse_squeeze_excite: off"});
   CHECK(plain.nodes().size() == lenet.num_nodes());
 }
 

@@ -125,6 +125,11 @@ NodeCost node_cost(const NodeDesc& node) {
     case OpType::Layout:
       cost.flops = 0;
       break;
+    case OpType::SqueezeExcite: {  // the pool and the multiply (one per element), two tiny GEMVs
+      const Shape& w1 = node.input_shapes.size() > 1 ? node.input_shapes[1] : empty;  // [C_r, C, 1, 1]
+      cost.flops = 2.0 * out_elems + 4.0 * dim(x, 0) * dim(x, 1) * dim(w1, 0);
+      break;
+    }
   }
   return cost;
 }

@@ -179,6 +179,9 @@ std::pair<fb::Op, flatbuffers::Offset<void>> fb_options(flatbuffers::FlatBufferB
     }
     case OpType::Layout:
       throw Error("layout nodes are engine-internal (the channels_last pass) and have no file form");
+    case OpType::SqueezeExcite:
+      throw Error("squeeze_excite nodes are engine-internal (the fuse_squeeze_excite pass) and have no "
+                  "file form");
   }
   throw Error("unknown op");
 }
@@ -276,6 +279,8 @@ int ModelBuilder::constant(const std::string& name, Shape shape, const std::vect
 int ModelBuilder::node(const std::string& name, OpParams params, std::vector<int> inputs) {
   const OpType op = op_type(params);
   const std::string where = "model builder: node '" + name + "' (" + op_name(op) + ")";
+  if (static_cast<int>(op) >= kNumFileOpTypes)
+    throw Error(where + ": an engine-internal op (made by a graph pass); it has no file form");
   // Shapes with a leading -1 are inferred at batch 1; the output then gets the -1 back.
   std::vector<Shape> shapes;
   std::vector<bool> constant;

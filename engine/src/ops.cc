@@ -29,6 +29,7 @@ const char* op_name(OpType op) {
     case OpType::Resize: return "resize";
     case OpType::DepthToSpace: return "depth_to_space";
     case OpType::Layout: return "layout";
+    case OpType::SqueezeExcite: return "squeeze_excite";
   }
   return "unknown";
 }
@@ -88,6 +89,7 @@ Activation fused_activation(const OpParams& p) {
   if (auto* cp = std::get_if<ConvPool2DParams>(&p)) return cp->conv.activation;
   if (auto* bi = std::get_if<BinaryParams>(&p)) return bi->activation;
   if (auto* in = std::get_if<InstanceNormParams>(&p)) return in->activation;
+  if (auto* se = std::get_if<SqueezeExciteParams>(&p)) return se->activation;
   return {};
 }
 

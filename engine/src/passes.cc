@@ -20,7 +20,7 @@ namespace infer {
 const std::vector<std::string>& PassOptions::names() {
   static const std::vector<std::string> kNames = {"fold_batchnorm", "fuse_conv_avgpool",
                                                   "fuse_activation", "channels_last", "fold_width",
-                                                  "fuse_conv_residual"};
+                                                  "fuse_conv_residual", "fuse_squeeze_excite"};
   return kNames;
 }
 
@@ -37,6 +37,8 @@ void PassOptions::set(const std::string& name, bool on) {
     fold_width = on;
   } else if (name == "fuse_conv_residual") {
     fuse_conv_residual = on;
+  } else if (name == "fuse_squeeze_excite") {
+    fuse_squeeze_excite = on;
   } else {
     std::string known;
     for (const std::string& n : names()) known += (known.empty() ? "" : ", ") + n;
@@ -45,7 +47,8 @@ void PassOptions::set(const std::string& name, bool on) {
 }
 
 void PassOptions::set_all(bool on) {
-  fold_batchnorm = fuse_conv_avgpool = fuse_activation = channels_last = fold_width = fuse_conv_residual = on;
+  fold_batchnorm = fuse_conv_avgpool = fuse_activation = channels_last = fold_width = fuse_conv_residual =
+      fuse_squeeze_excite = on;
 }
 
 void PassOptions::apply(const std::string& choice) {
@@ -63,6 +66,7 @@ bool PassOptions::enabled(const std::string& name) const {
   if (name == "channels_last") return channels_last;
   if (name == "fold_width") return fold_width;
   if (name == "fuse_conv_residual") return fuse_conv_residual;
+  if (name == "fuse_squeeze_excite") return fuse_squeeze_excite;
   return false;
 }
 
@@ -184,6 +188,7 @@ struct Tally {
 const char* plural(int n, const char* one, const char* many) { return n == 1 ? one : many; }
 
 const Value& value(const Graph& g, int id) { return g.values.at(static_cast<size_t>(id)); }
+const Shape& value_shape(const Graph& g, int id) { return value(g, id).shape; }
 
 }  // namespace
 
@@ -402,6 +407,105 @@ Graph fuse_conv_residual(Graph g, const ResidualPredicate& takes, std::vector<st
     log->push_back(count ? fmt::format("fuse_conv_residual: {} conv2d + residual add {} fused",
                                        count, plural(count, "pair", "pairs"))
                          : "fuse_conv_residual: no conv2d + residual add to fuse");
+  return g;
+}
+
+// --- fuse_squeeze_excite ------------------------------------------------------------------------------
+// The squeeze-excitation block as exporters write it (torchvision's SqueezeExcitation: EfficientNet,
+// MobileNetV3, RegNet): s = global average pool(x); g = act2(conv1x1(act1(conv1x1(s)))); y = x * g
+// (a binary mul, either operand order, g broadcast over H and W). The four nodes become one
+// squeeze_excite node at the multiply's place, named after the pool; every intermediate value must have
+// its one reader in the chain and not be a graph output. A conv without bias gets a zero one.
+namespace {
+
+// The 1x1 convolution of a squeeze-excitation block producing `value`: its only reader is the next
+// step, a 1x1 input map, no padding, groups or residual (stride and dilation do not matter on a 1x1
+// map); returns its node index or -1.
+int se_conv(const Graph& g, const Uses& uses, int value, const std::vector<bool>& removed) {
+  const auto v = static_cast<size_t>(value);
+  if (uses.readers[v] != 1 || uses.is_output[v]) return -1;
+  const int p = uses.producer[v];
+  if (p < 0 || removed[static_cast<size_t>(p)]) return -1;
+  const Node& n = g.nodes[static_cast<size_t>(p)];
+  const auto* cp = std::get_if<Conv2DParams>(&n.params);
+  if (!cp || cp->add_residual || cp->groups != 1 || cp->pad.top || cp->pad.left || cp->pad.bottom ||
+      cp->pad.right)
+    return -1;
+  const Shape& w = value_shape(g, n.inputs.at(1));
+  const Shape& x = value_shape(g, n.inputs.at(0));
+  if (w.size() != 4 || w[2] != 1 || w[3] != 1 || x.size() != 4 || x[2] != 1 || x[3] != 1) return -1;
+  return p;
+}
+
+}  // namespace
+
+Graph fuse_squeeze_excite(Graph g, const SqueezeExcitePredicate& takes, std::vector<std::string>* log) {
+  Uses uses(g);
+  std::vector<bool> removed(g.nodes.size(), false);
+  int count = 0;
+  bool added = false;  // zero biases added for a block takes then refused: compacted away below
+  for (size_t c = 0; c < g.nodes.size(); ++c) {
+    const Node& mul = g.nodes[c];
+    const auto* bp = std::get_if<BinaryParams>(&mul.params);
+    if (!bp || bp->kind != BinaryKind::Mul || mul.inputs.size() != 2) continue;
+    for (size_t k = 0; k < 2; ++k) {
+      const int x = mul.inputs[1 - k], gate = mul.inputs[k];
+      const Shape& xs = value_shape(g, x);
+      if (x == gate || g.values[static_cast<size_t>(x)].is_constant() || xs.size() != 4 ||
+          value_shape(g, mul.outputs.at(0)) != xs)
+        continue;
+      const int fc2 = se_conv(g, uses, gate, removed);
+      if (fc2 < 0) continue;
+      const int fc1 = se_conv(g, uses, g.nodes[static_cast<size_t>(fc2)].inputs[0], removed);
+      if (fc1 < 0) continue;
+      const auto squeezed = static_cast<size_t>(g.nodes[static_cast<size_t>(fc1)].inputs[0]);
+      if (uses.readers[squeezed] != 1 || uses.is_output[squeezed]) continue;
+      const int pool = uses.producer[squeezed];
+      if (pool < 0 || removed[static_cast<size_t>(pool)]) continue;
+      const Node& pn = g.nodes[static_cast<size_t>(pool)];
+      const auto* pp = std::get_if<Pool2DParams>(&pn.params);
+      if (!pp || pp->kind != PoolKind::Average || pn.inputs.at(0) != x || pp->kernel_h != xs[2] ||
+          pp->kernel_w != xs[3] || pp->pad.top || pp->pad.left || pp->pad.bottom || pp->pad.right)
+        continue;
+      const Node& n1 = g.nodes[static_cast<size_t>(fc1)];
+      const Node& n2 = g.nodes[static_cast<size_t>(fc2)];
+      if (value_shape(g, n1.inputs[1]).at(1) != xs[1] || value_shape(g, n2.inputs[1]).at(0) != xs[1]) continue;
+      Node se;
+      se.name = pn.name;
+      se.params = SqueezeExciteParams{std::get<Conv2DParams>(n1.params).activation,
+                                      std::get<Conv2DParams>(n2.params).activation, bp->activation};
+      se.layout = mul.layout;
+      se.outputs = mul.outputs;
+      for (const Node* n : {&pn, &n1, &n2, &mul}) {
+        if (n != &pn) se.fused.push_back(n->name);
+        se.fused.insert(se.fused.end(), n->fused.begin(), n->fused.end());
+      }
+      // add_constant grows g.values: the inputs are gathered as ids before any is added.
+      const int w1 = n1.inputs[1], w2 = n2.inputs[1];
+      const int b1 = n1.inputs.size() > 2 ? n1.inputs[2] : -1, b2 = n2.inputs.size() > 2 ? n2.inputs[2] : -1;
+      const std::string n1_name = n1.name, n2_name = n2.name;
+      auto bias_or_zero = [&](int b, int w, const std::string& name) {
+        if (b >= 0) return b;
+        const int64_t channels = value_shape(g, w).at(0);
+        added = true;
+        return g.add_constant(name + ".zero_bias", Shape{channels},
+                              std::vector<float>(static_cast<size_t>(channels), 0.f));
+      };
+      se.inputs = {x, w1, bias_or_zero(b1, w1, n1_name), w2, bias_or_zero(b2, w2, n2_name)};
+      if (takes && !takes(g, se)) break;
+      removed[static_cast<size_t>(pool)] = removed[static_cast<size_t>(fc1)] =
+          removed[static_cast<size_t>(fc2)] = true;
+      g.nodes[c] = std::move(se);
+      ++count;
+      break;
+    }
+  }
+  if (count || added) compact(g, removed);
+  if (log)
+    log->push_back(count ? fmt::format("fuse_squeeze_excite: {} squeeze-excitation {} (global average "
+                                       "pool, two 1x1 conv2d, mul) fused",
+                                       count, plural(count, "block", "blocks"))
+                         : "fuse_squeeze_excite: no squeeze-excitation block to fuse");
   return g;
 }
 

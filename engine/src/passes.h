@@ -27,6 +27,13 @@ using ResidualPredicate = std::function<bool(const Graph&, const Node& conv, int
 Graph fuse_conv_residual(Graph graph, const ResidualPredicate& takes = nullptr,
                          std::vector<std::string>* log = nullptr);
 
+// A backend pass like fuse_conv_residual: global average pool -> 1x1 conv2d -> 1x1 conv2d -> mul with
+// the pool's input becomes one squeeze_excite node where takes(graph, merged node) says a kernel
+// variant runs it (null takes: everywhere).
+using SqueezeExcitePredicate = std::function<bool(const Graph&, const Node& merged)>;
+Graph fuse_squeeze_excite(Graph graph, const SqueezeExcitePredicate& takes = nullptr,
+                          std::vector<std::string>* log = nullptr);
+
 // The enabled passes in order (fold_batchnorm, fuse_conv_avgpool, fuse_activation); a disabled pass
 // logs "<name>: off".
 Graph run_passes(Graph graph, const PassOptions& options, std::vector<std::string>* log = nullptr);

@@ -132,6 +132,7 @@ struct Session::Impl {
   void log_fold_width();
   void check_fixed_batch(const Model& model) const;
   std::string fuse_residual();
+  std::string fuse_squeeze_excite();
   void autotune();
   void plan_memory();
   void check_memory() const;
@@ -316,6 +317,27 @@ std::string Session::Impl::fuse_residual() {
   return adopt(std::move(rewritten), log, "fuse_conv_residual");
 }
 
+// The fuse_squeeze_excite backend pass, right after fuse_conv_residual and the same way: a block is
+// fused where a squeeze_excite variant this session may run applies to the merged node in NCHW.
+std::string Session::Impl::fuse_squeeze_excite() {
+  if (!passes.fuse_squeeze_excite) return "fuse_squeeze_excite: off";
+  const std::vector<const KernelVariant*> candidates = candidates_for("squeeze_excite");
+  auto takes = [&](const detail::Graph& g, const detail::Node& se) {
+    NodeDesc desc{se.params, {}, {}, {}, precision, Layout::NCHW};
+    for (int id : se.inputs) {
+      const detail::Value& v = g.values.at(static_cast<size_t>(id));
+      // zero biases the pass just added have no entry in `shapes` yet: constants keep their shape
+      desc.input_shapes.push_back(v.is_constant() ? v.shape : shapes.at(static_cast<size_t>(id)));
+      desc.constants.push_back(v.data);
+    }
+    desc.output_shapes.push_back(shapes.at(static_cast<size_t>(se.outputs.at(0))));
+    return some_variant_runs(candidates, desc);
+  };
+  std::vector<std::string> log;
+  detail::Graph rewritten = detail::fuse_squeeze_excite(*graph, takes, &log);
+  return adopt(std::move(rewritten), log, "fuse_squeeze_excite");
+}
+
 // One pass-log line for fold_width, from the variants chosen (a folded variant requires the pass).
 void Session::Impl::log_fold_width() {
   if (!passes.fold_width) {
@@ -401,6 +423,7 @@ Session::Impl::Impl(const Model& model, const SessionOptions& options) {
 
   check_forced(options);
   const std::string residual_log = fuse_residual();
+  const std::string se_log = fuse_squeeze_excite();
   choose_layouts();
   select_kernels();
   plan_memory();
@@ -412,6 +435,7 @@ Session::Impl::Impl(const Model& model, const SessionOptions& options) {
   }
   log_fold_width();
   pass_log.push_back(residual_log);  // listed last: see PassOptions::fuse_conv_residual
+  pass_log.push_back(se_log);
   capture();
   note_device_memory();
 }

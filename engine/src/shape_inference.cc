@@ -560,6 +560,26 @@ std::vector<Shape> slice(const std::string& where, const SliceParams& p, const I
   return {out};
 }
 
+// x [N,C,H,W], w1 [C_r,C,1,1], b1 [C_r], w2 [C,C_r,1,1], b2 [C] -> x's shape.
+std::vector<Shape> squeeze_excite(const std::string& where, const SqueezeExciteParams& p, const Inputs& in) {
+  in.expect_count(5, 5);
+  check_activation(where, "hidden_activation", p.hidden_activation);
+  check_activation(where, "gate_activation", p.gate_activation);
+  check_activation(where, "activation", p.activation);
+  const Shape& x = in.with_rank(0, 4, "[N,C,H,W]");
+  const Shape& w1 = in.with_rank(1, 4, "[C_r,C,1,1]");
+  const Shape& w2 = in.with_rank(3, 4, "[C,C_r,1,1]");
+  const int64_t cr = w1[0];
+  if (w1[1] != x[1] || w1[2] != 1 || w1[3] != 1 || cr < 1)
+    fail(where, in.label(1) + " has shape " + str(w1) + " but must be [C_r," + std::to_string(x[1]) + ",1,1]");
+  if (w2[0] != x[1] || w2[1] != cr || w2[2] != 1 || w2[3] != 1)
+    fail(where, in.label(3) + " has shape " + str(w2) + " but must be [" + std::to_string(x[1]) + "," +
+                    std::to_string(cr) + ",1,1]");
+  in.expect_vector(2, cr, "C_r");
+  in.expect_vector(4, x[1], "C");
+  return {x};
+}
+
 std::vector<Shape> dispatch(const OpParams& params, const Inputs& in, const std::string& where,
                             const std::vector<bool>* constant) {
   switch (op_type(params)) {
@@ -594,6 +614,8 @@ std::vector<Shape> dispatch(const OpParams& params, const Inputs& in, const std:
       if (in[0].size() != 4) fail(where, "layout conversion needs a 4-D input, got " + str(in[0]));
       return {in[0]};
     }
+    case OpType::SqueezeExcite:
+      return squeeze_excite(where, std::get<SqueezeExciteParams>(params), in);
   }
   fail(where, "unknown op");
 }
@@ -606,6 +628,7 @@ std::vector<const char*> input_roles(OpType op) {
     case OpType::Dense: return {nullptr, "weight", "bias"};
     case OpType::BatchNorm: return {nullptr, "scale", "bias", "mean", "var"};
     case OpType::InstanceNorm: return {nullptr, "scale", "bias"};
+    case OpType::SqueezeExcite: return {nullptr, "w1", "b1", "w2", "b2"};
     default: return {};
   }
 }
@@ -643,7 +666,8 @@ bool is_parameter_input(OpType op, size_t i) {
     case OpType::ConvPool2D:
     case OpType::Dense:
     case OpType::BatchNorm:
-    case OpType::InstanceNorm: return i >= 1;
+    case OpType::InstanceNorm:
+    case OpType::SqueezeExcite: return i >= 1;
     default: return false;
   }
 }

@@ -20,6 +20,7 @@ void register_conv_pool2d(KernelRegistry& registry);       // conv_pool2d.cc
 void register_binary(KernelRegistry& registry);            // binary.cc: add, sub, mul, div, broadcast
 void register_pad2d(KernelRegistry& registry);             // pad2d.cc
 void register_instance_norm(KernelRegistry& registry);     // instance_norm.cc
+void register_squeeze_excite(KernelRegistry& registry);    // squeeze_excite.cc
 void register_channel_ops(KernelRegistry& registry);       // channel_ops.cc: channel_shuffle, slice
 
 }  // namespace infer::cpu

@@ -18,6 +18,7 @@ void register_cpu_kernels(KernelRegistry& registry) {
   cpu::register_pad2d(registry);
   cpu::register_instance_norm(registry);
   cpu::register_channel_ops(registry);
+  cpu::register_squeeze_excite(registry);
 }
 
 }  // namespace infer

@@ -24,6 +24,7 @@ void register_conv2d_small_cin_nhwc(KernelRegistry& registry);       // conv2d/s
 void register_conv2d_depthwise(KernelRegistry& registry);            // conv2d/depthwise.cu
 void register_pad2d(KernelRegistry& registry);             // pad2d.cu
 void register_instance_norm(KernelRegistry& registry);     // instance_norm.cu
+void register_squeeze_excite(KernelRegistry& registry);    // squeeze_excite.cu
 void register_channel_ops(KernelRegistry& registry);       // channel_ops.cu: channel_shuffle, slice
 #ifdef INFER_WITH_CUDNN
 void register_conv2d_cudnn(KernelRegistry& registry);            // conv2d/cudnn.cc

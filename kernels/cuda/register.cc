@@ -22,6 +22,7 @@ void register_cuda_kernels(KernelRegistry& registry) {
   cuda::register_pad2d(registry);
   cuda::register_instance_norm(registry);
   cuda::register_channel_ops(registry);
+  cuda::register_squeeze_excite(registry);
 #ifdef INFER_WITH_CUDNN
   cuda::register_conv2d_cudnn(registry);
   cuda::register_conv_transpose2d_cudnn(registry);

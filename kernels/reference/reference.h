@@ -92,4 +92,9 @@ void depth_to_space(const DepthToSpaceParams& p, const float* x, const Shape& x_
 // Copies [N,C,H,W] from p.from's memory order to p.to's (NCHW <-> NHWC; equal layouts copy). y != x.
 void layout(const LayoutParams& p, const float* x, const Shape& shape, float* y);
 
+// x [N,C,H,W], w1 [C_r,C] (the 1x1 kernel), b1 [C_r], w2 [C,C_r], b2 [C] (C_r = reduced), y x's shape:
+// y = act(x * gate_act(w2 hidden_act(w1 mean_hw(x) + b1) + b2)). Never in place.
+void squeeze_excite(const SqueezeExciteParams& p, const float* x, const Shape& x_shape, const float* w1,
+                    const float* b1, const float* w2, const float* b2, int64_t reduced, float* y);
+
 }  // namespace infer::ref

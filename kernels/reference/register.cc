@@ -120,6 +120,12 @@ void run_layout(const KernelCall& c) {
   ref::layout(std::get<LayoutParams>(c.node.params), c.inputs[0], c.node.input_shapes[0], c.outputs[0]);
 }
 
+void run_squeeze_excite(const KernelCall& c) {
+  ref::squeeze_excite(std::get<SqueezeExciteParams>(c.node.params), c.inputs[0], c.node.input_shapes[0],
+                      c.inputs[1], c.inputs[2], c.inputs[3], c.inputs[4], c.node.input_shapes[1][0],
+                      c.outputs[0]);
+}
+
 using RunFn = void (*)(const KernelCall&);
 
 RunFn reference_run(OpType op) {
@@ -144,6 +150,7 @@ RunFn reference_run(OpType op) {
     case OpType::Resize: return run_resize;
     case OpType::DepthToSpace: return run_depth_to_space;
     case OpType::Layout: return run_layout;
+    case OpType::SqueezeExcite: return run_squeeze_excite;
   }
   return nullptr;
 }

@@ -212,27 +212,38 @@ struct LayoutParams {
   Layout from = Layout::NCHW, to = Layout::NHWC;
 };
 
+// An engine-internal node (never in a file; the fuse_squeeze_excite pass): a squeeze-excitation block
+// y = act(x * gate_act(W2 hidden_act(W1 mean(x) + b1) + b2)), the gate broadcast over H and W. Inputs
+// x [N,C,H,W], w1 [C_r,C,1,1], b1 [C_r], w2 [C,C_r,1,1], b2 [C]: the global average pool, the two 1x1
+// convolutions with their fused activations and the gate multiply it replaced.
+struct SqueezeExciteParams {
+  Activation hidden_activation;  // after W1 (ReLU, SiLU, ...)
+  Activation gate_activation;    // after W2 (Sigmoid, HardSigmoid)
+  Activation activation;         // after the multiply (the multiply's own fused epilogue)
+};
+
 using OpParams = std::variant<Conv2DParams, ConvTranspose2DParams, Pool2DParams, DenseParams,
                               BatchNormParams, ActivationParams, FlattenParams, ReshapeParams,
                               SoftmaxParams, AddParams, ConcatParams, ConvPool2DParams, BinaryParams,
                               Pad2DParams, InstanceNormParams, ChannelShuffleParams, SliceParams,
-                              ResizeParams, DepthToSpaceParams, LayoutParams>;
+                              ResizeParams, DepthToSpaceParams, LayoutParams, SqueezeExciteParams>;
 
 // Same order as OpParams' alternatives. The ops a file can hold come first, in the order of the schema's
-// union (fb::Op is OpType + 1); engine-internal ops (Layout) stay last.
+// union (fb::Op is OpType + 1); engine-internal ops (Layout, SqueezeExcite) stay last.
 enum class OpType : uint8_t {
   Conv2D, ConvTranspose2D, Pool2D, Dense, BatchNorm, Activation, Flatten, Reshape, Softmax, Add,
   Concat, ConvPool2D, Binary, Pad2D, InstanceNorm, ChannelShuffle, Slice, Resize, DepthToSpace,
-  Layout
+  Layout, SqueezeExcite
 };
-constexpr int kNumOpTypes = 20;
+constexpr int kNumOpTypes = 21;
+constexpr int kNumFileOpTypes = 19;  // the ops a file can hold: OpType values below Layout
 
 inline OpType op_type(const OpParams& p) { return static_cast<OpType>(p.index()); }
 
 // Stable lower-case names used by --kernel, the profile and kernel variant names:
 // conv2d, conv_transpose2d, pool2d, dense, batchnorm, activation, flatten, reshape, softmax, add,
 // concat, conv_pool2d, binary, pad2d, instance_norm, channel_shuffle, slice, resize,
-// depth_to_space, layout.
+// depth_to_space, layout, squeeze_excite.
 const char* op_name(OpType op);
 // none, relu, leaky_relu, tanh, sigmoid, clip, hard_sigmoid, hard_swish, silu, elu, exp, sqrt, neg, abs,
 // softplus ("unknown" for a value outside the enum).

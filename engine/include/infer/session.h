@@ -42,6 +42,10 @@ struct PassOptions {
   // (y = act(conv + r)), where one of the backend's conv2d variants takes it. Listed last in the pass
   // log (it runs before channels_last) so earlier lines keep their positions.
   bool fuse_conv_residual = true;
+  // fuse_squeeze_excite (cpu, cuda): global average pool -> 1x1 conv -> 1x1 conv -> multiply with the
+  // pool's input (a squeeze-excitation block) becomes one squeeze_excite node. Logged after
+  // fuse_conv_residual, last.
+  bool fuse_squeeze_excite = true;
 
   static const std::vector<std::string>& names();  // "fold_batchnorm", "fuse_conv_avgpool", ...
   // Switches one pass by name; an unknown name is an Error listing the known ones.
