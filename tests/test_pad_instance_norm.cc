@@ -41,26 +41,11 @@ Shape one(const OpParams& p, const std::vector<Shape>& in) {
   return out[0];
 }
 
-std::string error_of(const OpParams& p, const std::vector<Shape>& in) {
-  try {
-    infer_node_shapes(p, in, "m.fb: node 1 'n'");
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+std::string error_of(const OpParams& p, const std::vector<Shape>& in) { return infer::test::shape_error(p, in); }
 
 std::vector<float> run_variant(const std::string& name, const NodeDesc& node,
                                const std::vector<std::vector<float>>& inputs) {
-  const std::string op = op_name(op_type(node.params));
-  const KernelVariant* v = KernelRegistry::global().find("cpu", op, name);
-  REQUIRE_MESSAGE(v != nullptr, "no variant cpu/" << op << "/" << name);
-  std::vector<float> out(static_cast<size_t>(shape_numel(node.output_shapes.at(0))));
-  poison(out);
-  KernelCall call{node, {}, {out.data()}};
-  for (const auto& in : inputs) call.inputs.push_back(in.data());
-  v->run(call);
-  return out;
+  return infer::test::run_cpu_variant(name, node, inputs);
 }
 
 NodeDesc make_node(OpParams params, std::vector<Shape> inputs) {

@@ -32,26 +32,12 @@ using infer::test::uniform;
 namespace {
 
 std::string error_of(const OpParams& p, const std::vector<Shape>& in) {
-  try {
-    infer_node_shapes(p, in, "m.fb: node 1 'se'");
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
+  return infer::test::shape_error(p, in, "se");
 }
 
 std::vector<float> run_cpu(const std::string& name, const NodeDesc& node,
                            const std::vector<std::vector<float>>& inputs) {
-  const KernelVariant* v = KernelRegistry::global().find("cpu", "squeeze_excite", name);
-  REQUIRE_MESSAGE(v != nullptr, "no variant cpu/squeeze_excite/" << name);
-  std::vector<float> out(static_cast<size_t>(shape_numel(node.output_shapes.at(0))));
-  poison(out);
-  std::vector<float> workspace(v->workspace_bytes ? v->workspace_bytes(node) / sizeof(float) + 1 : 0);
-  poison(workspace);
-  KernelCall call{node, {}, {out.data()}, workspace.data()};
-  for (const auto& in : inputs) call.inputs.push_back(in.data());
-  v->run(call);
-  return out;
+  return infer::test::run_cpu_variant(name, node, inputs);
 }
 
 NodeDesc se_node(const SqueezeExciteParams& p, const Shape& x, int64_t r) {

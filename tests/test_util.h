@@ -13,6 +13,8 @@
 #include <vector>
 
 #include "engine/src/kernel_api.h"
+#include "engine/src/shape_inference.h"
+#include "infer/error.h"
 
 namespace infer::test {
 
@@ -316,6 +318,34 @@ inline RandomBinary random_binary(std::mt19937_64& rng, int t, int min_rank = 1,
 // Divisors away from 0 (|v| >= 0.5), so that Div cases compare well-conditioned values.
 inline void keep_from_zero(std::vector<float>& v) {
   for (float& x : v) x = x < 0 ? x - 0.5f : x + 0.5f;
+}
+
+// The shape rule's one-line error for a node with these input shapes (where: "m.fb: node 1 '<name>'"),
+// or "" when the rule accepts them.
+inline std::string shape_error(const OpParams& p, const std::vector<Shape>& in, const std::string& name = "n") {
+  try {
+    detail::infer_node_shapes(p, in, "m.fb: node 1 '" + name + "'");
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// Runs the cpu variant `name` of node's op on host inputs (activations and constants in node order),
+// its output and workspace poisoned with NaN first; returns the output.
+inline std::vector<float> run_cpu_variant(const std::string& name, const NodeDesc& node,
+                                          const std::vector<std::vector<float>>& inputs) {
+  const std::string op = op_name(op_type(node.params));
+  const KernelVariant* v = KernelRegistry::global().find("cpu", op, name);
+  if (!v) throw Error("no variant cpu/" + op + "/" + name);
+  std::vector<float> out(static_cast<size_t>(shape_numel(node.output_shapes.at(0))));
+  poison(out);
+  std::vector<float> workspace(v->workspace_bytes ? v->workspace_bytes(node) / sizeof(float) + 1 : 0);
+  poison(workspace);
+  KernelCall call{node, {}, {out.data()}, workspace.empty() ? nullptr : workspace.data()};
+  for (const auto& in : inputs) call.inputs.push_back(in.data());
+  v->run(call);
+  return out;
 }
 
 }  // namespace infer::test
