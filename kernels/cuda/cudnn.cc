@@ -250,6 +250,8 @@ Conv::Conv(const Problem& problem) : problem_(problem), d_(std::make_unique<Desc
   // strict fp32 keeps FMA math whatever Find reported (DEFAULT_MATH may mean TF32 from Ampere on)
   CUDNN_CHECK(cudnnSetConvolutionMathType(
       d_->conv, problem_.precision == Precision::FP32 ? CUDNN_FMA_MATH : f.math));
+  // which algorithm a cudnn variant runs (the profile names the variant only): `infer -v`
+  spdlog::debug("cudnn {}: algorithm {}, workspace {} bytes", problem_.key(), algo_name(), workspace_);
 }
 
 Conv::~Conv() = default;
