@@ -1,8 +1,8 @@
 // CUDA squeeze_excite "direct" (the fuse_squeeze_excite pass's node), NCHW and NHWC, float or half
 // storage, float arithmetic. Three launches instead of the pool, two 1x1 convolutions and the multiply:
 //  1. partial channel sums into the workspace, one per (n, chunk, c): NCHW a block (up to 256
-//     threads) per 2048-element chunk of a plane (packs of V elements); NHWC blocks of 32 x 8 threads, x over packs
-//     of V channels, y over the pixels of a 256-pixel chunk (coalesced rows of C);
+//     threads) per 2048-element chunk of a plane (packs of V elements); NHWC blocks of 32 x 8
+//     threads, x over packs of V channels, y over the pixels of a 256-pixel chunk (coalesced rows);
 //  2. the hidden layer: a warp per (n, r) sums the chunks into the means and dots them with w1's row;
 //  3. gate and multiply, over the same chunks (NCHW) or 64-pixel chunks (NHWC): each block first
 //     computes the gates of its channels (a dot of length C_r per channel, recomputed per block: C_r
@@ -48,17 +48,19 @@ bool se_applicable(const NodeDesc& node) {
          s.chunks < 65536 && (s.HW + kGatePix - 1) / kGatePix < 65536 && s.C <= 8192 && s.R <= 8192;
 }
 
-// NCHW: grid (N * C, chunks), block up to kThreads: block (plane, chunk) sums kChunkNchw elements of the
-// plane in packs of V (V divides HW), one partial sum per (n, chunk, c).
+// NCHW: grid (N * C, chunks), block up to kThreads: block (plane, chunk) sums kChunkNchw elements of
+// the plane in packs of V (V divides HW), one partial sum per (n, chunk, c).
 template <class T, int V>
-__global__ void __launch_bounds__(kThreads) se_sum_nchw(const T* __restrict__ x, float* __restrict__ part, int HW, int C) {
+__global__ void __launch_bounds__(kThreads)
+    se_sum_nchw(const T* __restrict__ x, float* __restrict__ part, int HW, int C) {
   using P = Pack<T, V>;
   const int64_t plane = blockIdx.x;
   const int chunk = static_cast<int>(blockIdx.y);
   const P* xp = reinterpret_cast<const P*>(x + plane * HW);
   const int end = min(HW, (chunk + 1) * kChunkNchw) / V;
   float acc = 0.f;
-  for (int i = chunk * kChunkNchw / V + static_cast<int>(threadIdx.x); i < end; i += static_cast<int>(blockDim.x)) {
+  const int step = static_cast<int>(blockDim.x);
+  for (int i = chunk * kChunkNchw / V + static_cast<int>(threadIdx.x); i < end; i += step) {
     const P v = xp[i];
 #pragma unroll
     for (int k = 0; k < V; ++k) acc += to_float(v.v[k]);
@@ -129,13 +131,13 @@ __global__ void se_hidden(const float* __restrict__ part, const T* __restrict__ 
   if (lane == 0) hidden[static_cast<int64_t>(n) * R + r] = activate(act, acc + to_float(b1[r]));
 }
 
-// NCHW: grid (N * C, chunks), block up to kThreads: warp 0 computes the plane's gate, then the block scales
-// kChunkNchw elements of the plane in packs of V.
+// NCHW: grid (N * C, chunks), block up to kThreads: warp 0 computes the plane's gate, then the block
+// scales kChunkNchw elements of the plane in packs of V.
 template <class T, int V>
-__global__ void __launch_bounds__(kThreads) se_scale_nchw(const T* __restrict__ x, const T* __restrict__ w2,
-                                                          const T* __restrict__ b2, const float* __restrict__ hidden,
-                                                          T* __restrict__ y, int C, int R, int HW,
-                                                          DeviceActivation gate_act, DeviceActivation act) {
+__global__ void __launch_bounds__(kThreads)
+    se_scale_nchw(const T* __restrict__ x, const T* __restrict__ w2, const T* __restrict__ b2,
+                  const float* __restrict__ hidden, T* __restrict__ y, int C, int R, int HW,
+                  DeviceActivation gate_act, DeviceActivation act) {
   using P = Pack<T, V>;
   const int64_t plane = blockIdx.x;
   const int n = static_cast<int>(plane / C), c = static_cast<int>(plane % C);
