@@ -190,6 +190,14 @@ const char* plural(int n, const char* one, const char* many) { return n == 1 ? o
 const Value& value(const Graph& g, int id) { return g.values.at(static_cast<size_t>(id)); }
 const Shape& value_shape(const Graph& g, int id) { return value(g, id).shape; }
 
+// A zero bias for the conv `conv_name` whose weight is value `weight` ([C_out, ...]), added as a
+// graph constant named "<conv_name>.zero_bias"; returns its id. Grows g.values (ids stay valid).
+int zero_bias(Graph& g, const std::string& conv_name, int weight) {
+  const int64_t channels = value_shape(g, weight).at(0);
+  return g.add_constant(conv_name + ".zero_bias", Shape{channels},
+                        std::vector<float>(static_cast<size_t>(channels), 0.f));
+}
+
 }  // namespace
 
 // --- fold_batchnorm -----------------------------------------------------------------------------------
@@ -384,13 +392,8 @@ Graph fuse_conv_residual(Graph g, const ResidualPredicate& takes, std::vector<st
       auto& mp = std::get<Conv2DParams>(merged.params);
       mp.add_residual = true;
       mp.activation = act;
-      if (merged.inputs.size() == 2) {
-        const int64_t channels = g.values.at(static_cast<size_t>(merged.inputs[1])).shape.at(0);
-        const std::string bias_name = conv.name + ".zero_bias";
-        // add_constant grows g.values: no value references are held past this point.
-        merged.inputs.push_back(g.add_constant(bias_name, Shape{channels},
-                                               std::vector<float>(static_cast<size_t>(channels), 0.f)));
-      }
+      // add_constant grows g.values: no value references are held past this point.
+      if (merged.inputs.size() == 2) merged.inputs.push_back(zero_bias(g, conv.name, merged.inputs[1]));
       merged.inputs.push_back(static_cast<int>(r));
       merged.outputs = g.nodes[c].outputs;
       merged.fused.push_back(g.nodes[c].name);
@@ -486,10 +489,8 @@ Graph fuse_squeeze_excite(Graph g, const SqueezeExcitePredicate& takes, std::vec
       const std::string n1_name = n1.name, n2_name = n2.name;
       auto bias_or_zero = [&](int b, int w, const std::string& name) {
         if (b >= 0) return b;
-        const int64_t channels = value_shape(g, w).at(0);
         added = true;
-        return g.add_constant(name + ".zero_bias", Shape{channels},
-                              std::vector<float>(static_cast<size_t>(channels), 0.f));
+        return zero_bias(g, name, w);
       };
       se.inputs = {x, w1, bias_or_zero(b1, w1, n1_name), w2, bias_or_zero(b2, w2, n2_name)};
       if (takes && !takes(g, se)) break;

@@ -60,6 +60,13 @@ __device__ __forceinline__ float activate(const DeviceActivation& a, float x) {
   }
 }
 
+// The sum of v over the 32 lanes of a full warp, returned to every lane (butterfly shuffles).
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int off = 16; off > 0; off /= 2) v += __shfl_xor_sync(0xffffffffu, v, off);
+  return v;
+}
+
 // Blocks of `threads` covering n items, capped so a grid-stride loop covers the rest.
 inline unsigned grid_for(int64_t n, int threads = 256) {
   int64_t blocks = (n + threads - 1) / threads;

@@ -56,9 +56,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     const float b = gemv_bias(bias, o, bias_div, bias_mod);
 #pragma unroll
     for (int r = 0; r < R; ++r) {
-      float v = acc[r];
-#pragma unroll
-      for (int off = 16; off > 0; off /= 2) v += __shfl_xor_sync(0xffffffffu, v, off);
+      const float v = warp_sum(acc[r]);
       if (lane == 0) y[r * J + o] = from_float<T>(activate(act, v + b));
     }
   }

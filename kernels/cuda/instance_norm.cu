@@ -17,7 +17,7 @@ constexpr int kThreads = 256;
 // The sum of v over the block, returned to every thread. `shared` holds kThreads / 32 floats; the
 // leading barrier lets a caller reuse it across calls.
 __device__ float block_sum(float v, float* shared) {
-  for (int off = 16; off > 0; off /= 2) v += __shfl_xor_sync(0xffffffffu, v, off);
+  v = warp_sum(v);
   __syncthreads();
   if ((threadIdx.x & 31) == 0) shared[threadIdx.x / 32] = v;
   __syncthreads();

@@ -65,14 +65,14 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int k = 0; k < V; ++k) acc += to_float(v.v[k]);
   }
-  for (int o = 16; o > 0; o >>= 1) acc += __shfl_down_sync(0xffffffffu, acc, o);
-  __shared__ float warp_sum[kThreads / 32];
+  acc = warp_sum(acc);
+  __shared__ float partial[kThreads / 32];
   const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
-  if (lane == 0) warp_sum[warp] = acc;
+  if (lane == 0) partial[warp] = acc;
   __syncthreads();
   if (threadIdx.x != 0) return;
   float total = 0.f;
-  for (int w = 0; w < static_cast<int>(blockDim.x >> 5); ++w) total += warp_sum[w];
+  for (int w = 0; w < static_cast<int>(blockDim.x >> 5); ++w) total += partial[w];
   const int64_t n = plane / C, c = plane % C;
   part[(n * gridDim.y + chunk) * C + c] = total;
 }
@@ -127,7 +127,7 @@ __global__ void se_hidden(const float* __restrict__ part, const T* __restrict__ 
     for (int k = 0; k < chunks; ++k) m += pn[static_cast<int64_t>(k) * C + c];
     acc = fmaf(to_float(w[c]), m * inv_hw, acc);
   }
-  for (int o = 16; o > 0; o >>= 1) acc += __shfl_down_sync(0xffffffffu, acc, o);
+  acc = warp_sum(acc);
   if (lane == 0) hidden[static_cast<int64_t>(n) * R + r] = activate(act, acc + to_float(b1[r]));
 }
 
@@ -147,7 +147,7 @@ __global__ void __launch_bounds__(kThreads)
     const T* w = w2 + static_cast<int64_t>(c) * R;
     float acc = 0.f;
     for (int r = static_cast<int>(threadIdx.x); r < R; r += 32) acc = fmaf(to_float(w[r]), h[r], acc);
-    for (int o = 16; o > 0; o >>= 1) acc += __shfl_down_sync(0xffffffffu, acc, o);
+    acc = warp_sum(acc);
     if (threadIdx.x == 0) gate = activate(gate_act, acc + to_float(b2[c]));
   }
   __syncthreads();
