@@ -157,4 +157,11 @@ PhaseAxis phase_axis(int64_t r, int64_t s, int64_t pad, int64_t out) {
   return {first, count, (first + pad) / s};
 }
 
+void krsc_from_kcrs(const float* kcrs, int64_t K, int64_t C, int64_t R, int64_t S, float* krsc) {
+  for (int64_t k = 0; k < K; ++k)
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t r = 0; r < R; ++r)
+        for (int64_t s = 0; s < S; ++s) krsc[((k * R + r) * S + s) * C + c] = kcrs[((k * C + c) * R + r) * S + s];
+}
+
 }  // namespace infer

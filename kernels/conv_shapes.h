@@ -65,6 +65,11 @@ inline bool conv2d_depthwise(const NodeDesc& node) {
          node.input_shapes[1].size() == 4 && p.groups == node.input_shapes[0][1] &&
          node.input_shapes[1][1] == 1;
 }
+
+// Host re-layout of float weights [K][C][R][S] (KCRS) into [K][R][S][C] (KRSC): the filter layout of
+// channels-last convolutions (cuDNN's NHWC filters, CUTLASS's implicit GEMMs).
+void krsc_from_kcrs(const float* kcrs, int64_t K, int64_t C, int64_t R, int64_t S, float* krsc);
+
 // True when the weight (input 1) is a constant, which the variants that prepare it need.
 inline bool has_constant_weight(const NodeDesc& node) {
   return node.constants.size() >= 2 && node.constants[1] != nullptr;

@@ -171,7 +171,7 @@ std::shared_ptr<void> prepare(const NodeDesc& node, Method method, const char* n
   }
   if (q.layout == Layout::NHWC) {
     std::vector<float> krsc(kcrs.size());
-    dnn::krsc_from_kcrs(kcrs.data(), q.K, q.C, q.R, q.S, krsc.data());
+    krsc_from_kcrs(kcrs.data(), q.K, q.C, q.R, q.S, krsc.data());
     kcrs.swap(krsc);
   }
   st->weights = upload(kcrs.data(), kcrs.size(), node.precision);

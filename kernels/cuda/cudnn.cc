@@ -311,11 +311,4 @@ size_t workspace_bytes(const Problem& problem) {
   return find(problem, d).workspace;
 }
 
-void krsc_from_kcrs(const float* kcrs, int64_t K, int64_t C, int64_t R, int64_t S, float* krsc) {
-  for (int64_t k = 0; k < K; ++k)
-    for (int64_t c = 0; c < C; ++c)
-      for (int64_t r = 0; r < R; ++r)
-        for (int64_t s = 0; s < S; ++s) krsc[((k * R + r) * S + s) * C + c] = kcrs[((k * C + c) * R + r) * S + s];
-}
-
 }  // namespace infer::cuda::dnn

@@ -82,7 +82,4 @@ void forward_epilogue(Context& ctx, const Conv& conv, const void* x, const void*
 // The workspace the problem's algorithm needs (finds it on first sight): for workspace_bytes().
 size_t workspace_bytes(const Problem& problem);
 
-// Host re-layout of float weights [K][C][R][S] (KCRS) into [K][R][S][C] (KRSC, cuDNN's NHWC filters).
-void krsc_from_kcrs(const float* kcrs, int64_t K, int64_t C, int64_t R, int64_t S, float* krsc);
-
 }  // namespace infer::cuda::dnn

@@ -123,7 +123,7 @@ std::shared_ptr<void> cudnn_prepare(const NodeDesc& node) {
     const dnn::Problem& q = g.problem;
     const int64_t cg = q.C / q.groups;  // the filter's channels
     std::vector<float> krsc(static_cast<size_t>(q.K * cg * q.R * q.S));
-    dnn::krsc_from_kcrs(node.constants[1], q.K, cg, q.R, q.S, krsc.data());
+    krsc_from_kcrs(node.constants[1], q.K, cg, q.R, q.S, krsc.data());
     st->weights = upload(krsc.data(), krsc.size(), node.precision);
   }
   st->conv = std::make_unique<dnn::Conv>(st->problem);

@@ -81,7 +81,7 @@ std::shared_ptr<void> prepare(const NodeDesc& node) {
   if (node.layout == Layout::NHWC) {
     if (!has_constant_weight(node)) throw Error("cuda conv_transpose2d.cudnn: NHWC needs a constant weight");
     std::vector<float> krsc(static_cast<size_t>(q.K * q.C * q.R * q.S));
-    dnn::krsc_from_kcrs(node.constants[1], q.K, q.C, q.R, q.S, krsc.data());
+    krsc_from_kcrs(node.constants[1], q.K, q.C, q.R, q.S, krsc.data());
     st->weights = upload(krsc.data(), krsc.size(), node.precision);
   }
   st->conv = std::make_unique<dnn::Conv>(q);
