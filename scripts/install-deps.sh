@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages infer builds and tests with (DESIGN.md "Dependencies"); clang with
 # libclang-rt-14-dev (libFuzzer, sanitizer runtimes) and libomp-dev (its OpenMP) build `make fuzz`.
-# Idempotent: packages already present are skipped, so a second run costs one dpkg query. Runs as root
+# Then CUTLASS's headers (scripts/fetch-cutlass.sh, pinned; python3-pip fetches them). Idempotent: packages already present are skipped, so a second run costs one dpkg query. Runs as root
 # or via sudo.
 set -euo pipefail
 
@@ -13,7 +13,7 @@ packages=(
   libopenblas-dev libopenblas-openmp-dev liblapacke-dev zlib1g-dev
   dataset-fashion-mnist
   libonnx-dev libprotobuf-dev protobuf-compiler python3-torch python3-torchvision python3-onnx python3-numpy
-  python3-dev pybind11-dev libdlpack-dev python3-pytest
+  python3-dev python3-pip pybind11-dev libdlpack-dev python3-pytest
   clang libclang-rt-14-dev libomp-dev
 )
 
@@ -23,7 +23,7 @@ for p in "${packages[@]}"; do
 done
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: all ${#packages[@]} packages present"
-  exit 0
+  exec "$(dirname "$0")/fetch-cutlass.sh"
 fi
 
 sudo=""
@@ -35,3 +35,4 @@ echo "install-deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 $sudo apt-get update -qq
 $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+"$(dirname "$0")/fetch-cutlass.sh"

@@ -771,3 +771,128 @@ CUDA_TEST_CASE("fold_width: a 3 -> 4 channel convolution runs width-folded at ba
   CHECK(small_cin);
 }
 #endif
+
+#ifdef INFER_WITH_CUTLASS
+namespace {
+
+// A conv2d or transposed conv with channel counts the CUTLASS variants take (multiples of `a`, up to
+// 17 * a so several 128-channel block tiles and a partial one occur), kernel 1..5 (some 7), stride 1..3,
+// asymmetric padding, every activation, bias or not, batch 1..3, images up to `hmax` a side.
+OpCase random_cutlass_conv(std::mt19937_64& rng, int64_t a, int64_t hmax, uint64_t seed) {
+  Conv2DParams p;
+  const int kh = rng() % 8 == 0 ? 7 : uniform(rng, 1, 5), kw = rng() % 3 == 0 ? uniform(rng, 1, 5) : kh;
+  p.stride_h = uniform(rng, 1, 3), p.stride_w = rng() % 3 == 0 ? uniform(rng, 1, 3) : p.stride_h;
+  p.pad = {uniform(rng, 0, kh - 1), uniform(rng, 0, kw - 1), uniform(rng, 0, kh - 1), uniform(rng, 0, kw - 1)};
+  p.activation = random_activation(rng);
+  const int64_t N = uniform(rng, 1, 3), CI = a * uniform(rng, 1, 17), CO = a * uniform(rng, 1, 17);
+  int64_t H, W;
+  do {
+    H = uniform(rng, 1, hmax), W = uniform(rng, 1, hmax);
+  } while (H + p.pad.top + p.pad.bottom < kh || W + p.pad.left + p.pad.right < kw);
+  const int64_t HO = (H + p.pad.top + p.pad.bottom - kh) / p.stride_h + 1;
+  const int64_t WO = (W + p.pad.left + p.pad.right - kw) / p.stride_w + 1;
+  std::vector<Shape> in{{N, CI, H, W}, {CO, CI, kh, kw}};
+  if (rng() % 4 != 0) in.push_back({CO});
+  return make_case(p, in, {false, true, true}, {N, CO, HO, WO}, seed);
+}
+
+OpCase random_cutlass_tconv(std::mt19937_64& rng, int64_t a, int64_t hmax, uint64_t seed) {
+  ConvTranspose2DParams p;
+  const int k = uniform(rng, 1, 5);
+  p.stride_h = uniform(rng, 1, 3), p.stride_w = rng() % 3 == 0 ? uniform(rng, 1, 3) : p.stride_h;
+  p.pad = {uniform(rng, 0, k - 1), uniform(rng, 0, k - 1), uniform(rng, 0, k - 1), uniform(rng, 0, k - 1)};
+  p.output_padding_h = uniform(rng, 0, p.stride_h - 1);
+  p.output_padding_w = uniform(rng, 0, p.stride_w - 1);
+  p.activation = random_activation(rng);
+  const int64_t N = uniform(rng, 1, 3), CI = a * uniform(rng, 1, 17), CO = a * uniform(rng, 1, 17);
+  int64_t H, W, HO, WO;
+  do {
+    H = uniform(rng, 1, hmax), W = uniform(rng, 1, hmax);
+    HO = (H - 1) * p.stride_h - p.pad.top - p.pad.bottom + k + p.output_padding_h;
+    WO = (W - 1) * p.stride_w - p.pad.left - p.pad.right + k + p.output_padding_w;
+  } while (HO < 1 || WO < 1);
+  std::vector<Shape> in{{N, CI, H, W}, {CI, CO, k, k}};
+  if (rng() % 4 != 0) in.push_back({CO});
+  return make_case(p, in, {false, true, true}, {N, CO, HO, WO}, seed);
+}
+
+// Not applicable: strict fp32, NCHW, channels off the alignment.
+void check_cutlass_refusals(const OpCase& ok, const OpCase& odd) {
+  const KernelVariant* v = KernelRegistry::global().find("cuda", op_name(op_type(ok.params)), "cutlass");
+  REQUIRE(v != nullptr);
+  for (Precision p : {Precision::FP16, Precision::TF32}) {
+    test::CaseData d = test::make_case_data(ok, p);
+    d.node.layout = Layout::NHWC;
+    CHECK(variant_applies(*v, d.node));
+    d.node.layout = Layout::NCHW;
+    CHECK_FALSE(variant_applies(*v, d.node));
+    test::CaseData e = test::make_case_data(odd, p);
+    e.node.layout = Layout::NHWC;
+    CHECK_FALSE(variant_applies(*v, e.node));
+  }
+  test::CaseData f = test::make_case_data(ok, Precision::FP32);
+  f.node.layout = Layout::NHWC;
+  CHECK_FALSE(variant_applies(*v, f.node));
+}
+
+}  // namespace
+
+// CUTLASS's implicit GEMM (fp16 / tf32, NHWC): several block tiles in M and N with partial ones, every
+// padding edge, strides 1-3, residual inputs (y = act(conv + bias + r)), inside a graph every other case.
+CUDA_TEST_CASE("conv2d.cutlass matches the reference (fp16, tf32; any kernel, stride, padding; residual inputs)") {
+  test::require_registered("conv2d", {"cutlass"});
+  std::mt19937_64 rng(818181);
+  int ran = 0, residual = 0;
+  for (int t = 0; t < scaled(48); ++t) {
+    const Precision p = t % 2 ? Precision::TF32 : Precision::FP16;
+    OpCase c = random_cutlass_conv(rng, p == Precision::FP16 ? 8 : 4, t % 6 == 5 ? 40 : 16, 9400 + t);
+    if (t % 3 == 1) c = test::with_residual(std::move(c)), ++residual;
+    const auto names = check_case_in_layout(c, p, Layout::NHWC, {"cutlass"}, t % 4 < 2);
+    CHECK_MESSAGE(contains(names, "cutlass"), test::describe(c));
+    ran += !names.empty();
+  }
+  CHECK(ran == scaled(48));
+  CHECK(residual >= scaled(48) / 4);
+  // VGG-like: a 3x3 layer over many block tiles at batch 4
+  Conv2DParams p;
+  p.pad = {1, 1, 1, 1};
+  p.activation.kind = ActivationKind::Relu;
+  const OpCase vgg = make_case(p, {{4, 64, 28, 28}, {128, 64, 3, 3}, {128}}, {false, true, true}, {4, 128, 28, 28}, 9480);
+  for (Precision pr : {Precision::FP16, Precision::TF32})
+    CHECK(contains(check_case_in_layout(vgg, pr, Layout::NHWC, {"cutlass"}, true), "cutlass"));
+  Conv2DParams q;
+  check_cutlass_refusals(make_case(q, {{1, 16, 5, 5}, {8, 16, 3, 3}}, {false, true}, {1, 8, 3, 3}, 9481),
+                         make_case(q, {{1, 18, 5, 5}, {8, 18, 3, 3}}, {false, true}, {1, 8, 3, 3}, 9482));
+}
+
+// CUTLASS's strided dgrad as a transposed convolution (fp16 / tf32, NHWC): strides 1-3 (phases with no
+// tap when the kernel is smaller than the stride), asymmetric padding, output_padding, several tiles;
+// then the generators' k4 s2 p1 layers at batch 2.
+CUDA_TEST_CASE("conv_transpose2d.cutlass matches the reference (fp16, tf32; strides 1-3, padding, output_padding)") {
+  test::require_registered("conv_transpose2d", {"cutlass"});
+  std::mt19937_64 rng(828282);
+  int ran = 0;
+  for (int t = 0; t < scaled(48); ++t) {
+    const Precision p = t % 2 ? Precision::TF32 : Precision::FP16;
+    const OpCase c = random_cutlass_tconv(rng, p == Precision::FP16 ? 8 : 4, t % 6 == 5 ? 24 : 9, 9500 + t);
+    const auto names = check_case_in_layout(c, p, Layout::NHWC, {"cutlass"}, t % 4 < 2);
+    CHECK_MESSAGE(contains(names, "cutlass"), test::describe(c));
+    ran += !names.empty();
+  }
+  CHECK(ran == scaled(48));
+  for (const auto& [n, ci, co] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{{4, 256, 128}, {16, 64, 64}}) {
+    ConvTranspose2DParams p;
+    p.stride_h = p.stride_w = 2;
+    p.pad = {1, 1, 1, 1};
+    p.activation.kind = ActivationKind::Relu;
+    const OpCase c = make_case(p, {{2, ci, n, n}, {ci, co, 4, 4}, {co}}, {false, true, true}, {2, co, 2 * n, 2 * n}, 9590 + n);
+    for (Precision pr : {Precision::FP16, Precision::TF32})
+      CHECK(contains(check_case_in_layout(c, pr, Layout::NHWC, {"cutlass"}, true), "cutlass"));
+  }
+  ConvTranspose2DParams q;
+  q.stride_h = q.stride_w = 2;
+  q.pad = {1, 1, 1, 1};
+  check_cutlass_refusals(make_case(q, {{1, 16, 5, 5}, {16, 8, 4, 4}}, {false, true}, {1, 8, 10, 10}, 9598),
+                         make_case(q, {{1, 16, 5, 5}, {16, 6, 4, 4}}, {false, true}, {1, 6, 10, 10}, 9599));
+}
+#endif  // INFER_WITH_CUTLASS

@@ -31,5 +31,9 @@ void register_conv2d_cudnn(KernelRegistry& registry);            // conv2d/cudnn
 void register_conv_transpose2d_cudnn(KernelRegistry& registry);  // conv_transpose2d/cudnn.cc
 void register_conv_pool2d_cudnn(KernelRegistry& registry);       // conv_pool2d_cudnn.cu
 #endif
+#ifdef INFER_WITH_CUTLASS
+void register_conv2d_cutlass(KernelRegistry& registry);            // conv2d/cutlass.cu
+void register_conv_transpose2d_cutlass(KernelRegistry& registry);  // conv_transpose2d/cutlass.cu
+#endif
 
 }  // namespace infer::cuda

@@ -28,6 +28,10 @@ void register_cuda_kernels(KernelRegistry& registry) {
   cuda::register_conv_transpose2d_cudnn(registry);
   cuda::register_conv_pool2d_cudnn(registry);
 #endif
+#ifdef INFER_WITH_CUTLASS
+  cuda::register_conv2d_cutlass(registry);
+  cuda::register_conv_transpose2d_cutlass(registry);
+#endif
 }
 
 }  // namespace infer

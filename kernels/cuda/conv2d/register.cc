@@ -1,6 +1,6 @@
 // Registers the CUDA conv2d variants of gemm.cu and direct.cu (register_conv2d, declared in
 // kernels/cuda/cuda_kernels.h) in one table, in the order ties are broken by; the other files of this
-// folder (cudnn.cc, depthwise.cu, small_cout_nhwc.cu, small_cin_nhwc.cu) register their own. Host code.
+// folder (cudnn.cc, cutlass.cu, depthwise.cu, small_cout_nhwc.cu, small_cin_nhwc.cu) register their own. Host code.
 #include "kernels/cuda/conv2d/common.h"
 #include "kernels/cuda/cuda_kernels.h"
 

@@ -1,7 +1,8 @@
 // Registers the CUDA conv_transpose2d variants of this folder (register_conv_transpose2d, declared in
 // kernels/cuda/cuda_kernels.h): names, priorities, applicability, workspace and prepare per variant;
-// the kernels are in one file per variant family. projection.cc and cudnn.cc register their own
-// variants (register_conv_transpose2d_projection / _cudnn). Host code only.
+// the kernels are in one file per variant family. projection.cc, cudnn.cc, segregated_mma_nhwc.cu and
+// cutlass.cu register their own variants (register_conv_transpose2d_projection / _cudnn /
+// _segregated_mma / _cutlass). Host code only.
 #include <climits>
 #include <string>
 #include <utility>
