@@ -1,6 +1,6 @@
 // The CUDA backend's op families, one registration function per file of kernels/cuda/ or per op folder
-// (kernels/cuda/conv2d/, kernels/cuda/conv_transpose2d/); register.cc calls them all. Variant names match the CPU backend's
-// where the method is the same.
+// (kernels/cuda/conv2d/, conv_transpose2d/, conv_pool2d/); register.cc calls them all. Variant names
+// match the CPU backend's where the method is the same.
 #pragma once
 
 #include "engine/src/kernel_api.h"
@@ -14,7 +14,7 @@ void register_resize(KernelRegistry& registry);            // resize.cu (resize,
 void register_elementwise(KernelRegistry& registry);       // elementwise.cu: activation, add, batchnorm
 void register_tensor_ops(KernelRegistry& registry);        // tensor_ops.cu: flatten, reshape, softmax, concat
 void register_conv_transpose2d(KernelRegistry& registry);  // conv_transpose2d/register.cc
-void register_conv_pool2d(KernelRegistry& registry);       // conv_pool2d.cu
+void register_conv_pool2d(KernelRegistry& registry);       // conv_pool2d/gemm.cu
 void register_layout(KernelRegistry& registry);            // layout.cu: NCHW <-> NHWC copies
 void register_binary(KernelRegistry& registry);            // binary.cu: add, sub, mul, div, broadcast
 void register_conv_transpose2d_projection(KernelRegistry& registry);  // conv_transpose2d/projection.cc
@@ -29,7 +29,7 @@ void register_channel_ops(KernelRegistry& registry);       // channel_ops.cu: ch
 #ifdef INFER_WITH_CUDNN
 void register_conv2d_cudnn(KernelRegistry& registry);            // conv2d/cudnn.cc
 void register_conv_transpose2d_cudnn(KernelRegistry& registry);  // conv_transpose2d/cudnn.cc
-void register_conv_pool2d_cudnn(KernelRegistry& registry);       // conv_pool2d_cudnn.cu
+void register_conv_pool2d_cudnn(KernelRegistry& registry);       // conv_pool2d/cudnn.cu
 #endif
 #ifdef INFER_WITH_CUTLASS
 void register_conv2d_cutlass(KernelRegistry& registry);            // conv2d/cutlass.cu

@@ -1,6 +1,6 @@
 // CUDA conv_pool2d (conv, then p x p average pooling at stride p; Tokura et al.'s fusion) through
 // cuDNN (kernels/cuda/cudnn.h) in NCHW or NHWC: on tensor cores in fp16 / tf32, an implicit GEMM with
-// no column buffer. Two variants, the same two methods as conv_pool2d.cu's:
+// no column buffer. Two variants, the same two methods as gemm.cu's (this folder):
 // - `cudnn_direct_sum`: the k x k kernel at stride p*s over the box sums B of the padded input. One
 //   pass writes B (each element the float sum of its p x p cells times 1/p^2, zeros outside the image)
 //   into the workspace, then cuDNN convolves B: k^2 * C_in multiply-adds per pooled output.
