@@ -770,6 +770,56 @@ CUDA_TEST_CASE("fold_width: a 3 -> 4 channel convolution runs width-folded at ba
   for (const NodeInfo& n : vgg.nodes()) small_cin = small_cin || (n.name == "conv1_1" && n.variant == "mma_small_cin_nhwc");
   CHECK(small_cin);
 }
+
+// Width folding of a transposed convolution with C_out <= 4 (a generator's image output): kernels 1-5,
+// strides 1-3, every padding with output_padding such that W_out = s * W (what folds evenly), C_in
+// aligned or odd (F then grows until F * C_in aligns), C_out 1..4, bias or not, every activation;
+// each case that folds must match the reference, and at least half must fold.
+CUDA_TEST_CASE("conv_transpose2d.cudnn_folded: width folding is exact for C_out <= 4 (NHWC fp16 / tf32)") {
+  test::require_registered("conv_transpose2d", {"cudnn_folded"});
+  std::mt19937_64 rng(929292);
+  int ran = 0;
+  for (int t = 0; t < scaled(40); ++t) {
+    ConvTranspose2DParams p;
+    int k, s, pad, op;
+    do {
+      k = uniform(rng, 1, 5), s = uniform(rng, 1, 3), pad = uniform(rng, 0, k - 1);
+      op = s - k + 2 * pad;  // W_out = (W - 1) s - 2 pad + k + op = s W
+    } while (op < 0 || op >= s);
+    p.stride_h = p.stride_w = s;
+    p.pad = {pad, pad, pad, pad};
+    p.output_padding_h = p.output_padding_w = op;
+    p.activation = random_activation(rng);
+    const int64_t N = uniform(rng, 1, 3), CI = t % 3 == 2 ? uniform(rng, 1, 20) : 8 * uniform(rng, 1, 4);
+    const int64_t CO = uniform(rng, 1, 4), H = uniform(rng, 1, 9), W = 8 * uniform(rng, 1, 4);
+    std::vector<Shape> in{{N, CI, H, W}, {CI, CO, k, k}};
+    if (rng() % 4 != 0) in.push_back({CO});
+    const OpCase c = make_case(p, in, {false, true, true}, {N, CO, H * s, W * s}, 9700 + t);
+    const auto names =
+        check_case_in_layout(c, t % 2 ? Precision::TF32 : Precision::FP16, Layout::NHWC, {"cudnn_folded"}, t % 4 < 2);
+    ran += contains(names, "cudnn_folded");
+  }
+  MESSAGE("conv_transpose2d.cudnn_folded ran on " << ran << " of " << scaled(40) << " random cases");
+  CHECK(ran >= scaled(40) / 2);
+  // DCGAN's output layer (128 -> 3, k4 s2 p1) at batch 8 folds, and in the model the pass moves it to
+  // NHWC with the same values as with the pass off.
+  ConvTranspose2DParams p;
+  p.stride_h = p.stride_w = 2;
+  p.pad = {1, 1, 1, 1};
+  p.activation.kind = ActivationKind::Tanh;
+  const OpCase dcgan = make_case(p, {{8, 128, 16, 16}, {128, 3, 4, 4}, {3}}, {false, true, true}, {8, 3, 32, 32}, 9790);
+  for (Precision pr : {Precision::FP16, Precision::TF32})
+    CHECK(contains(check_case_in_layout(dcgan, pr, Layout::NHWC, {"cudnn_folded"}, true), "cudnn_folded"));
+  const Model m = zoo_model("dcgan", 0);
+  Session on = session(m, "cuda", 8, Precision::FP16, true, true);
+  Session off = session(m, "cuda", 8, Precision::FP16, true, false);
+  bool folded = false;
+  for (const NodeInfo& n : on.nodes()) folded = folded || n.variant == "cudnn_folded";
+  CHECK(folded);
+  CHECK(on.passes()[4].find("width-folded") != std::string::npos);
+  const std::vector<Tensor> in = inputs_for(on, 7);
+  CHECK(test::rel_error(on.run(in)[0].data, off.run(in)[0].data) <= 1e-2);
+}
 #endif
 
 #ifdef INFER_WITH_CUTLASS

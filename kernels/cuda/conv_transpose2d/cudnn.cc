@@ -4,6 +4,14 @@
 // kernel-segregation method (Tida et al.), each phase an implicit GEMM on tensor cores in fp16 / tf32,
 // no zero-upsampled buffer and no column buffer. NCHW or NHWC (weights re-laid out to KRSC once);
 // bias + activation by infer's epilogue after (cuDNN fuses none into backward data).
+// `cudnn_folded`: width folding (seed 004) for a generator's output layer with few channels (C_out <=
+// 4, e.g. DCGAN's 128 -> 3), NHWC, under the fold_width pass: F input columns are one pixel of F*C_in
+// channels and the s*F output columns they produce one pixel of s*F*C_out channels (no data movement
+// in NHWC), so along the width the layer becomes a stride-1 transposed convolution over folded pixels
+// with a block-structured kernel built once here; the height keeps its stride. Exact: every output
+// takes the same products (the added weights are zeros).
+#include <algorithm>
+#include <climits>
 #include <memory>
 #include <string>
 #include <variant>
@@ -107,6 +115,118 @@ void run(const KernelCall& call) {
     bias_activation(ctx, call.node.precision, call.outputs[0], bias, q.N, q.C, q.H * q.W, st.g.act);
 }
 
+// ---- width folding --------------------------------------------------------------------------------
+
+// The fold of a node: F input columns per folded pixel, G = s*F output columns; along the width,
+// output column G*j + r takes input column F*(j + d) + t through tap kx = r - s*t + pad - s*F*d, so the
+// folded tap kf = P - d over d in [-P, P] (symmetric: what cuDNN's descriptors need).
+struct Fold {
+  bool ok = false;
+  int64_t F = 1, G = 1, P = 0;
+  dnn::Problem folded;  // backward data over the folded width
+};
+
+Fold fold_of(const NodeDesc& node) {
+  Fold f;
+  const Geometry g = geometry(node);
+  if (!g.ok || node.layout != Layout::NHWC || node.precision == Precision::FP32 || !has_constant_weight(node))
+    return f;
+  const dnn::Problem& q = g.problem;  // C = the tconv's C_out, K its C_in, {H,W} its output, {P,Q} its input
+  const int64_t s = q.stride_w;
+  if (q.C > 4 || q.W != s * q.Q) return f;  // output columns = s x input columns: folds evenly
+  const int64_t a = dnn::channel_alignment(node.precision);
+  for (int64_t F : {1, 2, 4, 8, 16}) {
+    const int64_t G = s * F;
+    if ((G * q.C) % a != 0 || (F * q.K) % a != 0 || q.Q % F != 0) continue;
+    int64_t dmin = INT64_MAX, dmax = INT64_MIN;
+    for (int64_t r = 0; r < G; ++r)
+      for (int64_t t = 0; t < F; ++t)
+        for (int64_t kx = 0; kx < q.S; ++kx) {
+          const int64_t num = r - s * t + q.pad_w - kx;
+          if (num % G != 0) continue;
+          const int64_t d = num / G;
+          dmin = std::min(dmin, d), dmax = std::max(dmax, d);
+        }
+    if (dmin == INT64_MAX || dmin != -dmax) continue;
+    f.ok = true;
+    f.F = F, f.G = G, f.P = dmax;
+    f.folded = q;
+    f.folded.K = q.K * F, f.folded.C = q.C * G, f.folded.Q = q.Q / F, f.folded.W = q.W / G;
+    f.folded.S = 2 * dmax + 1, f.folded.stride_w = 1, f.folded.pad_w = static_cast<int>(dmax);
+    return f;
+  }
+  return f;
+}
+
+bool folded_applicable(const NodeDesc& node) { return fold_of(node).ok; }
+
+// Ahead of the NCHW kernels from batch 4 (as conv2d.cudnn_folded): the layer and the layers before it
+// then run channels-last with no conversion between them.
+int folded_priority(const NodeDesc& node) {
+  const Fold f = fold_of(node);
+  if (!f.ok) return 0;
+  return f.folded.N >= 4 ? 60 : 5;
+}
+
+size_t folded_workspace(const NodeDesc& node) {
+  const Fold f = fold_of(node);
+  return f.ok ? dnn::workspace_bytes(f.folded) : 0;
+}
+
+struct FoldedState {
+  std::unique_ptr<dnn::Conv> conv;
+  std::unique_ptr<DeviceArray> weights, bias;  // folded KRSC; the bias repeated G times
+  dnn::Problem folded;
+  Activation act;
+};
+
+std::shared_ptr<void> folded_prepare(const NodeDesc& node) {
+  const Fold f = fold_of(node);
+  if (!f.ok) throw Error("cuda conv_transpose2d.cudnn_folded: the node cannot be width-folded");
+  const Geometry g = geometry(node);
+  const dnn::Problem& q = g.problem;
+  const int64_t s = q.stride_w, F = f.F, G = f.G, Kf = f.folded.K, Cf = f.folded.C, Sf = f.folded.S;
+  // Folded KRSC [K_f][R][S_f][C_f]: input channel t*CI + ci, output channel r*CO + co, folded tap kf
+  // (d = P - kf) hold w[ci][co][ky][kx] with kx = r - s*t + pad - G*d, zero outside [0, S).
+  std::vector<float> wf(static_cast<size_t>(Kf * q.R * Sf * Cf), 0.f);
+  const float* w = node.constants[1];  // [CI][CO][KH][KW]
+  for (int64_t t = 0; t < F; ++t)
+    for (int64_t ci = 0; ci < q.K; ++ci)
+      for (int64_t ky = 0; ky < q.R; ++ky)
+        for (int64_t kf = 0; kf < Sf; ++kf)
+          for (int64_t r = 0; r < G; ++r) {
+            const int64_t kx = r - s * t + q.pad_w - G * (f.P - kf);
+            if (kx < 0 || kx >= q.S) continue;
+            for (int64_t co = 0; co < q.C; ++co)
+              wf[static_cast<size_t>((((t * q.K + ci) * q.R + ky) * Sf + kf) * Cf + r * q.C + co)] =
+                  w[((ci * q.C + co) * q.R + ky) * q.S + kx];
+          }
+  auto st = std::make_shared<FoldedState>();
+  st->folded = f.folded;
+  st->act = g.act;
+  st->weights = upload(wf.data(), wf.size(), node.precision);
+  if (g.has_bias) {
+    if (node.constants.size() < 3 || !node.constants[2])
+      throw Error("cuda conv_transpose2d.cudnn_folded: the bias must be a constant");
+    std::vector<float> bf(static_cast<size_t>(Cf));
+    for (int64_t r = 0; r < G; ++r)
+      for (int64_t co = 0; co < q.C; ++co) bf[static_cast<size_t>(r * q.C + co)] = node.constants[2][co];
+    st->bias = upload(bf.data(), bf.size(), node.precision);
+  }
+  st->conv = std::make_unique<dnn::Conv>(st->folded);
+  return st;
+}
+
+void folded_run(const KernelCall& call) {
+  if (!call.prepared) throw Error("cuda conv_transpose2d.cudnn_folded: not prepared");
+  const FoldedState& st = *static_cast<const FoldedState*>(call.prepared);
+  Context& ctx = context_of(call);
+  st.conv->backward_data(ctx, call.inputs[0], st.weights->data(), call.outputs[0], call.workspace);
+  const dnn::Problem& q = st.folded;
+  bias_activation_nhwc(ctx, call.node.precision, call.outputs[0], st.bias ? st.bias->data() : nullptr,
+                       q.N * q.H * q.W, q.C, st.act);
+}
+
 }  // namespace
 
 void register_conv_transpose2d_cudnn(KernelRegistry& registry) {
@@ -114,6 +234,9 @@ void register_conv_transpose2d_cudnn(KernelRegistry& registry) {
       {.op = "conv_transpose2d", .name = "cudnn", .priority = 4, .priority_for = priority,
        .layouts = {Layout::NCHW, Layout::NHWC}, .applicable = applicable,
        .workspace_bytes = workspace, .prepare = prepare, .run = run},
+      {.op = "conv_transpose2d", .name = "cudnn_folded", .priority = 60, .priority_for = folded_priority,
+       .layouts = {Layout::NHWC}, .requires_pass = "fold_width", .applicable = folded_applicable,
+       .workspace_bytes = folded_workspace, .prepare = folded_prepare, .run = folded_run},
   });
 }
 
