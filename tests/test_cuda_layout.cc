@@ -398,6 +398,22 @@ CUDA_TEST_CASE("conv_transpose2d.segregated_mma_nhwc matches the reference (fp16
 
 namespace {
 
+// The rest of a random conv2d case once its parameters and channels are drawn: an image of at most
+// `hmax` pixels a side that the kernel fits (with the padding), the output size, and a bias unless
+// rng() % bias_one_in == 0.
+OpCase finish_random_conv(std::mt19937_64& rng, const Conv2DParams& p, int kh, int kw, int64_t N, int64_t CI,
+                          int64_t CO, int64_t hmax, int bias_one_in, uint64_t seed) {
+  int64_t H, W;
+  do {
+    H = uniform(rng, 1, hmax), W = uniform(rng, 1, hmax);
+  } while (H + p.pad.top + p.pad.bottom < kh || W + p.pad.left + p.pad.right < kw);
+  const int64_t HO = (H + p.pad.top + p.pad.bottom - kh) / p.stride_h + 1;
+  const int64_t WO = (W + p.pad.left + p.pad.right - kw) / p.stride_w + 1;
+  std::vector<Shape> in{{N, CI, H, W}, {CO, CI, kh, kw}};
+  if (rng() % bias_one_in != 0) in.push_back({CO});
+  return make_case(p, in, {false, true, true}, {N, CO, HO, WO}, seed);
+}
+
 // A random convolution with few output channels (C_out 1..8) in NHWC: kernel 1..5, stride 1..2, any
 // padding edge, every activation, bias or not, batch 1..3, C_in and the map size drawn by the caller's
 // rules (`ci`, at most `hmax` pixels a side).
@@ -408,15 +424,7 @@ OpCase random_small_cout(std::mt19937_64& rng, int64_t ci, int64_t hmax, uint64_
   p.pad = {uniform(rng, 0, kh - 1), uniform(rng, 0, kw - 1), uniform(rng, 0, kh - 1), uniform(rng, 0, kw - 1)};
   p.activation = random_activation(rng);
   const int64_t N = uniform(rng, 1, 3), CO = uniform(rng, 1, 8);
-  int64_t H, W;
-  do {
-    H = uniform(rng, 1, hmax), W = uniform(rng, 1, hmax);
-  } while (H + p.pad.top + p.pad.bottom < kh || W + p.pad.left + p.pad.right < kw);
-  const int64_t HO = (H + p.pad.top + p.pad.bottom - kh) / p.stride_h + 1;
-  const int64_t WO = (W + p.pad.left + p.pad.right - kw) / p.stride_w + 1;
-  std::vector<Shape> in{{N, ci, H, W}, {CO, ci, kh, kw}};
-  if (rng() % 3 != 0) in.push_back({CO});
-  return make_case(p, in, {false, true, true}, {N, CO, HO, WO}, seed);
+  return finish_random_conv(rng, p, kh, kw, N, ci, CO, hmax, 3, seed);
 }
 
 }  // namespace
@@ -842,15 +850,7 @@ OpCase random_cutlass_conv(std::mt19937_64& rng, int64_t a, int64_t hmax, uint64
   p.pad = {uniform(rng, 0, kh - 1), uniform(rng, 0, kw - 1), uniform(rng, 0, kh - 1), uniform(rng, 0, kw - 1)};
   p.activation = random_activation(rng);
   const int64_t N = uniform(rng, 1, 3), CI = a * uniform(rng, 1, 17), CO = a * uniform(rng, 1, 17);
-  int64_t H, W;
-  do {
-    H = uniform(rng, 1, hmax), W = uniform(rng, 1, hmax);
-  } while (H + p.pad.top + p.pad.bottom < kh || W + p.pad.left + p.pad.right < kw);
-  const int64_t HO = (H + p.pad.top + p.pad.bottom - kh) / p.stride_h + 1;
-  const int64_t WO = (W + p.pad.left + p.pad.right - kw) / p.stride_w + 1;
-  std::vector<Shape> in{{N, CI, H, W}, {CO, CI, kh, kw}};
-  if (rng() % 4 != 0) in.push_back({CO});
-  return make_case(p, in, {false, true, true}, {N, CO, HO, WO}, seed);
+  return finish_random_conv(rng, p, kh, kw, N, CI, CO, hmax, 4, seed);
 }
 
 OpCase random_cutlass_tconv(std::mt19937_64& rng, int64_t a, int64_t hmax, uint64_t seed) {

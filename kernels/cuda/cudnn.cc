@@ -311,4 +311,14 @@ size_t workspace_bytes(const Problem& problem) {
   return find(problem, d).workspace;
 }
 
+std::unique_ptr<DeviceArray> repeated_bias(const NodeDesc& node, int64_t channels, int64_t times,
+                                           const char* variant) {
+  if (node.constants.size() < 3 || !node.constants[2])
+    throw Error(fmt::format("cuda {}: the bias must be a constant", variant));
+  std::vector<float> b(static_cast<size_t>(channels * times));
+  for (int64_t t = 0; t < times; ++t)
+    for (int64_t c = 0; c < channels; ++c) b[static_cast<size_t>(t * channels + c)] = node.constants[2][c];
+  return upload(b.data(), b.size(), node.precision);
+}
+
 }  // namespace infer::cuda::dnn

@@ -72,6 +72,12 @@ class Conv {
   size_t workspace_ = 0;
 };
 
+// The node's constant bias (input 2, `channels` values) repeated `times` times, [t * channels + c] =
+// bias[c], uploaded in the node's precision: the bias of a width-folded layer (conv2d.cudnn_folded,
+// conv_transpose2d.cudnn_folded). An Error naming the variant when the bias is not a constant.
+std::unique_ptr<DeviceArray> repeated_bias(const NodeDesc& node, int64_t channels, int64_t times,
+                                           const char* variant);
+
 // y = act(conv(x, w) + bias + z) in the problem's layout: bias + ReLU (+ z) in cuDNN's fused call,
 // every other epilogue (its other modes do not match infer's kinds: CLIPPED_RELU has no lower bound,
 // SWISH no beta) exactly by bias_activation / bias_activation_nhwc after a plain forward. bias (K

@@ -230,14 +230,7 @@ std::shared_ptr<void> folded_prepare(const NodeDesc& node) {
   st->act = g.act;
   st->has_bias = g.has_bias;
   st->weights = upload(wf.data(), wf.size(), node.precision);
-  if (g.has_bias) {
-    if (node.constants.size() < 3 || !node.constants[2])
-      throw Error("cuda conv2d.cudnn_folded: the bias must be a constant");
-    std::vector<float> bf(static_cast<size_t>(Kf));
-    for (int64_t r = 0; r < F; ++r)
-      for (int64_t k = 0; k < q.K; ++k) bf[static_cast<size_t>(r * q.K + k)] = node.constants[2][k];
-    st->bias = upload(bf.data(), bf.size(), node.precision);
-  }
+  if (g.has_bias) st->bias = dnn::repeated_bias(node, q.K, F, "conv2d.cudnn_folded");
   st->conv = std::make_unique<dnn::Conv>(st->problem);
   return st;
 }

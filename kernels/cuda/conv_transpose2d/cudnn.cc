@@ -203,14 +203,7 @@ std::shared_ptr<void> folded_prepare(const NodeDesc& node) {
   st->folded = f.folded;
   st->act = g.act;
   st->weights = upload(wf.data(), wf.size(), node.precision);
-  if (g.has_bias) {
-    if (node.constants.size() < 3 || !node.constants[2])
-      throw Error("cuda conv_transpose2d.cudnn_folded: the bias must be a constant");
-    std::vector<float> bf(static_cast<size_t>(Cf));
-    for (int64_t r = 0; r < G; ++r)
-      for (int64_t co = 0; co < q.C; ++co) bf[static_cast<size_t>(r * q.C + co)] = node.constants[2][co];
-    st->bias = upload(bf.data(), bf.size(), node.precision);
-  }
+  if (g.has_bias) st->bias = dnn::repeated_bias(node, q.C, G, "conv_transpose2d.cudnn_folded");
   st->conv = std::make_unique<dnn::Conv>(st->folded);
   return st;
 }
