@@ -124,7 +124,8 @@ void run(const KernelCall& call) {
                           stream, "conv2d.cutlass");
 }
 
-// An --autotune / --kernel candidate until measured against cuDNN (docs/benchmarks.md).
+// An --autotune / --kernel candidate, not a default: slower than cuDNN on every VGG / AlexNet layer
+// measured (H100, 2026-11-25, docs/benchmarks.md "CUTLASS against cuDNN").
 int priority(const NodeDesc& node) { return problem_of(node).ok ? 3 : 0; }
 
 }  // namespace
