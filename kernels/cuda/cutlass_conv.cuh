@@ -47,6 +47,13 @@ inline int64_t alignment(Precision p) {
   return p == Precision::FP16 ? Fp16::kAlignment : p == Precision::TF32 ? Tf32::kAlignment : 0;
 }
 
+// Returns f(Fp16{}) or f(Tf32{}) for a node's precision (fp16 or tf32), as common.cuh's dispatch does
+// for storage types: `with_traits(p, [&](auto t) { using P = decltype(t); ... })`.
+template <class F>
+auto with_traits(Precision p, F&& f) {
+  return p == Precision::FP16 ? f(Fp16{}) : f(Tf32{});
+}
+
 // ---- infer's activations as CUTLASS's epilogue functor ---------------------------------------------
 // One kernel serves every activation: the kind travels in the epilogue's parameters (DeviceActivation)
 // and activate() (common.cuh) switches on it, as infer's own epilogues do.

@@ -83,12 +83,11 @@ bool applicable(const NodeDesc& node) {
   const Problem pr = problem_of(node);
   if (!pr.ok || !has_constant_weight(node)) return false;
   // CUTLASS's own checks (filter size <= 32, tensors under 2 GiB, grid size) on the shapes alone.
-  const DeviceActivation none{};
-  return node.precision == Precision::FP16
-             ? FpropOp<Fp16>::can_implement(arguments<Fp16>(pr.size, nullptr, nullptr, nullptr, nullptr, nullptr, none)) ==
-                   cutlass::Status::kSuccess
-             : FpropOp<Tf32>::can_implement(arguments<Tf32>(pr.size, nullptr, nullptr, nullptr, nullptr, nullptr, none)) ==
-                   cutlass::Status::kSuccess;
+  return with_traits(node.precision, [&](auto t) {
+    using P = decltype(t);
+    return FpropOp<P>::can_implement(arguments<P>(pr.size, nullptr, nullptr, nullptr, nullptr, nullptr, {})) ==
+           cutlass::Status::kSuccess;
+  });
 }
 
 struct State {
@@ -115,13 +114,11 @@ void run(const KernelCall& call) {
   if (!call.prepared) throw Error("cuda conv2d.cutlass: not prepared");
   const State& st = *static_cast<const State*>(call.prepared);
   const conv::ConvCall c = conv::conv_call(call);
-  const cudaStream_t stream = context_of(call).stream;
-  if (call.node.precision == Precision::FP16)
-    launch<FpropOp<Fp16>>(arguments<Fp16>(st.pr.size, c.x, st.weights->data(), c.bias, c.residual, c.y, st.act),
-                          stream, "conv2d.cutlass");
-  else
-    launch<FpropOp<Tf32>>(arguments<Tf32>(st.pr.size, c.x, st.weights->data(), c.bias, c.residual, c.y, st.act),
-                          stream, "conv2d.cutlass");
+  with_traits(call.node.precision, [&](auto t) {
+    using P = decltype(t);
+    launch<FpropOp<P>>(arguments<P>(st.pr.size, c.x, st.weights->data(), c.bias, c.residual, c.y, st.act),
+                       context_of(call).stream, "conv2d.cutlass");
+  });
 }
 
 // An --autotune / --kernel candidate, not a default: slower than cuDNN on every VGG / AlexNet layer

@@ -82,11 +82,10 @@ bool applicable(const NodeDesc& node) {
   const Problem pr = problem_of(node);
   if (!pr.ok || !has_constant_weight(node)) return false;
   // CUTLASS's own checks on the shapes alone (tensors under 2 GiB, grid size).
-  return node.precision == Precision::FP16
-             ? DgradOp<Fp16>::can_implement(arguments<Fp16>(pr, nullptr, nullptr, nullptr, nullptr)) ==
-                   cutlass::Status::kSuccess
-             : DgradOp<Tf32>::can_implement(arguments<Tf32>(pr, nullptr, nullptr, nullptr, nullptr)) ==
-                   cutlass::Status::kSuccess;
+  return with_traits(node.precision, [&](auto t) {
+    using P = decltype(t);
+    return DgradOp<P>::can_implement(arguments<P>(pr, nullptr, nullptr, nullptr, nullptr)) == cutlass::Status::kSuccess;
+  });
 }
 
 struct State {
@@ -111,14 +110,12 @@ void run(const KernelCall& call) {
   if (!call.prepared) throw Error("cuda conv_transpose2d.cutlass: not prepared");
   const State& st = *static_cast<const State*>(call.prepared);
   const tconv::TconvCall c = tconv::tconv_call(call);
-  const cudaStream_t stream = context_of(call).stream;
   const void* bias = st.pr.has_bias ? c.bias : nullptr;
-  if (call.node.precision == Precision::FP16)
-    launch<DgradOp<Fp16>>(arguments<Fp16>(st.pr, c.x, st.weights->data(), bias, c.y), stream,
-                          "conv_transpose2d.cutlass");
-  else
-    launch<DgradOp<Tf32>>(arguments<Tf32>(st.pr, c.x, st.weights->data(), bias, c.y), stream,
-                          "conv_transpose2d.cutlass");
+  with_traits(call.node.precision, [&](auto t) {
+    using P = decltype(t);
+    launch<DgradOp<P>>(arguments<P>(st.pr, c.x, st.weights->data(), bias, c.y), context_of(call).stream,
+                       "conv_transpose2d.cutlass");
+  });
 }
 
 // An --autotune / --kernel candidate, not a default: slower than cuDNN on 32 of 36 generator layers
