@@ -59,6 +59,10 @@ void check_against_reference(const std::string& fast, const NodeDesc& node,
   CHECK(rel_error(got, ref) <= tol);
 }
 
+// The float lanes of one vector at a CPU ISA level (kernels/cpu/isa.h: what the Winograd tiles and the
+// packed GEMM's columns are rounded to).
+int64_t lanes(CpuIsa isa) { return isa == CpuIsa::Avx512 ? 16 : isa == CpuIsa::Avx2 ? 8 : 4; }
+
 NodeDesc make_node(OpParams params, std::vector<Shape> inputs, Shape output) {
   NodeDesc node;
   node.params = std::move(params);
@@ -341,10 +345,11 @@ TEST_CASE("conv2d winograd: applicability, workspace, errors") {
     depthwise.constants[1] = c.inputs[1].data();
     CHECK_FALSE(v->applicable(depthwise));
     // workspace: V [a*a, C_in, Tp], M [a*a, C_out, Tp] (Tp = the 9x9 output's tiles rounded up to
-    // 16; F(4x4): 3x3 tiles, a = 6; F(2x2): 5x5 tiles, a = 4) and C_in padded planes of the tiles'
-    // rows x columns (3*4+2 or 5*2+2 square) + 16m floats each
+    // the ISA's L lanes; F(4x4): 3x3 tiles, a = 6; F(2x2): 5x5 tiles, a = 4) and C_in padded planes
+    // of the tiles' rows x columns (3*4+2 or 5*2+2 square) + Lm floats each
     const bool f4 = name == "winograd_f4x4";
-    const int64_t a = f4 ? 6 : 4, Tp = f4 ? 16 : 32, plane = f4 ? 14 * 14 + 64 : 12 * 12 + 32;
+    const int64_t L = lanes(c.node.isa), T = f4 ? 9 : 25;
+    const int64_t a = f4 ? 6 : 4, Tp = (T + L - 1) / L * L, plane = f4 ? 14 * 14 + 4 * L : 12 * 12 + 2 * L;
     CHECK(v->workspace_bytes(c.node) ==
           static_cast<size_t>(a * a * (8 + 16) * Tp + 8 * plane) * sizeof(float));
     // unprepared or without workspace: an Error, not a crash
@@ -557,9 +562,9 @@ TEST_CASE("conv2d packed_gemm: applicability, workspace, errors, the heuristic")
   CHECK(vi->priority_for(conv(s2, {1, 256, 56, 56}, {512, 256, 1, 1}, {1, 512, 28, 28}, &w)) < 12);
   CHECK(vi->priority_for(conv(p, {1, 64, 56, 56}, {256, 64, 1, 1}, {1, 256, 56, 56}, &w)) < 12);
   CHECK(vi->priority_for(conv(p5, {1, 2, 20, 20}, {4, 2, 5, 5}, {1, 4, 20, 20}, &w)) < 12);
-  // its workspace: the phase planes (3 channels x 4 phases x 115 x 115) and 19 floats of slack
-  CHECK(vi->workspace_bytes(conv(c1, {1, 3, 224, 224}, {64, 3, 7, 7}, {1, 64, 112, 112}, &w)) ==
-        (3 * 4 * 115 * 115 + 19) * sizeof(float));
+  // its workspace: the phase planes (3 channels x 4 phases x 115 x 115) and 3 + L floats of slack
+  const NodeDesc c1node = conv(c1, {1, 3, 224, 224}, {64, 3, 7, 7}, {1, 64, 112, 112}, &w);
+  CHECK(vi->workspace_bytes(c1node) == (3 * 4 * 115 * 115 + 3 + lanes(c1node.isa)) * sizeof(float));
   // 3x3 stride 1: Winograd keeps them
   Conv2DParams p1;
   p1.pad = Padding2D{1, 1, 1, 1};

@@ -39,6 +39,7 @@ struct Options {
   PassOptions passes;                          // --no-fuse, --pass NAME=off
   bool verbose = false;
   uint64_t max_memory = 0;  // --max-memory (0: only the memory available is checked)
+  std::string cpu_isa;      // --cpu-isa avx512|avx2|baseline ("": INFER_CPU_ISA or the CPU's best)
 
   bool profiling() const { return profile || !profile_json.empty() || !trace.empty(); }
 };
@@ -47,6 +48,7 @@ struct Options {
 CLI::Option* add_precision_option(CLI::App& app, Precision& target, const std::string& help);
 CLI::Option* add_backend_option(CLI::App& app, std::string& target);
 CLI::Option* add_max_memory_option(CLI::App& app, uint64_t& target);
+CLI::Option* add_cpu_isa_option(CLI::App& app, std::string& target);
 
 // Session inputs from the --input files, or seeded random ones when none are given. Prints what it
 // used to stdout.

@@ -65,6 +65,7 @@ int main(int argc, char** argv) {
   app.add_flag("--autotune", o.autotune,
                "Time every applicable kernel variant per node once and keep the fastest");
   infer::cli::add_max_memory_option(app, o.max_memory);
+  infer::cli::add_cpu_isa_option(app, o.cpu_isa);
   auto* runs = app.add_option("--runs", o.runs, "Runs, 1 to 1000000 (default 1; profiling: 10)")
                    ->check(CLI::Range(1, 1000000).description(""))
                    ->option_text("N");

@@ -36,6 +36,15 @@ CLI::Option* add_backend_option(CLI::App& app, std::string& target) {
       ->option_text("NAME");
 }
 
+CLI::Option* add_cpu_isa_option(CLI::App& app, std::string& target) {
+  return app
+      .add_option("--cpu-isa", target,
+                  "cpu: the highest instruction set its kernels may use: avx512, avx2 or baseline "
+                  "(default: INFER_CPU_ISA if set, else the best this CPU supports; -v shows it per node)")
+      ->check(CLI::IsMember({"avx512", "avx2", "baseline"}, CLI::ignore_case).description(""))
+      ->option_text("LEVEL");
+}
+
 CLI::Option* add_max_memory_option(CLI::App& app, uint64_t& target) {
   return app
       .add_option("--max-memory", target,

@@ -71,15 +71,19 @@ void check_output_paths(const Options& o, const Model& model, const AppMetadata&
 }
 
 void log_plan(const Session& session) {
-  spdlog::debug("session: backend {} ({}), precision {}, batch {}, {} nodes", session.backend(),
+  spdlog::debug("session: backend {} ({}), precision {}, batch {}, {} nodes{}", session.backend(),
                 session.device(), precision_name(session.precision()), session.batch(),
-                session.nodes().size());
+                session.nodes().size(),
+                session.backend() == "cuda" ? ""
+                                            : fmt::format(", CPU ISA {} (this CPU supports {})",
+                                                          cpu_isa_name(session.cpu_isa()),
+                                                          cpu_isa_name(cpu_isa_supported())));
   for (const NodeInfo& n : session.nodes()) {
     std::string fused;
     for (const std::string& f : n.fused) fused += (fused.empty() ? " (fused: " : ", ") + f;
     if (!fused.empty()) fused += ")";
-    spdlog::debug("  {:<24} {:<16} {:<36} -> {}{}", n.name, n.op, n.variant, shape_str(n.output_shape),
-                  fused);
+    spdlog::debug("  {:<24} {:<16} {:<36} {:<8} -> {}{}", n.name, n.op, n.variant, n.isa.empty() ? "-" : n.isa,
+                  shape_str(n.output_shape), fused);
   }
   const MemoryReport& m = session.memory();
   spdlog::debug("memory: arena {} B, naive {} B, lower bound {} B, workspace {} B, weights {} B, "
@@ -109,6 +113,7 @@ int run(const Options& o) {
   session_options.kernels = o.kernels;
   session_options.passes = o.passes;
   session_options.max_memory_bytes = o.max_memory;
+  if (!o.cpu_isa.empty()) session_options.cpu_isa = parse_cpu_isa(o.cpu_isa);
   start = std::chrono::steady_clock::now();
   Session session(model, session_options);
   spdlog::debug("session created in {:.1f} ms", ms_since(start));

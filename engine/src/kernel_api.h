@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "infer/cpu_isa.h"
 #include "infer/ops.h"
 
 namespace infer {
@@ -28,6 +29,10 @@ struct NodeDesc {
   // decides it per node; tensors of other ranks have no layout). A layout node's inputs are in
   // LayoutParams::from, its output in `to` (== this field). Shapes stay NCHW-ordered in either case.
   Layout layout = Layout::NCHW;
+  // The CPU instruction-set level cpu kernels compiled per level run at (kernels/cpu/isa.h), fixed for
+  // the session: prepare(), workspace_bytes() and run() of one node all see the same level. Defaults to
+  // the process's level (INFER_CPU_ISA), so kernel tests that build a NodeDesc honour the cap.
+  CpuIsa isa = cpu_isa_default();
 };
 
 // One call of a kernel: device-side pointers for its backend (host pointers on cpu). The pointers are
@@ -62,6 +67,11 @@ struct KernelVariant {
   // A graph pass (PassOptions name, e.g. "fold_width") the variant belongs to: offered only when that
   // pass is on. Empty: always offered.
   std::string requires_pass;
+  // cpu: what the profile reports as the node's instruction set (NodeInfo::isa). PerIsa: compiled for
+  // every CpuIsa level and dispatched on NodeDesc::isa (kernels/cpu/isa.h); Baseline: plain code
+  // compiled for baseline x86-64 only; OpenBlas: the work is OpenBLAS's (its own CPU dispatch).
+  enum class Isa : uint8_t { Baseline, PerIsa, OpenBlas };
+  Isa isa = Isa::Baseline;
   std::function<bool(const NodeDesc&)> applicable;          // empty: always applicable
   std::function<size_t(const NodeDesc&)> workspace_bytes;   // empty: none
   std::function<std::shared_ptr<void>(const NodeDesc&)> prepare;  // empty: nothing to prepare

@@ -93,12 +93,12 @@ std::string Profile::table() const {
 
   out += section("Run order");
   TextTable order({{"node", false}, {"op", false}, {"variant", false}, {"act", false},
-                   {"layout", false}, {"output", false}, {"time ms"}, {"%"}, {"cum %"}, {"MFLOPs"}, {"GFLOP/s"},
+                   {"layout", false}, {"isa", false}, {"output", false}, {"time ms"}, {"%"}, {"cum %"}, {"MFLOPs"}, {"GFLOP/s"},
                    {"GB/s"}, {"live KiB"}, {"ws KiB"}, {"fused", false}});
   double cumulative = 0;
   for (const NodeProfile& n : nodes) {
     cumulative += n.time_ms;
-    order.add({n.name, n.op, n.variant, n.activation, n.layout, shape_str(n.output_shape),
+    order.add({n.name, n.op, n.variant, n.activation, n.layout, n.isa.empty() ? "-" : n.isa, shape_str(n.output_shape),
                fmt::format("{:.4f}", n.time_ms), fmt::format("{:.2f}", percent(n.time_ms, sum_ms)),
                fmt::format("{:.2f}", percent(cumulative, sum_ms)),
                fmt::format("{:.3f}", n.flops / 1e6),
@@ -201,6 +201,7 @@ std::string Profile::json() const {
     node["fused"] = n.fused;
     node["activation"] = n.activation;
     node["layout"] = n.layout;
+    node["isa"] = n.isa;
     node["output_shape"] = n.output_shape;
     node["flops"] = n.flops;
     node["bytes"] = n.bytes;
@@ -242,6 +243,7 @@ std::string Profile::chrome_trace() const {
                       {"args", {{"variant", n.variant},
                                 {"shape", shape_str(n.output_shape)},
                                 {"layout", n.layout},
+                                {"isa", n.isa},
                                 {"fused", n.fused},
                                 {"flops", n.flops}}}});
   }

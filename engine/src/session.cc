@@ -37,6 +37,7 @@ struct Session::Impl {
   bool reference_only = false;
   int64_t batch = 1;
   Precision precision = Precision::FP32;
+  CpuIsa cpu_isa = CpuIsa::Baseline;          // cpu kernels' instruction-set level (NodeDesc::isa)
   PassOptions passes;                          // as given: backend passes and requires_pass read it
   std::map<std::string, const KernelVariant*> forced;  // --kernel op=variant, checked
   // --kernel op:node=variant, checked: node name -> (op, variant)
@@ -218,7 +219,7 @@ std::string Session::Impl::where(size_t step) const {
 
 NodeDesc Session::Impl::describe(size_t i) const {
   const detail::Node& node = graph->nodes[i];
-  NodeDesc desc{node.params, {}, {}, {}, precision, node.layout};
+  NodeDesc desc{node.params, {}, {}, {}, precision, node.layout, cpu_isa};
   for (int id : node.inputs) {
     if (id < 0 || static_cast<size_t>(id) >= graph->values.size())
       throw Error(where(i) + ": input value id " + std::to_string(id) + " out of range");
@@ -296,7 +297,7 @@ std::string Session::Impl::fuse_residual() {
     Conv2DParams p = std::get<Conv2DParams>(conv.params);
     p.add_residual = true;
     p.activation = act;
-    NodeDesc desc{p, {}, {}, {}, precision, Layout::NCHW};
+    NodeDesc desc{p, {}, {}, {}, precision, Layout::NCHW, cpu_isa};
     for (int id : conv.inputs) {
       desc.input_shapes.push_back(shapes.at(static_cast<size_t>(id)));
       desc.constants.push_back(g.values.at(static_cast<size_t>(id)).data);
@@ -323,7 +324,7 @@ std::string Session::Impl::fuse_squeeze_excite() {
   if (!passes.fuse_squeeze_excite) return "fuse_squeeze_excite: off";
   const std::vector<const KernelVariant*> candidates = candidates_for("squeeze_excite");
   auto takes = [&](const detail::Graph& g, const detail::Node& se) {
-    NodeDesc desc{se.params, {}, {}, {}, precision, Layout::NCHW};
+    NodeDesc desc{se.params, {}, {}, {}, precision, Layout::NCHW, cpu_isa};
     for (int id : se.inputs) {
       const detail::Value& v = g.values.at(static_cast<size_t>(id));
       // zero biases the pass just added have no entry in `shapes` yet: constants keep their shape
@@ -400,6 +401,8 @@ Session::Impl::Impl(const Model& model, const SessionOptions& options) {
     throw Error("unknown backend '" + options.backend + "' (choices: auto, cpu, cuda, reference)");
   }
   element_bytes = precision == Precision::FP16 ? 2 : 4;
+  cpu_isa = cpu_isa_default();
+  if (options.cpu_isa) cpu_isa = std::min(cpu_isa, *options.cpu_isa);
   passes = options.passes;
   max_memory_bytes = options.max_memory_bytes;
 
@@ -515,6 +518,10 @@ void Session::Impl::select_kernels() {
     ni.variant = chosen->name;
     ni.fused = node.fused;
     ni.layout = node.layout;
+    if (kernel_backend == "cpu")
+      ni.isa = chosen->isa == KernelVariant::Isa::PerIsa     ? cpu_isa_name(cpu_isa)
+               : chosen->isa == KernelVariant::Isa::OpenBlas ? "openblas"
+                                                            : "baseline";
     ni.output_shape = desc.output_shapes.empty() ? Shape{} : desc.output_shapes[0];
     ni.workspace_bytes = chosen->workspace_bytes ? chosen->workspace_bytes(desc) : 0;
     nodes.push_back(std::move(ni));
@@ -869,6 +876,7 @@ Profile Session::profile(const std::vector<Tensor>& inputs, int runs) {
     np.variant = info.variant;
     np.fused = info.fused;
     np.layout = layout_name(info.layout);
+    np.isa = info.isa;
     np.activation = activation_name(fused_activation(s.descs[i].params).kind);
     np.output_shape = info.output_shape;
     np.flops = s.costs[i].flops;
@@ -905,6 +913,7 @@ std::vector<double> Session::benchmark(const std::vector<Tensor>& inputs, int ru
 
 const std::string& Session::backend() const { return checked(impl_).backend_name; }
 Precision Session::precision() const { return checked(impl_).precision; }
+CpuIsa Session::cpu_isa() const { return checked(impl_).cpu_isa; }
 const std::string& Session::device() const { return checked(impl_).backend->device(); }
 int64_t Session::batch() const { return checked(impl_).batch; }
 const std::vector<TensorInfo>& Session::inputs() const { return checked(impl_).inputs; }

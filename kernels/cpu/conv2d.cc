@@ -23,6 +23,7 @@
 #include "infer/error.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/im2col.h"
+#include "kernels/cpu/isa.h"
 #include "kernels/conv_shapes.h"
 
 namespace infer::cpu {
@@ -83,8 +84,8 @@ void tap_range(int64_t count, int64_t stride, int64_t offset, int64_t limit, int
 // One depthwise output plane. Output pixels whose KH x KW window lies inside the image (rows with
 // every tap row valid, columns [in_lo, in_hi)) are summed with no bounds checks, the loop over those
 // columns vectorised (omp simd); the border pixels take the bounds-checked sum. The activation is applied as the pixel is stored: ReLU and Clip (ReLU6)
-// inline (Act), the other kinds through activate(). Compiled for AVX-512, AVX2 and baseline x86-64
-// with run-time dispatch (target_clones): the rest of the build targets baseline x86-64.
+// inline (Act), the other kinds through activate(). Compiled for AVX-512, AVX2 and baseline x86-64,
+// picked by the node's ISA level (isa.h): the rest of the build targets baseline x86-64.
 struct DwPlane {
   const float* x;  // the input plane
   const float* w;  // KH * KW taps
@@ -181,14 +182,15 @@ __attribute__((always_inline)) inline void dw_plane_act(const DwPlane& d, const 
   }
 }
 
-__attribute__((target_clones("avx512f", "arch=haswell", "default")))
-void dw_plane(const DwPlane& d, const Activation& act) {
-  // No lambdas here: what runs must inline into each target clone (always_inline templates do).
+template <class>
+INFER_INLINE void dw_plane_body(const DwPlane& d, const Activation& act) {
+  // No lambdas here: what runs must inline into each level's function (always_inline templates do).
   const int k = d.KH == d.KW && (d.KH == 3 || d.KH == 5) ? static_cast<int>(d.KH) : 0;
   if (k == 3) return dw_plane_act<3>(d, act);
   if (k == 5) return dw_plane_act<5>(d, act);
   dw_plane_act<0>(d, act);
 }
+INFER_PER_ISA(void, dw_plane, dw_plane_body, (const DwPlane& d, const Activation& act), (d, act))
 
 // The plane geometry of a depthwise node (pointers and bias left for each plane), with the output
 // columns every kernel column reaches inside the image.
@@ -250,6 +252,7 @@ void depthwise_run(const KernelCall& call) {
   const std::pair<int64_t, int64_t> padded = dw_padded_dims(base);
   const int64_t Hp = padded.first, Wp = padded.second;
   const int slots = omp_get_num_procs();
+  const auto dw_plane = dw_plane_for(call.node.isa);
 
   const int64_t planes = N * CO;
 #pragma omp parallel for schedule(static) if (planes * base.HO * base.WO * KH * KW >= (int64_t(1) << 15))
@@ -280,9 +283,11 @@ void depthwise_run(const KernelCall& call) {
 
 void register_conv2d(KernelRegistry& registry) {
   registry.add("cpu", {
-      {.op = "conv2d", .name = "im2col_gemm", .priority = 10, .workspace_bytes = conv2d_workspace,
+      {.op = "conv2d", .name = "im2col_gemm", .priority = 10, .isa = KernelVariant::Isa::OpenBlas,
+       .workspace_bytes = conv2d_workspace,
        .run = conv2d_run},
-      {.op = "conv2d", .name = "depthwise", .priority = 20, .applicable = conv2d_depthwise,
+      {.op = "conv2d", .name = "depthwise", .priority = 20, .isa = KernelVariant::Isa::PerIsa,
+       .applicable = conv2d_depthwise,
        .workspace_bytes = depthwise_workspace, .run = depthwise_run},
   });
 }

@@ -2,11 +2,12 @@
 // constant weight) as y[C_out, HO*WO] = w[C_out, K] col[K, HO*WO] with our own GEMM instead of
 // OpenBLAS: the weight packed once in prepare() into blocks of 8 output channels (gemm_microkernel.h),
 // the column matrix the input itself for a 1x1 stride-1 unpadded conv, else im2col into the workspace.
-// Per sample one OpenMP loop (guided) over (column block, block of 8 output channels); each iteration runs the
-// 8 x 48 register-blocked micro-kernel over its columns, full K at once, so bias, residual
-// (add_residual) and activation are applied as the tile is stored. Columns are blocked so that a
-// block of col (K x NC floats) stays in a core's L2 while every channel block passes over it. The
-// last 1-15 columns (past the whole vectors) run through mk::accumulate_cols, one column per
+// Per sample one OpenMP loop (guided) over (column block, block of kMR output channels); each iteration
+// runs the ISA's register-blocked micro-kernel (8 x 48 on AVX-512, 4 x 24 on AVX2, 4 x 8 on baseline;
+// isa.h, compiled per level and picked by NodeDesc::isa) over its columns, full K at once, so bias,
+// residual (add_residual) and activation are applied as the tile is stored. Columns are blocked so
+// that a block of col (K x NC floats) stays in a core's L2 while every channel block passes over it.
+// The last columns past the whole vectors run through mk::accumulate_cols, one column per
 // accumulator, straight from col. No BLAS, no allocation at run time.
 // The default from 2^20 multiply-adds up (packed_priority: below, OpenBLAS's small-GEMM path wins).
 // "packed_implicit" (below) runs the same GEMM without the column matrix: the input copied once into
@@ -26,14 +27,13 @@
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/gemm_microkernel.h"
 #include "kernels/cpu/im2col.h"
+#include "kernels/cpu/isa.h"
 #include "kernels/cpu/omp_last.h"
 
 namespace infer::cpu {
 namespace {
 
-using mk::kLanes, mk::kMR, mk::v16, mk::v8, mk::load16, mk::store16;
-constexpr int kNV = 3;                        // vectors of columns per micro-tile
-constexpr int64_t kTileCols = kNV * kLanes;   // 48
+using mk::load, mk::store;
 // A column block of col (K x nc floats) is meant to stay in a core's L2 (Zen 4: 1 MiB) while every
 // channel block passes over it; each further column block reads the whole packed weight again. Where
 // the weight is the larger operand (C_out >= HO*WO: ResNet-50's 14x14 and 7x7 layers, weights of
@@ -47,9 +47,10 @@ constexpr int64_t kParallelMin = int64_t(1) << 15;  // multiply-adds below which
 
 struct PackedDims {
   ConvGeometry g;
+  isa::Shape s;         // the register tile of the node's ISA level
   int64_t N, CO, K, P;  // P = HO*WO columns
-  int64_t COB;          // blocks of kMR output channels
-  int64_t full;         // columns in whole vectors (P rounded down to 16)
+  int64_t COB;          // blocks of s.mr output channels
+  int64_t full;         // columns in whole vectors (P rounded down to s.lanes)
   int64_t nc;           // columns per column block (a multiple of kTileCols)
   int64_t NCB;          // column blocks, the partial vector (if any) in the last one
   bool identity;
@@ -60,23 +61,25 @@ PackedDims packed_dims(const NodeDesc& node) {
   const auto& p = std::get<Conv2DParams>(node.params);
   PackedDims d;
   d.g = conv_geometry(p, node.input_shapes[0], node.input_shapes[1], node.output_shapes[0]);
+  d.s = isa::shape(node.isa);
+  const int64_t lanes = d.s.lanes;
   d.N = node.input_shapes[0][0], d.CO = node.input_shapes[1][0];
   d.K = d.g.col_rows(), d.P = d.g.col_cols();
-  d.COB = (d.CO + kMR - 1) / kMR;
-  d.full = d.P / kLanes * kLanes;
+  d.COB = (d.CO + d.s.mr - 1) / d.s.mr;
+  d.full = d.P / lanes * lanes;
   // as many blocks as the L2 budget needs, then equal ones (whole vectors): guided chunks are runs
   // of iterations, so a thread's share stays whole column blocks where there are several
   const int64_t block_bytes = d.CO >= d.P ? kColBlockBytesWeightHeavy : kColBlockBytes;
-  const int64_t budget = std::max<int64_t>(kTileCols, block_bytes / (std::max<int64_t>(d.K, 1) * 4));
+  const int64_t budget = std::max<int64_t>(d.s.tile_cols(), block_bytes / (std::max<int64_t>(d.K, 1) * 4));
   d.NCB = std::max<int64_t>(1, (d.P + budget - 1) / budget);
-  d.nc = ((d.P + d.NCB - 1) / d.NCB + kLanes - 1) / kLanes * kLanes;
+  d.nc = ((d.P + d.NCB - 1) / d.NCB + lanes - 1) / lanes * lanes;
   d.NCB = std::max<int64_t>(1, (d.P + d.nc - 1) / d.nc);
   d.identity = im2col_is_identity(d.g);
   return d;
 }
 
 struct Prepared {
-  std::vector<float> a;  // [COB][K][kMR]
+  std::vector<float> a;  // [COB][K][mr]
 };
 
 std::shared_ptr<void> prepare_weights(const NodeDesc& node) {
@@ -84,48 +87,49 @@ std::shared_ptr<void> prepare_weights(const NodeDesc& node) {
   const float* w = node.constants.size() >= 2 ? node.constants[1] : nullptr;
   if (!w) throw Error("cpu conv2d.packed_gemm: the weight must be a constant");
   auto prep = std::make_shared<Prepared>();
-  prep->a.resize(static_cast<size_t>(d.COB * d.K * kMR));
-  mk::pack_a(w, d.CO, d.K, d.K, prep->a.data());
+  prep->a.resize(static_cast<size_t>(d.COB * d.K * d.s.mr));
+  mk::pack_a(w, d.CO, d.K, d.K, d.s.mr, prep->a.data());
   return prep;
 }
 
 // The epilogue of one micro-tile: rows [0, rows) of acc (output channels co0 + r), NV vectors of
-// columns from y's column c0, of which `cols` are real (< 16 * NV only for the partial vector):
+// columns from y's column c0, of which `cols` are real (< kLanes * NV only for the partial vector):
 // + bias, + residual, ReLU on whole vectors, store. Other activations run over the whole block
 // afterwards (act_block): their per-element calls (exp) cost less in one loop per row.
-template <int NV>
-__attribute__((always_inline)) inline void store_tile(v16 (&acc)[kMR][NV], int64_t rows, int64_t cols,
-                                                      const float* bias, const float* res, float* y,
-                                                      int64_t ld, bool relu) {
+template <class I, int NV>
+INFER_INLINE void store_tile(typename I::Vec (&acc)[I::kMR][NV], int64_t rows, int64_t cols, const float* bias,
+                             const float* res, float* y, int64_t ld, bool relu) {
+  using V = typename I::Vec;
+  constexpr int L = I::kLanes;
   for (int64_t r = 0; r < rows; ++r)
     for (int q = 0; q < NV; ++q) {
-      v16 o = acc[r][q];
+      V o = acc[r][q];
       if (bias) o += bias[r];
-      const int64_t n = std::min<int64_t>(kLanes, cols - q * kLanes);
-      if (n == kLanes) {
+      const int64_t n = std::min<int64_t>(L, cols - q * L);
+      if (n == L) {
         if (res) {
-          v16 rv;
-          load16(rv, res + r * ld + q * kLanes);
+          V rv;
+          load(rv, res + r * ld + q * L);
           o += rv;
         }
-        if (relu) o = o < 0.f ? v16{} : o;
-        store16(y + r * ld + q * kLanes, o);
+        if (relu) o = o < 0.f ? V{} : o;
+        store(y + r * ld + q * L, o);
       } else {
-        float out[kLanes];
-        store16(out, o);
+        float out[L];
+        store(out, o);
         for (int64_t l = 0; l < n; ++l) {
-          float v = out[l] + (res ? res[r * ld + q * kLanes + l] : 0.f);
-          y[r * ld + q * kLanes + l] = relu && v < 0.f ? 0.f : v;
+          float v = out[l] + (res ? res[r * ld + q * L + l] : 0.f);
+          y[r * ld + q * L + l] = relu && v < 0.f ? 0.f : v;
         }
       }
     }
 }
 
-// The epilogue of the last R columns (accumulate_cols: acc[j] holds column j's 8 rows).
-template <int R>
-__attribute__((always_inline)) inline void store_cols(v8 (&acc)[R], int64_t rows, const float* bias,
-                                                      const float* res, float* y, int64_t ld, bool relu) {
-  float out[R][kMR];
+// The epilogue of the last R columns (accumulate_cols: acc[j] holds column j's kMR rows).
+template <class I, int R>
+INFER_INLINE void store_cols(typename I::RowVec (&acc)[R], int64_t rows, const float* bias, const float* res,
+                             float* y, int64_t ld, bool relu) {
+  float out[R][I::kMR];
   std::memcpy(out, acc, sizeof out);
   for (int64_t r = 0; r < rows; ++r)
     for (int j = 0; j < R; ++j) {
@@ -134,13 +138,14 @@ __attribute__((always_inline)) inline void store_cols(v8 (&acc)[R], int64_t rows
     }
 }
 
-template <int R>
-__attribute__((always_inline)) inline void cols_tile(const float* a, const float* b, int64_t ldb, int64_t K,
-                                                     int64_t rows, const float* bias, const float* res, float* y,
-                                                     bool relu) {
-  v8 acc[R];
-  mk::accumulate_cols<R>(a, b, ldb, K, acc);
-  store_cols<R>(acc, rows, bias, res, y, ldb, relu);
+template <class I, int R>
+INFER_INLINE void cols_tile(const float* a, const float* b, int64_t ldb, int64_t K, int64_t rows,
+                            const float* bias, const float* res, float* y, bool relu) {
+  if constexpr (R < I::kLanes) {
+    typename I::RowVec acc[R];
+    mk::accumulate_cols<I, R>(a, b, ldb, K, acc);
+    store_cols<I, R>(acc, rows, bias, res, y, ldb, relu);
+  }
 }
 
 // The activations other than ReLU on rows [0, rows) x columns [0, cols) of y (leading dimension ld).
@@ -151,12 +156,16 @@ void act_block(float* y, int64_t rows, int64_t cols, int64_t ld, const Activatio
   }
 }
 
-// Output channel block cb over columns [c0, c1) of a column block: 48-column tiles, then 32 or 16,
-// then (in the last block) the 1-15 columns past the whole vectors, one column per accumulator.
-__attribute__((target_clones("avx512f", "arch=haswell", "default")))
-void gemm_block(const PackedDims& d, const float* a, const float* col, int64_t c0,
-                int64_t c1, int64_t co0, const float* bias, const float* res, float* y, const Activation& act) {
-  const int64_t rows = std::min<int64_t>(kMR, d.CO - co0);
+// Output channel block cb over columns [c0, c1) of a column block: tiles of kNV vectors, then the
+// whole vectors left, then (in the last block) the 1 to kLanes-1 columns past the whole vectors, one
+// column per accumulator.
+template <class I>
+INFER_INLINE void gemm_block_body(const PackedDims& d, const float* a, const float* col, int64_t c0, int64_t c1,
+                                  int64_t co0, const float* bias, const float* res, float* y,
+                                  const Activation& act) {
+  using V = typename I::Vec;
+  constexpr int L = I::kLanes, NV = I::kNV, MR = I::kMR;
+  const int64_t rows = std::min<int64_t>(MR, d.CO - co0);
   const int64_t P = d.P, K = d.K;
   const float* b = bias ? bias + co0 : nullptr;
   const float* r = res ? res + co0 * P : nullptr;
@@ -164,29 +173,32 @@ void gemm_block(const PackedDims& d, const float* a, const float* col, int64_t c
   const int64_t full_end = std::min(c1, d.full);
   const bool relu = act.kind == ActivationKind::Relu;
   int64_t c = c0;
-  for (; c + kTileCols <= full_end; c += kTileCols) {
-    v16 acc[kMR][3];
-    mk::accumulate<3>(a, col + c, P, K, acc);
-    store_tile<3>(acc, rows, kTileCols, b, r ? r + c : nullptr, yb + c, P, relu);
+  for (; c + NV * L <= full_end; c += NV * L) {
+    V acc[MR][NV];
+    mk::accumulate<I, NV>(a, col + c, P, K, acc);
+    store_tile<I, NV>(acc, rows, NV * L, b, r ? r + c : nullptr, yb + c, P, relu);
   }
-  if (full_end - c == 2 * kLanes) {
-    v16 acc[kMR][2];
-    mk::accumulate<2>(a, col + c, P, K, acc);
-    store_tile<2>(acc, rows, 2 * kLanes, b, r ? r + c : nullptr, yb + c, P, relu);
-    c += 2 * kLanes;
-  } else if (full_end - c == kLanes) {
-    v16 acc[kMR][1];
-    mk::accumulate<1>(a, col + c, P, K, acc);
-    store_tile<1>(acc, rows, kLanes, b, r ? r + c : nullptr, yb + c, P, relu);
-    c += kLanes;
+  if constexpr (NV > 2) {
+    if (full_end - c == 2 * L) {
+      V acc[MR][2];
+      mk::accumulate<I, 2>(a, col + c, P, K, acc);
+      store_tile<I, 2>(acc, rows, 2 * L, b, r ? r + c : nullptr, yb + c, P, relu);
+      c += 2 * L;
+    }
   }
-  if (c1 == P && d.full < P) {  // the last 1-15 columns
+  if (full_end - c == L) {
+    V acc[MR][1];
+    mk::accumulate<I, 1>(a, col + c, P, K, acc);
+    store_tile<I, 1>(acc, rows, L, b, r ? r + c : nullptr, yb + c, P, relu);
+    c += L;
+  }
+  if (c1 == P && d.full < P) {  // the last 1 to L-1 columns
     const float* rf = r ? r + d.full : nullptr;
     const float* cf = col + d.full;
     float* yf = yb + d.full;
     switch (P - d.full) {
 #define INFER_COLS_CASE(R) \
-  case R: cols_tile<R>(a, cf, P, K, rows, b, rf, yf, relu); break;
+  case R: cols_tile<I, R>(a, cf, P, K, rows, b, rf, yf, relu); break;
       INFER_COLS_CASE(1) INFER_COLS_CASE(2) INFER_COLS_CASE(3) INFER_COLS_CASE(4) INFER_COLS_CASE(5)
       INFER_COLS_CASE(6) INFER_COLS_CASE(7) INFER_COLS_CASE(8) INFER_COLS_CASE(9) INFER_COLS_CASE(10)
       INFER_COLS_CASE(11) INFER_COLS_CASE(12) INFER_COLS_CASE(13) INFER_COLS_CASE(14) INFER_COLS_CASE(15)
@@ -195,6 +207,10 @@ void gemm_block(const PackedDims& d, const float* a, const float* col, int64_t c
   }
   if (act.kind != ActivationKind::None && !relu) act_block(yb + c0, rows, c1 - c0, P, act);
 }
+INFER_PER_ISA(void, gemm_block, gemm_block_body,
+              (const PackedDims& d, const float* a, const float* col, int64_t c0, int64_t c1, int64_t co0,
+               const float* bias, const float* res, float* y, const Activation& act),
+              (d, a, col, c0, c1, co0, bias, res, y, act))
 
 void packed_run(const KernelCall& call) {
   const PackedDims d = packed_dims(call.node);
@@ -205,6 +221,8 @@ void packed_run(const KernelCall& call) {
   const float* a = io.prep->a.data();
   const int64_t xs = d.g.C * d.g.H * d.g.W, ys = d.CO * d.P;
   const bool parallel = d.CO * d.K * d.P >= kParallelMin;
+  const auto gemm_block = gemm_block_for(call.node.isa);
+  const int64_t mr = d.s.mr;
   // The column blocks: [cb * nc, min(P, (cb + 1) * nc)); the last one ends at P, partial vector included.
 
   for (int64_t n = 0; n < d.N; ++n) {
@@ -234,7 +252,7 @@ void packed_run(const KernelCall& call) {
       for (int64_t jb = 0; jb < d.NCB; ++jb)
         for (int64_t cb = 0; cb < d.COB; ++cb) {
           const int64_t c0 = jb * d.nc, c1 = jb + 1 == d.NCB ? d.P : std::min(d.P, c0 + d.nc);
-          gemm_block(d, a + cb * d.K * kMR, col, c0, c1, cb * kMR, bias, rn, yn, act);
+          gemm_block(d, a + cb * d.K * mr, col, c0, c1, cb * mr, bias, rn, yn, act);
         }
       last.arrive();
     }
@@ -285,6 +303,7 @@ size_t packed_workspace(const NodeDesc& node) {
 
 struct ImplicitDims {
   ConvGeometry g;
+  isa::Shape s;    // the register tile of the node's ISA level
   int64_t N, CO, K, COB;
   int64_t PH, PW;  // phases per axis that a tap reads: min(stride, kernel)
   int64_t HV, WV;  // a phase plane's rows and columns; WV is also the virtual output row
@@ -301,28 +320,30 @@ ImplicitDims implicit_dims(const NodeDesc& node) {
   ImplicitDims d;
   d.g = conv_geometry(p, node.input_shapes[0], node.input_shapes[1], node.output_shapes[0]);
   const ConvGeometry& g = d.g;
+  d.s = isa::shape(node.isa);
+  const int64_t lanes = d.s.lanes;
   d.N = node.input_shapes[0][0], d.CO = node.input_shapes[1][0];
-  d.K = g.col_rows(), d.COB = (d.CO + kMR - 1) / kMR;
+  d.K = g.col_rows(), d.COB = (d.CO + d.s.mr - 1) / d.s.mr;
   d.PH = std::min(g.stride_h, g.KH), d.PW = std::min(g.stride_w, g.KW);
   d.HV = g.HO + (g.KH - 1) / g.stride_h, d.WV = g.WO + (g.KW - 1) / g.stride_w;
   d.plane = d.HV * d.WV;
   d.T = g.HO * d.WV;
-  d.slack = (g.KW - 1) / g.stride_w + kLanes;
-  d.full = d.T / kLanes * kLanes;
+  d.slack = (g.KW - 1) / g.stride_w + lanes;
+  d.full = d.T / lanes * lanes;
   // A column block reads, per phase plane, its own columns plus the largest tap offset: keep that
   // within the same L2 budgets as packed_gemm (the weight-heavy rule included).
   const int64_t block_bytes = d.CO >= g.HO * g.WO ? kColBlockBytesWeightHeavy : kColBlockBytes;
   const int64_t max_off = (g.KH - 1) / g.stride_h * d.WV + (g.KW - 1) / g.stride_w;
   const int64_t budget =
-      std::max<int64_t>(kTileCols, block_bytes / (std::max<int64_t>(g.C * d.PH * d.PW, 1) * 4) - max_off);
+      std::max<int64_t>(d.s.tile_cols(), block_bytes / (std::max<int64_t>(g.C * d.PH * d.PW, 1) * 4) - max_off);
   d.NCB = std::max<int64_t>(1, (d.T + budget - 1) / budget);
-  d.nc = ((d.T + d.NCB - 1) / d.NCB + kLanes - 1) / kLanes * kLanes;
+  d.nc = ((d.T + d.NCB - 1) / d.NCB + lanes - 1) / lanes * lanes;
   d.NCB = std::max<int64_t>(1, (d.T + d.nc - 1) / d.nc);
   return d;
 }
 
 struct ImplicitPrepared {
-  std::vector<float> a;      // [COB][K][kMR]
+  std::vector<float> a;      // [COB][K][mr]
   std::vector<int64_t> off;  // [K]: where row k of the column matrix starts in the phase planes
 };
 
@@ -332,8 +353,8 @@ std::shared_ptr<void> implicit_prepare(const NodeDesc& node) {
   const float* w = node.constants.size() >= 2 ? node.constants[1] : nullptr;
   if (!w) throw Error("cpu conv2d.packed_implicit: the weight must be a constant");
   auto prep = std::make_shared<ImplicitPrepared>();
-  prep->a.resize(static_cast<size_t>(d.COB * d.K * kMR));
-  mk::pack_a(w, d.CO, d.K, d.K, prep->a.data());
+  prep->a.resize(static_cast<size_t>(d.COB * d.K * d.s.mr));
+  mk::pack_a(w, d.CO, d.K, d.K, d.s.mr, prep->a.data());
   prep->off.resize(static_cast<size_t>(d.K));
   for (int64_t c = 0; c < g.C; ++c)
     for (int64_t ky = 0; ky < g.KH; ++ky)
@@ -368,36 +389,37 @@ void phase_row(const ImplicitDims& d, const float* x, float* ph, int64_t row) {
   std::fill(dst + j1, dst + d.WV, 0.f);
 }
 
-// The epilogue of a tile over virtual columns [j0, j0 + 16 * NV): a vector whose 16 columns are real
+// The epilogue of a tile over virtual columns [j0, j0 + kLanes * NV): a vector whose columns are real
 // pixels of one output row is stored whole (bias, residual, ReLU as store_tile); one that crosses a
 // row's end goes lane by lane, the dropped columns skipped.
-template <int NV>
-__attribute__((always_inline)) inline void store_virtual(v16 (&acc)[kMR][NV], const ImplicitDims& d, int64_t rows,
-                                                         int64_t j0, const float* bias, const float* res, float* y,
-                                                         bool relu) {
+template <class I, int NV>
+INFER_INLINE void store_virtual(typename I::Vec (&acc)[I::kMR][NV], const ImplicitDims& d, int64_t rows,
+                                int64_t j0, const float* bias, const float* res, float* y, bool relu) {
+  using V = typename I::Vec;
+  constexpr int L = I::kLanes;
   const int64_t P = d.g.HO * d.g.WO, WO = d.g.WO, WV = d.WV;
   for (int q = 0; q < NV; ++q) {
-    const int64_t j = j0 + q * kLanes, oy = j / WV, ox = j - oy * WV;
-    if (ox + kLanes <= WO) {
+    const int64_t j = j0 + q * L, oy = j / WV, ox = j - oy * WV;
+    if (ox + L <= WO) {
       const int64_t o = oy * WO + ox;
       for (int64_t r = 0; r < rows; ++r) {
-        v16 v = acc[r][q];
+        V v = acc[r][q];
         if (bias) v += bias[r];
         if (res) {
-          v16 rv;
-          load16(rv, res + r * P + o);
+          V rv;
+          load(rv, res + r * P + o);
           v += rv;
         }
-        if (relu) v = v < 0.f ? v16{} : v;
-        store16(y + r * P + o, v);
+        if (relu) v = v < 0.f ? V{} : v;
+        store(y + r * P + o, v);
       }
       continue;
     }
     for (int64_t r = 0; r < rows; ++r) {
-      float out[kLanes];
-      store16(out, acc[r][q]);
+      float out[L];
+      store(out, acc[r][q]);
       int64_t cy = oy, cx = ox;
-      for (int l = 0; l < kLanes; ++l) {
+      for (int l = 0; l < L; ++l) {
         if (cx < WO) {
           const int64_t o = r * P + cy * WO + cx;
           float v = out[l] + (bias ? bias[r] : 0.f) + (res ? res[o] : 0.f);
@@ -409,56 +431,65 @@ __attribute__((always_inline)) inline void store_virtual(v16 (&acc)[kMR][NV], co
   }
 }
 
-// The last R virtual columns (accumulate_cols_rows: acc[j] holds column j's 8 rows), from column j0.
-template <int R>
-__attribute__((always_inline)) inline void implicit_cols(const ImplicitDims& d, const float* a, const float* ph,
-                                                         const int64_t* off, int64_t j0, int64_t rows,
-                                                         const float* bias, const float* res, float* y, bool relu) {
-  v8 acc[R];
-  mk::accumulate_cols_rows<R>(a, mk::OffsetRows{ph + j0, off}, d.K, acc);
-  float out[R][kMR];
-  std::memcpy(out, acc, sizeof out);
-  const int64_t P = d.g.HO * d.g.WO;
-  for (int j = 0; j < R; ++j) {
-    const int64_t oy = (j0 + j) / d.WV, ox = (j0 + j) - oy * d.WV;
-    if (ox >= d.g.WO) continue;
-    for (int64_t r = 0; r < rows; ++r) {
-      const int64_t o = r * P + oy * d.g.WO + ox;
-      float v = out[j][r] + (bias ? bias[r] : 0.f) + (res ? res[o] : 0.f);
-      y[o] = relu && v < 0.f ? 0.f : v;
+// The last R virtual columns (accumulate_cols_rows: acc[j] holds column j's kMR rows), from column j0.
+template <class I, int R>
+INFER_INLINE void implicit_cols(const ImplicitDims& d, const float* a, const float* ph, const int64_t* off,
+                                int64_t j0, int64_t rows, const float* bias, const float* res, float* y,
+                                bool relu) {
+  if constexpr (R < I::kLanes) {
+    typename I::RowVec acc[R];
+    mk::accumulate_cols_rows<I, R>(a, mk::OffsetRows{ph + j0, off}, d.K, acc);
+    float out[R][I::kMR];
+    std::memcpy(out, acc, sizeof out);
+    const int64_t P = d.g.HO * d.g.WO;
+    for (int j = 0; j < R; ++j) {
+      const int64_t oy = (j0 + j) / d.WV, ox = (j0 + j) - oy * d.WV;
+      if (ox >= d.g.WO) continue;
+      for (int64_t r = 0; r < rows; ++r) {
+        const int64_t o = r * P + oy * d.g.WO + ox;
+        float v = out[j][r] + (bias ? bias[r] : 0.f) + (res ? res[o] : 0.f);
+        y[o] = relu && v < 0.f ? 0.f : v;
+      }
     }
   }
 }
 
 // Output channel block (a, co0) over virtual columns [c0, c1), as gemm_block.
-__attribute__((target_clones("avx512f", "arch=haswell", "default")))
-void implicit_block(const ImplicitDims& d, const float* a, const float* ph, const int64_t* off, int64_t c0,
-                    int64_t c1, int64_t co0, const float* bias, const float* res, float* y, const Activation& act) {
-  const int64_t rows = std::min<int64_t>(kMR, d.CO - co0), P = d.g.HO * d.g.WO, K = d.K;
+template <class I>
+INFER_INLINE void implicit_block_body(const ImplicitDims& d, const float* a, const float* ph, const int64_t* off,
+                                      int64_t c0, int64_t c1, int64_t co0, const float* bias, const float* res,
+                                      float* y, const Activation& act) {
+  using V = typename I::Vec;
+  constexpr int L = I::kLanes, NV = I::kNV, MR = I::kMR;
+  const int64_t rows = std::min<int64_t>(MR, d.CO - co0), P = d.g.HO * d.g.WO, K = d.K;
   const float* b = bias ? bias + co0 : nullptr;
   const float* r = res ? res + co0 * P : nullptr;
   float* yb = y + co0 * P;
   const int64_t full_end = std::min(c1, d.full);
   const bool relu = act.kind == ActivationKind::Relu;
   int64_t c = c0;
-  for (; c + kTileCols <= full_end; c += kTileCols) {
-    v16 acc[kMR][3];
-    mk::accumulate_rows<3>(a, mk::OffsetRows{ph + c, off}, K, acc);
-    store_virtual<3>(acc, d, rows, c, b, r, yb, relu);
+  for (; c + NV * L <= full_end; c += NV * L) {
+    V acc[MR][NV];
+    mk::accumulate_rows<I, NV>(a, mk::OffsetRows{ph + c, off}, K, acc);
+    store_virtual<I, NV>(acc, d, rows, c, b, r, yb, relu);
   }
-  if (full_end - c == 2 * kLanes) {
-    v16 acc[kMR][2];
-    mk::accumulate_rows<2>(a, mk::OffsetRows{ph + c, off}, K, acc);
-    store_virtual<2>(acc, d, rows, c, b, r, yb, relu);
-  } else if (full_end - c == kLanes) {
-    v16 acc[kMR][1];
-    mk::accumulate_rows<1>(a, mk::OffsetRows{ph + c, off}, K, acc);
-    store_virtual<1>(acc, d, rows, c, b, r, yb, relu);
+  if constexpr (NV > 2) {
+    if (full_end - c == 2 * L) {
+      V acc[MR][2];
+      mk::accumulate_rows<I, 2>(a, mk::OffsetRows{ph + c, off}, K, acc);
+      store_virtual<I, 2>(acc, d, rows, c, b, r, yb, relu);
+      c += 2 * L;
+    }
   }
-  if (c1 == d.T && d.full < d.T) {  // the last 1-15 virtual columns
+  if (full_end - c == L) {
+    V acc[MR][1];
+    mk::accumulate_rows<I, 1>(a, mk::OffsetRows{ph + c, off}, K, acc);
+    store_virtual<I, 1>(acc, d, rows, c, b, r, yb, relu);
+  }
+  if (c1 == d.T && d.full < d.T) {  // the last 1 to L-1 virtual columns
     switch (d.T - d.full) {
 #define INFER_COLS_CASE(R) \
-  case R: implicit_cols<R>(d, a, ph, off, d.full, rows, b, r, yb, relu); break;
+  case R: implicit_cols<I, R>(d, a, ph, off, d.full, rows, b, r, yb, relu); break;
       INFER_COLS_CASE(1) INFER_COLS_CASE(2) INFER_COLS_CASE(3) INFER_COLS_CASE(4) INFER_COLS_CASE(5)
       INFER_COLS_CASE(6) INFER_COLS_CASE(7) INFER_COLS_CASE(8) INFER_COLS_CASE(9) INFER_COLS_CASE(10)
       INFER_COLS_CASE(11) INFER_COLS_CASE(12) INFER_COLS_CASE(13) INFER_COLS_CASE(14) INFER_COLS_CASE(15)
@@ -472,6 +503,10 @@ void implicit_block(const ImplicitDims& d, const float* a, const float* ph, cons
     if (x0 < x1) act_block(yb + oy * d.g.WO + x0, rows, x1 - x0, P, act);
   }
 }
+INFER_PER_ISA(void, implicit_block, implicit_block_body,
+              (const ImplicitDims& d, const float* a, const float* ph, const int64_t* off, int64_t c0, int64_t c1,
+               int64_t co0, const float* bias, const float* res, float* y, const Activation& act),
+              (d, a, ph, off, c0, c1, co0, bias, res, y, act))
 
 void implicit_run(const KernelCall& call) {
   const ImplicitDims d = implicit_dims(call.node);
@@ -485,6 +520,8 @@ void implicit_run(const KernelCall& call) {
   const int64_t xs = g.C * g.H * g.W, P = g.HO * g.WO, ys = d.CO * P;
   const int64_t phase_rows = g.C * d.PH * d.PW * d.HV;
   const bool parallel = d.CO * d.K * P >= kParallelMin;
+  const auto implicit_block = implicit_block_for(call.node.isa);
+  const int64_t mr = d.s.mr;
   std::fill(ph + phase_rows * d.WV, ph + phase_rows * d.WV + d.slack, 0.f);
 
   for (int64_t n = 0; n < d.N; ++n) {
@@ -501,7 +538,7 @@ void implicit_run(const KernelCall& call) {
       for (int64_t jb = 0; jb < d.NCB; ++jb)
         for (int64_t cb = 0; cb < d.COB; ++cb) {
           const int64_t c0 = jb * d.nc, c1 = jb + 1 == d.NCB ? d.T : std::min(d.T, c0 + d.nc);
-          implicit_block(d, a + cb * d.K * kMR, ph, off, c0, c1, cb * kMR, bias, rn, yn, act);
+          implicit_block(d, a + cb * d.K * mr, ph, off, c0, c1, cb * mr, bias, rn, yn, act);
         }
       last.arrive();
     }
@@ -537,11 +574,13 @@ size_t implicit_workspace(const NodeDesc& node) { return implicit_dims(node).ws_
 void register_conv2d_packed(KernelRegistry& registry) {
   registry.add("cpu", {
       {.op = "conv2d", .name = "packed_gemm", .priority = 12, .priority_for = packed_priority,
+       .isa = KernelVariant::Isa::PerIsa,
        .applicable = packed_applicable,
        .workspace_bytes = packed_workspace,
        .prepare = prepare_weights,
        .run = packed_run},
       {.op = "conv2d", .name = "packed_implicit", .priority = 7, .priority_for = implicit_priority,
+       .isa = KernelVariant::Isa::PerIsa,
        .applicable = packed_applicable,
        .workspace_bytes = implicit_workspace,
        .prepare = implicit_prepare,

@@ -4,11 +4,11 @@
 // (asymmetric too), any size (partial tiles at the bottom / right), optional bias, residual input and
 // fused activation. Weights transformed once in prepare() (U = G g G^T in double, rounded once, packed
 // for the GEMM); per sample three OpenMP loops (guided): input transform V = B^T d B (one iteration per input
-// channel and tile row), a*a independent GEMMs M[xi] = U[xi] V[xi] (one iteration per (xi, block of 8
+// channel and tile row), a*a independent GEMMs M[xi] = U[xi] V[xi] (one iteration per (xi, block of kMR
 // output channels), the register-blocked kernel of gemm_microkernel.h, no BLAS: OpenBLAS must not
 // run inside the region and threads each small GEMM badly), output transform Y = A^T M A + bias + residual, activation
-// (one iteration per output channel and tile row). Tiles run along the vector lanes (16 per vector,
-// GCC vector extensions compiled for AVX-512, AVX2 and baseline x86-64, picked at load time). The
+// (one iteration per output channel and tile row). Tiles run along the vector lanes (16 per vector on
+// AVX-512, 8 on AVX2, 4 on baseline: GCC vector extensions compiled per level, isa.h). The
 // transforms change the summation order and round in fp32 (docs/kernels.md). No allocation at run time.
 #include <omp.h>
 
@@ -16,6 +16,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "infer/error.h"
@@ -24,17 +25,18 @@
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/gemm_microkernel.h"
 #include "kernels/cpu/im2col.h"
+#include "kernels/cpu/isa.h"
 #include "kernels/cpu/omp_last.h"
 
 namespace infer::cpu {
 namespace {
 
-using mk::kLanes, mk::kMR, mk::v16, mk::load16, mk::store16;  // 16 tiles, one per lane
+using mk::load, mk::store;
 // Loops smaller than this many multiply-adds run on one thread (as im2col.cc's kParallelMin).
 constexpr int64_t kParallelMin = int64_t(1) << 15;
 
 // ---- the 1-D transforms (Lavin & Gray's matrices, written out: a multiply by 0 or 1 is not free in
-// IEEE arithmetic, so the compiler would keep them). T is float (weights) or v16 (16 tiles). --------
+// IEEE arithmetic, so the compiler would keep them). T is a vector of tiles (one per lane). ---------
 
 // r = B^T d, d and r of length m + 2, strides ds and rs.
 template <int m, class T>
@@ -79,12 +81,13 @@ struct WinoDims {
   int m = 4, a = 6;                 // output tile, input tile (m + 2)
   int64_t N, C, H, W, CO, HO, WO;   // NCHW sizes
   int64_t pt, pl;                   // top / left padding (bottom / right follow from HO, WO)
-  int64_t TH, TW, T, Tp;            // tile rows, tile columns, tiles, tiles rounded up to 16
-  int64_t COB;                      // output-channel blocks of kMR
+  isa::Shape s;                     // the node's ISA level: s.lanes tiles per vector, s.mr GEMM rows
+  int64_t TH, TW, T, Tp;            // tile rows, tile columns, tiles, tiles rounded up to s.lanes
+  int64_t COB;                      // output-channel blocks of s.mr
   int64_t Hp, Wp;                   // a padded input plane: every tile's rows and columns
   size_t v_floats() const { return static_cast<size_t>(a * a * C * Tp); }
   size_t m_floats() const { return static_cast<size_t>(a * a * CO * Tp); }
-  int64_t plane_floats() const { return Hp * Wp + kLanes * m; }  // + slack for the last segment
+  int64_t plane_floats() const { return Hp * Wp + s.lanes * m; }  // + slack for the last segment
   size_t p_floats() const { return static_cast<size_t>(C * plane_floats()); }
 };
 
@@ -94,16 +97,17 @@ WinoDims wino_dims(const NodeDesc& node, int m) {
   WinoDims d;
   d.m = m;
   d.a = m + 2;
+  d.s = isa::shape(node.isa);
   d.N = xs[0], d.C = xs[1], d.H = xs[2], d.W = xs[3], d.CO = ws[0], d.HO = ys[2], d.WO = ys[3];
   d.pt = p.pad.top, d.pl = p.pad.left;
   d.TH = (d.HO + m - 1) / m, d.TW = (d.WO + m - 1) / m, d.T = d.TH * d.TW;
-  d.Tp = (d.T + kLanes - 1) / kLanes * kLanes;
-  d.COB = (d.CO + kMR - 1) / kMR;
+  d.Tp = (d.T + d.s.lanes - 1) / d.s.lanes * d.s.lanes;
+  d.COB = (d.CO + d.s.mr - 1) / d.s.mr;
   d.Hp = d.TH * m + 2, d.Wp = d.TW * m + 2;
   return d;
 }
 
-// ---- weights: U[xi][cb][ci][r] = (G g G^T)[xi] of output channel cb * kMR + r (0 past C_out) -----
+// ---- weights: U[xi][cb][ci][r] = (G g G^T)[xi] of output channel cb * mr + r (0 past C_out) ------
 
 struct Prepared {
   std::vector<float> u;
@@ -121,7 +125,8 @@ std::shared_ptr<void> prepare_weights(const NodeDesc& node, int m) {
   const int a = d.a;
   auto G = [&](int i, int k) { return m == 4 ? G4[i][k] : G2[i][k]; };
   auto prep = std::make_shared<Prepared>();
-  prep->u.assign(static_cast<size_t>(a * a * d.COB * d.C * kMR), 0.f);
+  const int64_t mr = d.s.mr;
+  prep->u.assign(static_cast<size_t>(a * a * d.COB * d.C * mr), 0.f);
   for (int64_t co = 0; co < d.CO; ++co)
     for (int64_t ci = 0; ci < d.C; ++ci) {
       const float* g = w + (co * d.C + ci) * 9;
@@ -133,84 +138,108 @@ std::shared_ptr<void> prepare_weights(const NodeDesc& node, int m) {
         for (int j = 0; j < a; ++j) {
           const double u = gg[i][0] * G(j, 0) + gg[i][1] * G(j, 1) + gg[i][2] * G(j, 2);
           const int64_t xi = i * a + j;
-          prep->u[static_cast<size_t>(((xi * d.COB + co / kMR) * d.C + ci) * kMR + co % kMR)] =
+          prep->u[static_cast<size_t>(((xi * d.COB + co / mr) * d.C + ci) * mr + co % mr)] =
               static_cast<float>(u);
         }
     }
   return prep;
 }
 
-// ---- lane shuffles: a row of 16 tiles <-> one vector per tile column -------------------------------
+// ---- lane shuffles: a row of L tiles <-> one vector per tile column (L = the ISA's lanes) -----------
 
-typedef int i16 __attribute__((vector_size(64)));
+// Lane k of a two-vector shuffle's result, as a function of k (a compile-time table: a class-type
+// template argument). Indices < L take lane i of the first vector, >= L lane i - L of the second.
+struct Mask {
+  enum Kind { Deint4Lo, Deint4Hi, Halves, Deint2, Shift1, Zip, Pairs4 } kind;
+  int L, j = 0, q = 0;
+  constexpr int operator()(int k) const {
+    switch (kind) {
+      case Deint4Lo: return k < L / 2 ? 4 * k + j : 0;           // p[4k + j], k < L/2, from (v0, v1)
+      case Deint4Hi: return k >= L / 2 ? 4 * k + j - 2 * L : 0;  // p[4k + j], k >= L/2, from (v2, v3)
+      case Halves: return k < L / 2 ? k : L + k;                 // first half of a, second of b
+      case Deint2: return 2 * k + j;                             // p[2k + j] from (v0, v1)
+      case Shift1: return k + 1;                                 // a's lanes 1.., then b's lane 0
+      case Zip: return (k % 2 ? L : 0) + q * L / 2 + k / 2;      // a, b alternating; q: low / high half
+      case Pairs4: {                                             // output vector q of the m = 4 interleave
+        const int c = k % 4;
+        return (c < 2 ? 0 : L) + 2 * ((q % 2) * L / 4 + k / 4) + c % 2;
+      }
+    }
+    return 0;
+  }
+};
 
-// Constant lane indices for shuffle2.
-template <int... I>
-struct Lanes {};
-
-// shuffle2(a, b, Lanes<I...>{}): lane k of the result is lane I_k of a (0..15) or of b (16..31);
-// vpermt2ps on AVX-512. GCC's __builtin_shuffle, clang's __builtin_shufflevector (the fuzz build).
-template <int... I>
-__attribute__((always_inline)) inline v16 shuffle2(const v16& a, const v16& b, Lanes<I...>) {
-  static_assert(sizeof...(I) == 16, "16 lanes");
+// Lane k of the result is lane M(k) of a (0..L-1) or of b (L..2L-1): one vpermt2ps / vpermps + blend /
+// shufps sequence, whatever the compiler finds for the constant table. GCC's __builtin_shuffle,
+// clang's __builtin_shufflevector (the fuzz build).
+template <class I, Mask M, size_t... k>
+INFER_INLINE typename I::Vec shuffle2_impl(const typename I::Vec& a, const typename I::Vec& b,
+                                           std::index_sequence<k...>) {
 #if defined(__clang__)
-  return __builtin_shufflevector(a, b, I...);
+  return __builtin_shufflevector(a, b, M(static_cast<int>(k))...);
 #else
-  return __builtin_shuffle(a, b, i16{I...});
+  typedef int IV __attribute__((vector_size(sizeof(typename I::Vec))));
+  return __builtin_shuffle(a, b, IV{M(static_cast<int>(k))...});
 #endif
 }
+template <class I, Mask M>
+INFER_INLINE typename I::Vec shuffle2(const typename I::Vec& a, const typename I::Vec& b) {
+  return shuffle2_impl<I, M>(a, b, std::make_index_sequence<I::kLanes>{});
+}
 
-using Shift1 = Lanes<1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16>;  // a's lanes 1.., then b's 0
+// Column j of L tiles of F(4x4): lane l = p[4l + j], from v0..v3 = p[0 .. 4L).
+template <class I, int j>
+INFER_INLINE typename I::Vec deint4(const typename I::Vec (&v)[4]) {
+  constexpr int L = I::kLanes;
+  return shuffle2<I, Mask{Mask::Halves, L}>(shuffle2<I, Mask{Mask::Deint4Lo, L, j}>(v[0], v[1]),
+                                            shuffle2<I, Mask{Mask::Deint4Hi, L, j}>(v[2], v[3]));
+}
 
-// c[j][l] = p[l*m + j], j < m + 2, for the 16 tiles of a row segment p[0 .. 16m + 2): the patch
-// columns of 16 consecutive tiles, one vector each (a stride-m deinterleave, then a one-lane shift
-// for the two columns a tile shares with the next).
-template <int m>
-__attribute__((always_inline)) inline void deinterleave(const float* p, v16* c) {
+// c[j][l] = p[l*m + j], j < m + 2, for the L tiles of a row segment p[0 .. Lm + 2): the patch columns
+// of L consecutive tiles, one vector each (a stride-m deinterleave, then a one-lane shift for the two
+// columns a tile shares with the next).
+template <class I, int m>
+INFER_INLINE void deinterleave(const float* p, typename I::Vec* c) {
+  using V = typename I::Vec;
+  constexpr int L = I::kLanes;
   if constexpr (m == 4) {
-    v16 v0, v1, v2, v3;
-    load16(v0, p), load16(v1, p + 16), load16(v2, p + 32), load16(v3, p + 48);
-    using Even = Lanes<0, 4, 8, 12, 16, 20, 24, 28, 1, 5, 9, 13, 17, 21, 25, 29>;   // j = 0, 1 of 8 tiles
-    using Odd = Lanes<2, 6, 10, 14, 18, 22, 26, 30, 3, 7, 11, 15, 19, 23, 27, 31>;  // j = 2, 3
-    using Lo = Lanes<0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23>;
-    using Hi = Lanes<8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31>;
-    const v16 t0 = shuffle2(v0, v1, Even{}), t1 = shuffle2(v0, v1, Odd{});
-    const v16 t2 = shuffle2(v2, v3, Even{}), t3 = shuffle2(v2, v3, Odd{});
-    c[0] = shuffle2(t0, t2, Lo{}), c[1] = shuffle2(t0, t2, Hi{});
-    c[2] = shuffle2(t1, t3, Lo{}), c[3] = shuffle2(t1, t3, Hi{});
-    c[4] = shuffle2(c[0], v16{} + p[64], Shift1{}), c[5] = shuffle2(c[1], v16{} + p[65], Shift1{});
+    V v[4];
+    load(v[0], p), load(v[1], p + L), load(v[2], p + 2 * L), load(v[3], p + 3 * L);
+    c[0] = deint4<I, 0>(v), c[1] = deint4<I, 1>(v), c[2] = deint4<I, 2>(v), c[3] = deint4<I, 3>(v);
+    c[4] = shuffle2<I, Mask{Mask::Shift1, L}>(c[0], V{} + p[4 * L]);
+    c[5] = shuffle2<I, Mask{Mask::Shift1, L}>(c[1], V{} + p[4 * L + 1]);
   } else {
-    v16 v0, v1;
-    load16(v0, p), load16(v1, p + 16);
-    using Even = Lanes<0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30>;
-    using Odd = Lanes<1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31>;
-    c[0] = shuffle2(v0, v1, Even{}), c[1] = shuffle2(v0, v1, Odd{});
-    c[2] = shuffle2(c[0], v16{} + p[32], Shift1{}), c[3] = shuffle2(c[1], v16{} + p[33], Shift1{});
+    V v0, v1;
+    load(v0, p), load(v1, p + L);
+    c[0] = shuffle2<I, Mask{Mask::Deint2, L, 0}>(v0, v1), c[1] = shuffle2<I, Mask{Mask::Deint2, L, 1}>(v0, v1);
+    c[2] = shuffle2<I, Mask{Mask::Shift1, L}>(c[0], V{} + p[2 * L]);
+    c[3] = shuffle2<I, Mask{Mask::Shift1, L}>(c[1], V{} + p[2 * L + 1]);
   }
 }
 
-// The inverse for the output: p[l*m + c] = o[c][l], 16m floats written to p.
-template <int m>
-__attribute__((always_inline)) inline void interleave(const v16* o, float* p) {
-  using ZipLo = Lanes<0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23>;
-  using ZipHi = Lanes<8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31>;
+// The inverse for the output: p[l*m + c] = o[c][l], Lm floats written to p.
+template <class I, int m>
+INFER_INLINE void interleave(const typename I::Vec* o, float* p) {
+  using V = typename I::Vec;
+  constexpr int L = I::kLanes;
+  constexpr Mask lo{Mask::Zip, L, 0, 0}, hi{Mask::Zip, L, 0, 1};
   if constexpr (m == 4) {
-    const v16 u0 = shuffle2(o[0], o[1], ZipLo{}), u1 = shuffle2(o[0], o[1], ZipHi{});
-    const v16 u2 = shuffle2(o[2], o[3], ZipLo{}), u3 = shuffle2(o[2], o[3], ZipHi{});
-    using PairLo = Lanes<0, 1, 16, 17, 2, 3, 18, 19, 4, 5, 20, 21, 6, 7, 22, 23>;
-    using PairHi = Lanes<8, 9, 24, 25, 10, 11, 26, 27, 12, 13, 28, 29, 14, 15, 30, 31>;
-    store16(p, shuffle2(u0, u2, PairLo{})), store16(p + 16, shuffle2(u0, u2, PairHi{}));
-    store16(p + 32, shuffle2(u1, u3, PairLo{})), store16(p + 48, shuffle2(u1, u3, PairHi{}));
+    const V u0 = shuffle2<I, lo>(o[0], o[1]), u1 = shuffle2<I, hi>(o[0], o[1]);
+    const V u2 = shuffle2<I, lo>(o[2], o[3]), u3 = shuffle2<I, hi>(o[2], o[3]);
+    store(p, shuffle2<I, Mask{Mask::Pairs4, L, 0, 0}>(u0, u2));
+    store(p + L, shuffle2<I, Mask{Mask::Pairs4, L, 0, 1}>(u0, u2));
+    store(p + 2 * L, shuffle2<I, Mask{Mask::Pairs4, L, 0, 2}>(u1, u3));
+    store(p + 3 * L, shuffle2<I, Mask{Mask::Pairs4, L, 0, 3}>(u1, u3));
   } else {
-    store16(p, shuffle2(o[0], o[1], ZipLo{})), store16(p + 16, shuffle2(o[0], o[1], ZipHi{}));
+    store(p, shuffle2<I, lo>(o[0], o[1])), store(p + L, shuffle2<I, hi>(o[0], o[1]));
   }
 }
 
 // ---- input transform: V[xi][c][t] for tile t = ty * TW + tx ------------------------------------
 
 // Input channel c's plane copied into its zero-padded plane P [Hp][Wp] (padded row / column = image
-// row / column + top / left padding), followed by 16m floats of slack: every tile's patch is then in
-// bounds, and so is a 16-tile segment that runs past the row's last tile (its extra lanes read the
+// row / column + top / left padding), followed by Lm floats of slack: every tile's patch is then in
+// bounds, and so is an L-tile segment that runs past the row's last tile (its extra lanes read the
 // next rows or the slack and are discarded). Copied by the thread that transforms the channel, so
 // the plane is in its cache.
 __attribute__((always_inline)) inline void pad_plane(const WinoDims& d, const float* xc, float* pc) {
@@ -228,25 +257,25 @@ __attribute__((always_inline)) inline void pad_plane(const WinoDims& d, const fl
   std::fill(pc + d.Hp * d.Wp, pc + d.plane_floats(), 0.f);
 }
 
-// Channel c's tiles, 16 of a tile row at a time: the a patch rows of 16 tiles (16m + 2 columns each)
+// Channel c's tiles, L of a tile row at a time: the a patch rows of L tiles (Lm + 2 columns each)
 // deinterleaved into one vector per patch column, transformed, stored. Lanes past the row's last tile
 // are stored too (into the next tile row's first columns, which that row overwrites later in the same
 // call, or into the padding [T, Tp)): one full-vector store per product, no masked tails; their
 // values never reach an output (a GEMM column depends on its own V column only).
-template <int m>
-__attribute__((always_inline)) inline void input_plane(const WinoDims& d, const float* xc, float* pc,
-                                                       float* v_c, int64_t xi_stride) {
-  constexpr int a = m + 2;
+template <class I, int m>
+INFER_INLINE void input_plane(const WinoDims& d, const float* xc, float* pc, float* v_c, int64_t xi_stride) {
+  using V = typename I::Vec;
+  constexpr int a = m + 2, L = I::kLanes;
   pad_plane(d, xc, pc);
   for (int64_t ty = 0; ty < d.TH; ++ty)
-    for (int64_t tx0 = 0; tx0 < d.TW; tx0 += kLanes) {
-      v16 dv[a][a], tv[a][a];
-      for (int i = 0; i < a; ++i) deinterleave<m>(pc + (ty * m + i) * d.Wp + tx0 * m, dv[i]);
+    for (int64_t tx0 = 0; tx0 < d.TW; tx0 += L) {
+      V dv[a][a], tv[a][a];
+      for (int i = 0; i < a; ++i) deinterleave<I, m>(pc + (ty * m + i) * d.Wp + tx0 * m, dv[i]);
       for (int j = 0; j < a; ++j) input_1d<m>(&dv[0][j], a, &tv[0][j], a);  // columns: B^T d
       for (int i = 0; i < a; ++i) input_1d<m>(&tv[i][0], 1, &dv[i][0], 1);  // rows: (B^T d) B
       const int64_t t0 = ty * d.TW + tx0;
-      if (t0 + kLanes <= d.Tp) {
-        for (int xi = 0; xi < a * a; ++xi) store16(v_c + xi * xi_stride + t0, dv[xi / a][xi % a]);
+      if (t0 + L <= d.Tp) {
+        for (int xi = 0; xi < a * a; ++xi) store(v_c + xi * xi_stride + t0, dv[xi / a][xi % a]);
       } else {
         const int64_t n = d.Tp - t0;
         for (int xi = 0; xi < a * a; ++xi)
@@ -255,13 +284,16 @@ __attribute__((always_inline)) inline void input_plane(const WinoDims& d, const 
     }
 }
 
-__attribute__((target_clones("avx512f", "arch=haswell", "default")))
-void input_transform(const WinoDims& d, const float* xc, float* pc, float* v_c, int64_t xi_stride) {
-  if (d.m == 4) return input_plane<4>(d, xc, pc, v_c, xi_stride);
-  input_plane<2>(d, xc, pc, v_c, xi_stride);
+template <class I>
+INFER_INLINE void input_transform_body(const WinoDims& d, const float* xc, float* pc, float* v_c, int64_t xi_stride) {
+  if (d.m == 4) return input_plane<I, 4>(d, xc, pc, v_c, xi_stride);
+  input_plane<I, 2>(d, xc, pc, v_c, xi_stride);
 }
+INFER_PER_ISA(void, input_transform, input_transform_body,
+              (const WinoDims& d, const float* xc, float* pc, float* v_c, int64_t xi_stride),
+              (d, xc, pc, v_c, xi_stride))
 
-// Zero the V columns [T, Tp) that no tile row writes (T a multiple of 16 leaves none; otherwise the
+// Zero the V columns [T, Tp) that no tile row writes (T a multiple of L leaves none; otherwise the
 // last tile row's spill covers part of them): the GEMM reads them and their M columns are dropped.
 void zero_v_padding(const WinoDims& d, float* v) {
   if (d.T == d.Tp) return;
@@ -271,47 +303,54 @@ void zero_v_padding(const WinoDims& d, float* v) {
 
 // ---- the GEMMs: M[xi][co][t] = sum_c U[xi][co][c] V[xi][c][t] -----------------------------------
 
-// One micro-tile: kMR output channels x NV*16 tiles through the shared micro-kernel (the weights
+// One micro-tile: kMR output channels x NV*L tiles through the shared micro-kernel (the weights
 // broadcast from the packed U, kMR consecutive floats per input channel). Rows past C_out are not stored.
-template <int NV>
-__attribute__((always_inline)) inline void gemm_tile(const float* u, const float* v, int64_t ldv, int64_t K,
-                                                     float* mo, int64_t ldm, int64_t rows) {
-  v16 acc[kMR][NV];
-  mk::accumulate<NV>(u, v, ldv, K, acc);
+template <class I, int NV>
+INFER_INLINE void gemm_tile(const float* u, const float* v, int64_t ldv, int64_t K, float* mo, int64_t ldm,
+                            int64_t rows) {
+  typename I::Vec acc[I::kMR][NV];
+  mk::accumulate<I, NV>(u, v, ldv, K, acc);
   for (int64_t r = 0; r < rows; ++r)
-    for (int q = 0; q < NV; ++q) store16(mo + r * ldm + q * kLanes, acc[r][q]);
+    for (int q = 0; q < NV; ++q) store(mo + r * ldm + q * I::kLanes, acc[r][q]);
 }
 
-// The block of kMR output channels cb of product xi, over all Tp tiles.
-__attribute__((target_clones("avx512f", "arch=haswell", "default")))
-void gemm_block(const WinoDims& d, const float* u_xi_cb, const float* v_xi, float* m_xi_cb, int64_t rows) {
+// The block of kMR output channels cb of product xi, over all Tp tiles: tiles of kNV vectors, then the
+// one or two vectors left (Tp is a multiple of L).
+template <class I>
+INFER_INLINE void gemm_block_body(const WinoDims& d, const float* u_xi_cb, const float* v_xi, float* m_xi_cb,
+                                  int64_t rows) {
+  constexpr int L = I::kLanes, NV = I::kNV;
   int64_t n0 = 0;
-  for (; n0 + 3 * kLanes <= d.Tp; n0 += 3 * kLanes)
-    gemm_tile<3>(u_xi_cb, v_xi + n0, d.Tp, d.C, m_xi_cb + n0, d.Tp, rows);
-  if (d.Tp - n0 == 2 * kLanes) gemm_tile<2>(u_xi_cb, v_xi + n0, d.Tp, d.C, m_xi_cb + n0, d.Tp, rows);
-  if (d.Tp - n0 == kLanes) gemm_tile<1>(u_xi_cb, v_xi + n0, d.Tp, d.C, m_xi_cb + n0, d.Tp, rows);
+  for (; n0 + NV * L <= d.Tp; n0 += NV * L)
+    gemm_tile<I, NV>(u_xi_cb, v_xi + n0, d.Tp, d.C, m_xi_cb + n0, d.Tp, rows);
+  if constexpr (NV > 2) {
+    if (d.Tp - n0 == 2 * L) gemm_tile<I, 2>(u_xi_cb, v_xi + n0, d.Tp, d.C, m_xi_cb + n0, d.Tp, rows);
+  }
+  if (d.Tp - n0 == L) gemm_tile<I, 1>(u_xi_cb, v_xi + n0, d.Tp, d.C, m_xi_cb + n0, d.Tp, rows);
 }
+INFER_PER_ISA(void, gemm_block, gemm_block_body,
+              (const WinoDims& d, const float* u_xi_cb, const float* v_xi, float* m_xi_cb, int64_t rows),
+              (d, u_xi_cb, v_xi, m_xi_cb, rows))
 
 // ---- output transform: y = act(A^T M A + bias + r) ----------------------------------------------
 
-// Output channel co's tile row ty, 16 tiles at a time: each output row's 16m pixels interleaved
+// Output channel co's tile row ty, L tiles at a time: each output row's Lm pixels interleaved
 // from the m column vectors, then bias, residual and activation on whole vectors (ReLU and none;
 // other kinds per element) and stored; a segment cut by the image's right edge goes through a stack
 // buffer.
-template <int m>
-__attribute__((always_inline)) inline void output_tile_row(const WinoDims& d, const float* m_co,
-                                                           int64_t xi_stride, int64_t ty, float bias,
-                                                           const float* r_co, float* y_co,
-                                                           const Activation& act) {
-  constexpr int a = m + 2, span = kLanes * m;
-  for (int64_t tx0 = 0; tx0 < d.TW; tx0 += kLanes) {
+template <class I, int m>
+INFER_INLINE void output_tile_row(const WinoDims& d, const float* m_co, int64_t xi_stride, int64_t ty, float bias,
+                                  const float* r_co, float* y_co, const Activation& act) {
+  using V = typename I::Vec;
+  constexpr int a = m + 2, L = I::kLanes, span = L * m;
+  for (int64_t tx0 = 0; tx0 < d.TW; tx0 += L) {
     const int64_t t0 = ty * d.TW + tx0;
-    v16 mv[a][a], sv[m][a], ov[m][m];
+    V mv[a][a], sv[m][a], ov[m][m];
     for (int xi = 0; xi < a * a; ++xi) {
-      if (t0 + kLanes <= d.Tp) {
-        load16(mv[xi / a][xi % a], m_co + xi * xi_stride + t0);
+      if (t0 + L <= d.Tp) {
+        load(mv[xi / a][xi % a], m_co + xi * xi_stride + t0);
       } else {  // the lanes past Tp are not tiles: left 0
-        mv[xi / a][xi % a] = v16{};
+        mv[xi / a][xi % a] = V{};
         std::memcpy(&mv[xi / a][xi % a], m_co + xi * xi_stride + t0, static_cast<size_t>(d.Tp - t0) * sizeof(float));
       }
     }
@@ -322,19 +361,19 @@ __attribute__((always_inline)) inline void output_tile_row(const WinoDims& d, co
     for (int64_t i = 0; i < rows; ++i) {
       const int64_t off = (oy0 + i) * d.WO + tx0 * m;
       float out[span];
-      interleave<m>(ov[i], out);
+      interleave<I, m>(ov[i], out);
       if (cols == span) {
         for (int q = 0; q < m; ++q) {
-          v16 o;
-          load16(o, out + q * kLanes);
+          V o;
+          load(o, out + q * L);
           o += bias;
           if (r_co) {
-            v16 r;
-            load16(r, r_co + off + q * kLanes);
+            V r;
+            load(r, r_co + off + q * L);
             o += r;
           }
-          if (act.kind == ActivationKind::Relu) o = o < 0.f ? v16{} : o;
-          store16(out + q * kLanes, o);
+          if (act.kind == ActivationKind::Relu) o = o < 0.f ? V{} : o;
+          store(out + q * L, o);
         }
       } else {
         for (int64_t x = 0; x < cols; ++x) out[x] += bias + (r_co ? r_co[off + x] : 0.f);
@@ -348,12 +387,16 @@ __attribute__((always_inline)) inline void output_tile_row(const WinoDims& d, co
   }
 }
 
-__attribute__((target_clones("avx512f", "arch=haswell", "default")))
-void output_transform(const WinoDims& d, const float* m_co, int64_t xi_stride, int64_t ty, float bias,
-                      const float* r_co, float* y_co, const Activation& act) {
-  if (d.m == 4) return output_tile_row<4>(d, m_co, xi_stride, ty, bias, r_co, y_co, act);
-  output_tile_row<2>(d, m_co, xi_stride, ty, bias, r_co, y_co, act);
+template <class I>
+INFER_INLINE void output_transform_body(const WinoDims& d, const float* m_co, int64_t xi_stride, int64_t ty,
+                                        float bias, const float* r_co, float* y_co, const Activation& act) {
+  if (d.m == 4) return output_tile_row<I, 4>(d, m_co, xi_stride, ty, bias, r_co, y_co, act);
+  output_tile_row<I, 2>(d, m_co, xi_stride, ty, bias, r_co, y_co, act);
 }
+INFER_PER_ISA(void, output_transform, output_transform_body,
+              (const WinoDims& d, const float* m_co, int64_t xi_stride, int64_t ty, float bias, const float* r_co,
+               float* y_co, const Activation& act),
+              (d, m_co, xi_stride, ty, bias, r_co, y_co, act))
 
 // ---- the variant --------------------------------------------------------------------------------
 
@@ -369,6 +412,10 @@ void winograd_run(const KernelCall& call, int m) {
   const int64_t aa = d.a * d.a;
   const int64_t v_xi = d.C * d.Tp, m_xi = d.CO * d.Tp;  // strides of one product xi
   const bool parallel = aa * d.C * d.CO * d.Tp >= kParallelMin;
+  const auto input_transform = input_transform_for(call.node.isa);
+  const auto gemm_block = gemm_block_for(call.node.isa);
+  const auto output_transform = output_transform_for(call.node.isa);
+  const int64_t mr = d.s.mr;
 
   for (int64_t n = 0; n < d.N; ++n) {
     const float* xn = x + n * d.C * d.H * d.W;
@@ -393,8 +440,8 @@ void winograd_run(const KernelCall& call, int m) {
 #pragma omp for schedule(guided) nowait
       for (int64_t it = 0; it < aa * d.COB; ++it) {
         const int64_t xi = it / d.COB, cb = it % d.COB;
-        gemm_block(d, u + (xi * d.COB + cb) * d.C * kMR, v + xi * v_xi, mm + xi * m_xi + cb * kMR * d.Tp,
-                   std::min<int64_t>(kMR, d.CO - cb * kMR));
+        gemm_block(d, u + (xi * d.COB + cb) * d.C * mr, v + xi * v_xi, mm + xi * m_xi + cb * mr * d.Tp,
+                   std::min<int64_t>(mr, d.CO - cb * mr));
       }
       bar2.arrive();
 #pragma omp barrier
@@ -452,12 +499,14 @@ void register_conv2d_winograd(KernelRegistry& registry) {
   registry.add("cpu", {
       {.op = "conv2d", .name = "winograd_f4x4", .priority = 5,
        .priority_for = [](const NodeDesc& n) { return winograd_priority(n, 4); },
+       .isa = KernelVariant::Isa::PerIsa,
        .applicable = winograd_applicable,
        .workspace_bytes = winograd_workspace<4>,
        .prepare = [](const NodeDesc& n) { return prepare_weights(n, 4); },
        .run = [](const KernelCall& c) { winograd_run(c, 4); }},
       {.op = "conv2d", .name = "winograd_f2x2", .priority = 4,
        .priority_for = [](const NodeDesc& n) { return winograd_priority(n, 2); },
+       .isa = KernelVariant::Isa::PerIsa,
        .applicable = winograd_applicable,
        .workspace_bytes = winograd_workspace<2>,
        .prepare = [](const NodeDesc& n) { return prepare_weights(n, 2); },

@@ -251,13 +251,13 @@ bool valid_with_constant_weight(const NodeDesc& node) { return valid_node(node) 
 void register_conv_pool2d(KernelRegistry& registry) {
   // Heuristic (measured, see docs/kernels.md): direct_sum, then fused_filter, then unfused.
   registry.add("cpu", {
-      {.op = "conv_pool2d", .name = "direct_sum", .priority = 20,
+      {.op = "conv_pool2d", .name = "direct_sum", .priority = 20, .isa = KernelVariant::Isa::OpenBlas,
        .applicable = valid_with_constant_weight, .workspace_bytes = direct_sum_workspace_bytes,
        .prepare = prepare_direct_sum, .run = run_direct_sum},
-      {.op = "conv_pool2d", .name = "fused_filter", .priority = 10,
+      {.op = "conv_pool2d", .name = "fused_filter", .priority = 10, .isa = KernelVariant::Isa::OpenBlas,
        .applicable = valid_with_constant_weight, .workspace_bytes = fused_filter_workspace_bytes,
        .prepare = prepare_fused_filter, .run = run_fused_filter},
-      {.op = "conv_pool2d", .name = "unfused", .priority = 5, .applicable = valid_node,
+      {.op = "conv_pool2d", .name = "unfused", .priority = 5, .isa = KernelVariant::Isa::OpenBlas, .applicable = valid_node,
        .workspace_bytes = unfused_workspace_bytes, .run = run_unfused},
   });
 }

@@ -26,6 +26,7 @@
 #include "infer/error.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/im2col.h"
+#include "kernels/cpu/isa.h"
 
 namespace infer::cpu {
 namespace {
@@ -285,9 +286,9 @@ std::shared_ptr<void> prepare_unified(const NodeDesc& node) {
 // The 16 channels are one GCC vector: one zmm FMA per output on AVX-512, two ymm on AVX2.
 typedef float Vec16 __attribute__((vector_size(kUnifiedCo * sizeof(float))));
 
-__attribute__((target_clones("avx512f", "avx2", "default"))) void unified_tile(
-    const float* xn, int64_t CI, int64_t H, int64_t W, int64_t q, int64_t ix0, int64_t nj,
-    int64_t ni, const Co16* u, float acc[kUnifiedMm][kUnifiedCo]) {
+template <class>
+INFER_INLINE void unified_tile_body(const float* xn, int64_t CI, int64_t H, int64_t W, int64_t q, int64_t ix0,
+                                    int64_t nj, int64_t ni, const Co16* u, float (*acc)[kUnifiedCo]) {
   Vec16 t[kUnifiedMm];
   std::memcpy(t, acc, sizeof(t));
   for (int64_t ci = 0; ci < CI; ++ci)
@@ -308,6 +309,10 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void unified_tile(
     }
   std::memcpy(acc, t, sizeof(t));
 }
+INFER_PER_ISA(void, unified_tile, unified_tile_body,
+              (const float* xn, int64_t CI, int64_t H, int64_t W, int64_t q, int64_t ix0, int64_t nj, int64_t ni,
+               const Co16* u, float (*acc)[kUnifiedCo]),
+              (xn, CI, H, W, q, ix0, nj, ni, u, acc))
 
 void run_segregated_unified(const KernelCall& call) {
   const TconvCall c = tconv_call(call);
@@ -317,6 +322,7 @@ void run_segregated_unified(const KernelCall& call) {
     throw Error("cpu conv_transpose2d.segregated_unified: not prepared for this node");
   const Activation& act = d.p->activation;
   const int64_t co_blocks = plan->co_pad / kUnifiedCo;
+  const auto unified_tile = unified_tile_for(call.node.isa);
   const int64_t work = d.N * d.CO * d.HO * d.WO * d.CI * d.KH * d.KW / (d.sh * d.sw);
 
 #pragma omp parallel for collapse(3) schedule(dynamic, 4) if (work >= kParallelMin)
@@ -621,19 +627,20 @@ void register_conv_transpose2d(KernelRegistry& registry) {
   // C_out <= 8, segregated_unified on 4x4 and 128x128 inputs, gemm_col2im elsewhere when C_out <=
   // C_in / 2, else segregated_gemm; other strides -> segregated_gemm (the s*s-phase general path).
   registry.add("cpu", {
-      {.op = "conv_transpose2d", .name = "flipped_conv", .priority = 30,
+      {.op = "conv_transpose2d", .name = "flipped_conv", .priority = 30, .isa = KernelVariant::Isa::OpenBlas,
        .applicable = flipped_applicable, .workspace_bytes = gemm_workspace_bytes,
        .prepare = prepare_phases, .run = run_segregated_gemm},
-      {.op = "conv_transpose2d", .name = "segregated_gemm", .priority = 20,
+      {.op = "conv_transpose2d", .name = "segregated_gemm", .priority = 20, .isa = KernelVariant::Isa::OpenBlas,
        .applicable = valid_with_constant_weight, .workspace_bytes = gemm_workspace_bytes,
        .prepare = prepare_phases, .run = run_segregated_gemm},
       {.op = "conv_transpose2d", .name = "segregated_unified", .priority = 10,
-       .priority_for = unified_priority, .applicable = valid_with_constant_weight,
+       .priority_for = unified_priority, .isa = KernelVariant::Isa::PerIsa,
+       .applicable = valid_with_constant_weight,
        .prepare = prepare_unified, .run = run_segregated_unified},
       {.op = "conv_transpose2d", .name = "gemm_col2im", .priority = 5,
-       .priority_for = col2im_priority, .applicable = col2im_applicable,
+       .priority_for = col2im_priority, .isa = KernelVariant::Isa::OpenBlas, .applicable = col2im_applicable,
        .workspace_bytes = col2im_workspace_bytes, .run = run_gemm_col2im},
-      {.op = "conv_transpose2d", .name = "conventional", .priority = 1,
+      {.op = "conv_transpose2d", .name = "conventional", .priority = 1, .isa = KernelVariant::Isa::OpenBlas,
        .applicable = conventional_applicable, .workspace_bytes = conventional_workspace_bytes,
        .prepare = prepare_flipped, .run = run_conventional},
   });

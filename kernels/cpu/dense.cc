@@ -44,7 +44,8 @@ void dense_run(const KernelCall& call) {
 
 void register_dense(KernelRegistry& registry) {
   registry.add("cpu", {
-      {.op = "dense", .name = "gemm", .priority = 10, .applicable = dense_applicable,
+      {.op = "dense", .name = "gemm", .priority = 10, .isa = KernelVariant::Isa::OpenBlas,
+       .applicable = dense_applicable,
        .run = dense_run},
   });
 }

@@ -4,7 +4,7 @@
 // followed by one over its KW columns, so each output row first reduces its input rows into a row
 // buffer on the stack (unit-stride vectors; the padding columns hold the reduction's identity, -inf
 // or 0), then each output takes KW buffer cells (no bounds checks). Loops compiled for AVX-512, AVX2
-// and baseline x86-64 (target_clones). Relies on every window touching the image (padding < kernel:
+// and baseline x86-64 and picked by the node's ISA level (isa.h). Relies on every window touching the image (padding < kernel:
 // check_kernel_call enforces it). Windows wider than 1024 columns (none in practice) take "direct".
 // "direct": each output clips its window to the image and loops over it (the old default).
 // Both: padded cells never win a max; an average divides by the window clipped to the padded image
@@ -15,6 +15,7 @@
 #include <string>
 
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/isa.h"
 #include "kernels/cpu/omp_last.h"
 
 namespace infer::cpu {
@@ -160,11 +161,13 @@ __attribute__((always_inline)) inline void pool_plane_kind(const PoolPlane& d, c
   pool_plane_impl<Max, 0, 0>(d, xp, yp);
 }
 
-__attribute__((target_clones("avx512f", "arch=haswell", "default")))
-void pool_plane(const PoolPlane& d, const float* xp, float* yp) {
+// The loops are written for the auto-vectoriser; compiled once per ISA level (isa.h).
+template <class>
+INFER_INLINE void pool_plane_body(const PoolPlane& d, const float* xp, float* yp) {
   if (d.is_max) return pool_plane_kind<true>(d, xp, yp);
   pool_plane_kind<false>(d, xp, yp);
 }
+INFER_PER_ISA(void, pool_plane, pool_plane_body, (const PoolPlane& d, const float* xp, float* yp), (d, xp, yp))
 
 // A window row and a stride fit the row buffer many times over.
 bool separable_applicable(const NodeDesc& node) {
@@ -194,6 +197,7 @@ void separable_run(const KernelCall& call) {
   // guided: under OMP_WAIT_POLICY=passive the other thread starts late and the awake one takes over
   // part of its share; the master waits for it with a bounded spin instead of sleeping at the
   // closing barrier (omp_last.h; docs/kernels.md "OpenMP schedules")
+  const auto pool_plane = pool_plane_for(call.node.isa);
   MasterLast last;
 #pragma omp parallel if (work >= kParallelMin)
   {
@@ -208,6 +212,7 @@ void separable_run(const KernelCall& call) {
 void register_pool2d(KernelRegistry& registry) {
   registry.add("cpu", {
       {.op = "pool2d", .name = "separable", .priority = 20, .priority_for = separable_priority,
+       .isa = KernelVariant::Isa::PerIsa,
        .applicable = separable_applicable,
        .run = separable_run},
       {.op = "pool2d", .name = "direct", .priority = 10, .run = pool2d_run},

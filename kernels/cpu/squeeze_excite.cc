@@ -8,6 +8,7 @@
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/im2col.h"
+#include "kernels/cpu/isa.h"
 #include "kernels/cpu/omp_last.h"
 
 namespace infer::cpu {
@@ -15,50 +16,32 @@ namespace {
 
 constexpr int64_t kParallelMin = int64_t(1) << 15;
 
-// The three inner loops, compiled for AVX-512, AVX2 + FMA and baseline x86-64 and picked once by the
-// CPU's features (the build targets baseline x86-64; the unfused 1x1 convolutions ran in OpenBLAS's
-// AVX-512 GEMV). Not target_clones: the IFUNC resolvers GCC 12 generates for these small functions
-// are ThreadSanitizer-instrumented and crash the TSan build while the library is relocated.
-__attribute__((always_inline)) inline float dot_body(const float* a, const float* b, int64_t n) {
+// The three inner loops, compiled per ISA level (isa.h) and picked by the node's level (the build
+// targets baseline x86-64; the unfused 1x1 convolutions ran in OpenBLAS's AVX-512 GEMV). Not
+// target_clones: the IFUNC resolvers GCC 12 generates for these small functions are
+// ThreadSanitizer-instrumented and crash the TSan build while the library is relocated.
+template <class>
+INFER_INLINE float dot_body(const float* a, const float* b, int64_t n) {
   float s = 0.f;
 #pragma omp simd reduction(+ : s)
   for (int64_t i = 0; i < n; ++i) s += a[i] * b[i];
   return s;
 }
-__attribute__((always_inline)) inline float sum_body(const float* a, int64_t n) {
+template <class>
+INFER_INLINE float sum_body(const float* a, int64_t n) {
   float s = 0.f;
 #pragma omp simd reduction(+ : s)
   for (int64_t i = 0; i < n; ++i) s += a[i];
   return s;
 }
-__attribute__((always_inline)) inline void scale_body(const float* x, float* y, int64_t n, float g) {
+template <class>
+INFER_INLINE void scale_body(const float* x, float* y, int64_t n, float g) {
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) y[i] = x[i] * g;
 }
-
-struct SeLoops {
-  float (*dot)(const float*, const float*, int64_t);
-  float (*sum)(const float*, int64_t);
-  void (*scale)(const float*, float*, int64_t, float);
-};
-
-#define INFER_SE_LOOPS(name, attr)                                                                     \
-  attr float dot_##name(const float* a, const float* b, int64_t n) { return dot_body(a, b, n); }     \
-  attr float sum_##name(const float* a, int64_t n) { return sum_body(a, n); }                         \
-  attr void scale_##name(const float* x, float* y, int64_t n, float g) { scale_body(x, y, n, g); }    \
-  constexpr SeLoops loops_##name{dot_##name, sum_##name, scale_##name};
-INFER_SE_LOOPS(avx512, __attribute__((target("avx512f"))))
-INFER_SE_LOOPS(avx2, __attribute__((target("avx2,fma"))))
-INFER_SE_LOOPS(base, )
-#undef INFER_SE_LOOPS
-
-const SeLoops& se_loops() {
-  static const SeLoops& loops = __builtin_cpu_supports("avx512f") ? loops_avx512
-                                : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")
-                                    ? loops_avx2
-                                    : loops_base;
-  return loops;
-}
+INFER_PER_ISA(float, dot, dot_body, (const float* a, const float* b, int64_t n), (a, b, n))
+INFER_PER_ISA(float, sum, sum_body, (const float* a, int64_t n), (a, n))
+INFER_PER_ISA(void, scale, scale_body, (const float* x, float* y, int64_t n, float g), (x, y, n, g))
 
 size_t se_workspace(const NodeDesc& node) {
   const Shape& x = node.input_shapes[0];
@@ -75,7 +58,9 @@ void squeeze_excite_run(const KernelCall& call) {
   float* mean = static_cast<float*>(call.workspace);  // [N, C]
   float* hidden = mean + N * C;                        // [N, R]
   const float inv_hw = HW ? 1.f / float(HW) : 0.f;
-  const SeLoops& isa = se_loops();
+  const auto dot = dot_for(call.node.isa);
+  const auto sum = sum_for(call.node.isa);
+  const auto scale = scale_for(call.node.isa);
   // guided loops, a bounded spin before each barrier and the master last at the end, as in the
   // Winograd kernel (omp_last.h): with OMP_WAIT_POLICY=passive a thread that reaches a barrier first
   // sleeps and wakes late, and this node has two barriers of its own
@@ -85,13 +70,13 @@ void squeeze_excite_run(const KernelCall& call) {
   {
 #pragma omp for schedule(guided) nowait
     for (int64_t nc = 0; nc < N * C; ++nc) {
-      mean[nc] = isa.sum(x + nc * HW, HW) * inv_hw;
+      mean[nc] = sum(x + nc * HW, HW) * inv_hw;
     }
     means_done.arrive();
 #pragma omp barrier
 #pragma omp for schedule(guided) nowait
     for (int64_t nr = 0; nr < N * R; ++nr) {
-      const float h = isa.dot(w1 + (nr % R) * C, mean + (nr / R) * C, C);
+      const float h = dot(w1 + (nr % R) * C, mean + (nr / R) * C, C);
       hidden[nr] = activate(p.hidden_activation, h + b1[nr % R]);
     }
     hidden_done.arrive();
@@ -99,11 +84,11 @@ void squeeze_excite_run(const KernelCall& call) {
 #pragma omp for schedule(guided) nowait
     for (int64_t nc = 0; nc < N * C; ++nc) {
       const int64_t c = nc % C;
-      const float gate = activate(p.gate_activation, isa.dot(w2 + c * R, hidden + (nc / C) * R, R) + b2[c]);
+      const float gate = activate(p.gate_activation, dot(w2 + c * R, hidden + (nc / C) * R, R) + b2[c]);
       const float* xp = x + nc * HW;
       float* yp = y + nc * HW;
       if (p.activation.kind == ActivationKind::None) {
-        isa.scale(xp, yp, HW, gate);
+        scale(xp, yp, HW, gate);
       } else {
         for (int64_t i = 0; i < HW; ++i) yp[i] = activate(p.activation, xp[i] * gate);
       }
@@ -116,7 +101,7 @@ void squeeze_excite_run(const KernelCall& call) {
 
 void register_squeeze_excite(KernelRegistry& registry) {
   registry.add("cpu", {{.op = "squeeze_excite", .name = "direct", .priority = 10,
-                        .workspace_bytes = se_workspace, .run = squeeze_excite_run}});
+                        .isa = KernelVariant::Isa::PerIsa, .workspace_bytes = se_workspace, .run = squeeze_excite_run}});
 }
 
 }  // namespace infer::cpu

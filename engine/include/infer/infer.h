@@ -1,6 +1,7 @@
 // The whole public API of the infer engine in one include. Link infer::engine.
 #pragma once
 
+#include "infer/cpu_isa.h"
 #include "infer/error.h"
 #include "infer/model.h"
 #include "infer/model_builder.h"

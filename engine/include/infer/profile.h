@@ -32,6 +32,7 @@ struct NodeProfile {
   std::vector<std::string> fused;   // names of source nodes merged into this one by graph passes
   std::string activation;           // fused activation name, "none" if none
   std::string layout = "nchw";      // memory order of its 4-D activations: "nchw" or "nhwc"
+  std::string isa;                  // cpu: "avx512", "avx2", "baseline" or "openblas" (NodeInfo::isa)
   Shape output_shape;
   double flops = 0;                 // multiply-add counted as 2
   double bytes = 0;                 // inputs + weights read, outputs written

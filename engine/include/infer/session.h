@@ -14,9 +14,11 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "infer/cpu_isa.h"
 #include "infer/model.h"
 #include "infer/profile.h"
 #include "infer/tensor.h"
@@ -83,6 +85,9 @@ struct SessionOptions {
   // host inputs/outputs add up to more than this many bytes. 0: no limit of its own; the memory
   // available (host MemAvailable and cgroup limit, or the GPU's free memory) is always checked.
   uint64_t max_memory_bytes = 0;
+  // cpu: the highest instruction-set level its kernels may use (infer/cpu_isa.h), below the process's
+  // (INFER_CPU_ISA, else the best the CPU supports); a cap above it changes nothing. Unset: the process's.
+  std::optional<CpuIsa> cpu_isa;
 };
 
 // One executed node as the session planned it.
@@ -92,6 +97,10 @@ struct NodeInfo {
   std::string variant;
   std::vector<std::string> fused;
   Layout layout = Layout::NCHW;  // memory order of its 4-D activations (channels_last pass)
+  // cpu: the instructions the variant runs: "avx512", "avx2" or "baseline" (compiled per level and
+  // picked at run time, or compiled for baseline x86-64 only), or "openblas" (OpenBLAS's own
+  // dispatch); empty on other backends.
+  std::string isa;
   Shape output_shape;
   uint64_t workspace_bytes = 0;
 };
@@ -133,6 +142,8 @@ class Session {
   const std::string& backend() const;
   int64_t batch() const;
   Precision precision() const;
+  // The instruction-set level of the cpu kernels (the process's, capped by SessionOptions::cpu_isa).
+  CpuIsa cpu_isa() const;
   const std::string& device() const;  // e.g. "NVIDIA H100 80GB HBM3 (sm_90, 132 SMs)", or the CPU model
   const std::vector<TensorInfo>& inputs() const;   // shapes with the batch fixed
   // The model's outputs, then SessionOptions::extra_outputs in their order; run() returns the same.
