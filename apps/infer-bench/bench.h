@@ -160,6 +160,9 @@ struct SoakOptions {
 };
 int run_soak(const SoakOptions& options, const RunSettings& settings);
 
+// `infer-bench peak` (peak.cc): the fp32 multiply-add peak per CPU ISA level, 1 and all threads.
+int run_peak(const RunSettings& settings, const std::string& json_path);
+
 struct Table4Options {
   int64_t batch = 1;
   bool memory_only = false;          // the memory column only: no timing

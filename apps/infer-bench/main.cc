@@ -4,6 +4,7 @@
 //   infer-bench --table4 [--batch N] [--memory-only]
 //   infer-bench weights FILE --out DIR
 //   infer-bench soak FILE --runs N [--warmup W] [--max-growth-kib K]   (memory flat over many runs)
+//   infer-bench peak [--threads N] [--json F]   (fp32 FMA peak per CPU ISA level, 1 and N threads)
 // Global options: --backend cpu|cuda (default cpu), --precision fp32|tf32|fp16 (default fp32; tf32 and
 // fp16 need cuda), --autotune; --threads is cpu-only.
 // Exit codes as `infer`: 0 done, 1 usage error, 2 anything else ("error: <message>" on stderr).
@@ -113,10 +114,15 @@ int main(int argc, char** argv) {
   soak->add_option("--max-growth-kib", so.max_growth_kib,
                    "Resident (and device) memory growth allowed after the warm-up, KiB (default 1024)");
 
+  CLI::App* peak = app.add_subcommand(
+      "peak", "The fp32 multiply-add peak of each CPU ISA level this CPU has (a register-only FMA loop), 1 "
+              "thread and --threads (default: OpenMP's) threads");
+  peak->fallthrough();
+
   try {
     app.parse(argc, argv);
     if (!table4 && app.get_subcommands().empty())
-      throw CLI::RequiredError("a subcommand (op, model, weights, soak) or --table4");
+      throw CLI::RequiredError("a subcommand (op, model, weights, soak, peak) or --table4");
     if (table4 && !app.get_subcommands().empty())
       throw CLI::ValidationError("--table4", "runs on its own, not with a subcommand");
     if (settings.backend != "cpu" && threads_option->count() > 0)
@@ -153,6 +159,7 @@ int main(int argc, char** argv) {
       mo.variants = !no_variants;
       return run_model(mo, settings, json_path);
     }
+    if (peak->parsed()) return run_peak(settings, json_path);
     if (soak->parsed()) {
       so.batch = batch;
       return run_soak(so, settings);
