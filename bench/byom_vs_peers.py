@@ -719,7 +719,7 @@ def cpu_model(a, name, errors, peer_isa):
                 try:
                     j = json_infer_bench(a, ["--backend", "cpu", "--threads", str(threads), "--runs", str(runs),
                                              "--warmup", str(warmup), "--batch", str(batch), "model", fb, "--dump",
-                                             ddir, "--no-variants"], "%s_%s_b%d_t%d" % (name, level, batch, threads),
+                                             ddir, "--default-only"], "%s_%s_b%d_t%d" % (name, level, batch, threads),
                                          level_env(a, level, threads), shown_env(level, threads))
                     default = j["results"][0]
                     row["infer"] = default["time"] if default.get("ran") else None
@@ -771,8 +771,9 @@ def cpu_model(a, name, errors, peer_isa):
                     fx(row["ratio_goal"]), row["rel_err"].get("infer_vs_torch")))
     if fb:
         profile_misses(a, name, fb, rows, errors)
+    keep = (onnx_path, fb) if name == "resnet50" and not a.no_peak else ()  # part_cpu_peak reads them
     for p in (onnx_path, fb, sd_path):
-        if p and os.path.exists(p) and not a.keep:
+        if p and os.path.exists(p) and not a.keep and p not in keep:
             os.remove(p)
     return rows
 
@@ -818,6 +819,123 @@ def part_cpu(a, errors, peer_isa):
     for name in a.models:
         rows += cpu_model(a, name, errors, peer_isa)
     return rows
+
+
+# ---- CPU: the FMA peak per level, and ResNet-50's layers against it ----
+
+SGEMM_CODE = r"""
+import sys, time
+import numpy as np
+n, reps = int(sys.argv[1]), int(sys.argv[2])
+rng = np.random.default_rng(1)
+a = rng.random((n, n), dtype=np.float32)
+b = rng.random((n, n), dtype=np.float32)
+a @ b
+best = min((lambda t: (a @ b, time.perf_counter() - t)[1])(time.perf_counter()) for _ in range(reps))
+print(2.0 * n ** 3 / best / 1e9)
+"""
+PEAK_GOAL = 0.60  # ResNet-50's 3x3 and 1x1 layers: achieved GFLOP/s >= 60% of the FMA peak at the level
+
+
+def conv_kernels(onnx_path):
+    """ONNX Conv node name -> 'KxK' (its kernel_shape), read from the exported file."""
+    import onnx
+    out = {}
+    for n in onnx.load(onnx_path).graph.node:
+        if n.op_type == "Conv":
+            ks = next((list(at.ints) for at in n.attribute if at.name == "kernel_shape"), None)
+            if ks:
+                out[n.name] = "x".join(map(str, ks))
+    return out
+
+
+def part_cpu_peak(a, results, errors):
+    """The fp32 peak at every level (infer-bench peak: a register-only FMA loop; and Debian numpy's OpenBLAS
+    SGEMM, n = --sgemm-size, at the level's OPENBLAS_CORETYPE), 1 thread and all cores; then ResNet-50's 3x3
+    and 1x1 convolutions (batch 1, all cores, infer's per-node profile at each level) in GFLOP/s and as a share
+    of the higher of the two all-core peaks."""
+    all_cores = max(a.threads_list)
+    peak = {}
+    try:
+        path = os.path.join(a.tmp, "peak.json")
+        run_cmd([a.bench, "peak", "--threads", str(all_cores), "--json", path], a.timeout)
+        with open(path) as f:
+            for lv in json.load(f)["levels"]:
+                peak.setdefault(lv["isa"], {})["fma_loop"] = {1: lv["gflops_1_thread"],
+                                                              all_cores: lv["gflops_all_threads"]}
+    except Exception as e:  # noqa: BLE001
+        record_error(errors, "infer-bench peak", e)
+    for level in a.isa_levels:
+        for threads in sorted({1, all_cores}):
+            try:
+                out = run_cmd(["/usr/bin/python3", "-c", SGEMM_CODE, str(a.sgemm_size), "5"], a.timeout,
+                              level_env(a, level, threads), shown_env(level, threads))
+                peak.setdefault(level, {}).setdefault("sgemm", {})[threads] = float(out.strip().splitlines()[-1])
+            except Exception as e:  # noqa: BLE001
+                record_error(errors, "SGEMM peak at %s, %d threads" % (level, threads), e)
+    results["peak"] = peak
+    results["layer_efficiency"] = {}
+    if "resnet50" not in a.models:
+        return
+    onnx_path, fb = os.path.join(a.tmp, "resnet50.onnx"), os.path.join(a.tmp, "resnet50.fb")
+    if not (os.path.exists(onnx_path) and os.path.exists(fb)):
+        return
+    kernels = conv_kernels(onnx_path)
+    for level in a.isa_levels:
+        try:
+            path = os.path.join(a.tmp, "resnet50_%s_peak_profile.json" % level)
+            run_cmd([a.infer, "--model", fb, "--backend", "cpu", "--profile", "--runs", str(a.profile_runs),
+                     "--profile-json", path], a.timeout, level_env(a, level, all_cores), shown_env(level, all_cores))
+            with open(path) as f:
+                nodes = json.load(f).get("nodes", [])
+        except Exception as e:  # noqa: BLE001
+            record_error(errors, "ResNet-50 profile at %s" % level, e)
+            continue
+        groups = {}
+        for n in nodes:
+            k = kernels.get(n["name"]) if n["op"] == "conv2d" else None
+            if k in ("3x3", "1x1"):
+                g = groups.setdefault(k, {"nodes": 0, "flops": 0.0, "time_ms": 0.0, "variants": {}})
+                g["nodes"] += 1
+                g["flops"] += n.get("flops", 0.0)
+                g["time_ms"] += n.get("time_ms", 0.0)
+                g["variants"][n.get("variant", "?")] = g["variants"].get(n.get("variant", "?"), 0) + 1
+        lv = peak.get(level, {})
+        ref = max([v.get(all_cores) or 0 for v in (lv.get("fma_loop", {}), lv.get("sgemm", {}))] or [0])
+        for g in groups.values():
+            g["gflops"] = g["flops"] / (g["time_ms"] * 1e6) if g["time_ms"] else None
+            g["peak_gflops"] = ref or None
+            g["share_of_peak"] = g["gflops"] / ref if g["gflops"] and ref else None
+        results["layer_efficiency"][level] = groups
+
+
+def peak_lines(results):
+    peak, eff, cores = results.get("peak") or {}, results.get("layer_efficiency") or {}, results["all_cores"]
+    if not peak:
+        return []
+    out = ["## The machine's fp32 peak, and ResNet-50's layers against it", "",
+           "`infer-bench peak` (a register-only FMA loop compiled per level) and an OpenBLAS SGEMM (Debian numpy, "
+           "n = %s, OPENBLAS_CORETYPE of the level), GFLOP/s, best of its repeats; ResNet-50 batch 1, %d threads: "
+           "the 3x3 and 1x1 convolutions' summed FLOPs (direct-convolution count, the same for every variant) over "
+           "their summed node times from infer's profile, as a share of the higher all-core peak." % (
+               results.get("sgemm_size", "?"), cores), "",
+           "| level | FMA loop, 1 thread | FMA loop, %d threads | SGEMM, 1 thread | SGEMM, %d threads | "
+           "ResNet-50 3x3 | ResNet-50 1x1 |" % (cores, cores), "|---|---|---|---|---|---|---|"]
+    for level in results["isa_levels"]:
+        p = peak.get(level, {})
+        cell = lambda d, t: "%.1f" % d[t] if d and d.get(t) else "n/a"  # noqa: E731
+
+        def group(k):
+            g = (eff.get(level) or {}).get(k)
+            if not g or not g.get("gflops"):
+                return "n/a"
+            return "%.1f GFLOP/s, %s of peak (%d nodes: %s)" % (
+                g["gflops"], "%.0f%%" % (100 * g["share_of_peak"]) if g.get("share_of_peak") else "?", g["nodes"],
+                ", ".join("%s %d" % kv for kv in sorted(g["variants"].items())))
+        out.append("| %s | %s | %s | %s | %s | %s | %s |" % (
+            level, cell(p.get("fma_loop"), 1), cell(p.get("fma_loop"), cores), cell(p.get("sgemm"), 1),
+            cell(p.get("sgemm"), cores), group("3x3"), group("1x1")))
+    return out + [""]
 
 
 # ---- GPU (gpu_vs_pytorch.py's helpers and per-model loop) ----
@@ -1021,6 +1139,15 @@ def compute_goals_cpu(results):
                           "status": status_of(inv, 1.0 / AVX2_VS_AVX512),
                           "detail": ", ".join("%s %s" % (name_of(m), "%.2fx slower" % slow[m] if slow[m] else
                                                          "not measured") for m in models)})
+        eff = (results.get("layer_efficiency") or {}).get(level)
+        if eff:
+            shares = {k: (eff.get(k) or {}).get("share_of_peak") for k in ("3x3", "1x1")}
+            goals.append({"goal": "[%s] ResNet-50's 3x3 and 1x1 layers (batch 1, %d threads) >= %.0f%% of the FMA "
+                          "peak at the level" % (level, all_cores, 100 * PEAK_GOAL), "level": level,
+                          "status": "met" if all(v is not None and v >= PEAK_GOAL for v in shares.values())
+                          else "missed" if any(v is not None for v in shares.values()) else "not measured",
+                          "detail": ", ".join("%s %s" % (k, "%.0f%%" % (100 * v) if v is not None else "n/a")
+                                              for k, v in shares.items())})
         goals.append(correctness_goal([r for r in rows if r["isa"] == level],
                                       "[%s] correctness: infer vs PyTorch within 1e-3 relative (every batch and "
                                       "thread count)" % level, level))
@@ -1204,6 +1331,7 @@ def markdown_cpu(results):
     for level in results["isa_levels"]:
         out += ["### %s" % level, ""] + goals_table(by_level.get(level, [])) + [""]
         out += ["What each runtime used at %s:" % level, ""] + peer_isa_lines(results, level) + [""]
+    out += peak_lines(results)
     out += ["## Times (ms, median)", "",
             "Ratios are the faster of ONNX Runtime (either) and OpenVINO over infer: above 1.0x infer is faster; "
             "`>=` marks a ratio against a peer that ran uncapped above the level (a lower bound); a peer whose "
@@ -1595,6 +1723,9 @@ def main():
                    "loaded 2-core machine spinning OpenMP threads cost infer up to 10x, docs/kernels.md); unset: "
                    "leave the environment's")
     p.add_argument("--profile-runs", type=int, default=10, help="cpu: runs of infer --profile for a miss")
+    p.add_argument("--sgemm-size", type=int, default=2048, help="cpu: n of the n x n OpenBLAS SGEMM peak")
+    p.add_argument("--no-peak", action="store_true", help="cpu: skip the peak measurements (infer-bench peak, "
+                   "SGEMM) and ResNet-50's layers against them")
     p.add_argument("--profile-all", action="store_true", help="cpu: profile every row, not only the misses")
     p.add_argument("--no-cudnn-benchmark", action="store_true")
     p.add_argument("--seed", type=int, default=14)
@@ -1691,6 +1822,9 @@ def main():
     a.tmp = tmp
     try:
         results["rows"] = part_cpu(a, results["errors"], results["peer_isa"]) if cpu else part_gpu(a, results["errors"])
+        if cpu and not a.no_peak:
+            results["sgemm_size"] = a.sgemm_size
+            part_cpu_peak(a, results, results["errors"])
     finally:
         if not a.keep:
             shutil.rmtree(tmp, ignore_errors=True)

@@ -98,7 +98,9 @@ int main(int argc, char** argv) {
   CLI::App* model = app.add_subcommand("model", "Time a model, then every other variant per op");
   model->fallthrough();
   model->add_option("file", mo.file, "Model file (.fb)")->required();
-  model->add_flag("--no-variants", no_variants, "Only the default plan");
+  model->add_flag("--no-variants", no_variants, "Only the default plan and the same with the graph passes off");
+  bool default_only = false;
+  model->add_flag("--default-only", default_only, "Only the default plan (implies --no-variants)");
   model->add_option("--dump", mo.dump_dir, "Write the default plan's input_<i>.npy / output_<i>.npy here");
 
   std::string weights_file, weights_dir;
@@ -156,7 +158,8 @@ int main(int argc, char** argv) {
     }
     if (model->parsed()) {
       mo.batch = batch;
-      mo.variants = !no_variants;
+      mo.variants = !no_variants && !default_only;
+      mo.no_passes = !default_only;
       return run_model(mo, settings, json_path);
     }
     if (peak->parsed()) return run_peak(settings, json_path);

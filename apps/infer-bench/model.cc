@@ -35,7 +35,7 @@ int run_model(const ModelBenchOptions& options, const RunSettings& settings, con
 
   std::vector<VariantResult> results;
   results.push_back(bench_one(model, options.batch, "default", {}, inputs, settings));
-  results.push_back(bench_one(model, options.batch, "no passes", {}, inputs, settings, false));
+  if (options.no_passes) results.push_back(bench_one(model, options.batch, "no passes", {}, inputs, settings, false));
   if (options.variants) {
     for (const std::string& op : ops) {
       for (const std::string& v : candidate_variants(settings.backend, op, settings.with_reference)) {
