@@ -9,15 +9,11 @@
 
 #include "infer/cpu_isa.h"
 
-// AVX2's tuning is Haswell's: GCC's generic tuning splits unaligned 256-bit loads into two 128-bit
-// halves (-mavx256-split-unaligned-load), which AVX2 cores since Haswell do not need. clang (the fuzz
-// build) takes no tune= here.
+// No tune= in the targets: a function whose tuning differs from the build's does not get ordinary
+// inline functions (std::min, small helpers) inlined into it by GCC, they become calls into baseline
+// code (tune=haswell on AVX2 did that); GCC 12's generic tuning does not split unaligned 256-bit loads.
 #define INFER_TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")))
-#if defined(__clang__)
 #define INFER_TARGET_AVX2 __attribute__((target("avx2,fma,f16c")))
-#else
-#define INFER_TARGET_AVX2 __attribute__((target("avx2,fma,f16c,tune=haswell")))
-#endif
 #define INFER_INLINE __attribute__((always_inline)) inline
 
 namespace infer::cpu::isa {
