@@ -4,7 +4,10 @@
 // huge, +-inf, NaN) at every position of rows of 0 to 3 * 16 + 5 floats (whole vectors and every tail
 // length), random values over several ranges and random bit patterns, in place and out of place, the
 // output poisoned first (with NaN, then with a finite sentinel, so that a NaN result cannot hide an
-// unwritten element) and the floats past the row left alone.
+// unwritten element) and the floats past the row left alone. Then the kernels that apply it (conv2d
+// depthwise, packed_gemm, packed_implicit, winograd; activation; squeeze_excite) against the reference
+// with each curved kind, on planes and rows of several vectors plus a tail and of less than one vector,
+// and several OpenMP chunks of the activation op.
 //
 // Tolerance, in units in the last place (ulp; the distance between the floats' ordered bit patterns, so
 // it also covers denormals and inf next to FLT_MAX; +0 and -0 are the same point but the sign of a zero
@@ -28,9 +31,11 @@
 #include <string>
 #include <vector>
 
+#include "engine/src/kernel_api.h"
 #include "infer/cpu_isa.h"
 #include "kernels/cpu/activation_simd.h"
 #include "kernels/reference/common.h"
+#include "test_util.h"
 
 namespace infer::cpu {
 namespace {
@@ -231,6 +236,96 @@ TEST_CASE("activation_simd: documented values") {
   for (ActivationKind k : {ActivationKind::Tanh, ActivationKind::Sigmoid, ActivationKind::Silu, ActivationKind::Elu,
                            ActivationKind::Exp, ActivationKind::Softplus, ActivationKind::HardSwish})
     CHECK(std::isnan(one(k, kNaN)));
+}
+
+namespace {
+
+std::vector<float> run_variant(const std::string& name, const NodeDesc& node,
+                               const std::vector<std::vector<float>>& inputs) {
+  const std::string op = op_name(op_type(node.params));
+  const KernelVariant* v = KernelRegistry::global().find("cpu", op, name);
+  REQUIRE_MESSAGE(v != nullptr, "no variant cpu/" << op << "/" << name);
+  if (v->applicable) REQUIRE_MESSAGE(v->applicable(node), op << "/" << name << " not applicable");
+  std::vector<float> workspace(v->workspace_bytes ? v->workspace_bytes(node) / sizeof(float) + 1 : 0);
+  test::poison(workspace);
+  std::shared_ptr<void> prepared = v->prepare ? v->prepare(node) : nullptr;
+  std::vector<float> out(static_cast<size_t>(shape_numel(node.output_shapes.at(0))));
+  test::poison(out);
+  KernelCall call{node, {}, {out.data()}, workspace.empty() ? nullptr : workspace.data(), prepared.get()};
+  for (const auto& in : inputs) call.inputs.push_back(in.data());
+  v->run(call);
+  return out;
+}
+
+// The node with its inputs (random in [-2, 2]: every kind's curved part), input 1 a constant weight.
+struct Case {
+  NodeDesc node;
+  std::vector<std::vector<float>> inputs;
+};
+Case make_case(OpParams params, const std::vector<Shape>& in, const Shape& out, uint64_t seed) {
+  Case c;
+  c.node.params = std::move(params);
+  c.node.input_shapes = in;
+  c.node.output_shapes = {out};
+  for (size_t i = 0; i < in.size(); ++i)
+    c.inputs.push_back(test::random_vector(static_cast<size_t>(shape_numel(in[i])), seed + i, -2.f, 2.f));
+  c.node.constants.assign(in.size(), nullptr);
+  if (in.size() > 1) c.node.constants[1] = c.inputs[1].data();
+  return c;
+}
+
+Conv2DParams conv(int k, int stride, int groups, const Activation& act) {
+  Conv2DParams p;
+  p.stride_h = p.stride_w = stride;
+  p.pad = Padding2D{k / 2, k / 2, k / 2, k / 2};
+  p.groups = groups;
+  p.activation = act;
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("activation_simd in the kernels: fused activations match the reference") {
+  INFO("ISA level ", std::string(cpu_isa_name(cpu_isa_default())));
+  for (ActivationKind kind : {ActivationKind::Silu, ActivationKind::Sigmoid, ActivationKind::Tanh,
+                              ActivationKind::HardSwish, ActivationKind::Elu, ActivationKind::Softplus,
+                              ActivationKind::HardSigmoid, ActivationKind::Exp}) {
+    const Activation act{kind, kind == ActivationKind::HardSigmoid ? 0.2f : 0.7f,
+                         kind == ActivationKind::HardSigmoid ? 0.5f : 0.f};
+    INFO(std::string(kind_name(kind)));
+    auto check = [&](const std::string& variant, const Case& c) {
+      INFO(variant);
+      const std::vector<float> want = run_variant("reference", c.node, c.inputs);
+      const std::vector<float> got = run_variant(variant, c.node, c.inputs);
+      CHECK(test::rel_error(got, want) <= 1e-5);
+    };
+    // depthwise: planes of 7 x 11 and 37 x 41 (stride 1), 4 x 6 and 19 x 21 (stride 2)
+    for (int k : {3, 5})
+      for (int s : {1, 2})
+        for (int64_t hw : {int64_t(7), int64_t(37)}) {
+          const int64_t ho = (hw - 1) / s + 1, wo = (hw + 4 - 1) / s + 1;
+          check("depthwise", make_case(conv(k, s, 3, act), {{2, 3, hw, hw + 4}, {3, 1, k, k}, {3}},
+                                       {2, 3, ho, wo}, 11));
+        }
+    // packed_gemm (1x1: the input is the column matrix) and packed_implicit (3x3 stride 2)
+    check("packed_gemm", make_case(conv(1, 1, 1, act), {{1, 5, 13, 11}, {9, 5, 1, 1}, {9}}, {1, 9, 13, 11}, 21));
+    check("packed_gemm", make_case(conv(3, 1, 1, act), {{1, 5, 13, 11}, {9, 5, 3, 3}, {9}}, {1, 9, 13, 11}, 31));
+    check("packed_implicit", make_case(conv(3, 2, 1, act), {{1, 5, 25, 23}, {9, 5, 3, 3}}, {1, 9, 13, 12}, 41));
+    // winograd: full tile rows and ones cut by the right edge
+    for (const char* w : {"winograd_f4x4", "winograd_f2x2"})
+      check(w, make_case(conv(3, 1, 1, act), {{1, 4, 19, 37}, {6, 4, 3, 3}, {6}}, {1, 6, 19, 37}, 51));
+    // the activation op: 2^16 + 5 floats, several OpenMP chunks and a tail
+    ActivationParams ap;
+    ap.activation = act;
+    const Shape flat{1, 65541};
+    check("direct", make_case(ap, {flat}, flat, 61));
+    // squeeze_excite with an activation after the multiply
+    SqueezeExciteParams se;
+    se.hidden_activation = Activation{ActivationKind::Silu, 0.01f, 0.f};
+    se.gate_activation = Activation{ActivationKind::Sigmoid, 0.01f, 0.f};
+    se.activation = act;
+    check("direct", make_case(se, {{2, 6, 9, 11}, {3, 6, 1, 1}, {3}, {6, 3, 1, 1}, {6}}, {2, 6, 9, 11}, 71));
+  }
 }
 
 // The error bounds quoted in docs/kernels.md: every 64th float bit pattern (67M values; another step

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "infer/error.h"
+#include "kernels/cpu/activation_simd.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/im2col.h"
 #include "kernels/cpu/isa.h"
@@ -84,8 +85,10 @@ void tap_range(int64_t count, int64_t stride, int64_t offset, int64_t limit, int
 // One depthwise output plane. Output pixels whose KH x KW window lies inside the image (rows with
 // every tap row valid, columns [in_lo, in_hi)) are summed with no bounds checks, the loop over those
 // columns vectorised (omp simd); the border pixels take the bounds-checked sum. The activation is applied as the pixel is stored: ReLU and Clip (ReLU6)
-// inline (Act), the other kinds through activate(). Compiled for AVX-512, AVX2 and baseline x86-64,
-// picked by the node's ISA level (isa.h): the rest of the build targets baseline x86-64.
+// inline (Act); the other kinds (SiLU, ...) over the finished plane in the level's vectors
+// (activation_simd.h; an exp call per pixel kept the sum's loop scalar). Compiled for AVX-512, AVX2
+// and baseline x86-64, picked by the node's ISA level (isa.h): the rest of the build targets baseline
+// x86-64.
 struct DwPlane {
   const float* x;  // the input plane
   const float* w;  // KH * KW taps
@@ -94,13 +97,12 @@ struct DwPlane {
   int64_t H, W, HO, WO, KH, KW, sh, sw, pt, pl, dh, dw, in_lo, in_hi;
 };
 
-enum class DwAct { None, Relu, Clip, Other };
+enum class DwAct { None, Relu, Clip };
 
 template <DwAct A>
 __attribute__((always_inline)) inline float dw_act(float v, const Activation& act) {
   if constexpr (A == DwAct::Relu) return v < 0.f ? 0.f : v;
   if constexpr (A == DwAct::Clip) return clamp_nan(v, act.alpha, act.beta);
-  if constexpr (A == DwAct::Other) return activate(act, v);
   return v;
 }
 
@@ -178,17 +180,21 @@ __attribute__((always_inline)) inline void dw_plane_act(const DwPlane& d, const 
     case ActivationKind::None: return dw_plane_impl<DwAct::None, K>(d, act);
     case ActivationKind::Relu: return dw_plane_impl<DwAct::Relu, K>(d, act);
     case ActivationKind::Clip: return dw_plane_impl<DwAct::Clip, K>(d, act);
-    default: return dw_plane_impl<DwAct::Other, K>(d, act);
+    default: return dw_plane_impl<DwAct::None, K>(d, act);  // then activate_row (dw_plane_body)
   }
 }
 
-template <class>
+template <class I>
 INFER_INLINE void dw_plane_body(const DwPlane& d, const Activation& act) {
   // No lambdas here: what runs must inline into each level's function (always_inline templates do).
   const int k = d.KH == d.KW && (d.KH == 3 || d.KH == 5) ? static_cast<int>(d.KH) : 0;
-  if (k == 3) return dw_plane_act<3>(d, act);
-  if (k == 5) return dw_plane_act<5>(d, act);
-  dw_plane_act<0>(d, act);
+  if (k == 3) dw_plane_act<3>(d, act);
+  else if (k == 5) dw_plane_act<5>(d, act);
+  else dw_plane_act<0>(d, act);
+  // The kinds other than ReLU and Clip over the whole plane (at most 112 x 112 floats in the models,
+  // still in L2), once per level's function rather than inside each kernel size's loops.
+  if (act.kind != ActivationKind::None && act.kind != ActivationKind::Relu && act.kind != ActivationKind::Clip)
+    activate_row<I>(d.y, d.HO * d.WO, act);
 }
 INFER_PER_ISA(void, dw_plane, dw_plane_body, (const DwPlane& d, const Activation& act), (d, act))
 
