@@ -102,7 +102,13 @@ enum class DwAct { None, Relu, Clip };
 template <DwAct A>
 __attribute__((always_inline)) inline float dw_act(float v, const Activation& act) {
   if constexpr (A == DwAct::Relu) return v < 0.f ? 0.f : v;
-  if constexpr (A == DwAct::Clip) return clamp_nan(v, act.alpha, act.beta);
+  if constexpr (A == DwAct::Clip) {
+    // im2col.h's clamp_nan written out: a plain inline function is not inlined into the AVX2
+    // functions (their tune=haswell differs from its default tuning), and the call per pixel kept
+    // the sum's loop scalar there
+    v = v < act.alpha ? act.alpha : v;
+    return v > act.beta ? act.beta : v;
+  }
   return v;
 }
 
