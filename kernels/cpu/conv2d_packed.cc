@@ -23,6 +23,7 @@
 
 #include "infer/error.h"
 #include "kernels/conv_shapes.h"
+#include "kernels/cpu/activation_simd.h"
 #include "kernels/cpu/conv_call.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/gemm_microkernel.h"
@@ -95,7 +96,8 @@ std::shared_ptr<void> prepare_weights(const NodeDesc& node) {
 // The epilogue of one micro-tile: rows [0, rows) of acc (output channels co0 + r), NV vectors of
 // columns from y's column c0, of which `cols` are real (< kLanes * NV only for the partial vector):
 // + bias, + residual, ReLU on whole vectors, store. Other activations run over the whole block
-// afterwards (act_block): their per-element calls (exp) cost less in one loop per row.
+// afterwards (act_block, vectorised per level), one loop per row, so that the tile loop does not
+// carry every kind's code.
 template <class I, int NV>
 INFER_INLINE void store_tile(typename I::Vec (&acc)[I::kMR][NV], int64_t rows, int64_t cols, const float* bias,
                              const float* res, float* y, int64_t ld, bool relu) {
@@ -148,12 +150,11 @@ INFER_INLINE void cols_tile(const float* a, const float* b, int64_t ldb, int64_t
   }
 }
 
-// The activations other than ReLU on rows [0, rows) x columns [0, cols) of y (leading dimension ld).
-void act_block(float* y, int64_t rows, int64_t cols, int64_t ld, const Activation& act) {
-  for (int64_t r = 0; r < rows; ++r) {
-    float* row = y + r * ld;
-    for (int64_t c = 0; c < cols; ++c) row[c] = activate(act, row[c]);
-  }
+// The activations other than ReLU on rows [0, rows) x columns [0, cols) of y (leading dimension ld),
+// in the level's vectors (activation_simd.h).
+template <class I>
+INFER_INLINE void act_block(float* y, int64_t rows, int64_t cols, int64_t ld, const Activation& act) {
+  for (int64_t r = 0; r < rows; ++r) activate_row<I>(y + r * ld, cols, act);
 }
 
 // Output channel block cb over columns [c0, c1) of a column block: tiles of kNV vectors, then the
@@ -205,7 +206,7 @@ INFER_INLINE void gemm_block_body(const PackedDims& d, const float* a, const flo
 #undef INFER_COLS_CASE
     }
   }
-  if (act.kind != ActivationKind::None && !relu) act_block(yb + c0, rows, c1 - c0, P, act);
+  if (act.kind != ActivationKind::None && !relu) act_block<I>(yb + c0, rows, c1 - c0, P, act);
 }
 INFER_PER_ISA(void, gemm_block, gemm_block_body,
               (const PackedDims& d, const float* a, const float* col, int64_t c0, int64_t c1, int64_t co0,
@@ -500,7 +501,7 @@ INFER_INLINE void implicit_block_body(const ImplicitDims& d, const float* a, con
   // other activations over the block's real pixels, one output-row segment at a time
   for (int64_t oy = c0 / d.WV; oy * d.WV < c1; ++oy) {
     const int64_t x0 = std::max<int64_t>(0, c0 - oy * d.WV), x1 = std::min(d.g.WO, c1 - oy * d.WV);
-    if (x0 < x1) act_block(yb + oy * d.g.WO + x0, rows, x1 - x0, P, act);
+    if (x0 < x1) act_block<I>(yb + oy * d.g.WO + x0, rows, x1 - x0, P, act);
   }
 }
 INFER_PER_ISA(void, implicit_block, implicit_block_body,

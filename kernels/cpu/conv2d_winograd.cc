@@ -21,6 +21,7 @@
 
 #include "infer/error.h"
 #include "kernels/conv_shapes.h"
+#include "kernels/cpu/activation_simd.h"
 #include "kernels/cpu/conv_call.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/gemm_microkernel.h"
@@ -336,8 +337,8 @@ INFER_PER_ISA(void, gemm_block, gemm_block_body,
 
 // Output channel co's tile row ty, L tiles at a time: each output row's Lm pixels interleaved
 // from the m column vectors, then bias, residual and activation on whole vectors (ReLU and none;
-// other kinds per element) and stored; a segment cut by the image's right edge goes through a stack
-// buffer.
+// other kinds over the row segment: activation_simd.h) and stored; a segment cut by the image's right
+// edge goes through a stack buffer.
 template <class I, int m>
 INFER_INLINE void output_tile_row(const WinoDims& d, const float* m_co, int64_t xi_stride, int64_t ty, float bias,
                                   const float* r_co, float* y_co, const Activation& act) {
@@ -380,8 +381,7 @@ INFER_INLINE void output_tile_row(const WinoDims& d, const float* m_co, int64_t 
         if (act.kind == ActivationKind::Relu)
           for (int64_t x = 0; x < cols; ++x) out[x] = out[x] < 0.f ? 0.f : out[x];
       }
-      if (act.kind != ActivationKind::None && act.kind != ActivationKind::Relu)
-        for (int64_t x = 0; x < cols; ++x) out[x] = activate(act, out[x]);
+      if (act.kind != ActivationKind::None && act.kind != ActivationKind::Relu) activate_row<I>(out, cols, act);
       std::memcpy(y_co + off, out, static_cast<size_t>(cols) * sizeof(float));
     }
   }

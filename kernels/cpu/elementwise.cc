@@ -1,5 +1,6 @@
 // CPU element-wise kernels, all "direct" OpenMP loops over contiguous float32 data: activation (every
-// ActivationKind through im2col.h's activate(); none copies), add (equal shapes, then the fused activation) and inference
+// ActivationKind through activation_simd.h's activate_row, compiled per ISA level, in chunks of
+// kActChunk floats; none copies), add (equal shapes, then the fused activation) and inference
 // batchnorm over axis 1 (when the fold pass did not remove it): per channel, scale and shift are
 // precomputed as a = scale / sqrt(var + eps), b = bias - mean * a, so y = act(a * x + b). Each output
 // depends only on the input at the same index, so every kernel may run in place (y == x).
@@ -7,8 +8,10 @@
 #include <string>
 #include <algorithm>
 
+#include "kernels/cpu/activation_simd.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/im2col.h"
+#include "kernels/cpu/isa.h"
 
 namespace infer::cpu {
 namespace {
@@ -18,20 +21,22 @@ namespace {
 constexpr int64_t kParallelMin = int64_t(1) << 15;
 
 
+INFER_PER_ISA(void, act_row, activate_row, (float* y, const float* x, int64_t n, const Activation& act),
+              (y, x, n, act))
+
+// Elements per OpenMP iteration: a multiple of every level's vector width.
+constexpr int64_t kActChunk = 4096;
+
 void activation_run(const KernelCall& call) {
   const Activation act = std::get<ActivationParams>(call.node.params).activation;
   const int64_t n = shape_numel(call.node.input_shapes[0]);
   const float* x = call.inputs[0];
   float* y = call.outputs[0];
-  switch (act.kind) {
-    case ActivationKind::Relu:
-#pragma omp parallel for simd schedule(static) if (n >= kParallelMin)
-      for (int64_t i = 0; i < n; ++i) y[i] = x[i] < 0.f ? 0.f : x[i];
-      break;
-    default:
+  const auto row = act_row_for(call.node.isa);
+  const int64_t chunks = (n + kActChunk - 1) / kActChunk;
 #pragma omp parallel for schedule(static) if (n >= kParallelMin)
-      for (int64_t i = 0; i < n; ++i) y[i] = activate(act, x[i]);
-  }
+  for (int64_t c = 0; c < chunks; ++c)
+    row(y + c * kActChunk, x + c * kActChunk, std::min(kActChunk, n - c * kActChunk), act);
 }
 
 void add_run(const KernelCall& call) {
@@ -69,7 +74,8 @@ void batchnorm_run(const KernelCall& call) {
 
 void register_elementwise(KernelRegistry& registry) {
   registry.add("cpu", {
-      {.op = "activation", .name = "direct", .priority = 10, .run = activation_run},
+      {.op = "activation", .name = "direct", .priority = 10, .isa = KernelVariant::Isa::PerIsa,
+       .run = activation_run},
       {.op = "add", .name = "direct", .priority = 10, .run = add_run},
       {.op = "batchnorm", .name = "direct", .priority = 10, .run = batchnorm_run},
   });

@@ -1,11 +1,13 @@
 // CPU squeeze_excite "direct" (the fuse_squeeze_excite pass's node), float32 NCHW. One OpenMP region
 // in three work-shared loops (guided, a bounded spin before each barrier, the master last: omp_last.h):
 // the channel means (a vectorised sum per (n, c) plane), the hidden layer (one dot of length C per
-// (n, r)), then per plane its gate (a dot of length C_r) and the multiply.
+// (n, r)), then per plane its gate (a dot of length C_r) and the multiply (and an activation after it,
+// vectorised: activation_simd.h).
 // x is read twice (mean, multiply) and y written once, as by the unfused pool + mul, but with one
 // thread-team start instead of four nodes and a vectorised mean (the global pool's loop is scalar).
 #include <algorithm>
 
+#include "kernels/cpu/activation_simd.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/im2col.h"
 #include "kernels/cpu/isa.h"
@@ -16,7 +18,7 @@ namespace {
 
 constexpr int64_t kParallelMin = int64_t(1) << 15;
 
-// The three inner loops, compiled per ISA level (isa.h) and picked by the node's level (the build
+// The inner loops, compiled per ISA level (isa.h) and picked by the node's level (the build
 // targets baseline x86-64; the unfused 1x1 convolutions ran in OpenBLAS's AVX-512 GEMV). Not
 // target_clones: the IFUNC resolvers GCC 12 generates for these small functions are
 // ThreadSanitizer-instrumented and crash the TSan build while the library is relocated.
@@ -39,9 +41,17 @@ INFER_INLINE void scale_body(const float* x, float* y, int64_t n, float g) {
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) y[i] = x[i] * g;
 }
+// y = act(x * g) (an activation after the multiply; activation_simd.h)
+template <class I>
+INFER_INLINE void scale_act_body(const float* x, float* y, int64_t n, float g, const Activation& act) {
+  scale_body<I>(x, y, n, g);
+  activate_row<I>(y, n, act);
+}
 INFER_PER_ISA(float, dot, dot_body, (const float* a, const float* b, int64_t n), (a, b, n))
 INFER_PER_ISA(float, sum, sum_body, (const float* a, int64_t n), (a, n))
 INFER_PER_ISA(void, scale, scale_body, (const float* x, float* y, int64_t n, float g), (x, y, n, g))
+INFER_PER_ISA(void, scale_act, scale_act_body,
+              (const float* x, float* y, int64_t n, float g, const Activation& act), (x, y, n, g, act))
 
 size_t se_workspace(const NodeDesc& node) {
   const Shape& x = node.input_shapes[0];
@@ -61,6 +71,7 @@ void squeeze_excite_run(const KernelCall& call) {
   const auto dot = dot_for(call.node.isa);
   const auto sum = sum_for(call.node.isa);
   const auto scale = scale_for(call.node.isa);
+  const auto scale_act = scale_act_for(call.node.isa);
   // guided loops, a bounded spin before each barrier and the master last at the end, as in the
   // Winograd kernel (omp_last.h): with OMP_WAIT_POLICY=passive a thread that reaches a barrier first
   // sleeps and wakes late, and this node has two barriers of its own
@@ -90,7 +101,7 @@ void squeeze_excite_run(const KernelCall& call) {
       if (p.activation.kind == ActivationKind::None) {
         scale(xp, yp, HW, gate);
       } else {
-        for (int64_t i = 0; i < HW; ++i) yp[i] = activate(p.activation, xp[i] * gate);
+        scale_act(xp, yp, HW, gate, p.activation);
       }
     }
     last.arrive();
