@@ -4,7 +4,8 @@
 //   conventional  Tida et al. Algorithm 1: zero-upsampled + padded input buffer, then a stride-1
 //                 convolution with the flipped, in/out-swapped kernel (banded im2col + sgemm).
 //   segregated_unified  Tida et al. Algorithm 2 (unified kernel segregation): no upsampled buffer;
-//                 each output takes the sub-kernel of its (row % s, col % s) phase. Direct loops.
+//                 each output takes the sub-kernel of its (row % s, col % s) phase. Register-tiled
+//                 micro-kernels per ISA level: kernels/cpu/conv_transpose2d_unified.cc.
 //   segregated_gemm  the same phases as one implicit GEMM each (im2col of the un-upsampled input +
 //                 sgemm); each result tile is stored strided into y by the bias/activation
 //                 epilogue while still in cache ("strided dgrad").
@@ -24,9 +25,9 @@
 #include <vector>
 
 #include "infer/error.h"
+#include "kernels/cpu/conv_transpose2d_unified.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/im2col.h"
-#include "kernels/cpu/isa.h"
 
 namespace infer::cpu {
 namespace {
@@ -232,125 +233,6 @@ void run_segregated_gemm(const KernelCall& call) {
         }
       }
   }
-}
-
-// ---- segregated_unified -------------------------------------------------------------------------
-// One OpenMP iteration = (sample, block of 16 output channels, output row oy). The row's phase rh and
-// input base q = (oy + pad_top) / s come from oy; for each column phase rw its outputs ox = first +
-// s*mm are taken 4 at a time, and a 4 x 16 register tile (4 outputs x 16 channels) accumulates
-// x[ci][iy][ix] * sub-kernel[ci][ty][tx][co..co+16] over every input channel and tap of that phase's
-// sub-kernel. Weights are stored per block of 16 output channels as [block][CI][nj][ni][16] (zero-
-// padded past C_out): the channel loop is one or two full vectors and the block's slice, read once
-// per 4 outputs, is contiguous and stays in L2 while the thread walks the rows of that block. The
-// tile is then stored strided into y with bias + activation. The
-// micro-kernel is compiled for AVX-512, AVX2 and baseline x86-64 and picked at load time.
-constexpr int64_t kUnifiedCo = 16, kUnifiedMm = 4;
-
-// The weights of 16 output channels for one (ci, ty, tx): alignas(64), so a std::vector of them (C++17
-// aligned new) keeps each in one cache line. (With std::vector<float>, malloc's 16-byte alignment
-// made each 64-byte load straddle two lines in some processes and not others.)
-struct alignas(64) Co16 {
-  float c[kUnifiedCo];
-};
-
-struct UnifiedPlan {
-  int sh = 1, sw = 1;
-  int64_t co_pad = 0;  // CO rounded up to kUnifiedCo
-  std::vector<int64_t> nj, ni;
-  std::vector<std::vector<Co16>> u;  // per phase [co_pad/16][CI][nj][ni]
-};
-
-std::shared_ptr<void> prepare_unified(const NodeDesc& node) {
-  const TconvDims d = tconv_dims(node);
-  const std::shared_ptr<PhasePlan> phases =
-      make_phases(d, node.constants.size() >= 2 ? node.constants[1] : nullptr, d.sh, d.sw);
-  auto plan = std::make_shared<UnifiedPlan>();
-  plan->sh = d.sh;
-  plan->sw = d.sw;
-  plan->co_pad = (d.CO + kUnifiedCo - 1) / kUnifiedCo * kUnifiedCo;
-  for (const Phase& ph : phases->phases) {
-    const int64_t K = d.CI * ph.nj * ph.ni;
-    std::vector<Co16> u(static_cast<size_t>(K * plan->co_pad / kUnifiedCo), Co16{});
-    for (int64_t co = 0; co < d.CO; ++co)
-      for (int64_t k = 0; k < K; ++k)
-        u[static_cast<size_t>((co / kUnifiedCo) * K + k)].c[co % kUnifiedCo] = ph.a[static_cast<size_t>(co * K + k)];
-    plan->nj.push_back(ph.nj);
-    plan->ni.push_back(ph.ni);
-    plan->u.push_back(std::move(u));
-  }
-  return plan;
-}
-
-// acc[i][c] += sum over ci, ty, tx of x[ci][q - (nj-1) + ty][ix0 + i + tx] * u[ci][ty][tx][c], for
-// i < 4 and c < 16, x read as 0 outside the image (the implicit padding of the phase convolution).
-// The 16 channels are one GCC vector: one zmm FMA per output on AVX-512, two ymm on AVX2.
-typedef float Vec16 __attribute__((vector_size(kUnifiedCo * sizeof(float))));
-
-template <class>
-INFER_INLINE void unified_tile_body(const float* xn, int64_t CI, int64_t H, int64_t W, int64_t q, int64_t ix0,
-                                    int64_t nj, int64_t ni, const Co16* u, float (*acc)[kUnifiedCo]) {
-  Vec16 t[kUnifiedMm];
-  std::memcpy(t, acc, sizeof(t));
-  for (int64_t ci = 0; ci < CI; ++ci)
-    for (int64_t ty = 0; ty < nj; ++ty) {
-      const int64_t iy = q - (nj - 1) + ty;
-      if (iy < 0 || iy >= H) continue;
-      const float* xrow = xn + (ci * H + iy) * W;
-      const Co16* wrow = u + (ci * nj + ty) * ni;
-      for (int64_t tx = 0; tx < ni; ++tx) {
-        Vec16 wv;
-        std::memcpy(&wv, wrow[tx].c, sizeof(wv));
-        for (int64_t i = 0; i < kUnifiedMm; ++i) {
-          const int64_t ix = ix0 + i + tx;
-          const float xv = ix >= 0 && ix < W ? xrow[ix] : 0.f;
-          t[i] += xv * wv;
-        }
-      }
-    }
-  std::memcpy(acc, t, sizeof(t));
-}
-INFER_PER_ISA(void, unified_tile, unified_tile_body,
-              (const float* xn, int64_t CI, int64_t H, int64_t W, int64_t q, int64_t ix0, int64_t nj, int64_t ni,
-               const Co16* u, float (*acc)[kUnifiedCo]),
-              (xn, CI, H, W, q, ix0, nj, ni, u, acc))
-
-void run_segregated_unified(const KernelCall& call) {
-  const TconvCall c = tconv_call(call);
-  const TconvDims& d = c.d;
-  const auto* plan = static_cast<const UnifiedPlan*>(call.prepared);
-  if (!plan || plan->sh != d.sh || plan->sw != d.sw || plan->co_pad < d.CO)
-    throw Error("cpu conv_transpose2d.segregated_unified: not prepared for this node");
-  const Activation& act = d.p->activation;
-  const int64_t co_blocks = plan->co_pad / kUnifiedCo;
-  const auto unified_tile = unified_tile_for(call.node.isa);
-  const int64_t work = d.N * d.CO * d.HO * d.WO * d.CI * d.KH * d.KW / (d.sh * d.sw);
-
-#pragma omp parallel for collapse(3) schedule(dynamic, 4) if (work >= kParallelMin)
-  for (int64_t n = 0; n < d.N; ++n)
-    for (int64_t cb = 0; cb < co_blocks; ++cb)
-      for (int64_t oy = 0; oy < d.HO; ++oy) {
-        const int64_t co0 = cb * kUnifiedCo, nco = std::min(kUnifiedCo, d.CO - co0);
-        const int64_t rh = (oy + d.pt) % d.sh, q = (oy + d.pt) / d.sh;
-        const float* xn = c.x + n * d.CI * d.H * d.W;
-        for (int rw = 0; rw < d.sw; ++rw) {
-          const size_t ph = static_cast<size_t>(rh * d.sw + rw);
-          const int64_t nj = plan->nj[ph], ni = plan->ni[ph];
-          const PhaseAxis aw = phase_axis(rw, d.sw, d.pl, d.WO);
-          for (int64_t mm0 = 0; mm0 < aw.count; mm0 += kUnifiedMm) {
-            const int64_t len = std::min(kUnifiedMm, aw.count - mm0);
-            float acc[kUnifiedMm][kUnifiedCo];
-            for (int64_t i = 0; i < kUnifiedMm; ++i)
-              for (int64_t k = 0; k < kUnifiedCo; ++k)
-                acc[i][k] = c.bias && k < nco ? c.bias[co0 + k] : 0.f;
-            unified_tile(xn, d.CI, d.H, d.W, q, aw.q0 - (ni - 1) + mm0, nj, ni,
-                         plan->u[ph].data() + cb * d.CI * nj * ni, acc);
-            for (int64_t k = 0; k < nco; ++k) {
-              float* yr = c.y + ((n * d.CO + co0 + k) * d.HO + oy) * d.WO + aw.first + d.sw * mm0;
-              for (int64_t i = 0; i < len; ++i) yr[d.sw * i] = activate(act, acc[i][k]);
-            }
-          }
-        }
-      }
 }
 
 // ---- conventional (Algorithm 1) -----------------------------------------------------------------
@@ -635,8 +517,8 @@ void register_conv_transpose2d(KernelRegistry& registry) {
        .prepare = prepare_phases, .run = run_segregated_gemm},
       {.op = "conv_transpose2d", .name = "segregated_unified", .priority = 10,
        .priority_for = unified_priority, .isa = KernelVariant::Isa::PerIsa,
-       .applicable = valid_with_constant_weight,
-       .prepare = prepare_unified, .run = run_segregated_unified},
+       .applicable = conv_transpose2d_unified_applicable,
+       .prepare = conv_transpose2d_unified_prepare, .run = conv_transpose2d_unified_run},
       {.op = "conv_transpose2d", .name = "gemm_col2im", .priority = 5,
        .priority_for = col2im_priority, .isa = KernelVariant::Isa::OpenBlas, .applicable = col2im_applicable,
        .workspace_bytes = col2im_workspace_bytes, .run = run_gemm_col2im},
