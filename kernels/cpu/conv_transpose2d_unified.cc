@@ -34,6 +34,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "infer/error.h"
@@ -42,6 +43,11 @@
 #include "kernels/cpu/im2col.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/omp_last.h"
+
+// GCC's predictive commoning (-O3) carries each broadcast input value over to the next tap column
+// (pixel i at tap tx + 1 reads what pixel i + 1 read at tx) and unrolls the loop to do it: that kept
+// three more values live and spilled accumulators of the AVX2 tile to the stack (docs/kernels.md).
+#pragma GCC optimize("no-predictive-commoning")
 
 namespace infer::cpu {
 namespace {
@@ -168,7 +174,10 @@ Blocking choose_blocking(const TconvDims& d, const UnifiedPlan& p, int64_t a_per
     for (int64_t cols = std::max<int64_t>(1, std::min(d.WO, kColsMax)); !found; cols = halve(cols)) {
       if (kc_a >= ci)
         for (int64_t rows = std::max<int64_t>(1, d.HO);; rows = halve(rows)) {
-          if (ci * view(rows, cols) <= kViewFloats) {
+          // channel mode keeps every item's results in the buffer (store_item); pixel mode only
+          // the partial sums between chunks
+          if (ci * view(rows, cols) <= kViewFloats &&
+              (p.pixel || acc_floats(p, rows, cols, nvl_max) <= kAccFloats)) {
             b = {ci, rows, cols};
             found = true;
             break;
@@ -356,13 +365,12 @@ struct ChanArgs {
   const float* w;       // packed weights at (chunk channel 0, ty0, 0)
   int64_t wci;          // packed floats per input channel (nj * ni * NV * lanes)
   int64_t kc, nty, ni;  // channels in the chunk, valid tap rows, tap columns
+  const float* pf;      // nullptr, or the next chunk's packed weights, prefetched into L2 (wci per channel)
   const float* bias;    // NV * lanes floats, zero past C_out
-  float* acc;           // partial sums of pixel 0 (chunked items), pixel i at acc + i * acc_stride
+  float* acc;           // the item's sums at pixel 0 of the tile, pixel i at acc + i * acc_stride
   int64_t acc_stride;
   bool first, last;     // first / last chunk
-  float* y;             // output of pixel 0, channel 0 of the group
-  int64_t y_ch, sw, nco;  // channel stride of y, pixel stride, channels of the group below C_out
-  const Activation* act;
+  bool relu;            // apply ReLU to the last chunk's sums
 };
 
 template <class I, int MR, int NV>
@@ -383,6 +391,8 @@ INFER_INLINE void chan_tile(const ChanArgs& a) {
   for (int64_t c = 0; c < a.kc; ++c) {
     const float* bc = a.b + c * a.bci;
     const float* wc = a.w + c * a.wci;
+    if (a.pf)
+      for (int64_t k = 0; k < a.wci; k += 16) __builtin_prefetch(a.pf + c * a.wci + k, 0, 2);
     for (int64_t ty = 0; ty < a.nty; ++ty) {
       const float* br = bc + ty * a.wb;
       const float* wr = wc + ty * w_row;
@@ -394,29 +404,11 @@ INFER_INLINE void chan_tile(const ChanArgs& a) {
       }
     }
   }
-  if (!a.last) {
-    for (int i = 0; i < MR; ++i)
-      for (int q = 0; q < NV; ++q) mk::store(a.acc + i * a.acc_stride + q * L, acc[i][q]);
-    return;
-  }
-  const ActivationKind kind = a.act->kind;
-  if (kind == ActivationKind::Relu)  // NaN kept, like activate()
+  if (a.last && a.relu)  // NaN kept, like activate()
     for (int i = 0; i < MR; ++i)
       for (int q = 0; q < NV; ++q) acc[i][q] = acc[i][q] < V{} ? V{} : acc[i][q];
-  alignas(64) float t[MR][NV * L];
   for (int i = 0; i < MR; ++i)
-    for (int q = 0; q < NV; ++q) mk::store(&t[i][q * L], acc[i][q]);
-  if (kind == ActivationKind::None || kind == ActivationKind::Relu) {
-    for (int64_t ch = 0; ch < a.nco; ++ch) {
-      float* yc = a.y + ch * a.y_ch;
-      for (int i = 0; i < MR; ++i) yc[i * a.sw] = t[i][ch];
-    }
-  } else {
-    for (int64_t ch = 0; ch < a.nco; ++ch) {
-      float* yc = a.y + ch * a.y_ch;
-      for (int i = 0; i < MR; ++i) yc[i * a.sw] = activate(*a.act, t[i][ch]);
-    }
-  }
+    for (int q = 0; q < NV; ++q) mk::store(a.acc + i * a.acc_stride + q * L, acc[i][q]);
 }
 
 template <class I, int MR>
@@ -442,6 +434,62 @@ INFER_INLINE void chan_tile_any(int64_t mr, int64_t nv, const ChanArgs& a) {
     case 2: if constexpr (MRM >= 2) chan_tile_nv<I, 2>(nv, a); break;
     case 3: if constexpr (MRM >= 3) chan_tile_nv<I, 3>(nv, a); break;
     case 4: if constexpr (MRM >= 4) chan_tile_nv<I, 4>(nv, a); break;
+  }
+}
+
+// v[i][j] -> v[j][i] for L vectors of L floats: log2(L) stages, each pairing vector i with i + L/2
+// and interleaving their low halves into 2i and their high halves into 2i + 1 (a perfect shuffle of
+// the row and the column index bits; after log2(L) of them the two are swapped). GCC picks the
+// instructions for each constant two-vector shuffle (vpermt2ps, vunpcklps, ...).
+template <class M, int L, int... K>
+INFER_INLINE void interleave_mask(M& m, std::integer_sequence<int, K...>, int half) {
+  m = M{(K % 2 ? L + half + K / 2 : half + K / 2)...};
+}
+
+template <class I>
+INFER_INLINE void transpose(typename I::Vec (&v)[I::kLanes]) {
+  using V = typename I::Vec;
+  constexpr int L = I::kLanes, H = L / 2;
+  typedef int M __attribute__((vector_size(sizeof(V))));
+  M lo, hi;
+  interleave_mask<M, L>(lo, std::make_integer_sequence<int, L>{}, 0);
+  interleave_mask<M, L>(hi, std::make_integer_sequence<int, L>{}, H);
+  for (int stage = 1; stage < L; stage *= 2) {
+    V n[L];
+    for (int i = 0; i < H; ++i) {
+      n[2 * i] = __builtin_shuffle(v[i], v[i + H], lo);
+      n[2 * i + 1] = __builtin_shuffle(v[i], v[i + H], hi);
+    }
+    for (int i = 0; i < L; ++i) v[i] = n[i];
+  }
+}
+
+// The item's results, accs[row][col][nvl] (bias and ReLU applied), into y's channel planes: blocks of
+// L pixels x L channels are transposed in registers and stored as L rows of L consecutive pixels;
+// the columns and channels left over one by one. Then other activations, per element.
+template <class I>
+INFER_INLINE void store_item(const float* accs, int64_t nvl, int64_t rows, int64_t cols, float* y, int64_t nco,
+                             int64_t y_ch, int64_t y_row, const Activation& act) {
+  using V = typename I::Vec;
+  constexpr int L = I::kLanes;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* ar = accs + r * cols * nvl;
+    float* yr = y + r * y_row;
+    for (int64_t c0 = 0; c0 < nco; c0 += L) {
+      int64_t x = 0;
+      if (nco - c0 >= L)
+        for (; x + L <= cols; x += L) {
+          V v[L];
+          for (int k = 0; k < L; ++k) mk::load(v[k], ar + (x + k) * nvl + c0);
+          transpose<I>(v);
+          for (int k = 0; k < L; ++k) mk::store(yr + (c0 + k) * y_ch + x, v[k]);
+        }
+      for (int64_t ch = c0; ch < std::min(nco, c0 + L); ++ch)
+        for (int64_t xx = x; xx < cols; ++xx) yr[ch * y_ch + xx] = ar[xx * nvl + ch];
+    }
+    if (act.kind != ActivationKind::None && act.kind != ActivationKind::Relu)
+      for (int64_t ch = 0; ch < nco; ++ch)
+        for (int64_t xx = 0; xx < cols; ++xx) yr[ch * y_ch + xx] = activate(act, yr[ch * y_ch + xx]);
   }
 }
 
@@ -475,10 +523,7 @@ INFER_INLINE void chan_item_body(const RunCtx& c, const Item& it) {
   a.bci = v.rows * v.wb;
   a.wb = v.wb;
   a.bias = bias;
-  a.y_ch = d.HO * d.WO;
-  a.sw = d.sw;
-  a.nco = nco;
-  a.act = &act;
+  a.relu = act.kind == ActivationKind::Relu;
   for (int64_t chunk = 0; chunk < chunks; ++chunk) {
     const int64_t ci0 = chunk * p.blk.kc, kc = std::min(p.blk.kc, d.CI - ci0);
     a.first = chunk == 0;
@@ -492,9 +537,11 @@ INFER_INLINE void chan_item_body(const RunCtx& c, const Item& it) {
         const PhaseAxis aw = phase_axis(rw, d.sw, d.pl, d.WO);
         const PixRange r = phase_range(aw, d.sw, it.ox0, it.ox1);
         if (r.lo >= r.hi) continue;
-        float* yrow = yn + oy * d.WO + aw.first;  // pixel m at yrow[sw * m]
-        if (ph.nj == 0 || ph.ni == 0) {
-          if (a.last) fill_tapless(yrow, a.y_ch, d.sw, r, bias, nco, act);
+        float* arow = accs + ((oy - it.oy0) * cols + aw.first - it.ox0) * nvl;  // pixel m at sw * m * nvl
+        if (ph.nj == 0 || ph.ni == 0) {  // the bias (ReLU here like the tiles, others in store_item)
+          if (a.last)
+            for (int64_t m = r.lo; m < r.hi; ++m)
+              for (int64_t k = 0; k < nvl; ++k) arow[d.sw * m * nvl + k] = a.relu && bias[k] < 0.f ? 0.f : bias[k];
           continue;
         }
         // tap rows ty with input row qy - (nj - 1) + ty inside the image
@@ -506,15 +553,21 @@ INFER_INLINE void chan_item_body(const RunCtx& c, const Item& it) {
         a.w = p.weights() + ph.off + v0 * L * d.CI * ph.nj * ph.ni + ci0 * a.wci + ty0 * ph.ni * nvl;
         const float* b_row = view + (qy - (ph.nj - 1) + ty0 - v.iy0) * v.wb + (aw.q0 - (ph.ni - 1) - v.ix0);
         a.acc_stride = d.sw * nvl;
+        // The first tile of each phase in a chunk (the first output row of that row phase) prefetches
+        // the next chunk's weights of the phase into L2: where they come from memory (the 4x4-input
+        // layers' 32-128 MB of weights), that overlaps the stream with this chunk's arithmetic.
+        const bool first_row = oy - it.oy0 < d.sh;
+        const float* pf = first_row && !a.last ? p.weights() + ph.off + v0 * L * d.CI * ph.nj * ph.ni + (ci0 + kc) * a.wci : nullptr;
         for (int64_t m = r.lo; m < r.hi; m += MR) {
+          a.pf = m == r.lo ? pf : nullptr;
           a.b = b_row + m;
-          a.acc = chunks > 1 ? accs + ((oy - it.oy0) * cols + (aw.first + d.sw * m - it.ox0)) * nvl : nullptr;
-          a.y = yrow + d.sw * m;
+          a.acc = arow + d.sw * m * nvl;
           chan_tile_any<I>(std::min<int64_t>(MR, r.hi - m), nv, a);
         }
       }
     }
   }
+  store_item<I>(accs, nvl, it.oy1 - it.oy0, cols, yn + it.oy0 * d.WO + it.ox0, nco, d.HO * d.WO, d.WO, act);
 }
 INFER_PER_ISA(void, chan_item, chan_item_body, (const RunCtx& c, const Item& it), (c, it))
 
@@ -557,10 +610,14 @@ INFER_INLINE void pix_tile(const PixArgs& a) {
       for (int64_t tx = 0; tx < a.ni; ++tx) {
         const float* bt = bc + ty * a.wb + tx;
         const float* wt = wc + (ty * a.ni + tx) * MC;
-        V xv[NP];
-        for (int j = 0; j < NP; ++j) mk::load(xv[j], bt + a.boff[j]);
-        for (int m = 0; m < MC; ++m)
-          for (int j = 0; j < NP; ++j) acc[m][j] += wt[m] * xv[j];
+        for (int j = 0; j < NP; ++j) {  // MC broadcast weights and one input vector live
+          V xv;
+          mk::load(xv, bt + a.boff[j]);
+          // One load into a register: left alone, GCC folds the load into each of the MC FMAs
+          // (MC loads of the same, mostly line-crossing, vector instead of one).
+          asm("" : "+v"(xv));
+          for (int m = 0; m < MC; ++m) acc[m][j] += wt[m] * xv;
+        }
       }
   }
   if (!a.last) {
@@ -650,14 +707,17 @@ INFER_INLINE void pix_item_mc(const RunCtx& c, const Item& it) {
         a.w = p.weights() + ph.off + ci0 * ph.nj * ph.ni * MC;
         // vectors: (phase row m, L pixels from px.lo + k*L), row-major
         const int64_t vpr = ceil_div(px.hi - px.lo, L), total = (rows.hi - rows.lo) * vpr;
+        const int64_t b0 = (ah.q0 - (ph.nj - 1) - v.iy0) * v.wb + (aw.q0 - (ph.ni - 1) - v.ix0);
+        float* y0 = yn + ah.first * d.WO + aw.first;
+        int64_t m = rows.lo, kv = 0;  // the next vector: phase row m, its kv-th vector
         for (int64_t j0 = 0; j0 < total; j0 += NP) {
           const int np = static_cast<int>(std::min<int64_t>(NP, total - j0));
-          for (int j = 0; j < np; ++j) {
-            const int64_t m = rows.lo + (j0 + j) / vpr, k = px.lo + (j0 + j) % vpr * L;
-            const int64_t qy = ah.q0 + m;  // rows outside the image are zero rows of the view
-            a.boff[j] = (qy - (ph.nj - 1) - v.iy0) * v.wb + (aw.q0 + k - (ph.ni - 1) - v.ix0);
-            a.y[j] = yn + (ah.first + d.sh * m) * d.WO + aw.first + d.sw * k;
+          for (int j = 0; j < np; ++j) {  // rows outside the image are zero rows of the view
+            const int64_t k = px.lo + kv * L;
+            a.boff[j] = b0 + m * v.wb + k;
+            a.y[j] = y0 + d.sh * m * d.WO + d.sw * k;
             a.valid[j] = std::min<int64_t>(L, px.hi - k);
+            if (++kv == vpr) kv = 0, ++m;
           }
           a.acc = chunks > 1 ? accs + acc_at * MC * L : nullptr;
           acc_at += np;
