@@ -82,7 +82,7 @@ struct ChanTile<isa::Avx2> {
 };
 template <>
 struct ChanTile<isa::Baseline> {
-  static constexpr int kMR = 4, kNV = 2;
+  static constexpr int kMR = 4, kNV = 3;
 };
 
 struct TileShape {
@@ -131,10 +131,13 @@ struct UnifiedPlan {
   std::vector<PhaseInfo> ph;  // index rh*sw + rw
   std::vector<Line> w;        // packed weights (64-byte aligned)
   Blocking blk;
-  int64_t wb = 1;  // floats per row of the input view
+  int64_t gpi = 1;  // channel groups per item
+  int64_t wb = 1;  // columns per row of the input view
+  int rep = 1;      // floats per view column: 1, or the lanes where each input value is stored broadcast
 
   const float* weights() const { return w.empty() ? nullptr : w.data()->f; }
   int64_t groups() const { return pixel ? 1 : static_cast<int64_t>(gv.size()) - 1; }
+  int64_t group_blocks() const { return (groups() + gpi - 1) / gpi; }
   bool matches(const TconvDims& d, CpuIsa level) const {
     return level == isa && d.CI == CI && d.CO == CO && d.KH == KH && d.KW == KW && d.H == H && d.W == W &&
            d.HO == HO && d.WO == WO && d.sh == sh && d.sw == sw && d.pt == pt && d.pl == pl && d.G == 1 &&
@@ -166,7 +169,7 @@ Blocking choose_blocking(const TconvDims& d, const UnifiedPlan& p, int64_t a_per
                                            std::max<int64_t>(1, d.CI));
   const int64_t ci = std::max<int64_t>(1, d.CI);
   auto halve = [](int64_t v) { return (v + 1) / 2; };
-  auto view = [&](int64_t rows, int64_t cols) { return view_rows(p, rows) * view_cols(p, cols); };
+  auto view = [&](int64_t rows, int64_t cols) { return view_rows(p, rows) * view_cols(p, cols) * p.rep; };
   Blocking b;
   bool found = false;
   for (int pass = 0; pass < 2 && !found; ++pass) {
@@ -227,6 +230,7 @@ std::shared_ptr<UnifiedPlan> make_plan(const NodeDesc& node, bool pack) {
   const TileShape ts = chan_shape(node.isa);
   p->lanes = ts.lanes;
   p->pixel = use_pixel_mode(d, ts.lanes);
+  p->rep = !p->pixel && node.isa == CpuIsa::Baseline ? ts.lanes : 1;
   p->nj_max = p->ni_max = 1;
   for (int rh = 0; rh < d.sh; ++rh)
     for (int rw = 0; rw < d.sw; ++rw) {
@@ -255,13 +259,19 @@ std::shared_ptr<UnifiedPlan> make_plan(const NodeDesc& node, bool pack) {
     }
     for (int64_t i = 0; i <= g; ++i) p->gv.push_back(i * vc / g);
     for (int64_t i = 0; i < g; ++i) nvl_max = std::max(nvl_max, (p->gv[i + 1] - p->gv[i]) * L);
+    // On large outputs an item takes several groups (up to 256 channels), so the view copied for
+    // it serves them all (AVX2's and baseline's groups are 24 and 12 channels); from 32x32 outputs
+    // up, from 16x16 for baseline's; on smaller ones the groups are the parallel work.
+    const int64_t out = d.HO * d.WO;
+    if (out > 32 * 32 || (out > 16 * 16 && nvl_max <= 16)) p->gpi = std::min<int64_t>(g, std::max<int64_t>(1, 256 / nvl_max));
+    nvl_max *= p->gpi;  // per item, from here on
     a_per_ci = d.KH * d.KW * nvl_max;
     for (PhaseInfo& ph : p->ph) {
       ph.off = total;
       total += vc * L * d.CI * ph.nj * ph.ni;
     }
   }
-  p->blk = choose_blocking(d, *p, a_per_ci, nvl_max, p->groups(), threads);
+  p->blk = choose_blocking(d, *p, a_per_ci, nvl_max, p->group_blocks(), threads);
   p->wb = view_cols(*p, p->blk.cols);
   if (!pack) return p;
 
@@ -309,15 +319,17 @@ struct RunCtx {
   float* y;
 };
 
-// Output rows [oy0, oy1) x columns [ox0, ox1) of sample n for channel group g.
+// Output rows [oy0, oy1) x columns [ox0, ox1) of sample n for the channel groups [g0, g1).
 struct Item {
-  int64_t n, g, oy0, oy1, ox0, ox1;
+  int64_t n, g0, g1, oy0, oy1, ox0, ox1;
 };
 
 // The item's input view: input rows iy0 .. iy0 + rows - 1 and columns ix0 .. ix0 + wb - 1 of each
-// channel of a chunk, zero outside the image; view[c][r][j] at (c * rows + r) * wb + j.
+// channel of a chunk, zero outside the image; view[c][r][j] at ((c * rows + r) * wb + j) * rep, each
+// value stored rep times (rep > 1: baseline's channel tiles, SSE2 has no broadcast from memory).
 struct View {
-  int64_t iy0, rows, ix0, wb;
+  int64_t iy0, rows, ix0, wb, rep;
+  int64_t row_floats() const { return wb * rep; }
 };
 
 View item_view(const TconvDims& d, const UnifiedPlan& p, const Item& it) {
@@ -326,6 +338,7 @@ View item_view(const TconvDims& d, const UnifiedPlan& p, const Item& it) {
   v.rows = (it.oy1 - 1 + d.pt) / d.sh - v.iy0 + 1;
   v.ix0 = (it.ox0 + d.pl) / d.sw - (p.ni_max - 1);
   v.wb = p.wb;
+  v.rep = p.rep;
   return v;
 }
 
@@ -334,18 +347,23 @@ View item_view(const TconvDims& d, const UnifiedPlan& p, const Item& it) {
 __attribute__((optimize("no-tree-loop-distribute-patterns"))) void fill_view(
     const float* xn, int64_t H, int64_t W, int64_t ci0, int64_t kc, const View& v, float* out) {
   const int64_t j0 = std::clamp<int64_t>(-v.ix0, 0, v.wb), j1 = std::clamp<int64_t>(W - v.ix0, 0, v.wb);
+  const int64_t n = v.row_floats(), rep = v.rep;
   for (int64_t c = 0; c < kc; ++c)
     for (int64_t r = 0; r < v.rows; ++r) {
-      float* dst = out + (c * v.rows + r) * v.wb;
+      float* dst = out + (c * v.rows + r) * n;
       const int64_t iy = v.iy0 + r;
       if (iy < 0 || iy >= H || j0 >= j1) {
-        for (int64_t j = 0; j < v.wb; ++j) dst[j] = 0.f;
+        for (int64_t j = 0; j < n; ++j) dst[j] = 0.f;
         continue;
       }
       const float* src = xn + ((ci0 + c) * H + iy) * W + v.ix0;
-      for (int64_t j = 0; j < j0; ++j) dst[j] = 0.f;
-      for (int64_t j = j0; j < j1; ++j) dst[j] = src[j];
-      for (int64_t j = j1; j < v.wb; ++j) dst[j] = 0.f;
+      for (int64_t j = 0; j < j0 * rep; ++j) dst[j] = 0.f;
+      if (rep == 1)
+        for (int64_t j = j0; j < j1; ++j) dst[j] = src[j];
+      else
+        for (int64_t j = j0; j < j1; ++j)
+          for (int64_t k = 0; k < rep; ++k) dst[j * rep + k] = src[j];
+      for (int64_t j = j1 * rep; j < n; ++j) dst[j] = 0.f;
     }
 }
 
@@ -358,6 +376,10 @@ PixRange phase_range(const PhaseAxis& a, int64_t s, int64_t o0, int64_t o1) {
 }
 
 // ---- channel-vectorised tiles -------------------------------------------------------------------
+
+// Floats per input value in the channel tiles' view (View::rep).
+template <class I>
+constexpr int kRep = I::kIsa == CpuIsa::Baseline ? I::kLanes : 1;
 
 struct ChanArgs {
   const float* b;       // view at this tile's first pixel, tap (ty0, 0), chunk channel 0
@@ -397,10 +419,18 @@ INFER_INLINE void chan_tile(const ChanArgs& a) {
       const float* br = bc + ty * a.wb;
       const float* wr = wc + ty * w_row;
       for (int64_t tx = 0; tx < a.ni; ++tx) {
+        // The packed weights (and baseline's broadcast view) are vector-aligned: plain loads,
+        // which SSE2 can fold into mulps (mk::load's unaligned ones it cannot).
         V wv[NV];
-        for (int q = 0; q < NV; ++q) mk::load(wv[q], wr + (tx * NV + q) * L);
-        for (int i = 0; i < MR; ++i)
-          for (int q = 0; q < NV; ++q) acc[i][q] += br[tx + i] * wv[q];
+        for (int q = 0; q < NV; ++q) wv[q] = *reinterpret_cast<const V*>(wr + (tx * NV + q) * L);
+        for (int i = 0; i < MR; ++i) {
+          if constexpr (kRep<I> == 1) {
+            for (int q = 0; q < NV; ++q) acc[i][q] += br[tx + i] * wv[q];
+          } else {  // the view holds the value broadcast
+            const V xv = *reinterpret_cast<const V*>(br + (tx + i) * kRep<I>);
+            for (int q = 0; q < NV; ++q) acc[i][q] += xv * wv[q];
+          }
+        }
       }
     }
   }
@@ -508,20 +538,16 @@ INFER_INLINE void chan_item_body(const RunCtx& c, const Item& it) {
   const TconvDims& d = *c.d;
   const UnifiedPlan& p = *c.p;
   const Activation& act = d.p->activation;
-  const int64_t v0 = p.gv[static_cast<size_t>(it.g)], nv = p.gv[static_cast<size_t>(it.g) + 1] - v0;
-  const int64_t nvl = nv * L, co0 = v0 * L, nco = std::min(nvl, d.CO - co0);
   alignas(64) float view[kViewFloats];
   alignas(64) float accs[kAccFloats];
   alignas(64) float bias[NVM * L];
-  for (int64_t k = 0; k < nvl; ++k) bias[k] = c.bias && k < nco ? c.bias[co0 + k] : 0.f;
   const View v = item_view(d, p, it);
   const float* xn = c.x + it.n * d.CI * d.H * d.W;
-  float* yn = c.y + (it.n * d.CO + co0) * d.HO * d.WO;
-  const int64_t cols = it.ox1 - it.ox0;
+  const int64_t rows = it.oy1 - it.oy0, cols = it.ox1 - it.ox0;
   const int64_t chunks = std::max<int64_t>(1, ceil_div(d.CI, p.blk.kc));
   ChanArgs a;
-  a.bci = v.rows * v.wb;
-  a.wb = v.wb;
+  a.bci = v.rows * v.row_floats();
+  a.wb = v.row_floats();
   a.bias = bias;
   a.relu = act.kind == ActivationKind::Relu;
   for (int64_t chunk = 0; chunk < chunks; ++chunk) {
@@ -530,44 +556,62 @@ INFER_INLINE void chan_item_body(const RunCtx& c, const Item& it) {
     a.last = chunk + 1 == chunks;
     a.kc = kc;
     fill_view(xn, d.H, d.W, ci0, kc, v, view);
-    for (int64_t oy = it.oy0; oy < it.oy1; ++oy) {
-      const int64_t rh = (oy + d.pt) % d.sh, qy = (oy + d.pt) / d.sh;
-      for (int rw = 0; rw < d.sw; ++rw) {
-        const PhaseInfo& ph = p.ph[static_cast<size_t>(rh * d.sw + rw)];
-        const PhaseAxis aw = phase_axis(rw, d.sw, d.pl, d.WO);
-        const PixRange r = phase_range(aw, d.sw, it.ox0, it.ox1);
-        if (r.lo >= r.hi) continue;
-        float* arow = accs + ((oy - it.oy0) * cols + aw.first - it.ox0) * nvl;  // pixel m at sw * m * nvl
-        if (ph.nj == 0 || ph.ni == 0) {  // the bias (ReLU here like the tiles, others in store_item)
-          if (a.last)
-            for (int64_t m = r.lo; m < r.hi; ++m)
-              for (int64_t k = 0; k < nvl; ++k) arow[d.sw * m * nvl + k] = a.relu && bias[k] < 0.f ? 0.f : bias[k];
-          continue;
-        }
-        // tap rows ty with input row qy - (nj - 1) + ty inside the image
-        const int64_t ty0 = std::max<int64_t>(0, ph.nj - 1 - qy);
-        const int64_t ty1 = std::min<int64_t>(ph.nj, d.H - qy + ph.nj - 1);
-        a.nty = std::max<int64_t>(0, ty1 - ty0);
-        a.ni = ph.ni;
-        a.wci = ph.nj * ph.ni * nvl;
-        a.w = p.weights() + ph.off + v0 * L * d.CI * ph.nj * ph.ni + ci0 * a.wci + ty0 * ph.ni * nvl;
-        const float* b_row = view + (qy - (ph.nj - 1) + ty0 - v.iy0) * v.wb + (aw.q0 - (ph.ni - 1) - v.ix0);
-        a.acc_stride = d.sw * nvl;
-        // The first tile of each phase in a chunk (the first output row of that row phase) prefetches
-        // the next chunk's weights of the phase into L2: where they come from memory (the 4x4-input
-        // layers' 32-128 MB of weights), that overlaps the stream with this chunk's arithmetic.
-        const bool first_row = oy - it.oy0 < d.sh;
-        const float* pf = first_row && !a.last ? p.weights() + ph.off + v0 * L * d.CI * ph.nj * ph.ni + (ci0 + kc) * a.wci : nullptr;
-        for (int64_t m = r.lo; m < r.hi; m += MR) {
-          a.pf = m == r.lo ? pf : nullptr;
-          a.b = b_row + m;
-          a.acc = arow + d.sw * m * nvl;
-          chan_tile_any<I>(std::min<int64_t>(MR, r.hi - m), nv, a);
+    float* acc_g = accs;  // the group's sums: [row][col][nvl]
+    for (int64_t g = it.g0; g < it.g1; ++g) {
+      const int64_t v0 = p.gv[static_cast<size_t>(g)], nv = p.gv[static_cast<size_t>(g) + 1] - v0;
+      const int64_t nvl = nv * L, co0 = v0 * L, nco = std::min(nvl, d.CO - co0);
+      if (a.first || a.last)
+        for (int64_t k = 0; k < nvl; ++k) bias[k] = c.bias && k < nco ? c.bias[co0 + k] : 0.f;
+      for (int64_t oy = it.oy0; oy < it.oy1; ++oy) {
+        const int64_t rh = (oy + d.pt) % d.sh, qy = (oy + d.pt) / d.sh;
+        for (int rw = 0; rw < d.sw; ++rw) {
+          const PhaseInfo& ph = p.ph[static_cast<size_t>(rh * d.sw + rw)];
+          const PhaseAxis aw = phase_axis(rw, d.sw, d.pl, d.WO);
+          const PixRange r = phase_range(aw, d.sw, it.ox0, it.ox1);
+          if (r.lo >= r.hi) continue;
+          float* arow = acc_g + ((oy - it.oy0) * cols + aw.first - it.ox0) * nvl;  // pixel m at sw * m * nvl
+          if (ph.nj == 0 || ph.ni == 0) {  // the bias (ReLU here like the tiles, others in store_item)
+            if (a.last)
+              for (int64_t m = r.lo; m < r.hi; ++m)
+                for (int64_t k = 0; k < nvl; ++k) arow[d.sw * m * nvl + k] = a.relu && bias[k] < 0.f ? 0.f : bias[k];
+            continue;
+          }
+          // tap rows ty with input row qy - (nj - 1) + ty inside the image
+          const int64_t ty0 = std::max<int64_t>(0, ph.nj - 1 - qy);
+          const int64_t ty1 = std::min<int64_t>(ph.nj, d.H - qy + ph.nj - 1);
+          a.nty = std::max<int64_t>(0, ty1 - ty0);
+          a.ni = ph.ni;
+          a.wci = ph.nj * ph.ni * nvl;
+          const float* wp = p.weights() + ph.off + v0 * L * d.CI * ph.nj * ph.ni;  // phase and group
+          a.w = wp + ci0 * a.wci + ty0 * ph.ni * nvl;
+          const float* b_row =
+              view + (qy - (ph.nj - 1) + ty0 - v.iy0) * v.row_floats() + (aw.q0 - (ph.ni - 1) - v.ix0) * v.rep;
+          a.acc_stride = d.sw * nvl;
+          // The first tile of each phase in a chunk (the first output row of that row phase)
+          // prefetches the next chunk's weights of the phase into L2: where they come from memory
+          // (the 4x4-input layers' 32-128 MB of weights), that overlaps the stream with this
+          // chunk's arithmetic.
+          const bool first_row = oy - it.oy0 < d.sh;
+          const float* pf = first_row && !a.last ? wp + (ci0 + kc) * a.wci : nullptr;
+          for (int64_t m = r.lo; m < r.hi; m += MR) {
+            a.pf = m == r.lo ? pf : nullptr;
+            a.b = b_row + m * v.rep;
+            a.acc = arow + d.sw * m * nvl;
+            chan_tile_any<I>(std::min<int64_t>(MR, r.hi - m), nv, a);
+          }
         }
       }
+      acc_g += rows * cols * nvl;
     }
   }
-  store_item<I>(accs, nvl, it.oy1 - it.oy0, cols, yn + it.oy0 * d.WO + it.ox0, nco, d.HO * d.WO, d.WO, act);
+  float* acc_g = accs;
+  for (int64_t g = it.g0; g < it.g1; ++g) {
+    const int64_t v0 = p.gv[static_cast<size_t>(g)], nvl = (p.gv[static_cast<size_t>(g) + 1] - v0) * L;
+    const int64_t co0 = v0 * L, nco = std::min(nvl, d.CO - co0);
+    store_item<I>(acc_g, nvl, rows, cols, c.y + ((it.n * d.CO + co0) * d.HO + it.oy0) * d.WO + it.ox0, nco,
+                  d.HO * d.WO, d.WO, act);
+    acc_g += rows * cols * nvl;
+  }
 }
 INFER_PER_ISA(void, chan_item, chan_item_body, (const RunCtx& c, const Item& it), (c, it))
 
@@ -761,7 +805,7 @@ void conv_transpose2d_unified_run(const KernelCall& call) {
   if (!p || !p->matches(d, call.node.isa))
     throw Error("cpu conv_transpose2d.segregated_unified: not prepared for this node");
   const RunCtx ctx{&d, p, call.inputs[0], call.inputs.size() == 3 ? call.inputs[2] : nullptr, call.outputs[0]};
-  const int64_t groups = p->groups(), rb = ceil_div(d.HO, p->blk.rows), cb = ceil_div(d.WO, p->blk.cols);
+  const int64_t groups = p->group_blocks(), rb = ceil_div(d.HO, p->blk.rows), cb = ceil_div(d.WO, p->blk.cols);
   const int64_t items = d.N * groups * rb * cb;
   const auto item_fn = p->pixel ? pix_item_for(call.node.isa) : chan_item_for(call.node.isa);
   const int64_t work = d.N * d.CO * d.HO * d.WO * d.CI * d.KH * d.KW / (d.sh * d.sw);
@@ -778,7 +822,8 @@ void conv_transpose2d_unified_run(const KernelCall& call) {
       r /= cb;
       const int64_t by = r % rb;
       r /= rb;
-      it.g = r % groups;
+      it.g0 = r % groups * p->gpi;
+      it.g1 = std::min(p->groups(), it.g0 + p->gpi);
       it.n = r / groups;
       it.oy0 = by * p->blk.rows;
       it.oy1 = std::min(d.HO, it.oy0 + p->blk.rows);
