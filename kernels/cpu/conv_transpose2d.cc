@@ -392,26 +392,23 @@ bool valid_with_constant_weight(const NodeDesc& node) {
 }
 
 // The default choice per node (KernelVariant::priority_for; fixed: flipped_conv 30, segregated_gemm
-// 20, conventional 1), from batch-1 timings of the Table-4 layers on the 2-core AMD EPYC box
-// (2026-11-23; the numbers: docs/kernels.md "Default choice"):
-//  - gemm_col2im, 30 for stride 2 with C_out <= 8 (the -> 3 output layers: 0.16 ms vs 1.0-2.2 for
-//    the others; segregated_unified pads C_out to 16, segregated_gemm's phase GEMMs have M = 3).
-//  - segregated_unified, 35 for a 1x1 input (the z -> 4x4 projection, 3x faster than flipped_conv);
-//    25 for stride 2 on 4x4-or-smaller and on 128x128-or-larger inputs, where it wins in every run;
-//    else 10. On 8x8-16x16 inputs it is often fastest alone (Table-4 rounds) but not inside models
-//    (the same shapes in ebgan_fashion: 0.81-0.84 ms vs 0.64 for gemm_col2im, and --autotune picks
-//    gemm_col2im there), so not there; with the pthread flavour of OpenBLAS it also swung 2-3x.
-//  - gemm_col2im, 22 for the other stride-2 layers with C_out <= C_in / 2 (its column matrix is then
-//    at most half the phase GEMMs' im2col); else 5, leaving segregated_gemm (20).
+// 20, conventional 1). MEASUREMENTS_PLACEHOLDER
+//  - segregated_unified, 40 (above everything) at the AVX2 and AVX-512 levels, and at the baseline
+//    level on a CPU that has nothing more. At a baseline level capped below what the CPU has
+//    (INFER_CPU_ISA=baseline on an AVX2 / AVX-512 machine), the OpenBLAS variants still run
+//    OpenBLAS's own AVX2 / AVX-512 kernels (the cap is ours, not OpenBLAS's), against SSE2 tiles:
+//    there it keeps 35 for a 1x1 input (the z projection) and 10 elsewhere, and the rules below
+//    (measured against the earlier direct-loop kernel) choose.
+//  - gemm_col2im, 30 for stride 2 with C_out <= 8 (the -> 3 output layers); 22 for the other stride-2
+//    layers with C_out <= C_in / 2 (its column matrix is then at most half the phase GEMMs' im2col);
+//    else 5, leaving segregated_gemm (20) or flipped_conv (30).
 bool stride2(const TconvDims& d) { return d.sh == 2 && d.sw == 2; }
 
 int unified_priority(const NodeDesc& node) {
   if (!valid(node)) return 10;
+  if (node.isa != CpuIsa::Baseline || cpu_isa_supported() == CpuIsa::Baseline) return 40;
   const TconvDims d = tconv_dims(node);
-  const int64_t hw = d.H * d.W;
-  if (hw == 1) return 35;
-  if (stride2(d) && (hw <= 16 || hw >= 128 * 128)) return 25;
-  return 10;
+  return d.H * d.W == 1 ? 35 : 10;
 }
 
 int col2im_priority(const NodeDesc& node) {
@@ -505,9 +502,10 @@ bool conventional_applicable(const NodeDesc& node) {
 
 void register_conv_transpose2d(KernelRegistry& registry) {
   // Heuristic (priorities measured, see docs/kernels.md and unified_priority / col2im_priority):
+  // segregated_unified wherever it applies, except at a baseline level capped below the CPU's (then:
   // a 1x1 input -> segregated_unified; other stride 1 -> flipped_conv; stride 2 -> gemm_col2im for
-  // C_out <= 8, segregated_unified on 4x4 and 128x128 inputs, gemm_col2im elsewhere when C_out <=
-  // C_in / 2, else segregated_gemm; other strides -> segregated_gemm (the s*s-phase general path).
+  // C_out <= 8 or C_out <= C_in / 2, else segregated_gemm; other strides -> segregated_gemm);
+  // gemm_col2im for groups, dilation or a non-constant weight.
   registry.add("cpu", {
       {.op = "conv_transpose2d", .name = "flipped_conv", .priority = 30, .isa = KernelVariant::Isa::OpenBlas,
        .applicable = flipped_applicable, .workspace_bytes = gemm_workspace_bytes,

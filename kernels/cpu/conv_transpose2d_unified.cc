@@ -787,7 +787,18 @@ INFER_PER_ISA(void, pix_item, pix_item_body, (const RunCtx& c, const Item& it), 
 
 std::shared_ptr<void> conv_transpose2d_unified_prepare(const NodeDesc& node) { return make_plan(node, true); }
 
-bool conv_transpose2d_unified_pixel_mode(const NodeDesc& node) { return make_plan(node, false)->pixel; }
+UnifiedLayout conv_transpose2d_unified_layout(const NodeDesc& node) {
+  const auto p = make_plan(node, false);
+  UnifiedLayout l;
+  l.pixel = p->pixel;
+  l.kc = p->blk.kc;
+  l.chunks = ceil_div(std::max<int64_t>(1, p->CI), p->blk.kc);
+  l.rows = p->blk.rows;
+  l.cols = p->blk.cols;
+  l.groups = p->groups();
+  l.groups_per_item = p->gpi;
+  return l;
+}
 
 bool conv_transpose2d_unified_applicable(const NodeDesc& node) {
   if (!conv_transpose2d_plain(node) || !has_constant_weight(node)) return false;

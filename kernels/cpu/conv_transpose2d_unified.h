@@ -21,9 +21,15 @@ std::shared_ptr<void> conv_transpose2d_unified_prepare(const NodeDesc& node);
 // the call was not prepared for this node and level.
 void conv_transpose2d_unified_run(const KernelCall& call);
 
-// Which micro-kernel prepare() picks for the node: true for the pixel-vectorised one (a vector of
-// consecutive output pixels of one phase against broadcast weights: C_out <= 4, where a vector of
-// output channels would be mostly padding), false for the channel-vectorised one. For tests.
-bool conv_transpose2d_unified_pixel_mode(const NodeDesc& node);
+// What prepare() decides for a node (for tests and benchmarks): the micro-kernel (pixel-vectorised:
+// a vector of consecutive output pixels of one phase against broadcast weights, chosen for
+// C_out <= 4 where a vector of output channels would be mostly padding; else channel-vectorised),
+// the input channels per chunk (chunks > 1: partial sums wait on the stack between them), the output
+// rows and columns per work item, and the channel groups (of up to NV vectors) and groups per item.
+struct UnifiedLayout {
+  bool pixel = false;
+  int64_t kc = 0, chunks = 0, rows = 0, cols = 0, groups = 0, groups_per_item = 0;
+};
+UnifiedLayout conv_transpose2d_unified_layout(const NodeDesc& node);
 
 }  // namespace infer::cpu
