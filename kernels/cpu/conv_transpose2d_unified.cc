@@ -387,7 +387,8 @@ struct ChanArgs {
   const float* w;       // packed weights at (chunk channel 0, ty0, 0)
   int64_t wci;          // packed floats per input channel (nj * ni * NV * lanes)
   int64_t kc, nty, ni;  // channels in the chunk, valid tap rows, tap columns
-  const float* pf;      // nullptr, or the next chunk's packed weights, prefetched into L2 (wci per channel)
+  const float* pf;      // a slice of the next chunk's packed weights to prefetch into L2 ...
+  int64_t pf_lines;     // ... of this many 64-byte lines (0: none), spread over the chunk's channels
   const float* bias;    // NV * lanes floats, zero past C_out
   float* acc;           // the item's sums at pixel 0 of the tile, pixel i at acc + i * acc_stride
   int64_t acc_stride;
@@ -410,11 +411,13 @@ INFER_INLINE void chan_tile(const ChanArgs& a) {
       for (int q = 0; q < NV; ++q) mk::load(acc[i][q], a.acc + i * a.acc_stride + q * L);
   }
   const int64_t w_row = a.ni * NV * L;
+  const int64_t pf_per_c = a.kc > 0 ? (a.pf_lines + a.kc - 1) / a.kc : 0;
+  int64_t pf_left = a.pf_lines;
+  const float* pf = a.pf;
   for (int64_t c = 0; c < a.kc; ++c) {
     const float* bc = a.b + c * a.bci;
     const float* wc = a.w + c * a.wci;
-    if (a.pf)
-      for (int64_t k = 0; k < a.wci; k += 16) __builtin_prefetch(a.pf + c * a.wci + k, 0, 2);
+    for (int64_t k = 0; k < pf_per_c && pf_left > 0; ++k, --pf_left, pf += 16) __builtin_prefetch(pf, 0, 2);
     for (int64_t ty = 0; ty < a.nty; ++ty) {
       const float* br = bc + ty * a.wb;
       const float* wr = wc + ty * w_row;
@@ -587,14 +590,18 @@ INFER_INLINE void chan_item_body(const RunCtx& c, const Item& it) {
           const float* b_row =
               view + (qy - (ph.nj - 1) + ty0 - v.iy0) * v.row_floats() + (aw.q0 - (ph.ni - 1) - v.ix0) * v.rep;
           a.acc_stride = d.sw * nvl;
-          // The first tile of each phase in a chunk (the first output row of that row phase)
-          // prefetches the next chunk's weights of the phase into L2: where they come from memory
-          // (the 4x4-input layers' 32-128 MB of weights), that overlaps the stream with this
-          // chunk's arithmetic.
-          const bool first_row = oy - it.oy0 < d.sh;
-          const float* pf = first_row && !a.last ? wp + (ci0 + kc) * a.wci : nullptr;
-          for (int64_t m = r.lo; m < r.hi; m += MR) {
-            a.pf = m == r.lo ? pf : nullptr;
+          // The tiles of each phase in a chunk prefetch the next chunk's weights of the phase into
+          // L2, each its slice: where they come from memory (the 4x4-input layers' 32-128 MB of
+          // weights), that overlaps the stream with this chunk's arithmetic at about its rate.
+          const int64_t o = (oy - it.oy0) % d.sh, ph_rows = (rows - 1 - o) / d.sh + 1;
+          const int64_t tpr = ceil_div(r.hi - r.lo, MR), ph_tiles = ph_rows * tpr;
+          const int64_t next = a.last ? 0 : std::min(p.blk.kc, d.CI - ci0 - kc) * a.wci;  // floats
+          const int64_t lines = ceil_div(next, 16), slice = ceil_div(lines, ph_tiles);
+          const float* pf = wp + (ci0 + kc) * a.wci;
+          int64_t tile = (oy - it.oy0) / d.sh * tpr;
+          for (int64_t m = r.lo; m < r.hi; m += MR, ++tile) {
+            a.pf = pf + tile * slice * 16;
+            a.pf_lines = std::max<int64_t>(0, std::min(slice, lines - tile * slice));
             a.b = b_row + m * v.rep;
             a.acc = arow + d.sw * m * nvl;
             chan_tile_any<I>(std::min<int64_t>(MR, r.hi - m), nv, a);
