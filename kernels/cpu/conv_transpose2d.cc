@@ -392,12 +392,20 @@ bool valid_with_constant_weight(const NodeDesc& node) {
 }
 
 // The default choice per node (KernelVariant::priority_for; fixed: flipped_conv 30, segregated_gemm
-// 20, conventional 1). MEASUREMENTS_PLACEHOLDER
-//  - segregated_unified, 40 (above everything) at the AVX2 and AVX-512 levels, and at the baseline
-//    level on a CPU that has nothing more. At a baseline level capped below what the CPU has
-//    (INFER_CPU_ISA=baseline on an AVX2 / AVX-512 machine), the OpenBLAS variants still run
-//    OpenBLAS's own AVX2 / AVX-512 kernels (the cap is ours, not OpenBLAS's), against SSE2 tiles:
-//    there it keeps 35 for a 1x1 input (the z projection) and 10 elsewhere, and the rules below
+// 20, conventional 1), from the Table-4 layers on the 2-core AMD EPYC (Zen 5) VM, 2026-11-27
+// (docs/kernels.md "Default choice since 2026-11-27", docs/benchmarks.md): one thread, process CPU
+// time, best of 3-7, ms summed over DCGAN's / EB-GAN's layers, segregated_unified vs the fastest
+// OpenBLAS variant per layer: AVX-512 4.25 / 42.8 ms (every layer faster: 0.49-0.92x, the -> 3
+// layer 0.101 vs gemm_col2im's 0.114); AVX2 with OpenBLAS at Haswell 7.3 / 69.3 (0.57-0.99x);
+// baseline with OpenBLAS at Prescott 19.8 / 175.6 (0.62-1.01x). Also faster on stride 1 (3x3 p1
+// 64 -> 64 at 32x32: 0.34 vs 0.75 ms), stride 3, the z projection and batch 8 (two threads,
+// AVX-512). With OpenBLAS at its own (AVX-512) level, AVX2 tiles lose the 8x8-128x128 layers (up to
+// 1.6x; the 4x4 ones they still win, 0.76-0.82x) and SSE2 ones every layer (1.9-4.2x).
+//  - segregated_unified, 40 (above everything) at the CPU's own level (AVX-512 here; AVX2 or baseline
+//    on CPUs that have nothing more). At a level capped below the CPU's (INFER_CPU_ISA=avx2 or
+//    baseline on this machine) the OpenBLAS variants still run OpenBLAS's own wider kernels (the
+//    cap is ours, not OpenBLAS's): there it keeps 35 for a 1x1 input (the z projection), 25 for
+//    stride 2 on inputs of at most 4x4 when capped at AVX2, and 10 elsewhere, and the rules below
 //    (measured against the earlier direct-loop kernel) choose.
 //  - gemm_col2im, 30 for stride 2 with C_out <= 8 (the -> 3 output layers); 22 for the other stride-2
 //    layers with C_out <= C_in / 2 (its column matrix is then at most half the phase GEMMs' im2col);
@@ -406,9 +414,11 @@ bool stride2(const TconvDims& d) { return d.sh == 2 && d.sw == 2; }
 
 int unified_priority(const NodeDesc& node) {
   if (!valid(node)) return 10;
-  if (node.isa != CpuIsa::Baseline || cpu_isa_supported() == CpuIsa::Baseline) return 40;
+  if (node.isa >= cpu_isa_supported()) return 40;
   const TconvDims d = tconv_dims(node);
-  return d.H * d.W == 1 ? 35 : 10;
+  if (d.H * d.W == 1) return 35;
+  if (node.isa == CpuIsa::Avx2 && stride2(d) && d.H * d.W <= 16) return 25;
+  return 10;
 }
 
 int col2im_priority(const NodeDesc& node) {
@@ -502,10 +512,10 @@ bool conventional_applicable(const NodeDesc& node) {
 
 void register_conv_transpose2d(KernelRegistry& registry) {
   // Heuristic (priorities measured, see docs/kernels.md and unified_priority / col2im_priority):
-  // segregated_unified wherever it applies, except at a baseline level capped below the CPU's (then:
-  // a 1x1 input -> segregated_unified; other stride 1 -> flipped_conv; stride 2 -> gemm_col2im for
-  // C_out <= 8 or C_out <= C_in / 2, else segregated_gemm; other strides -> segregated_gemm);
-  // gemm_col2im for groups, dilation or a non-constant weight.
+  // segregated_unified wherever it applies, except at a level capped below the CPU's (then: a 1x1
+  // input -> segregated_unified, and 4x4 stride-2 inputs when capped at AVX2; other stride 1 ->
+  // flipped_conv; stride 2 -> gemm_col2im for C_out <= 8 or C_out <= C_in / 2, else segregated_gemm;
+  // other strides -> segregated_gemm); gemm_col2im for groups, dilation or a non-constant weight.
   registry.add("cpu", {
       {.op = "conv_transpose2d", .name = "flipped_conv", .priority = 30, .isa = KernelVariant::Isa::OpenBlas,
        .applicable = flipped_applicable, .workspace_bytes = gemm_workspace_bytes,
