@@ -47,7 +47,13 @@
 // GCC's predictive commoning (-O3) carries each broadcast input value over to the next tap column
 // (pixel i at tap tx + 1 reads what pixel i + 1 read at tx) and unrolls the loop to do it: that kept
 // three more values live and spilled accumulators of the AVX2 tile to the stack (docs/kernels.md).
+// (clang, the fuzz build, has no such pass.)
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize("no-predictive-commoning")
+#define INFER_NO_MEMCPY_IDIOM __attribute__((optimize("no-tree-loop-distribute-patterns")))
+#else
+#define INFER_NO_MEMCPY_IDIOM
+#endif
 
 namespace infer::cpu {
 namespace {
@@ -344,7 +350,7 @@ View item_view(const TconvDims& d, const UnifiedPlan& p, const Item& it) {
 
 // Plain loops, not memcpy: the rows are a few to a few dozen floats. (no-tree-loop-distribute-
 // patterns keeps GCC from turning them back into memset / memcpy calls.)
-__attribute__((optimize("no-tree-loop-distribute-patterns"))) void fill_view(
+INFER_NO_MEMCPY_IDIOM void fill_view(
     const float* xn, int64_t H, int64_t W, int64_t ci0, int64_t kc, const View& v, float* out) {
   const int64_t j0 = std::clamp<int64_t>(-v.ix0, 0, v.wb), j1 = std::clamp<int64_t>(W - v.ix0, 0, v.wb);
   const int64_t n = v.row_floats(), rep = v.rep;
@@ -472,26 +478,23 @@ INFER_INLINE void chan_tile_any(int64_t mr, int64_t nv, const ChanArgs& a) {
 
 // v[i][j] -> v[j][i] for L vectors of L floats: log2(L) stages, each pairing vector i with i + L/2
 // and interleaving their low halves into 2i and their high halves into 2i + 1 (a perfect shuffle of
-// the row and the column index bits; after log2(L) of them the two are swapped). GCC picks the
-// instructions for each constant two-vector shuffle (vpermt2ps, vunpcklps, ...).
-template <class M, int L, int... K>
-INFER_INLINE void interleave_mask(M& m, std::integer_sequence<int, K...>, int half) {
-  m = M{(K % 2 ? L + half + K / 2 : half + K / 2)...};
+// the row and the column index bits; after log2(L) of them the two are swapped). The compiler picks
+// the instructions for each constant two-vector shuffle (vpermt2ps, vunpcklps, ...).
+// (The result by reference: a vector returned by value trips GCC's ABI warning, as in mk::load.)
+template <class V, int L, int Half, int... K>
+INFER_INLINE void interleave(V& out, const V& a, const V& b, std::integer_sequence<int, K...>) {
+  out = __builtin_shufflevector(a, b, (K % 2 ? L + Half + K / 2 : Half + K / 2)...);
 }
 
 template <class I>
 INFER_INLINE void transpose(typename I::Vec (&v)[I::kLanes]) {
   using V = typename I::Vec;
   constexpr int L = I::kLanes, H = L / 2;
-  typedef int M __attribute__((vector_size(sizeof(V))));
-  M lo, hi;
-  interleave_mask<M, L>(lo, std::make_integer_sequence<int, L>{}, 0);
-  interleave_mask<M, L>(hi, std::make_integer_sequence<int, L>{}, H);
   for (int stage = 1; stage < L; stage *= 2) {
     V n[L];
     for (int i = 0; i < H; ++i) {
-      n[2 * i] = __builtin_shuffle(v[i], v[i + H], lo);
-      n[2 * i + 1] = __builtin_shuffle(v[i], v[i + H], hi);
+      interleave<V, L, 0>(n[2 * i], v[i], v[i + H], std::make_integer_sequence<int, L>{});
+      interleave<V, L, H>(n[2 * i + 1], v[i], v[i + H], std::make_integer_sequence<int, L>{});
     }
     for (int i = 0; i < L; ++i) v[i] = n[i];
   }
