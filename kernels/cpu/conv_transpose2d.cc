@@ -398,8 +398,8 @@ bool valid_with_constant_weight(const NodeDesc& node) {
 // OpenBLAS variant per layer: AVX-512 4.25 / 42.8 ms (every layer faster: 0.49-0.92x, the -> 3
 // layer 0.101 vs gemm_col2im's 0.114); AVX2 with OpenBLAS at Haswell 7.3 / 69.3 (0.57-0.99x);
 // baseline with OpenBLAS at Prescott 19.8 / 175.6 (0.62-1.01x). Also faster on stride 1 (3x3 p1
-// 64 -> 64 at 32x32: 0.34 vs 0.75 ms), stride 3, the z projection and batch 8 (two threads,
-// AVX-512). With OpenBLAS at its own (AVX-512) level, AVX2 tiles lose the 8x8-128x128 layers (up to
+// 64 -> 64 at 32x32: 0.36 vs 0.49 ms), stride 3, the z projection and batch 8 (two threads,
+// AVX-512, OpenBLAS's AVX-512 kernels). With OpenBLAS at its own (AVX-512) level, AVX2 tiles lose the 8x8-128x128 layers (up to
 // 1.6x; the 4x4 ones they still win, 0.76-0.82x) and SSE2 ones every layer (1.9-4.2x).
 //  - segregated_unified, 40 (above everything) at the CPU's own level (AVX-512 here; AVX2 or baseline
 //    on CPUs that have nothing more). At a level capped below the CPU's (INFER_CPU_ISA=avx2 or
