@@ -9,24 +9,26 @@
 //   channel-vectorised (the general one): MR consecutive output pixels of one phase row (they read
 //     consecutive input columns) x NV vectors of output channels; per (input channel, tap) NV weight
 //     vectors are loaded and each pixel's input value is broadcast against them. MR x NV: AVX-512
-//     4 x 6 (24 of 32 zmm accumulate), AVX2 4 x 3 (12 of 16 ymm), baseline 4 x 2 (8 of 16 xmm; SSE2
-//     has no FMA, so each product needs a register of its own).
+//     4 x 6 (24 of 32 zmm accumulate), AVX2 4 x 3 (12 of 16 ymm), baseline 4 x 3 (12 of 16 xmm; SSE2
+//     has no broadcast from memory, so its view stores every input value 4 times).
 //   pixel-vectorised (C_out <= 4, where a channel vector would be mostly padding, e.g. a generator's
 //     RGB output): NP vectors of consecutive output pixels of one phase row x all C_out channels, the
 //     weights broadcast; NP per level and C_out in pix_np().
 // Weights are repacked once in prepare() per phase as [channel group][C_in][tap row][tap col][NV*lanes]
 // (channel mode; a group is the NV vectors one tile covers) or [C_in][tap row][tap col][C_out].
 //
-// The work is split into items (sample, channel group, block of output rows, block of output
-// columns), handed to the OpenMP threads dynamically. An item first copies the input rows and
+// The work is split into items (sample, block of channel groups, block of output rows, block of
+// output columns), handed to the OpenMP threads dynamically. An item first copies the input rows and
 // columns its outputs read, for a chunk of input channels, into a zero-padded view on its thread's
 // stack (<= 32 KiB), so the micro-kernels run without bounds checks: tap rows outside the image are
 // skipped (a tile is one output row, so they are the same for all its pixels), tap columns outside
 // read the view's zeros. Input channels come in chunks when one chunk's packed weights would not stay
-// in L2 (kABudgetFloats) or the view would not fit; then the tiles' partial sums wait between chunks
-// in a second stack buffer (<= 64 KiB). The last chunk's epilogue adds nothing more (the bias is the
-// accumulators' initial value), applies ReLU on whole vectors (other activations per element) and
-// stores each tile into the NCHW output at the phase's stride.
+// in L2 (kABudgetFloats) or the view would not fit; each tile prefetches its slice of the next
+// chunk's weights. Channel tiles leave their sums in a second stack buffer (<= 64 KiB, the item's
+// [row][column][channels], also the partial sums between chunks; the bias is the accumulators'
+// initial value, ReLU is applied on whole vectors at the last chunk), which store_item then writes
+// into the NCHW output through in-register L x L transposes; pixel tiles store their vectors at the
+// phase's stride. Other activations per element. docs/kernels.md has the measurements.
 #include "kernels/cpu/conv_transpose2d_unified.h"
 
 #include <omp.h>
@@ -75,7 +77,8 @@ constexpr int64_t kColsMax = 64;
 
 // Channel-vectorised: kMR pixels x kNV vectors; kMR*kNV accumulators + kNV weight vectors + one
 // broadcast stay within the level's registers (AVX-512 24 + 6 + 1 of 32; AVX2 12 + 3 + 1 of 16;
-// baseline 8 + 2 + 1 + a product of 16). The objdump check is in docs/kernels.md.
+// baseline 12 + 3 + the input vector + a product is one too many: mulps reads the third weight
+// vector from L1, no spill; 4 x 2 measured slower). The objdump check is in docs/kernels.md.
 template <class I>
 struct ChanTile;
 template <>
