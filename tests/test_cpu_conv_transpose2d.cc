@@ -1,9 +1,12 @@
 // Tests of the CPU transposed-convolution variants (kernels/cpu/conv_transpose2d.cc) against the
 // reference kernel: >= 200 random shapes per variant (kernel 1-7, asymmetric padding 0..k-1,
 // output_padding, odd and even sizes, channels 1..67, batch 1..3, every activation), gemm_col2im on
-// shapes that need several row bands, grouped / depthwise / dilated nodes (gemm_col2im, the only
-// variant that takes them; the others not applicable), the paper's 4x4-input / 5x5-kernel /
-// padding-2 example, Table 4's upsampled-buffer sizes, and bad calls.
+// shapes that need several row bands, segregated_unified's paths (kernels/cpu/conv_transpose2d_
+// unified.cc: both micro-kernels, several C_in chunks, several channel groups per item, Table-4
+// layers), grouped / depthwise / dilated nodes (gemm_col2im, the only variant that takes them; the
+// others not applicable), the paper's 4x4-input / 5x5-kernel / padding-2 example, Table 4's
+// upsampled-buffer sizes, the default heuristic, and bad calls. ctest runs the suite once per CPU ISA
+// level (@avx512, @avx2, @baseline: INFER_CPU_ISA), so segregated_unified's tiles of each level run.
 // Outputs and workspaces are NaN-poisoned before each run so an unwritten element fails.
 #include <doctest/doctest.h>
 
@@ -14,6 +17,7 @@
 
 #include "infer/error.h"
 #include "kernels/cpu/conv_transpose2d.h"
+#include "kernels/cpu/conv_transpose2d_unified.h"
 #include "engine/src/kernel_api.h"
 #include "kernels/reference/reference.h"
 #include "test_util.h"
@@ -220,6 +224,88 @@ TEST_CASE("groups and dilation: gemm_col2im over several row bands (dilated band
   CHECK(check_case(b, {"gemm_col2im"}, 32) == 1);
 }
 
+// segregated_unified's paths at the level this process runs (ctest: each level): the pixel-
+// vectorised tile (C_out <= 4 on rows wider than a vector), the channel-vectorised one with C_out
+// not a multiple of the vector width, several C_in chunks (partial sums on the stack between them),
+// several channel groups per item (outputs above 32x32), phases without taps (stride > kernel);
+// every padding up to k-1, output_padding, odd sizes, batch 1-3, every activation, NaN-poisoned
+// outputs. The layout counts make sure each path ran.
+TEST_CASE("segregated_unified: both micro-kernels, C_in chunks, channel groups, borders") {
+  std::mt19937 rng(2718);
+  auto uni = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  const KernelVariant& v = variant("segregated_unified");
+  int pixel = 0, channel = 0, chunked = 0, multi_group = 0, tapless = 0, ran = 0;
+  std::vector<float> w1(1), b1(1);
+  for (int t = 0; t < 160; ++t) {
+    Case c;
+    int ci, co, h, wd, kh, kw;
+    c.p.stride_h = uni(1, 3);
+    c.p.stride_w = uni(0, 3) == 0 ? uni(1, 3) : c.p.stride_h;
+    switch (t % 4) {
+      case 0:  // few output channels on wide rows: the pixel tile
+        ci = uni(1, 40), co = uni(1, 4), h = uni(1, 12), wd = uni(8, 48), kh = uni(1, 5), kw = uni(1, 5);
+        break;
+      case 1:  // many input channels and taps: several chunks
+        ci = uni(200, 360), co = uni(17, 24), h = uni(1, 3), wd = uni(1, 3), kh = uni(4, 7), kw = uni(4, 7);
+        break;
+      case 2:  // large outputs, more channels than one group (96 on AVX-512): several groups per item
+        ci = uni(1, 4), co = uni(20, 200), h = uni(17, 24), wd = uni(17, 24), kh = uni(3, 4), kw = uni(3, 4);
+        c.p.stride_h = c.p.stride_w = 2;
+        break;
+      default:  // anything small, C_out 1..67
+        ci = uni(1, 67), co = uni(1, 67), h = uni(1, 9), wd = uni(1, 9), kh = uni(1, 7), kw = uni(1, 7);
+        if (ci * co > 600) (uni(0, 1) ? ci : co) = uni(1, 8);
+        break;
+    }
+    c.p.pad = {uni(0, kh - 1), uni(0, kw - 1), uni(0, kh - 1), uni(0, kw - 1)};
+    c.p.output_padding_h = uni(0, c.p.stride_h - 1);
+    c.p.output_padding_w = uni(0, c.p.stride_w - 1);
+    c.p.activation = test::activation_case(uni(0, test::kBoundedActivationCases - 1));
+    c.bias = uni(0, 3) != 0;
+    const int n = t % 4 == 1 ? 1 : uni(1, 3);
+    c.x = {n, ci, h, wd};
+    c.w = {ci, co, kh, kw};
+    const int64_t ho = out_size(h, c.p.stride_h, c.p.pad.top, c.p.pad.bottom, kh, c.p.output_padding_h);
+    const int64_t wo = out_size(wd, c.p.stride_w, c.p.pad.left, c.p.pad.right, kw, c.p.output_padding_w);
+    if (ho < 1 || wo < 1) continue;
+    c.y = {n, co, ho, wo};
+    const NodeDesc node = make_node(c, w1, b1);
+    REQUIRE(v.applicable(node));
+    const cpu::UnifiedLayout l = cpu::conv_transpose2d_unified_layout(node);
+    pixel += l.pixel;
+    channel += !l.pixel;
+    chunked += l.chunks > 1;
+    multi_group += !l.pixel && l.groups_per_item > 1;
+    tapless += c.p.stride_h > kh || c.p.stride_w > kw;
+    ran += check_case(c, {"segregated_unified"}, 500 + 7 * uint64_t(t));
+  }
+  INFO("level " << std::string(cpu_isa_name(cpu_isa_default())));
+  CHECK(ran >= 130);
+  CHECK(pixel >= 15);
+  CHECK(channel >= 60);
+  CHECK(chunked >= 15);
+  CHECK(multi_group >= 10);
+  CHECK(tapless >= 5);
+}
+
+// The Table-4 layer shapes (k4 s2 p1; here with bias and ReLU, batch 2) at reduced C_in / C_out,
+// one per input size, and the -> 3 output layers (the pixel tile).
+TEST_CASE("segregated_unified: Table-4 layer shapes") {
+  struct L {
+    int n, ci, co;
+  };
+  for (const L& l : {L{4, 512, 256}, L{8, 256, 128}, L{16, 128, 64}, L{32, 64, 3}, L{32, 128, 3}, L{64, 32, 32}}) {
+    Case c;
+    c.p.stride_h = c.p.stride_w = 2;
+    c.p.pad = {1, 1, 1, 1};
+    c.p.activation.kind = ActivationKind::Relu;
+    c.x = {2, l.ci, l.n, l.n};
+    c.w = {l.ci, l.co, 4, 4};
+    c.y = {2, l.co, 2 * l.n, 2 * l.n};
+    CHECK(check_case(c, {"segregated_unified"}, 40 + uint64_t(l.n)) == 1);
+  }
+}
+
 TEST_CASE("the paper's 4x4 input, 5x5 kernel, stride 2, padding 2 example through every variant") {
   for (int op : {0, 1})
     for (int pad : {2, 1}) {  // padding 2 (even: phase order kept) and 1 (odd: phases swapped)
@@ -282,7 +368,7 @@ TEST_CASE("gemm_col2im: several bands of output rows, one-row bands, stride 3 wi
   CHECK(check_case(c, {"gemm_col2im", "segregated_gemm"}, 23) == 2);
 }
 
-TEST_CASE("the default heuristic: gemm_col2im for C_out <= 8 and C_out <= C_in/2, unified on 1x1/4x4/128x128 inputs") {
+TEST_CASE("the default heuristic: segregated_unified, except at a level capped below the CPU's") {
   std::vector<float> w(1), b(1);
   // As the session chooses (test::default_variant): the highest (shape-dependent) priority.
   auto pick = [&](int stride, int pad, const Shape& x, const Shape& ws) -> std::string {
@@ -294,18 +380,26 @@ TEST_CASE("the default heuristic: gemm_col2im for C_out <= 8 and C_out <= C_in/2
     c.y = {x[0], ws[1], out_size(x[2], stride, pad, pad, ws[2], 0), out_size(x[3], stride, pad, pad, ws[3], 0)};
     return test::default_variant("cpu", "conv_transpose2d", make_node(c, w, b));
   };
-  CHECK(pick(1, 0, {1, 100, 1, 1}, {100, 1024, 4, 4}) == "segregated_unified");  // the z projection
-  CHECK(pick(1, 1, {1, 64, 16, 16}, {64, 32, 3, 3}) == "flipped_conv");
-  CHECK(pick(2, 1, {1, 1024, 4, 4}, {1024, 512, 4, 4}) == "segregated_unified");
-  CHECK(pick(2, 1, {1, 256, 8, 8}, {256, 128, 4, 4}) == "gemm_col2im");
-  CHECK(pick(2, 1, {1, 128, 16, 16}, {128, 128, 4, 4}) == "segregated_gemm");  // C_out > C_in / 2
-  CHECK(pick(2, 1, {1, 256, 16, 16}, {256, 128, 4, 4}) == "gemm_col2im");
-  CHECK(pick(2, 1, {1, 128, 32, 32}, {128, 3, 4, 4}) == "gemm_col2im");
-  CHECK(pick(2, 1, {1, 1024, 8, 8}, {1024, 512, 4, 4}) == "gemm_col2im");
-  CHECK(pick(2, 1, {1, 128, 64, 64}, {128, 64, 4, 4}) == "gemm_col2im");
-  CHECK(pick(2, 1, {1, 512, 16, 16}, {512, 512, 4, 4}) == "segregated_gemm");  // C_out > C_in / 2
-  CHECK(pick(2, 1, {1, 64, 128, 128}, {64, 64, 4, 4}) == "segregated_unified");
-  CHECK(pick(3, 1, {1, 64, 16, 16}, {64, 8, 4, 4}) == "segregated_gemm");  // other strides
+  // OpenBLAS runs its own level whatever INFER_CPU_ISA says: only a cap below the CPU's level pits
+  // segregated_unified's narrower tiles against wider GEMMs.
+  const bool capped = cpu_isa_default() < cpu_isa_supported();
+  const bool avx2 = cpu_isa_default() == CpuIsa::Avx2;
+  INFO("level " << std::string(cpu_isa_name(cpu_isa_default())) << ", CPU "
+                 << std::string(cpu_isa_name(cpu_isa_supported())));
+  const std::string U = "segregated_unified";
+  auto expect = [&](const std::string& when_capped) { return capped ? when_capped : U; };
+  CHECK(pick(1, 0, {1, 100, 1, 1}, {100, 1024, 4, 4}) == U);  // the z projection
+  CHECK(pick(1, 1, {1, 64, 16, 16}, {64, 32, 3, 3}) == expect("flipped_conv"));
+  CHECK(pick(2, 1, {1, 1024, 4, 4}, {1024, 512, 4, 4}) == expect(avx2 ? U : "gemm_col2im"));
+  CHECK(pick(2, 1, {1, 256, 8, 8}, {256, 128, 4, 4}) == expect("gemm_col2im"));
+  CHECK(pick(2, 1, {1, 128, 16, 16}, {128, 128, 4, 4}) == expect("segregated_gemm"));  // C_out > C_in / 2
+  CHECK(pick(2, 1, {1, 256, 16, 16}, {256, 128, 4, 4}) == expect("gemm_col2im"));
+  CHECK(pick(2, 1, {1, 128, 32, 32}, {128, 3, 4, 4}) == expect("gemm_col2im"));
+  CHECK(pick(2, 1, {1, 1024, 8, 8}, {1024, 512, 4, 4}) == expect("gemm_col2im"));
+  CHECK(pick(2, 1, {1, 128, 64, 64}, {128, 64, 4, 4}) == expect("gemm_col2im"));
+  CHECK(pick(2, 1, {1, 512, 16, 16}, {512, 512, 4, 4}) == expect("segregated_gemm"));
+  CHECK(pick(2, 1, {1, 64, 128, 128}, {64, 64, 4, 4}) == expect("segregated_gemm"));
+  CHECK(pick(3, 1, {1, 64, 16, 16}, {64, 8, 4, 4}) == expect("segregated_gemm"));  // other strides
 }
 
 TEST_CASE("Table 4 memory column: the conventional upsampled buffer") {

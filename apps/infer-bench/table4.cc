@@ -9,11 +9,13 @@
 // workspace each variant asks for (on this backend, in this precision) is reported beside it.
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 
 #include <fmt/format.h>
 
 #include "bench.h"
+#include "infer/cpu_isa.h"
 #include "kernels/cpu/conv_transpose2d.h"
 #include "engine/src/kernel_api.h"
 
@@ -99,6 +101,22 @@ std::vector<std::string> table_order(std::vector<std::string> v) {
 
 std::string ms(double v) { return fmt::format("{:.3f}", v); }
 
+// INFER_CPU_ISA caps infer's own kernels only: the OpenBLAS variants (conventional, segregated_gemm,
+// gemm_col2im, flipped_conv) run the kernels OpenBLAS picked when it loaded: its own choice for this
+// CPU, or OPENBLAS_CORETYPE's (Haswell: AVX2, Prescott: SSE3). One line saying which, so a table
+// compares like with like or says that it does not.
+std::string isa_levels_line() {
+  const CpuIsa level = cpu_isa_default(), cpu = cpu_isa_supported();
+  const char* coretype = std::getenv("OPENBLAS_CORETYPE");
+  const std::string blas = coretype && *coretype
+                               ? fmt::format("OPENBLAS_CORETYPE={}", coretype)
+                               : fmt::format("its own choice for this CPU ({}); OPENBLAS_CORETYPE=Haswell or "
+                                             "Prescott holds it to AVX2 or SSE",
+                                             cpu_isa_name(cpu));
+  return fmt::format("ISA: infer's kernels {} (CPU {}); the OpenBLAS variants' kernels: {}", cpu_isa_name(level),
+                     cpu_isa_name(cpu), blas);
+}
+
 }  // namespace
 
 int run_table4(const Table4Options& options, const RunSettings& settings, const std::string& json_path) {
@@ -148,6 +166,7 @@ int run_table4(const Table4Options& options, const RunSettings& settings, const 
   header += fmt::format(" {:>12}", "upsampled B");
   for (const std::string& v : variants) header += fmt::format(" {:>24}", v + " wksp B");
   std::printf("%s\n", header.c_str());
+  const std::string isa_line = settings.backend == "cpu" ? isa_levels_line() : std::string();
 
   for (const Layer& l : table4_layers()) {
     if (!options.models.empty() &&
@@ -237,7 +256,14 @@ int run_table4(const Table4Options& options, const RunSettings& settings, const 
     j["totals"].push_back(tj);
   }
   if (settings.backend != "cpu") std::printf("%s\n", run_context(threads, settings, device).c_str());
+  if (!isa_line.empty()) std::printf("%s\n", isa_line.c_str());
   j["environment"] = environment(threads, settings, device);
+  if (settings.backend == "cpu") {
+    const char* coretype = std::getenv("OPENBLAS_CORETYPE");
+    j["environment"]["openblas_coretype"] = coretype ? coretype : "";
+    j["environment"]["cpu_isa"] = cpu_isa_name(cpu_isa_default());
+    j["environment"]["cpu_isa_supported"] = cpu_isa_name(cpu_isa_supported());
+  }
   j["upsampled_matches_paper"] = !mismatches;
   if (!json_path.empty()) write_json(json_path, j);
   if (mismatches) throw Error("the conventional kernel's upsampled buffer differs from the paper's formula (marked '!=')");

@@ -4,7 +4,8 @@
 //   conventional  Tida et al. Algorithm 1: zero-upsampled + padded input buffer, then a stride-1
 //                 convolution with the flipped, in/out-swapped kernel (banded im2col + sgemm).
 //   segregated_unified  Tida et al. Algorithm 2 (unified kernel segregation): no upsampled buffer;
-//                 each output takes the sub-kernel of its (row % s, col % s) phase. Direct loops.
+//                 each output takes the sub-kernel of its (row % s, col % s) phase. Register-tiled
+//                 micro-kernels per ISA level: kernels/cpu/conv_transpose2d_unified.cc.
 //   segregated_gemm  the same phases as one implicit GEMM each (im2col of the un-upsampled input +
 //                 sgemm); each result tile is stored strided into y by the bias/activation
 //                 epilogue while still in cache ("strided dgrad").
@@ -24,9 +25,9 @@
 #include <vector>
 
 #include "infer/error.h"
+#include "kernels/cpu/conv_transpose2d_unified.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/im2col.h"
-#include "kernels/cpu/isa.h"
 
 namespace infer::cpu {
 namespace {
@@ -234,125 +235,6 @@ void run_segregated_gemm(const KernelCall& call) {
   }
 }
 
-// ---- segregated_unified -------------------------------------------------------------------------
-// One OpenMP iteration = (sample, block of 16 output channels, output row oy). The row's phase rh and
-// input base q = (oy + pad_top) / s come from oy; for each column phase rw its outputs ox = first +
-// s*mm are taken 4 at a time, and a 4 x 16 register tile (4 outputs x 16 channels) accumulates
-// x[ci][iy][ix] * sub-kernel[ci][ty][tx][co..co+16] over every input channel and tap of that phase's
-// sub-kernel. Weights are stored per block of 16 output channels as [block][CI][nj][ni][16] (zero-
-// padded past C_out): the channel loop is one or two full vectors and the block's slice, read once
-// per 4 outputs, is contiguous and stays in L2 while the thread walks the rows of that block. The
-// tile is then stored strided into y with bias + activation. The
-// micro-kernel is compiled for AVX-512, AVX2 and baseline x86-64 and picked at load time.
-constexpr int64_t kUnifiedCo = 16, kUnifiedMm = 4;
-
-// The weights of 16 output channels for one (ci, ty, tx): alignas(64), so a std::vector of them (C++17
-// aligned new) keeps each in one cache line. (With std::vector<float>, malloc's 16-byte alignment
-// made each 64-byte load straddle two lines in some processes and not others.)
-struct alignas(64) Co16 {
-  float c[kUnifiedCo];
-};
-
-struct UnifiedPlan {
-  int sh = 1, sw = 1;
-  int64_t co_pad = 0;  // CO rounded up to kUnifiedCo
-  std::vector<int64_t> nj, ni;
-  std::vector<std::vector<Co16>> u;  // per phase [co_pad/16][CI][nj][ni]
-};
-
-std::shared_ptr<void> prepare_unified(const NodeDesc& node) {
-  const TconvDims d = tconv_dims(node);
-  const std::shared_ptr<PhasePlan> phases =
-      make_phases(d, node.constants.size() >= 2 ? node.constants[1] : nullptr, d.sh, d.sw);
-  auto plan = std::make_shared<UnifiedPlan>();
-  plan->sh = d.sh;
-  plan->sw = d.sw;
-  plan->co_pad = (d.CO + kUnifiedCo - 1) / kUnifiedCo * kUnifiedCo;
-  for (const Phase& ph : phases->phases) {
-    const int64_t K = d.CI * ph.nj * ph.ni;
-    std::vector<Co16> u(static_cast<size_t>(K * plan->co_pad / kUnifiedCo), Co16{});
-    for (int64_t co = 0; co < d.CO; ++co)
-      for (int64_t k = 0; k < K; ++k)
-        u[static_cast<size_t>((co / kUnifiedCo) * K + k)].c[co % kUnifiedCo] = ph.a[static_cast<size_t>(co * K + k)];
-    plan->nj.push_back(ph.nj);
-    plan->ni.push_back(ph.ni);
-    plan->u.push_back(std::move(u));
-  }
-  return plan;
-}
-
-// acc[i][c] += sum over ci, ty, tx of x[ci][q - (nj-1) + ty][ix0 + i + tx] * u[ci][ty][tx][c], for
-// i < 4 and c < 16, x read as 0 outside the image (the implicit padding of the phase convolution).
-// The 16 channels are one GCC vector: one zmm FMA per output on AVX-512, two ymm on AVX2.
-typedef float Vec16 __attribute__((vector_size(kUnifiedCo * sizeof(float))));
-
-template <class>
-INFER_INLINE void unified_tile_body(const float* xn, int64_t CI, int64_t H, int64_t W, int64_t q, int64_t ix0,
-                                    int64_t nj, int64_t ni, const Co16* u, float (*acc)[kUnifiedCo]) {
-  Vec16 t[kUnifiedMm];
-  std::memcpy(t, acc, sizeof(t));
-  for (int64_t ci = 0; ci < CI; ++ci)
-    for (int64_t ty = 0; ty < nj; ++ty) {
-      const int64_t iy = q - (nj - 1) + ty;
-      if (iy < 0 || iy >= H) continue;
-      const float* xrow = xn + (ci * H + iy) * W;
-      const Co16* wrow = u + (ci * nj + ty) * ni;
-      for (int64_t tx = 0; tx < ni; ++tx) {
-        Vec16 wv;
-        std::memcpy(&wv, wrow[tx].c, sizeof(wv));
-        for (int64_t i = 0; i < kUnifiedMm; ++i) {
-          const int64_t ix = ix0 + i + tx;
-          const float xv = ix >= 0 && ix < W ? xrow[ix] : 0.f;
-          t[i] += xv * wv;
-        }
-      }
-    }
-  std::memcpy(acc, t, sizeof(t));
-}
-INFER_PER_ISA(void, unified_tile, unified_tile_body,
-              (const float* xn, int64_t CI, int64_t H, int64_t W, int64_t q, int64_t ix0, int64_t nj, int64_t ni,
-               const Co16* u, float (*acc)[kUnifiedCo]),
-              (xn, CI, H, W, q, ix0, nj, ni, u, acc))
-
-void run_segregated_unified(const KernelCall& call) {
-  const TconvCall c = tconv_call(call);
-  const TconvDims& d = c.d;
-  const auto* plan = static_cast<const UnifiedPlan*>(call.prepared);
-  if (!plan || plan->sh != d.sh || plan->sw != d.sw || plan->co_pad < d.CO)
-    throw Error("cpu conv_transpose2d.segregated_unified: not prepared for this node");
-  const Activation& act = d.p->activation;
-  const int64_t co_blocks = plan->co_pad / kUnifiedCo;
-  const auto unified_tile = unified_tile_for(call.node.isa);
-  const int64_t work = d.N * d.CO * d.HO * d.WO * d.CI * d.KH * d.KW / (d.sh * d.sw);
-
-#pragma omp parallel for collapse(3) schedule(dynamic, 4) if (work >= kParallelMin)
-  for (int64_t n = 0; n < d.N; ++n)
-    for (int64_t cb = 0; cb < co_blocks; ++cb)
-      for (int64_t oy = 0; oy < d.HO; ++oy) {
-        const int64_t co0 = cb * kUnifiedCo, nco = std::min(kUnifiedCo, d.CO - co0);
-        const int64_t rh = (oy + d.pt) % d.sh, q = (oy + d.pt) / d.sh;
-        const float* xn = c.x + n * d.CI * d.H * d.W;
-        for (int rw = 0; rw < d.sw; ++rw) {
-          const size_t ph = static_cast<size_t>(rh * d.sw + rw);
-          const int64_t nj = plan->nj[ph], ni = plan->ni[ph];
-          const PhaseAxis aw = phase_axis(rw, d.sw, d.pl, d.WO);
-          for (int64_t mm0 = 0; mm0 < aw.count; mm0 += kUnifiedMm) {
-            const int64_t len = std::min(kUnifiedMm, aw.count - mm0);
-            float acc[kUnifiedMm][kUnifiedCo];
-            for (int64_t i = 0; i < kUnifiedMm; ++i)
-              for (int64_t k = 0; k < kUnifiedCo; ++k)
-                acc[i][k] = c.bias && k < nco ? c.bias[co0 + k] : 0.f;
-            unified_tile(xn, d.CI, d.H, d.W, q, aw.q0 - (ni - 1) + mm0, nj, ni,
-                         plan->u[ph].data() + cb * d.CI * nj * ni, acc);
-            for (int64_t k = 0; k < nco; ++k) {
-              float* yr = c.y + ((n * d.CO + co0 + k) * d.HO + oy) * d.WO + aw.first + d.sw * mm0;
-              for (int64_t i = 0; i < len; ++i) yr[d.sw * i] = activate(act, acc[i][k]);
-            }
-          }
-        }
-      }
-}
-
 // ---- conventional (Algorithm 1) -----------------------------------------------------------------
 
 // The upsampled buffer's geometry: x[iy][ix] sits at U[(KH-1-pad_top) + iy*s_h][(KW-1-pad_left) +
@@ -510,25 +392,32 @@ bool valid_with_constant_weight(const NodeDesc& node) {
 }
 
 // The default choice per node (KernelVariant::priority_for; fixed: flipped_conv 30, segregated_gemm
-// 20, conventional 1), from batch-1 timings of the Table-4 layers on the 2-core AMD EPYC box
-// (2026-11-23; the numbers: docs/kernels.md "Default choice"):
-//  - gemm_col2im, 30 for stride 2 with C_out <= 8 (the -> 3 output layers: 0.16 ms vs 1.0-2.2 for
-//    the others; segregated_unified pads C_out to 16, segregated_gemm's phase GEMMs have M = 3).
-//  - segregated_unified, 35 for a 1x1 input (the z -> 4x4 projection, 3x faster than flipped_conv);
-//    25 for stride 2 on 4x4-or-smaller and on 128x128-or-larger inputs, where it wins in every run;
-//    else 10. On 8x8-16x16 inputs it is often fastest alone (Table-4 rounds) but not inside models
-//    (the same shapes in ebgan_fashion: 0.81-0.84 ms vs 0.64 for gemm_col2im, and --autotune picks
-//    gemm_col2im there), so not there; with the pthread flavour of OpenBLAS it also swung 2-3x.
-//  - gemm_col2im, 22 for the other stride-2 layers with C_out <= C_in / 2 (its column matrix is then
-//    at most half the phase GEMMs' im2col); else 5, leaving segregated_gemm (20).
+// 20, conventional 1), from the Table-4 layers on the 2-core AMD EPYC (Zen 5) VM, 2026-11-27
+// (docs/kernels.md "Default choice since 2026-11-27", docs/benchmarks.md): one thread, process CPU
+// time, best of 3-7, ms summed over DCGAN's / EB-GAN's layers, segregated_unified vs the fastest
+// OpenBLAS variant per layer: AVX-512 4.25 / 42.8 ms (every layer faster: 0.49-0.92x, the -> 3
+// layer 0.101 vs gemm_col2im's 0.114); AVX2 with OpenBLAS at Haswell 7.3 / 69.3 (0.57-0.99x);
+// baseline with OpenBLAS at Prescott 19.8 / 175.6 (0.62-1.01x). Also faster on stride 1 (3x3 p1
+// 64 -> 64 at 32x32: 0.36 vs 0.49 ms), stride 3, the z projection and batch 8 (two threads,
+// AVX-512, OpenBLAS's AVX-512 kernels). With OpenBLAS at its own (AVX-512) level, AVX2 tiles lose the 8x8-128x128 layers (up to
+// 1.6x; the 4x4 ones they still win, 0.76-0.82x) and SSE2 ones every layer (1.9-4.2x).
+//  - segregated_unified, 40 (above everything) at the CPU's own level (AVX-512 here; AVX2 or baseline
+//    on CPUs that have nothing more). At a level capped below the CPU's (INFER_CPU_ISA=avx2 or
+//    baseline on this machine) the OpenBLAS variants still run OpenBLAS's own wider kernels (the
+//    cap is ours, not OpenBLAS's): there it keeps 35 for a 1x1 input (the z projection), 25 for
+//    stride 2 on inputs of at most 4x4 when capped at AVX2, and 10 elsewhere, and the rules below
+//    (measured against the earlier direct-loop kernel) choose.
+//  - gemm_col2im, 30 for stride 2 with C_out <= 8 (the -> 3 output layers); 22 for the other stride-2
+//    layers with C_out <= C_in / 2 (its column matrix is then at most half the phase GEMMs' im2col);
+//    else 5, leaving segregated_gemm (20) or flipped_conv (30).
 bool stride2(const TconvDims& d) { return d.sh == 2 && d.sw == 2; }
 
 int unified_priority(const NodeDesc& node) {
   if (!valid(node)) return 10;
+  if (node.isa >= cpu_isa_supported()) return 40;
   const TconvDims d = tconv_dims(node);
-  const int64_t hw = d.H * d.W;
-  if (hw == 1) return 35;
-  if (stride2(d) && (hw <= 16 || hw >= 128 * 128)) return 25;
+  if (d.H * d.W == 1) return 35;
+  if (node.isa == CpuIsa::Avx2 && stride2(d) && d.H * d.W <= 16) return 25;
   return 10;
 }
 
@@ -623,9 +512,10 @@ bool conventional_applicable(const NodeDesc& node) {
 
 void register_conv_transpose2d(KernelRegistry& registry) {
   // Heuristic (priorities measured, see docs/kernels.md and unified_priority / col2im_priority):
-  // a 1x1 input -> segregated_unified; other stride 1 -> flipped_conv; stride 2 -> gemm_col2im for
-  // C_out <= 8, segregated_unified on 4x4 and 128x128 inputs, gemm_col2im elsewhere when C_out <=
-  // C_in / 2, else segregated_gemm; other strides -> segregated_gemm (the s*s-phase general path).
+  // segregated_unified wherever it applies, except at a level capped below the CPU's (then: a 1x1
+  // input -> segregated_unified, and 4x4 stride-2 inputs when capped at AVX2; other stride 1 ->
+  // flipped_conv; stride 2 -> gemm_col2im for C_out <= 8 or C_out <= C_in / 2, else segregated_gemm;
+  // other strides -> segregated_gemm); gemm_col2im for groups, dilation or a non-constant weight.
   registry.add("cpu", {
       {.op = "conv_transpose2d", .name = "flipped_conv", .priority = 30, .isa = KernelVariant::Isa::OpenBlas,
        .applicable = flipped_applicable, .workspace_bytes = gemm_workspace_bytes,
@@ -635,8 +525,8 @@ void register_conv_transpose2d(KernelRegistry& registry) {
        .prepare = prepare_phases, .run = run_segregated_gemm},
       {.op = "conv_transpose2d", .name = "segregated_unified", .priority = 10,
        .priority_for = unified_priority, .isa = KernelVariant::Isa::PerIsa,
-       .applicable = valid_with_constant_weight,
-       .prepare = prepare_unified, .run = run_segregated_unified},
+       .applicable = conv_transpose2d_unified_applicable,
+       .prepare = conv_transpose2d_unified_prepare, .run = conv_transpose2d_unified_run},
       {.op = "conv_transpose2d", .name = "gemm_col2im", .priority = 5,
        .priority_for = col2im_priority, .isa = KernelVariant::Isa::OpenBlas, .applicable = col2im_applicable,
        .workspace_bytes = col2im_workspace_bytes, .run = run_gemm_col2im},
