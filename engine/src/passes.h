@@ -34,6 +34,11 @@ using SqueezeExcitePredicate = std::function<bool(const Graph&, const Node& merg
 Graph fuse_squeeze_excite(Graph graph, const SqueezeExcitePredicate& takes = nullptr,
                           std::vector<std::string>* log = nullptr);
 
+// SessionOptions::extra_outputs appended to the graph's outputs before the passes run: passes never
+// fuse a graph output away and the planner keeps outputs alive to the end, so no other module needs
+// to know about them. An Error for a name the graph lacks or has twice, a constant, or an output.
+void add_extra_outputs(Graph& graph, const std::vector<std::string>& names);
+
 // The enabled passes in order (fold_batchnorm, fuse_conv_avgpool, fuse_activation); a disabled pass
 // logs "<name>: off".
 Graph run_passes(Graph graph, const PassOptions& options, std::vector<std::string>* log = nullptr);

@@ -175,47 +175,9 @@ uint64_t activation_bytes(const Shape& shape, uint64_t element, const std::strin
   return n * element;
 }
 
-// SessionOptions::extra_outputs appended to the graph's outputs before the passes run: passes never
-// fuse a graph output away and the planner keeps outputs alive to the end, so no other module needs
-// to know about them.
-void add_extra_outputs(detail::Graph& g, const std::vector<std::string>& names) {
-  const size_t model_outputs = g.outputs.size();
-  for (const std::string& name : names) {
-    std::vector<int> ids;
-    for (size_t id = 0; id < g.values.size(); ++id)
-      if (g.values[id].name == name) ids.push_back(static_cast<int>(id));
-    if (ids.empty())
-      throw Error(fmt::format("extra output '{}': {} has no value of that name", name, g.origin));
-    if (ids.size() > 1)
-      throw Error(fmt::format("extra output '{}': {} has {} values of that name", name, g.origin,
-                              ids.size()));
-    const int id = ids[0];
-    if (g.values[static_cast<size_t>(id)].is_constant())
-      throw Error(fmt::format("extra output '{}': a constant of {} (weights), not an activation", name,
-                              g.origin));
-    const auto at = std::find(g.outputs.begin(), g.outputs.end(), id);
-    if (at != g.outputs.end())
-      throw Error(fmt::format("extra output '{}': {}", name,
-                              static_cast<size_t>(at - g.outputs.begin()) < model_outputs
-                                  ? "already an output of " + g.origin
-                                  : std::string("given twice")));
-    g.outputs.push_back(id);
-  }
-}
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  size_t mid = v.size() / 2;
-  return v.size() % 2 ? v[mid] : 0.5 * (v[mid - 1] + v[mid]);
-}
-
 }  // namespace
 
-std::string Session::Impl::where(size_t step) const {
-  const detail::Node& node = graph->nodes[step];
-  return fmt::format("{}: node {} '{}' ({})", graph->origin, step, node.name, op_name(node.op()));
-}
+std::string Session::Impl::where(size_t step) const { return detail::node_where(*graph, step); }
 
 NodeDesc Session::Impl::describe(size_t i) const {
   const detail::Node& node = graph->nodes[i];
@@ -368,38 +330,15 @@ std::string Session::Impl::variant_list(const std::string& op) const {
 Session::Impl::Impl(const Model& model, const SessionOptions& options) {
   // Passes rewrite our copy; the Model (and its mmapped weights) stays untouched.
   detail::Graph own = model.graph();
-  add_extra_outputs(own, options.extra_outputs);
+  detail::add_extra_outputs(own, options.extra_outputs);
   graph = std::make_shared<const detail::Graph>(
       detail::run_passes(std::move(own), options.passes, &pass_log));
 
-  std::string chosen = options.backend;
-  if (chosen == "auto") {
-#ifdef INFER_WITH_CUDA
-    chosen = detail::cuda_device_available() ? "cuda" : "cpu";
-#else
-    chosen = "cpu";
-#endif
-  }
   precision = options.precision;
-  if (precision != Precision::FP32 && precision != Precision::TF32 && precision != Precision::FP16)
-    throw Error("unknown precision value " + std::to_string(static_cast<int>(precision)));
-  if (chosen == "cpu" || chosen == "reference") {
-    backend_name = chosen;
-    reference_only = chosen == "reference";
-    if (precision != Precision::FP32)
-      throw Error(fmt::format("precision {} needs the cuda backend (backend {} runs fp32 only)",
-                              precision_name(precision), chosen));
-    backend = detail::make_cpu_backend();
-  } else if (chosen == "cuda") {
-#ifdef INFER_WITH_CUDA
-    backend_name = "cuda";
-    backend = detail::make_cuda_backend(precision);
-#else
-    throw Error("this build of infer has no CUDA backend (built without a CUDA toolkit)");
-#endif
-  } else {
-    throw Error("unknown backend '" + options.backend + "' (choices: auto, cpu, cuda, reference)");
-  }
+  detail::OpenedBackend opened = detail::open_backend(options.backend, precision);
+  backend_name = opened.name;
+  reference_only = opened.reference_only;
+  backend = std::move(opened.backend);
   element_bytes = precision == Precision::FP16 ? 2 : 4;
   cpu_isa = cpu_isa_default();
   if (options.cpu_isa) cpu_isa = std::min(cpu_isa, *options.cpu_isa);
@@ -752,7 +691,7 @@ void Session::Impl::autotune() {
       backend->synchronize();
       std::vector<double> ms;
       for (int r = 0; r < kTimed; ++r) ms.push_back(timer->elapsed_ms(2 * r, 2 * r + 1));
-      const double t = median(ms);
+      const double t = detail::median(ms);
       log += fmt::format(" {}={:.4f}ms", v->name, t);
       if (!best || t < best_ms) {
         best = v;
@@ -865,7 +804,7 @@ Profile Session::profile(const std::vector<Tensor>& inputs, int runs) {
   p.precision = precision_name(s.precision);
   p.batch = s.batch;
   p.runs = runs;
-  p.total_ms = median(total_ms);
+  p.total_ms = detail::median(total_ms);
   p.memory = s.plan.report;
   p.passes = s.pass_log;
   for (size_t i = 0; i < n; ++i) {
@@ -881,8 +820,8 @@ Profile Session::profile(const std::vector<Tensor>& inputs, int runs) {
     np.output_shape = info.output_shape;
     np.flops = s.costs[i].flops;
     np.bytes = s.costs[i].bytes;
-    np.time_ms = median(node_ms[i]);
-    np.start_ms = median(start_ms[i]);
+    np.time_ms = detail::median(node_ms[i]);
+    np.start_ms = detail::median(start_ms[i]);
     np.live_bytes = s.live_bytes[i];
     np.workspace_bytes = info.workspace_bytes;
     p.nodes.push_back(std::move(np));
