@@ -15,13 +15,13 @@
 #include <vector>
 
 #include <fmt/format.h>
-#include <spdlog/spdlog.h>
 
 #include "backend.h"
 #include "cost.h"
 #include "graph.h"
 #include "infer/error.h"
 #include "engine/src/kernel_api.h"
+#include "kernel_selection.h"
 #include "layout.h"
 #include "memory_budget.h"
 #include "plan.h"
@@ -34,14 +34,10 @@ namespace infer {
 struct Session::Impl {
   std::shared_ptr<const detail::Graph> graph;  // our own copy: the Model may be destroyed
   std::string backend_name;                    // "cpu", "cuda" or "reference", as reported
-  bool reference_only = false;
   int64_t batch = 1;
   Precision precision = Precision::FP32;
   CpuIsa cpu_isa = CpuIsa::Baseline;          // cpu kernels' instruction-set level (NodeDesc::isa)
-  PassOptions passes;                          // as given: backend passes and requires_pass read it
-  std::map<std::string, const KernelVariant*> forced;  // --kernel op=variant, checked
-  // --kernel op:node=variant, checked: node name -> (op, variant)
-  std::map<std::string, std::pair<std::string, const KernelVariant*>> forced_node;
+  PassOptions passes;                          // as given: backend passes read it
   uint64_t element_bytes = 4;                  // of every activation and constant: 2 under fp16
   bool captured = false;                       // the forward is a CUDA graph: run() replays it
   std::unique_ptr<detail::Backend> backend;
@@ -53,15 +49,12 @@ struct Session::Impl {
   // Per node (step), in execution order. `calls` refer to `descs` by reference: both are filled once
   // and never resized afterwards.
   std::vector<NodeDesc> descs;
-  std::vector<const KernelVariant*> variants;
-  std::vector<std::shared_ptr<void>> prepared;
+  std::unique_ptr<detail::KernelSelector> selector;  // what this session may run, --kernel checked
+  detail::KernelChoice kernels;                       // the variant of each step, prepared
   std::vector<KernelCall> calls;
   std::vector<detail::NodeCost> costs;
   std::vector<uint64_t> live_bytes;  // activation bytes live at each step
   std::vector<std::string> pass_log;  // one line per graph pass (Session::passes())
-  std::set<size_t> forced_step;       // steps whose variant --kernel forced (autotune keeps them)
-  std::vector<uint64_t> prepared_size;  // device bytes each step's prepare() allocated (cuda)
-  uint64_t prepared_bytes_now = 0;      // their sum
 
   detail::Plan plan;
   std::vector<int> tensor_value;      // per plan.tensors entry: its value id (-1 for workspaces)
@@ -84,39 +77,6 @@ struct Session::Impl {
 
  private:
   std::string where(size_t step) const;
-  // A variant the session may run: the reference backend offers only "reference", and a variant that
-  // belongs to a pass (KernelVariant::requires_pass) only while that pass is on.
-  bool allowed(const KernelVariant& v) const {
-    return (!reference_only || v.name == "reference") &&
-           (v.requires_pass.empty() || passes.enabled(v.requires_pass));
-  }
-  int priority(const KernelVariant& v, const NodeDesc& d) const {
-    return v.priority_for ? v.priority_for(d) : v.priority;
-  }
-  // The variant --kernel forces on graph node i (by its name, else by its op), or null.
-  const KernelVariant* forced_for(size_t i) const {
-    const detail::Node& node = graph->nodes[i];
-    const std::string op = op_name(node.op());
-    if (auto it = forced_node.find(node.name); it != forced_node.end() && it->second.first == op)
-      return it->second.second;
-    if (auto it = forced.find(op); it != forced.end()) return it->second;
-    return nullptr;
-  }
-  // The variants a node of `op` may get: the forced one (--kernel), else all of this backend's.
-  std::vector<const KernelVariant*> candidates_for(const std::string& op) const {
-    if (auto it = forced.find(op); it != forced.end()) return {it->second};
-    return KernelRegistry::global().variants(backend->name(), op);
-  }
-  std::vector<const KernelVariant*> candidates_for(size_t i) const {
-    if (const KernelVariant* v = forced_for(i)) return {v};
-    return KernelRegistry::global().variants(backend->name(), op_name(graph->nodes[i].op()));
-  }
-  // True when one of `candidates` this session may run applies to `desc` (the backend passes' test).
-  bool some_variant_runs(const std::vector<const KernelVariant*>& candidates, const NodeDesc& desc) const {
-    for (const KernelVariant* v : candidates)
-      if (allowed(*v) && v->run && variant_applies(*v, desc)) return true;
-    return false;
-  }
   // A backend pass's tail: the rewritten graph replaces ours, is checked, and its shapes are inferred
   // again (the passes add constants); returns the pass's log line.
   std::string adopt(detail::Graph rewritten, const std::vector<std::string>& log, const char* name) {
@@ -125,16 +85,12 @@ struct Session::Impl {
     shapes = detail::infer_shapes(*graph, batch);
     return log.empty() ? std::string(name) + ": ?" : log.front();
   }
-  std::string variant_list(const std::string& op) const;
-  NodeDesc describe(size_t step) const;  // the node's NodeDesc from the graph, shapes and precision
-  void check_forced(const SessionOptions& options);
   void choose_layouts();
   void select_kernels();
   void log_fold_width();
   void check_fixed_batch(const Model& model) const;
   std::string fuse_residual();
   std::string fuse_squeeze_excite();
-  void autotune();
   void plan_memory();
   void check_memory() const;
   void build_calls();
@@ -146,21 +102,6 @@ namespace {
 Session::Impl& checked(const std::unique_ptr<Session::Impl>& impl) {
   if (!impl) throw Error("infer::Session: use of a moved-from session");
   return *impl;
-}
-
-std::string all_op_names() {
-  std::string out;
-  for (int i = 0; i < kNumOpTypes; ++i) {
-    if (i) out += ", ";
-    out += op_name(static_cast<OpType>(i));
-  }
-  return out;
-}
-
-bool is_op_name(const std::string& name) {
-  for (int i = 0; i < kNumOpTypes; ++i)
-    if (name == op_name(static_cast<OpType>(i))) return true;
-  return false;
 }
 
 // Bytes of an activation of `shape` stored as `element` bytes per value (4, or 2 under fp16).
@@ -179,24 +120,6 @@ uint64_t activation_bytes(const Shape& shape, uint64_t element, const std::strin
 
 std::string Session::Impl::where(size_t step) const { return detail::node_where(*graph, step); }
 
-NodeDesc Session::Impl::describe(size_t i) const {
-  const detail::Node& node = graph->nodes[i];
-  NodeDesc desc{node.params, {}, {}, {}, precision, node.layout, cpu_isa};
-  for (int id : node.inputs) {
-    if (id < 0 || static_cast<size_t>(id) >= graph->values.size())
-      throw Error(where(i) + ": input value id " + std::to_string(id) + " out of range");
-    const detail::Value& v = graph->values[static_cast<size_t>(id)];
-    desc.input_shapes.push_back(shapes[static_cast<size_t>(id)]);
-    desc.constants.push_back(v.data);
-  }
-  for (int id : node.outputs) {
-    if (id < 0 || static_cast<size_t>(id) >= graph->values.size())
-      throw Error(where(i) + ": output value id " + std::to_string(id) + " out of range");
-    desc.output_shapes.push_back(shapes[static_cast<size_t>(id)]);
-  }
-  return desc;
-}
-
 // The channels_last pass (engine/src/layout.h) on backends and precisions where a layout other than
 // NCHW can pay: cuda in fp16 and tf32. Strict fp32 keeps NCHW, where its tuned kernels live. The
 // support table asks the registry, per node and layout, for the best priority of an applicable variant
@@ -213,13 +136,14 @@ void Session::Impl::choose_layouts() {
   }
   std::vector<detail::LayoutSupport> support(graph->nodes.size());
   for (size_t i = 0; i < graph->nodes.size(); ++i) {
-    NodeDesc desc = describe(i);
-    const std::vector<const KernelVariant*> candidates = candidates_for(i);
+    NodeDesc desc = detail::describe_node(*graph, shapes, i, precision, cpu_isa);
+    const std::vector<const KernelVariant*> candidates = selector->candidates_for(graph->nodes[i]);
     for (Layout layout : {Layout::NCHW, Layout::NHWC}) {
       desc.layout = layout;
       int best = -1;
       for (const KernelVariant* v : candidates)
-        if (allowed(*v) && v->run && variant_applies(*v, desc)) best = std::max(best, priority(*v, desc));
+        if (selector->allowed(*v) && v->run && variant_applies(*v, desc))
+          best = std::max(best, detail::KernelSelector::priority(*v, desc));
       (layout == Layout::NHWC ? support[i].nhwc : support[i].nchw) = best;
     }
   }
@@ -254,7 +178,7 @@ void Session::Impl::check_fixed_batch(const Model& model) const {
 // takes them. Shapes are inferred again for the zero biases it adds. Returns its log line.
 std::string Session::Impl::fuse_residual() {
   if (!passes.fuse_conv_residual) return "fuse_conv_residual: off";
-  const std::vector<const KernelVariant*> candidates = candidates_for("conv2d");
+  const std::vector<const KernelVariant*> candidates = selector->candidates_for("conv2d");
   auto takes = [&](const detail::Graph& g, const detail::Node& conv, int residual, const Activation& act) {
     Conv2DParams p = std::get<Conv2DParams>(conv.params);
     p.add_residual = true;
@@ -273,7 +197,7 @@ std::string Session::Impl::fuse_residual() {
     desc.input_shapes.push_back(shapes.at(static_cast<size_t>(residual)));
     desc.constants.push_back(nullptr);
     desc.output_shapes.push_back(shapes.at(static_cast<size_t>(conv.outputs.at(0))));
-    return some_variant_runs(candidates, desc);
+    return selector->some_variant_runs(candidates, desc);
   };
   std::vector<std::string> log;
   detail::Graph rewritten = detail::fuse_conv_residual(*graph, takes, &log);
@@ -284,7 +208,7 @@ std::string Session::Impl::fuse_residual() {
 // fused where a squeeze_excite variant this session may run applies to the merged node in NCHW.
 std::string Session::Impl::fuse_squeeze_excite() {
   if (!passes.fuse_squeeze_excite) return "fuse_squeeze_excite: off";
-  const std::vector<const KernelVariant*> candidates = candidates_for("squeeze_excite");
+  const std::vector<const KernelVariant*> candidates = selector->candidates_for("squeeze_excite");
   auto takes = [&](const detail::Graph& g, const detail::Node& se) {
     NodeDesc desc{se.params, {}, {}, {}, precision, Layout::NCHW, cpu_isa};
     for (int id : se.inputs) {
@@ -294,7 +218,7 @@ std::string Session::Impl::fuse_squeeze_excite() {
       desc.constants.push_back(v.data);
     }
     desc.output_shapes.push_back(shapes.at(static_cast<size_t>(se.outputs.at(0))));
-    return some_variant_runs(candidates, desc);
+    return selector->some_variant_runs(candidates, desc);
   };
   std::vector<std::string> log;
   detail::Graph rewritten = detail::fuse_squeeze_excite(*graph, takes, &log);
@@ -309,22 +233,12 @@ void Session::Impl::log_fold_width() {
   }
   std::string names;
   int count = 0;
-  for (size_t i = 0; i < variants.size(); ++i)
-    if (variants[i]->requires_pass == "fold_width") {
+  for (size_t i = 0; i < kernels.variants.size(); ++i)
+    if (kernels.variants[i]->requires_pass == "fold_width") {
       names += (count++ ? ", " : "") + graph->nodes[i].name;
     }
   pass_log.push_back(count ? fmt::format("fold_width: {} convolution(s) width-folded ({})", count, names)
                            : "fold_width: no convolution width-folded");
-}
-
-std::string Session::Impl::variant_list(const std::string& op) const {
-  std::string out;
-  for (const KernelVariant* v : KernelRegistry::global().variants(backend->name(), op)) {
-    if (!allowed(*v)) continue;
-    if (!out.empty()) out += ", ";
-    out += v->name;
-  }
-  return out.empty() ? "none" : out;
 }
 
 Session::Impl::Impl(const Model& model, const SessionOptions& options) {
@@ -337,7 +251,6 @@ Session::Impl::Impl(const Model& model, const SessionOptions& options) {
   precision = options.precision;
   detail::OpenedBackend opened = detail::open_backend(options.backend, precision);
   backend_name = opened.name;
-  reference_only = opened.reference_only;
   backend = std::move(opened.backend);
   element_bytes = precision == Precision::FP16 ? 2 : 4;
   cpu_isa = cpu_isa_default();
@@ -363,7 +276,8 @@ Session::Impl::Impl(const Model& model, const SessionOptions& options) {
   for (int id : graph->outputs) outputs.push_back(info(id, "output"));
   check_fixed_batch(model);
 
-  check_forced(options);
+  selector = std::make_unique<detail::KernelSelector>(backend->name(), backend_name, opened.reference_only,
+                                                      options.passes, options.kernels);
   const std::string residual_log = fuse_residual();
   const std::string se_log = fuse_squeeze_excite();
   choose_layouts();
@@ -371,7 +285,8 @@ Session::Impl::Impl(const Model& model, const SessionOptions& options) {
   plan_memory();
   build_calls();
   if (options.autotune) {
-    autotune();  // may change variants: plan and calls again with their workspaces
+    // may change variants: plan and calls again with their workspaces
+    detail::autotune(*selector, *graph, descs, calls, *backend, *arena, kernels, nodes);
     plan_memory();
     build_calls();
   }
@@ -382,89 +297,14 @@ Session::Impl::Impl(const Model& model, const SessionOptions& options) {
   note_device_memory();
 }
 
-// Forced variants are checked up front, whether or not the model has the op.
-void Session::Impl::check_forced(const SessionOptions& options) {
-  const KernelRegistry& registry = KernelRegistry::global();
-  const std::string& kernel_backend = backend->name();
-  for (const auto& [key, name] : options.kernels) {
-    const size_t colon = key.find(':');  // "op:node": one node, by name
-    const std::string op = key.substr(0, colon);
-    if (!is_op_name(op))
-      throw Error("kernels: unknown op '" + op + "' (ops: " + all_op_names() + ")");
-    if (colon != std::string::npos && colon + 1 == key.size())
-      throw Error("kernels: '" + key + "' names no node (op:node=variant)");
-    const KernelVariant* v = registry.find(kernel_backend, op, name);
-    if (!v || !allowed(*v))
-      throw Error(fmt::format("kernels: op '{}' has no variant '{}' on backend {} (variants: {})", op,
-                              name, backend_name, variant_list(op)));
-    if (colon == std::string::npos)
-      forced[op] = v;
-    else
-      forced_node[key.substr(colon + 1)] = {op, v};
-  }
-}
-
 void Session::Impl::select_kernels() {
-  const KernelRegistry& registry = KernelRegistry::global();
-  const std::string& kernel_backend = backend->name();
-  const size_t n = graph->nodes.size();
-  descs.reserve(n);
-  for (size_t i = 0; i < n; ++i) descs.push_back(describe(i));
-  for (const auto& [name, f] : forced_node) {
-    bool found = false;
-    for (const detail::Node& node : graph->nodes) found = found || (node.name == name && op_name(node.op()) == f.first);
-    if (!found)
-      throw Error(fmt::format("kernels: no {} node named '{}' in the graph (after its passes; -v lists them)",
-                              f.first, name));
-  }
-
-  for (size_t i = 0; i < n; ++i) {
-    const NodeDesc& desc = descs[i];
-    const std::string op = op_name(graph->nodes[i].op());
-    const KernelVariant* chosen = forced_for(i);
-    if (chosen) {
-      if (!variant_applies(*chosen, desc))
-        throw Error(fmt::format("kernels: variant '{}' of {} does not apply to {} ({})", chosen->name,
-                                op, where(i), layout_name(desc.layout)));
-    } else {
-      int best = 0;
-      for (const KernelVariant* v : registry.variants(kernel_backend, op)) {
-        if (!allowed(*v) || !variant_applies(*v, desc)) continue;
-        const int p = priority(*v, desc);
-        if (!chosen || p > best) {  // strictly greater: ties keep the registry's order
-          chosen = v;
-          best = p;
-        }
-      }
-      if (!chosen)
-        throw Error(fmt::format("{}: no applicable kernel variant on backend {} (variants: {})",
-                                where(i), backend_name, variant_list(op)));
-    }
-    if (!chosen->run)
-      throw Error(fmt::format("{}: kernel variant '{}' has no run function", where(i), chosen->name));
-    spdlog::debug("{}: kernel variant {}, layout {}", where(i), chosen->name, layout_name(desc.layout));
-    if (forced_for(i)) forced_step.insert(i);
-    variants.push_back(chosen);
-    const uint64_t before = backend->allocated_bytes();
-    prepared.push_back(chosen->prepare ? chosen->prepare(desc) : nullptr);
-    prepared_size.push_back(backend->allocated_bytes() - before);
-    prepared_bytes_now += prepared_size.back();
-
-    const detail::Node& node = graph->nodes[i];
-    NodeInfo ni;
-    ni.name = node.name;
-    ni.op = op;
-    ni.variant = chosen->name;
-    ni.fused = node.fused;
-    ni.layout = node.layout;
-    if (kernel_backend == "cpu")
-      ni.isa = chosen->isa == KernelVariant::Isa::PerIsa     ? cpu_isa_name(cpu_isa)
-               : chosen->isa == KernelVariant::Isa::OpenBlas ? "openblas"
-                                                            : "baseline";
-    ni.output_shape = desc.output_shapes.empty() ? Shape{} : desc.output_shapes[0];
-    ni.workspace_bytes = chosen->workspace_bytes ? chosen->workspace_bytes(desc) : 0;
-    nodes.push_back(std::move(ni));
-    costs.push_back(detail::node_cost(desc));
+  for (size_t i = 0; i < graph->nodes.size(); ++i)
+    descs.push_back(detail::describe_node(*graph, shapes, i, precision, cpu_isa));
+  selector->check_forced_nodes(*graph);
+  kernels = detail::select_kernels(*selector, *graph, descs, *backend);
+  for (size_t i = 0; i < descs.size(); ++i) {
+    nodes.push_back(detail::node_info(graph->nodes[i], descs[i], *kernels.variants[i], backend->name(), cpu_isa));
+    costs.push_back(detail::node_cost(descs[i]));
   }
 }
 
@@ -538,7 +378,7 @@ void Session::Impl::plan_memory() {
   for (size_t k = 0; k < plan.tensors.size(); ++k) plan.tensors[k].offset = mp.offsets[k];
   plan.report = mp.report;
   plan.report.workspace_bytes = workspace_total;
-  plan.report.prepared_bytes = prepared_bytes_now;
+  plan.report.prepared_bytes = kernels.prepared_bytes;
 
   // Weights as this backend holds them: every constant a node reads, once, as float32 (half in fp16).
   std::set<int> constants;
@@ -567,10 +407,10 @@ void Session::Impl::check_memory() const {
   backend->device_memory(&used, &total);
   detail::MemoryNeed need;
   need.arena = plan.report.arena_bytes;
-  need.prepared = prepared_bytes_now;
+  need.prepared = kernels.prepared_bytes;
   if (total > 0) {
     need.weights = plan.report.weight_bytes;
-    const uint64_t held = prepared_bytes_now + (constants_held ? need.weights : 0);
+    const uint64_t held = kernels.prepared_bytes + (constants_held ? need.weights : 0);
     detail::check_memory_budget(need, held, total - std::min(used, total),
                                 "free on the device (cudaMemGetInfo)", max_memory_bytes, graph->origin);
     return;
@@ -617,7 +457,7 @@ void Session::Impl::build_calls() {
     for (int id : node.outputs)
       out.push_back(static_cast<float*>(value_ptrs[static_cast<size_t>(id)]));
     calls.push_back(KernelCall{descs[i], std::move(in), std::move(out), workspace_ptrs[i],
-                               prepared[i].get(), backend->context()});
+                               kernels.prepared[i].get(), backend->context()});
   }
 
   constants_held = true;
@@ -637,7 +477,7 @@ void Session::Impl::build_calls() {
 void Session::Impl::capture() {
   if (!backend->begin_capture()) return;
   try {
-    for (size_t i = 0; i < calls.size(); ++i) variants[i]->run(calls[i]);
+    for (size_t i = 0; i < calls.size(); ++i) kernels.variants[i]->run(calls[i]);
     backend->end_capture();
   } catch (...) {
     backend->abort_capture();
@@ -651,63 +491,6 @@ void Session::Impl::note_device_memory() {
   backend->device_memory(&used, &total);
   plan.report.device_peak_bytes = std::max(plan.report.device_peak_bytes, used);
   plan.report.device_total_bytes = total;
-}
-
-// Times every applicable variant of each node with more than one (forced nodes excepted) on the
-// session's own arena (zeroed first so that no variant meets NaNs or denormals) and keeps the fastest:
-// one warm-up call, then the median of three timed calls. Each candidate gets its own workspace.
-void Session::Impl::autotune() {
-  constexpr int kTimed = 3;
-  const KernelRegistry& registry = KernelRegistry::global();
-  backend->zero(arena->data(), static_cast<size_t>(arena->bytes()));
-  std::unique_ptr<detail::Timer> timer = backend->make_timer(2 * kTimed);
-  for (size_t i = 0; i < calls.size(); ++i) {
-    if (forced_step.count(i)) continue;
-    const std::string op = op_name(graph->nodes[i].op());
-    std::vector<const KernelVariant*> candidates;
-    for (const KernelVariant* v : registry.variants(backend->name(), op))
-      if (allowed(*v) && variant_applies(*v, descs[i]) && v->run) candidates.push_back(v);
-    if (candidates.size() < 2) continue;
-    const KernelVariant* best = nullptr;
-    std::shared_ptr<void> best_prepared;
-    uint64_t best_prep_bytes = 0;
-    double best_ms = 0;
-    std::string log;
-    for (const KernelVariant* v : candidates) {
-      const uint64_t before = backend->allocated_bytes();
-      std::shared_ptr<void> prep =
-          v == variants[i] ? prepared[i] : (v->prepare ? v->prepare(descs[i]) : nullptr);
-      const uint64_t prep_bytes = v == variants[i] ? prepared_size[i] : backend->allocated_bytes() - before;
-      const size_t ws = v->workspace_bytes ? v->workspace_bytes(descs[i]) : 0;
-      std::unique_ptr<detail::DeviceBuffer> workspace = backend->allocate(ws);
-      KernelCall call{descs[i], calls[i].inputs, calls[i].outputs, workspace->data(), prep.get(),
-                      backend->context()};
-      v->run(call);  // warm-up
-      for (int r = 0; r < kTimed; ++r) {
-        timer->mark(2 * r);
-        v->run(call);
-        timer->mark(2 * r + 1);
-      }
-      backend->synchronize();
-      std::vector<double> ms;
-      for (int r = 0; r < kTimed; ++r) ms.push_back(timer->elapsed_ms(2 * r, 2 * r + 1));
-      const double t = detail::median(ms);
-      log += fmt::format(" {}={:.4f}ms", v->name, t);
-      if (!best || t < best_ms) {
-        best = v;
-        best_ms = t;
-        best_prepared = prep;
-        best_prep_bytes = prep_bytes;
-      }
-    }
-    spdlog::debug("{}: autotune:{} -> {}", where(i), log, best->name);
-    variants[i] = best;
-    prepared[i] = best_prepared;
-    prepared_bytes_now = prepared_bytes_now - prepared_size[i] + best_prep_bytes;
-    prepared_size[i] = best_prep_bytes;
-    nodes[i].variant = best->name;
-    nodes[i].workspace_bytes = best->workspace_bytes ? best->workspace_bytes(descs[i]) : 0;
-  }
 }
 
 void Session::Impl::check_inputs(const std::vector<Tensor>& in, const char* caller) const {
@@ -740,7 +523,7 @@ void Session::Impl::forward(detail::Timer* timer) {
   if (!timer && captured && backend->replay()) return;
   for (size_t i = 0; i < calls.size(); ++i) {
     if (timer) timer->mark(static_cast<int>(i) + 1);
-    variants[i]->run(calls[i]);
+    kernels.variants[i]->run(calls[i]);
   }
   if (timer) timer->mark(static_cast<int>(calls.size()) + 1);
 }
