@@ -20,9 +20,10 @@ namespace infer::detail {
 Graph fold_batchnorm(Graph graph, std::vector<std::string>* log = nullptr);
 Graph fuse_conv_avgpool(Graph graph, std::vector<std::string>* log = nullptr);
 Graph fuse_activation(Graph graph, std::vector<std::string>* log = nullptr);
-// A backend pass (the session runs it with `takes` asking its kernel registry): a conv2d + residual add
-// pair is fused only where takes(graph, conv, residual value, activation) says a kernel variant runs
-// the merged node (conv2d with add_residual and the add's activation); null takes: everywhere.
+// A backend pass (backend_passes.cc runs it with `takes` asking the kernel registry): a conv2d +
+// residual add pair is fused only where takes(graph, conv, residual value, activation) says a kernel
+// variant runs the merged node (conv2d with add_residual and the add's activation); null takes:
+// everywhere.
 using ResidualPredicate = std::function<bool(const Graph&, const Node& conv, int residual, const Activation&)>;
 Graph fuse_conv_residual(Graph graph, const ResidualPredicate& takes = nullptr,
                          std::vector<std::string>* log = nullptr);

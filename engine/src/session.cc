@@ -17,12 +17,12 @@
 #include <fmt/format.h>
 
 #include "backend.h"
+#include "backend_passes.h"
 #include "cost.h"
 #include "graph.h"
 #include "infer/error.h"
 #include "engine/src/kernel_api.h"
 #include "kernel_selection.h"
-#include "layout.h"
 #include "memory_budget.h"
 #include "plan.h"
 #include "passes.h"
@@ -77,20 +77,8 @@ struct Session::Impl {
 
  private:
   std::string where(size_t step) const;
-  // A backend pass's tail: the rewritten graph replaces ours, is checked, and its shapes are inferred
-  // again (the passes add constants); returns the pass's log line.
-  std::string adopt(detail::Graph rewritten, const std::vector<std::string>& log, const char* name) {
-    graph = std::make_shared<const detail::Graph>(std::move(rewritten));
-    detail::validate_graph(*graph);
-    shapes = detail::infer_shapes(*graph, batch);
-    return log.empty() ? std::string(name) + ": ?" : log.front();
-  }
-  void choose_layouts();
   void select_kernels();
-  void log_fold_width();
   void check_fixed_batch(const Model& model) const;
-  std::string fuse_residual();
-  std::string fuse_squeeze_excite();
   void plan_memory();
   void check_memory() const;
   void build_calls();
@@ -120,38 +108,6 @@ uint64_t activation_bytes(const Shape& shape, uint64_t element, const std::strin
 
 std::string Session::Impl::where(size_t step) const { return detail::node_where(*graph, step); }
 
-// The channels_last pass (engine/src/layout.h) on backends and precisions where a layout other than
-// NCHW can pay: cuda in fp16 and tf32. Strict fp32 keeps NCHW, where its tuned kernels live. The
-// support table asks the registry, per node and layout, for the best priority of an applicable variant
-// (only the forced one where --kernel forces the op). Shapes are inferred again for the new values.
-void Session::Impl::choose_layouts() {
-  if (!passes.channels_last) {
-    pass_log.push_back("channels_last: off");
-    return;
-  }
-  if (backend->name() != "cuda" || precision == Precision::FP32) {
-    pass_log.push_back(fmt::format("channels_last: not used ({} in {} keeps NCHW)", backend_name,
-                                   precision_name(precision)));
-    return;
-  }
-  std::vector<detail::LayoutSupport> support(graph->nodes.size());
-  for (size_t i = 0; i < graph->nodes.size(); ++i) {
-    NodeDesc desc = detail::describe_node(*graph, shapes, i, precision, cpu_isa);
-    const std::vector<const KernelVariant*> candidates = selector->candidates_for(graph->nodes[i]);
-    for (Layout layout : {Layout::NCHW, Layout::NHWC}) {
-      desc.layout = layout;
-      int best = -1;
-      for (const KernelVariant* v : candidates)
-        if (selector->allowed(*v) && v->run && variant_applies(*v, desc))
-          best = std::max(best, detail::KernelSelector::priority(*v, desc));
-      (layout == Layout::NHWC ? support[i].nhwc : support[i].nchw) = best;
-    }
-  }
-  graph = std::make_shared<const detail::Graph>(detail::assign_layouts(*graph, support, &pass_log));
-  detail::validate_graph(*graph);
-  shapes = detail::infer_shapes(*graph, batch);
-}
-
 // A model whose inputs have no batch dimension (no leading -1) runs only at the size it was built
 // with: any other batch fails here, naming the input that fixes it and quoting the model's
 // `batch.fixed` metadata (why its producer kept it fixed; onnx2fb writes it), instead of being silently
@@ -169,76 +125,6 @@ void Session::Impl::check_fixed_batch(const Model& model) const {
                           "with no leading -1); it runs only at the size it was built with{}",
                           graph->origin, batch, first.name, shape_str(first.shape),
                           why.empty() ? std::string() : " (batch.fixed: " + why + ")"));
-}
-
-// The fuse_conv_residual backend pass, after shape inference: a conv2d + residual add pair is fused
-// where a kernel variant this session may run (the forced one under --kernel) applies to the merged
-// node in NCHW (every layout pass starts there): on cpu any conv2d; on cuda ungrouped ones (GEMM,
-// cuDNN and direct variants add the residual in their epilogue), grouped ones where cuDNN or direct
-// takes them. Shapes are inferred again for the zero biases it adds. Returns its log line.
-std::string Session::Impl::fuse_residual() {
-  if (!passes.fuse_conv_residual) return "fuse_conv_residual: off";
-  const std::vector<const KernelVariant*> candidates = selector->candidates_for("conv2d");
-  auto takes = [&](const detail::Graph& g, const detail::Node& conv, int residual, const Activation& act) {
-    Conv2DParams p = std::get<Conv2DParams>(conv.params);
-    p.add_residual = true;
-    p.activation = act;
-    NodeDesc desc{p, {}, {}, {}, precision, Layout::NCHW, cpu_isa};
-    for (int id : conv.inputs) {
-      desc.input_shapes.push_back(shapes.at(static_cast<size_t>(id)));
-      desc.constants.push_back(g.values.at(static_cast<size_t>(id)).data);
-    }
-    std::vector<float> zero_bias;  // the one the pass adds to a conv without bias
-    if (conv.inputs.size() == 2) {
-      zero_bias.assign(static_cast<size_t>(desc.input_shapes[1].at(0)), 0.f);
-      desc.input_shapes.push_back(Shape{desc.input_shapes[1].at(0)});
-      desc.constants.push_back(zero_bias.data());
-    }
-    desc.input_shapes.push_back(shapes.at(static_cast<size_t>(residual)));
-    desc.constants.push_back(nullptr);
-    desc.output_shapes.push_back(shapes.at(static_cast<size_t>(conv.outputs.at(0))));
-    return selector->some_variant_runs(candidates, desc);
-  };
-  std::vector<std::string> log;
-  detail::Graph rewritten = detail::fuse_conv_residual(*graph, takes, &log);
-  return adopt(std::move(rewritten), log, "fuse_conv_residual");
-}
-
-// The fuse_squeeze_excite backend pass, right after fuse_conv_residual and the same way: a block is
-// fused where a squeeze_excite variant this session may run applies to the merged node in NCHW.
-std::string Session::Impl::fuse_squeeze_excite() {
-  if (!passes.fuse_squeeze_excite) return "fuse_squeeze_excite: off";
-  const std::vector<const KernelVariant*> candidates = selector->candidates_for("squeeze_excite");
-  auto takes = [&](const detail::Graph& g, const detail::Node& se) {
-    NodeDesc desc{se.params, {}, {}, {}, precision, Layout::NCHW, cpu_isa};
-    for (int id : se.inputs) {
-      const detail::Value& v = g.values.at(static_cast<size_t>(id));
-      // zero biases the pass just added have no entry in `shapes` yet: constants keep their shape
-      desc.input_shapes.push_back(v.is_constant() ? v.shape : shapes.at(static_cast<size_t>(id)));
-      desc.constants.push_back(v.data);
-    }
-    desc.output_shapes.push_back(shapes.at(static_cast<size_t>(se.outputs.at(0))));
-    return selector->some_variant_runs(candidates, desc);
-  };
-  std::vector<std::string> log;
-  detail::Graph rewritten = detail::fuse_squeeze_excite(*graph, takes, &log);
-  return adopt(std::move(rewritten), log, "fuse_squeeze_excite");
-}
-
-// One pass-log line for fold_width, from the variants chosen (a folded variant requires the pass).
-void Session::Impl::log_fold_width() {
-  if (!passes.fold_width) {
-    pass_log.push_back("fold_width: off");
-    return;
-  }
-  std::string names;
-  int count = 0;
-  for (size_t i = 0; i < kernels.variants.size(); ++i)
-    if (kernels.variants[i]->requires_pass == "fold_width") {
-      names += (count++ ? ", " : "") + graph->nodes[i].name;
-    }
-  pass_log.push_back(count ? fmt::format("fold_width: {} convolution(s) width-folded ({})", count, names)
-                           : "fold_width: no convolution width-folded");
 }
 
 Session::Impl::Impl(const Model& model, const SessionOptions& options) {
@@ -278,9 +164,11 @@ Session::Impl::Impl(const Model& model, const SessionOptions& options) {
 
   selector = std::make_unique<detail::KernelSelector>(backend->name(), backend_name, opened.reference_only,
                                                       options.passes, options.kernels);
-  const std::string residual_log = fuse_residual();
-  const std::string se_log = fuse_squeeze_excite();
-  choose_layouts();
+  detail::ShapedGraph shaped{graph, std::move(shapes), batch};
+  const std::vector<std::string> fusion_log =
+      detail::run_backend_passes(shaped, {*selector, passes, precision, cpu_isa}, pass_log);
+  graph = shaped.graph;
+  shapes = std::move(shaped.shapes);
   select_kernels();
   plan_memory();
   build_calls();
@@ -290,9 +178,8 @@ Session::Impl::Impl(const Model& model, const SessionOptions& options) {
     plan_memory();
     build_calls();
   }
-  log_fold_width();
-  pass_log.push_back(residual_log);  // listed last: see PassOptions::fuse_conv_residual
-  pass_log.push_back(se_log);
+  pass_log.push_back(detail::fold_width_log(*graph, kernels.variants, passes));
+  pass_log.insert(pass_log.end(), fusion_log.begin(), fusion_log.end());  // last: PassOptions says why
   capture();
   note_device_memory();
 }
