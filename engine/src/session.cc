@@ -53,16 +53,13 @@ struct Session::Impl {
   detail::KernelChoice kernels;                       // the variant of each step, prepared
   std::vector<KernelCall> calls;
   std::vector<detail::NodeCost> costs;
-  std::vector<uint64_t> live_bytes;  // activation bytes live at each step
   std::vector<std::string> pass_log;  // one line per graph pass (Session::passes())
 
   detail::Plan plan;
-  std::vector<int> tensor_value;      // per plan.tensors entry: its value id (-1 for workspaces)
   std::unique_ptr<detail::DeviceBuffer> arena;
   uint64_t max_memory_bytes = 0;      // SessionOptions::max_memory_bytes (0: only what is available)
   bool constants_held = false;        // build_calls() ran once: the backend holds its weight copies
   std::vector<void*> value_ptrs;      // device pointer of every value the nodes use (or nullptr)
-  std::vector<uint64_t> value_bytes;  // activation bytes of every value (0 for constants)
 
   Impl(const Model& model, const SessionOptions& options);
   void check_inputs(const std::vector<Tensor>& in, const char* caller) const;
@@ -90,18 +87,6 @@ namespace {
 Session::Impl& checked(const std::unique_ptr<Session::Impl>& impl) {
   if (!impl) throw Error("infer::Session: use of a moved-from session");
   return *impl;
-}
-
-// Bytes of an activation of `shape` stored as `element` bytes per value (4, or 2 under fp16).
-uint64_t activation_bytes(const Shape& shape, uint64_t element, const std::string& what) {
-  uint64_t n = 1;
-  for (int64_t d : shape) {
-    if (d < 0) throw Error(what + ": negative dimension in shape " + shape_str(shape));
-    if (d != 0 && n > std::numeric_limits<uint64_t>::max() / 4 / static_cast<uint64_t>(d))
-      throw Error(what + ": shape " + shape_str(shape) + " is too large");
-    n *= static_cast<uint64_t>(d);
-  }
-  return n * element;
 }
 
 }  // namespace
@@ -195,94 +180,18 @@ void Session::Impl::select_kernels() {
   }
 }
 
-// Lifetimes over execution order (graph inputs from step -1, graph outputs to step n), one request
-// per activation and per non-empty workspace, then offsets from the planner.
+// The plan of the graph as it now is, with the variants now chosen: activations at element_bytes per
+// value, each node's workspace, the weights as this backend holds them and the prepared bytes.
 void Session::Impl::plan_memory() {
-  plan = {};
-  tensor_value.clear();
-  const int n = static_cast<int>(graph->nodes.size());
-  const size_t num_values = graph->values.size();
-  constexpr int kUnset = std::numeric_limits<int>::min();
-  std::vector<int> first(num_values, kUnset), last(num_values, kUnset);
-  value_bytes.assign(num_values, 0);
-
-  auto activation = [&](int id, const std::string& what) -> size_t {
+  std::vector<uint64_t> workspaces;
+  for (const NodeInfo& n : nodes) workspaces.push_back(n.workspace_bytes);
+  plan = detail::plan_arena(*graph, [&](int id) {
     const detail::Value& v = graph->values[static_cast<size_t>(id)];
-    if (v.is_constant()) throw Error(what + " is the constant '" + v.name + "'");
-    return static_cast<size_t>(id);
-  };
-  for (size_t k = 0; k < graph->inputs.size(); ++k) {
-    size_t id = activation(graph->inputs[k], fmt::format("{}: input {}", graph->origin, k));
-    first[id] = last[id] = -1;
-  }
-  for (int step = 0; step < n; ++step) {
-    const detail::Node& node = graph->nodes[static_cast<size_t>(step)];
-    for (int id : node.inputs) {
-      if (graph->values[static_cast<size_t>(id)].is_constant()) continue;
-      if (first[static_cast<size_t>(id)] == kUnset)
-        throw Error(fmt::format("{}: reads '{}' before any node writes it", where(step),
-                                graph->values[static_cast<size_t>(id)].name));
-      last[static_cast<size_t>(id)] = std::max(last[static_cast<size_t>(id)], step);
-    }
-    for (int id : node.outputs) {
-      size_t v = activation(id, where(step) + ": output");
-      if (first[v] != kUnset)
-        throw Error(fmt::format("{}: writes '{}', which is already written", where(step),
-                                graph->values[v].name));
-      first[v] = last[v] = step;
-    }
-  }
-  for (size_t k = 0; k < graph->outputs.size(); ++k) {
-    size_t id = activation(graph->outputs[k], fmt::format("{}: output {}", graph->origin, k));
-    if (first[id] == kUnset)
-      throw Error(fmt::format("{}: output {} '{}' is never written", graph->origin, k,
-                              graph->values[id].name));
-    last[id] = n;
-  }
-
-  std::vector<detail::PlanRequest> requests;
-  for (size_t id = 0; id < num_values; ++id) {
-    if (first[id] == kUnset) continue;  // constants and values no node touches
-    const detail::Value& v = graph->values[id];
-    value_bytes[id] =
-        activation_bytes(shapes[id], element_bytes, graph->origin + ": value '" + v.name + "'");
-    requests.push_back({value_bytes[id], first[id], last[id]});
-    plan.tensors.push_back({v.name, 0, value_bytes[id], first[id], last[id], false, v.layout});
-    tensor_value.push_back(static_cast<int>(id));
-  }
-  uint64_t workspace_total = 0;
-  for (int step = 0; step < n; ++step) {
-    uint64_t ws = nodes[static_cast<size_t>(step)].workspace_bytes;
-    if (ws == 0) continue;
-    workspace_total += ws;
-    requests.push_back({ws, step, step});
-    plan.tensors.push_back(
-        {graph->nodes[static_cast<size_t>(step)].name + ":workspace", 0, ws, step, step, true});
-    tensor_value.push_back(-1);
-  }
-
-  detail::MemoryPlan mp = detail::plan_memory(requests);
-  for (size_t k = 0; k < plan.tensors.size(); ++k) plan.tensors[k].offset = mp.offsets[k];
-  plan.report = mp.report;
-  plan.report.workspace_bytes = workspace_total;
+    return detail::tensor_bytes(shapes[static_cast<size_t>(id)], element_bytes,
+                                graph->origin + ": value '" + v.name + "'");
+  }, workspaces);
   plan.report.prepared_bytes = kernels.prepared_bytes;
-
-  // Weights as this backend holds them: every constant a node reads, once, as float32 (half in fp16).
-  std::set<int> constants;
-  for (const detail::Node& node : graph->nodes)
-    for (int id : node.inputs)
-      if (graph->values[static_cast<size_t>(id)].is_constant()) constants.insert(id);
-  for (int id : constants) {
-    plan.report.weight_bytes += element_bytes * static_cast<uint64_t>(shape_numel(
-                                                    graph->values[static_cast<size_t>(id)].shape));
-  }
-
-  live_bytes.assign(static_cast<size_t>(n), 0);
-  for (const detail::PlannedTensor& t : plan.tensors) {
-    if (t.workspace) continue;
-    for (int step = std::max(t.first, 0); step <= std::min(t.last, n - 1); ++step)
-      live_bytes[static_cast<size_t>(step)] += t.bytes;
-  }
+  plan.report.weight_bytes = detail::weight_bytes(*graph, element_bytes);
 }
 
 // Before the arena exists: refuse a plan larger than the memory there is or the user's limit (a small
@@ -304,7 +213,7 @@ void Session::Impl::check_memory() const {
   }
   for (const auto* list : {&inputs, &outputs})
     for (const TensorInfo& t : *list)
-      need.io += activation_bytes(t.shape, sizeof(float), graph->origin + ": '" + t.name + "'");
+      need.io += detail::tensor_bytes(t.shape, sizeof(float), graph->origin + ": '" + t.name + "'");
   detail::check_memory_budget(need, 0, detail::host_available_bytes(),
                               "available on the host (MemAvailable, cgroup limit)", max_memory_bytes,
                               graph->origin);
@@ -325,13 +234,12 @@ void Session::Impl::build_calls() {
           backend->constant(v.data, static_cast<size_t>(shape_numel(v.shape))));
   }
   std::vector<void*> workspace_ptrs(graph->nodes.size(), nullptr);
-  for (size_t k = 0; k < plan.tensors.size(); ++k) {
-    const detail::PlannedTensor& t = plan.tensors[k];
+  for (const detail::PlannedTensor& t : plan.tensors) {
     void* ptr = base && t.bytes ? base + t.offset : nullptr;  // empty tensors get no storage
     if (t.workspace)
       workspace_ptrs[static_cast<size_t>(t.first)] = ptr;
     else
-      value_ptrs[static_cast<size_t>(tensor_value[k])] = ptr;
+      value_ptrs[static_cast<size_t>(t.value)] = ptr;
   }
 
   calls.reserve(descs.size());
@@ -492,7 +400,7 @@ Profile Session::profile(const std::vector<Tensor>& inputs, int runs) {
     np.bytes = s.costs[i].bytes;
     np.time_ms = detail::median(node_ms[i]);
     np.start_ms = detail::median(start_ms[i]);
-    np.live_bytes = s.live_bytes[i];
+    np.live_bytes = s.plan.live_bytes[i];
     np.workspace_bytes = info.workspace_bytes;
     p.nodes.push_back(std::move(np));
   }
