@@ -29,5 +29,7 @@ struct Plan {
 };
 
 const Plan& plan_of(const Session& session);
+// The batches a session has planned: its own first, then those Session::run met since, ascending.
+std::vector<int64_t> planned_batches(const Session& session);
 
 }  // namespace infer::detail

@@ -8,6 +8,7 @@
 #include "infer/session.h"
 
 #include <algorithm>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -16,6 +17,7 @@
 
 #include "backend.h"
 #include "backend_passes.h"
+#include "batch.h"
 #include "cost.h"
 #include "executor.h"
 #include "graph.h"
@@ -30,6 +32,12 @@ namespace infer {
 
 struct Session::Impl {
   std::shared_ptr<const detail::Graph> graph;  // our own copy: the Model may be destroyed
+  // What inputs at another batch are planned from (once per batch: `other_batches`): the model's graph
+  // as loaded, shared by those sessions, and the options; batch_inputs: which inputs carry the batch.
+  std::shared_ptr<const detail::Graph> model;
+  SessionOptions options;
+  std::vector<bool> batch_inputs;
+  std::map<int64_t, std::unique_ptr<Impl>> other_batches;
   std::string backend_name;                    // "cpu", "cuda" or "reference", as reported
   int64_t batch = 1;
   Precision precision = Precision::FP32;
@@ -48,12 +56,15 @@ struct Session::Impl {
   detail::KernelChoice kernels;
   detail::Plan plan;
 
-  Impl(const Model& model, const SessionOptions& options);
+  Impl(std::shared_ptr<const detail::Graph> model_graph, const SessionOptions& session_options);
+  // The session that runs `in`: this one, or the one planned (once) for their batch when every input
+  // that carries the batch has this session's shape but another leading size. Checks them (caller
+  // names the call in messages).
+  Impl& for_inputs(const std::vector<Tensor>& in, const char* caller);
   void check_inputs(const std::vector<Tensor>& in, const char* caller) const;
   std::vector<Tensor> make_outputs() const;
 
  private:
-  void check_fixed_batch(const Model& model) const;
   void select_kernels(const detail::KernelSelector& selector);
   void plan_memory();
 };
@@ -66,25 +77,6 @@ Session::Impl& checked(const std::unique_ptr<Session::Impl>& impl) {
 }
 
 }  // namespace
-
-// A model whose inputs have no batch dimension (no leading -1) runs only at the size it was built
-// with: any other batch fails here, naming the input that fixes it and quoting the model's
-// `batch.fixed` metadata (why its producer kept it fixed; onnx2fb writes it), instead of being silently
-// ignored (its shapes would stay at the built size while batch() and the profile claimed another).
-void Session::Impl::check_fixed_batch(const Model& model) const {
-  if (graph->inputs.empty() || batch == 1) return;
-  for (int id : graph->inputs) {
-    const Shape& s = graph->values[static_cast<size_t>(id)].shape;
-    if (!s.empty() && s[0] == -1) return;
-  }
-  const detail::Value& first = graph->values[static_cast<size_t>(graph->inputs[0])];
-  if (!first.shape.empty() && first.shape[0] == batch) return;
-  const std::string why = model.meta("batch.fixed");
-  throw Error(fmt::format("{}: batch {} cannot apply: the model has no batch dimension (input '{}' is {}, "
-                          "with no leading -1); it runs only at the size it was built with{}",
-                          graph->origin, batch, first.name, shape_str(first.shape),
-                          why.empty() ? std::string() : " (batch.fixed: " + why + ")"));
-}
 
 // The default variant of every node (kernel_selection.h), prepared, with what the profile reports.
 void Session::Impl::select_kernels(const detail::KernelSelector& selector) {
@@ -113,10 +105,13 @@ void Session::Impl::plan_memory() {
   plan.report.weight_bytes = detail::weight_bytes(*graph, element_bytes);
 }
 
-Session::Impl::Impl(const Model& model, const SessionOptions& options) {
+Session::Impl::Impl(std::shared_ptr<const detail::Graph> model_graph, const SessionOptions& session_options)
+    : model(std::move(model_graph)), options(session_options), batch_inputs(detail::batch_inputs(*model)) {
   // Passes rewrite our copy; the Model (and its mmapped weights) stays untouched.
-  detail::Graph own = model.graph();
+  detail::Graph own = *model;
   detail::add_extra_outputs(own, options.extra_outputs);
+  batch = detail::resolve_batch(own, options.batch);
+  detail::free_batch(own, batch);  // a model built at a fixed batch, asked for another
   graph = std::make_shared<const detail::Graph>(detail::run_passes(std::move(own), options.passes, &pass_log));
 
   precision = options.precision;
@@ -128,9 +123,6 @@ Session::Impl::Impl(const Model& model, const SessionOptions& options) {
   cpu_isa = cpu_isa_default();
   if (options.cpu_isa) cpu_isa = std::min(cpu_isa, *options.cpu_isa);
 
-  if (options.batch < 1)
-    throw Error("batch must be >= 1, got " + std::to_string(options.batch));
-  batch = options.batch;
   shapes = detail::infer_shapes(*graph, batch);
   if (shapes.size() != graph->values.size())
     throw Error(graph->origin + ": shape inference returned " + std::to_string(shapes.size()) +
@@ -144,7 +136,6 @@ Session::Impl::Impl(const Model& model, const SessionOptions& options) {
   };
   for (int id : graph->inputs) inputs.push_back(info(id, "input"));
   for (int id : graph->outputs) outputs.push_back(info(id, "output"));
-  check_fixed_batch(model);
 
   const detail::KernelSelector selector(backend.name(), backend_name, opened.reference_only, options.passes,
                                         options.kernels);
@@ -168,6 +159,36 @@ Session::Impl::Impl(const Model& model, const SessionOptions& options) {
   pass_log.insert(pass_log.end(), fusion_log.begin(), fusion_log.end());  // last: PassOptions says why
   executor->capture();
   executor->note_device_memory(plan.report);
+}
+
+Session::Impl& Session::Impl::for_inputs(const std::vector<Tensor>& in, const char* caller) {
+  int64_t b = 0;  // the inputs' batch, when it is another one and the rest of every shape is ours
+  for (size_t k = 0; k < in.size() && in.size() == inputs.size(); ++k) {
+    const Shape& got = in[k].shape;
+    const Shape& want = inputs[k].shape;
+    const bool same_sample = got.size() == want.size() && !got.empty() && std::equal(got.begin() + 1, got.end(), want.begin() + 1);
+    if (!same_sample || (!batch_inputs[k] && got != want) || (batch_inputs[k] && b && got[0] != b)) {
+      b = 0;
+      break;
+    }
+    if (batch_inputs[k]) b = got[0];
+  }
+  if (b < 1 || b == batch) {
+    check_inputs(in, caller);
+    return *this;
+  }
+  auto it = other_batches.find(b);
+  if (it == other_batches.end()) {
+    SessionOptions o = options;
+    o.batch = b;
+    try {
+      it = other_batches.emplace(b, std::make_unique<Impl>(model, o)).first;
+    } catch (const Error& e) {
+      throw Error(fmt::format("{}: inputs at batch {} (the session's is {}): {}", caller, b, batch, e.what()));
+    }
+  }
+  it->second->check_inputs(in, caller);
+  return *it->second;
 }
 
 void Session::Impl::check_inputs(const std::vector<Tensor>& in, const char* caller) const {
@@ -199,23 +220,21 @@ std::vector<Tensor> Session::Impl::make_outputs() const {
 // --- Session ---------------------------------------------------------------------------------------
 
 Session::Session(const Model& model, SessionOptions options)
-    : impl_(std::make_unique<Impl>(model, options)) {}
+    : impl_(std::make_unique<Impl>(std::make_shared<const detail::Graph>(model.graph()), options)) {}
 Session::~Session() = default;
 Session::Session(Session&&) noexcept = default;
 Session& Session::operator=(Session&&) noexcept = default;
 
 std::vector<Tensor> Session::run(const std::vector<Tensor>& inputs) {
-  Impl& s = checked(impl_);
-  s.check_inputs(inputs, "run");
+  Impl& s = checked(impl_).for_inputs(inputs, "run");
   std::vector<Tensor> out = s.make_outputs();
   s.executor->execute(inputs, out, nullptr);
   return out;
 }
 
 Profile Session::profile(const std::vector<Tensor>& inputs, int runs) {
-  Impl& s = checked(impl_);
   if (runs < 1) throw Error("profile: runs must be >= 1, got " + std::to_string(runs));
-  s.check_inputs(inputs, "profile");
+  Impl& s = checked(impl_).for_inputs(inputs, "profile");
   std::vector<Tensor> out = s.make_outputs();
   const detail::RunTimes times = s.executor->profile(inputs, out, runs);
   s.executor->note_device_memory(s.plan.report);
@@ -253,10 +272,9 @@ Profile Session::profile(const std::vector<Tensor>& inputs, int runs) {
 }
 
 std::vector<double> Session::benchmark(const std::vector<Tensor>& inputs, int runs, int warmup) {
-  Impl& s = checked(impl_);
   if (runs < 1) throw Error("benchmark: runs must be >= 1, got " + std::to_string(runs));
   if (warmup < 0) throw Error("benchmark: warmup must be >= 0, got " + std::to_string(warmup));
-  s.check_inputs(inputs, "benchmark");
+  Impl& s = checked(impl_).for_inputs(inputs, "benchmark");
   std::vector<double> ms = s.executor->benchmark(inputs, runs, warmup);
   s.executor->note_device_memory(s.plan.report);
   return ms;
@@ -278,6 +296,13 @@ namespace detail {
 const Plan& plan_of(const Session& session) {
   if (!session.impl()) throw Error("plan_of: use of a moved-from session");
   return session.impl()->plan;
+}
+
+std::vector<int64_t> planned_batches(const Session& session) {
+  if (!session.impl()) throw Error("planned_batches: use of a moved-from session");
+  std::vector<int64_t> out{session.impl()->batch};
+  for (const auto& entry : session.impl()->other_batches) out.push_back(entry.first);
+  return out;
 }
 
 }  // namespace detail

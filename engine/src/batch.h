@@ -1,0 +1,30 @@
+// The batch a session runs at (SessionOptions::batch). Dim 0 of every activation is the batch in this
+// format: every op keeps it (axes are >= 1, Reshape keeps it, a constant never spans it). So a model
+// whose inputs have a leading -1 runs at any batch, and one whose inputs all start with the same fixed
+// size B (built at B, or an ONNX export onnx2fb kept at B) runs at B by default and at any other batch
+// by giving its activations' leading size back to the batch, unless its `batch.fixed` metadata says
+// why its producer kept it fixed. Why a batch cannot apply is one line.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "graph.h"
+
+namespace infer::detail {
+
+// The batch a session of `graph` runs at for SessionOptions::batch `requested`: itself when >= 1; for
+// 0, the model's own (the inputs' fixed leading size when none has a -1, else 1). An Error for < 0.
+int64_t resolve_batch(const Graph& graph, int64_t requested);
+
+// Makes `graph` (a session's copy) ready to be shaped at `batch`: unchanged when an input has a leading
+// -1 or the inputs already start with `batch`; else every activation's leading size becomes -1. An
+// Error, one line naming the input, when the model keeps a fixed batch (`batch.fixed`) or its inputs'
+// leading sizes differ.
+void free_batch(Graph& graph, int64_t batch);
+
+// Per graph input: whether its leading size is the batch (a leading -1, or every input when none has
+// one): the inputs Session::run reads the batch from.
+std::vector<bool> batch_inputs(const Graph& graph);
+
+}  // namespace infer::detail
