@@ -59,7 +59,7 @@ constexpr int64_t kSavedFloats = 4096;  // outputs up to this many values are al
 
 // The variables that pin cpu arithmetic (see the header), as ctest and `make bit-identical-data` set them.
 const std::vector<std::pair<const char*, const char*>> kPinned{{"OMP_NUM_THREADS", "2"},
-                                                                {"OPENBLAS_CORETYPE", "Haswell"}};
+                                                               {"OPENBLAS_CORETYPE", "Haswell"}};
 
 // Processors this process may run on (what omp_get_num_procs() reports, which sizes some workspaces).
 int processors() {
@@ -113,7 +113,8 @@ uint64_t fingerprint(const Model& model, const std::vector<Tensor>& inputs) {
 // values are appended to `saved` and their line says where ("saved OFFSET").
 std::string describe(const Session& s, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
                      std::vector<float>& saved) {
-  std::string out = fmt::format("session {} batch {} isa {}\n", s.backend(), s.batch(), cpu_isa_name(s.cpu_isa()));
+  std::string out =
+      fmt::format("session {} batch {} isa {}\n", s.backend(), s.batch(), cpu_isa_name(s.cpu_isa()));
   for (size_t k = 0; k < inputs.size(); ++k)
     out += fmt::format("input {} {} {:016x}\n", k, shape_str(inputs[k].shape), hash_floats(inputs[k].data));
   for (const std::string& line : s.passes()) out += "pass " + line + "\n";
@@ -161,10 +162,10 @@ std::string read_text(const std::string& path) {
 }
 
 struct Case {
-  std::string name;                        // file stem
-  std::function<Model()> model;            // built once, when first needed
+  std::string name;              // file stem
+  std::function<Model()> model;  // built once, when first needed
   std::function<std::vector<Tensor>(const Model&)> inputs;
-  bool external = false;                   // golden / byom: data made by a fixture
+  bool external = false;  // golden / byom: data made by a fixture
 };
 
 // A saved file: header lines ("model ...", "machine ...") and one section of lines per config.
@@ -202,7 +203,8 @@ void compare(const std::vector<std::string>& got, const std::vector<std::string>
 }
 
 // Where a saved output differs from `out`: first element, largest difference, relative error.
-void report_output(const std::vector<float>& saved, size_t offset, const Tensor& out, const std::string& where) {
+void report_output(const std::vector<float>& saved, size_t offset, const Tensor& out,
+                   const std::string& where) {
   if (offset + out.data.size() > saved.size()) return;
   const std::vector<float> want(saved.begin() + static_cast<long>(offset),
                                 saved.begin() + static_cast<long>(offset + out.data.size()));
@@ -214,8 +216,8 @@ void report_output(const std::vector<float>& saved, size_t offset, const Tensor&
       first = std::min(first, i);
       max_diff = std::max(max_diff, std::fabs(double(want[i]) - out.data[i]));
     }
-  FAIL_CHECK(where << ": differs from the saved output from element " << first << " on, max |diff| " << max_diff
-                   << ", rel err " << test::rel_error(out.data, want));
+  FAIL_CHECK(where << ": differs from the saved output from element " << first << " on, max |diff| "
+                   << max_diff << ", rel err " << test::rel_error(out.data, want));
 }
 
 // One case on every config: writes its expected files (CASE.txt, CASE.npy), or compares against them.
@@ -223,8 +225,8 @@ void check_case(const Case& c) {
   CAPTURE(c.name);
   for (const auto& [name, value] : kPinned) {
     const char* v = std::getenv(name);
-    REQUIRE_MESSAGE((v && std::string(v) == value), name << " must be " << value
-                                                        << " (ctest and `make bit-identical-data` set it)");
+    REQUIRE_MESSAGE((v && std::string(v) == value),
+                    name << " must be " << value << " (ctest and `make bit-identical-data` set it)");
   }
   const Model model = c.model();
   const std::vector<Tensor> inputs = c.inputs(model);
@@ -235,7 +237,8 @@ void check_case(const Case& c) {
   std::vector<float> want_outputs;
   if (!write_mode()) {
     want = parse(read_text(stem + ".txt"));
-    REQUIRE_MESSAGE(want.header.size() == 2, "no expected data in " << stem << ".txt: run `make bit-identical-data`");
+    REQUIRE_MESSAGE(want.header.size() == 2,
+                    "no expected data in " << stem << ".txt: run `make bit-identical-data`");
     if (c.external && want.header[0] != header[0]) {
       MESSAGE(c.name << ": the fixture made another model or input than the saved data's (" << header[0]
                      << ", saved " << want.header[0] << "; another torch version?): not checked");
@@ -253,7 +256,8 @@ void check_case(const Case& c) {
   for (const Config& config : kConfigs) {
     CAPTURE(config.name);
     if (config.backend == "cpu" && cpu_isa_supported() < config.isa) {
-      REQUIRE_MESSAGE(!write_mode(), "regenerate on a CPU with " << cpu_isa_name(config.isa) << " (every level is saved)");
+      REQUIRE_MESSAGE(!write_mode(),
+                      "regenerate on a CPU with " << cpu_isa_name(config.isa) << " (every level is saved)");
       MESSAGE("CPU ISA " << cpu_isa_name(config.isa) << " not on this CPU: " << c.name << " [" << config.name
                          << "] not checked");
       continue;
@@ -277,7 +281,8 @@ void check_case(const Case& c) {
       if (line.rfind("output ", 0) != 0 || at == std::string::npos) continue;
       k = std::stoul(line.substr(7));
       offset = std::stoul(line.substr(at + 7));
-      if (k < outputs.size()) report_output(want_outputs, offset, outputs[k], where + " output " + std::to_string(k));
+      if (k < outputs.size())
+        report_output(want_outputs, offset, outputs[k], where + " output " + std::to_string(k));
     }
   }
   if (write_mode()) {
@@ -307,7 +312,8 @@ Model blocks_model() {
   ModelBuilder b("blocks");
   uint64_t seed = 900;
   auto weights = [&](const std::string& name, Shape shape, float scale) {
-    std::vector<float> w = test::random_vector(static_cast<size_t>(shape_numel(shape)), ++seed, -scale, scale);
+    std::vector<float> w =
+        test::random_vector(static_cast<size_t>(shape_numel(shape)), ++seed, -scale, scale);
     return b.constant(name, shape, w);
   };
   const int x = b.input("x", {-1, 8, 12, 12});
@@ -315,7 +321,8 @@ Model blocks_model() {
   c3.pad = {1, 1, 1, 1};
   Conv2DParams c3_relu = c3;
   c3_relu.activation.kind = ActivationKind::Relu;
-  int h = b.node("conv1", c3_relu, {x, weights("conv1.w", {8, 8, 3, 3}, 0.3f), weights("conv1.b", {8}, 0.1f)});
+  int h =
+      b.node("conv1", c3_relu, {x, weights("conv1.w", {8, 8, 3, 3}, 0.3f), weights("conv1.b", {8}, 0.1f)});
   h = b.node("conv2", c3, {h, weights("conv2.w", {8, 8, 3, 3}, 0.3f), weights("conv2.b", {8}, 0.1f)});
   AddParams add;
   add.activation.kind = ActivationKind::Relu;
@@ -345,9 +352,9 @@ Model blocks_model() {
   const int d = b.node("depthwise", dw, {se, weights("dw.w", {8, 1, 3, 3}, 0.5f)});
   int y = b.node("concat", ConcatParams{1}, {up, d});
   y = b.node("pool", Pool2DParams{}, {y});
-  y = b.node("bn", BatchNormParams{}, {y, weights("bn.scale", {12}, 1.f), weights("bn.bias", {12}, 0.2f),
-                                       weights("bn.mean", {12}, 0.2f),
-                                       b.constant("bn.var", {12}, std::vector<float>(12, 1.5f))});
+  y = b.node("bn", BatchNormParams{},
+             {y, weights("bn.scale", {12}, 1.f), weights("bn.bias", {12}, 0.2f),
+              weights("bn.mean", {12}, 0.2f), b.constant("bn.var", {12}, std::vector<float>(12, 1.5f))});
   y = b.node("relu", ActivationParams{}, {y});
   y = b.node("flatten", FlattenParams{1}, {y});
   y = b.node("fc", DenseParams{}, {y, weights("fc.w", {10, 12 * 6 * 6}, 0.1f), weights("fc.b", {10}, 0.1f)});
@@ -372,7 +379,9 @@ std::vector<Case> own_cases() {
                        o.image_size = z.image_size;
                        return Model::from_bytes(zoo::build(z.name, o).finish(), z.name);
                      },
-                     [z, input_seed](const Model& m) { return std::vector<Tensor>{random_input(m, z.batch, input_seed)}; }});
+                     [z, input_seed](const Model& m) {
+                       return std::vector<Tensor>{random_input(m, z.batch, input_seed)};
+                     }});
   }
   const std::string models = std::string(INFER_SOURCE_DIR) + "/models/";
   cases.push_back({"shipped-lenet5_fashion", [models] { return Model::load(models + "lenet5_fashion.fb"); },
@@ -396,10 +405,10 @@ std::vector<Case> fixture_cases(const std::string& dir, const std::string& prefi
   const nlohmann::json m = nlohmann::json::parse(f);
   std::vector<Case> cases;
   auto add = [&](const std::string& name, const std::string& onnx, const std::string& input) {
-    cases.push_back({prefix + name,
-                     [=] { return Model::from_bytes(onnx_import::import_file(dir + "/" + onnx).finish(), onnx); },
-                     [=](const Model&) { return std::vector<Tensor>{head(read_npy(dir + "/" + input), 1)}; },
-                     true});
+    cases.push_back(
+        {prefix + name,
+         [=] { return Model::from_bytes(onnx_import::import_file(dir + "/" + onnx).finish(), onnx); },
+         [=](const Model&) { return std::vector<Tensor>{head(read_npy(dir + "/" + input), 1)}; }, true});
   };
   if (m.contains("cases")) {
     for (const auto& c : m["cases"]) {
@@ -412,7 +421,8 @@ std::vector<Case> fixture_cases(const std::string& dir, const std::string& prefi
   if (m.contains("models")) {
     for (const auto& c : m["models"]) {
       if (!c.contains("exports") || c["exports"].empty()) continue;
-      add(c["name"].get<std::string>(), c["exports"][0]["onnx"].get<std::string>(), c["input"].get<std::string>());
+      add(c["name"].get<std::string>(), c["exports"][0]["onnx"].get<std::string>(),
+          c["input"].get<std::string>());
     }
   }
   return cases;
@@ -433,7 +443,8 @@ TEST_CASE("bit-identical: ONNX golden nets and real architectures (when their fi
                                     std::pair<std::string, std::string>{BYOM_DIR, "byom-"}}) {
     const std::vector<Case> cases = fixture_cases(dir, prefix);
     if (cases.empty()) {
-      if (write_mode()) FAIL("no fixture data in " << dir << ": run the golden_data and byom_data ctest fixtures first");
+      if (write_mode())
+        FAIL("no fixture data in " << dir << ": run the golden_data and byom_data ctest fixtures first");
       MESSAGE("no fixture data in " << dir << ": " << prefix << "* cases not checked");
       continue;
     }

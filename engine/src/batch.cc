@@ -2,6 +2,7 @@
 // and a one-line reason where it does not.
 #include "batch.h"
 
+#include <algorithm>
 #include <string>
 
 #include <fmt/format.h>
@@ -44,7 +45,8 @@ void free_batch(Graph& graph, int64_t batch) {
   const auto it = graph.metadata.find("batch.fixed");  // why its producer kept it (onnx2fb writes it)
   const std::string fixed = it == graph.metadata.end() ? std::string() : it->second;
   if (first.shape.empty() || !fixed.empty())
-    refuse("; it runs only at the size it was built with" + (fixed.empty() ? "" : " (batch.fixed: " + fixed + ")"));
+    refuse("; it runs only at the size it was built with" +
+           (fixed.empty() ? "" : " (batch.fixed: " + fixed + ")"));
   for (int id : graph.inputs) {
     const Value& v = value(graph, id);
     if (v.shape.empty() || v.shape[0] != first.shape[0])
@@ -66,6 +68,25 @@ std::vector<bool> batch_inputs(const Graph& graph) {
     out.push_back(!s.empty() && (!any || s[0] == -1));
   }
   return out;
+}
+
+int64_t batch_of_inputs(const std::vector<Tensor>& in, const std::vector<TensorInfo>& want,
+                        const std::vector<bool>& carries) {
+  if (in.size() != want.size() || carries.size() != want.size()) return 0;
+  int64_t batch = 0;
+  for (size_t k = 0; k < in.size(); ++k) {
+    const Shape& got = in[k].shape;
+    const Shape& w = want[k].shape;
+    if (!carries[k]) {
+      if (got != w) return 0;
+      continue;
+    }
+    if (got.size() != w.size() || got.empty() || got[0] < 1 || (batch && got[0] != batch) ||
+        !std::equal(w.begin() + 1, w.end(), got.begin() + 1))
+      return 0;
+    batch = got[0];
+  }
+  return batch;
 }
 
 }  // namespace infer::detail

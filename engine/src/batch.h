@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "graph.h"
+#include "infer/tensor.h"
 
 namespace infer::detail {
 
@@ -26,5 +27,11 @@ void free_batch(Graph& graph, int64_t batch);
 // Per graph input: whether its leading size is the batch (a leading -1, or every input when none has
 // one): the inputs Session::run reads the batch from.
 std::vector<bool> batch_inputs(const Graph& graph);
+
+// The batch of inputs `in` for a session whose inputs are `want` (at its batch) when they differ from
+// them only in the leading size of the inputs that carry the batch (`carries`), all by the same
+// size; else 0 (they are the session's shapes, or wrong: the session's input check says how).
+int64_t batch_of_inputs(const std::vector<Tensor>& in, const std::vector<TensorInfo>& want,
+                        const std::vector<bool>& carries);
 
 }  // namespace infer::detail

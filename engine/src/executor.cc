@@ -41,8 +41,9 @@ void Executor::check_memory(const Graph& graph, const Plan& plan, const std::vec
 
 void Executor::build(const Graph& graph, const Plan& plan, const std::vector<NodeDesc>& descs,
                      const std::vector<const KernelVariant*>& variants,
-                     const std::vector<std::shared_ptr<void>>& prepared, const std::vector<TensorInfo>& inputs,
-                     const std::vector<TensorInfo>& outputs, uint64_t max_memory_bytes) {
+                     const std::vector<std::shared_ptr<void>>& prepared,
+                     const std::vector<TensorInfo>& inputs, const std::vector<TensorInfo>& outputs,
+                     uint64_t max_memory_bytes) {
   calls_.clear();
   arena_.reset();  // an autotuned re-plan frees the first arena before taking the second
   check_memory(graph, plan, inputs, outputs, max_memory_bytes);

@@ -112,7 +112,8 @@ std::string KernelSelector::variant_list(const std::string& op) const {
 void KernelSelector::check_forced_nodes(const Graph& graph) const {
   for (const auto& [name, f] : forced_node_) {
     bool found = false;
-    for (const Node& node : graph.nodes) found = found || (node.name == name && op_name(node.op()) == f.first);
+    for (const Node& node : graph.nodes)
+      found = found || (node.name == name && op_name(node.op()) == f.first);
     if (!found)
       throw Error(fmt::format("kernels: no {} node named '{}' in the graph (after its passes; -v lists them)",
                               f.first, name));
@@ -199,7 +200,8 @@ void autotune(const KernelSelector& selector, const Graph& graph, const std::vec
     for (const KernelVariant* v : candidates) {
       const uint64_t before = backend.allocated_bytes();
       const bool current = v == choice.variants[i];
-      std::shared_ptr<void> prep = current ? choice.prepared[i] : (v->prepare ? v->prepare(descs[i]) : nullptr);
+      std::shared_ptr<void> prep =
+          current ? choice.prepared[i] : (v->prepare ? v->prepare(descs[i]) : nullptr);
       const uint64_t prep_bytes = current ? choice.prepared_size[i] : backend.allocated_bytes() - before;
       const size_t ws = v->workspace_bytes ? v->workspace_bytes(descs[i]) : 0;
       std::unique_ptr<DeviceBuffer> workspace = backend.allocate(ws);

@@ -197,7 +197,8 @@ Plan plan_arena(const Graph& graph, const std::function<uint64_t(int value)>& va
     if (ws == 0) continue;
     workspace_total += ws;
     requests.push_back({ws, step, step});
-    plan.tensors.push_back({graph.nodes[static_cast<size_t>(step)].name + ":workspace", 0, ws, step, step, true});
+    plan.tensors.push_back(
+        {graph.nodes[static_cast<size_t>(step)].name + ":workspace", 0, ws, step, step, true});
   }
 
   MemoryPlan mp = plan_memory(requests);

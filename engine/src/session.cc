@@ -5,10 +5,12 @@
 // (executor.h), autotune when asked, and on cuda the capture of the forward into a CUDA graph. run()
 // then only stages inputs in, replays (or calls kernels in order) and stages outputs out: no
 // allocation but the returned Tensors. profile() calls the nodes one by one with the backend's timer.
+// Inputs at another batch (batch.h) run on a session planned for that batch once, kept by batch.
 #include "infer/session.h"
 
 #include <algorithm>
 #include <map>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -31,18 +33,19 @@
 namespace infer {
 
 struct Session::Impl {
-  std::shared_ptr<const detail::Graph> graph;  // our own copy: the Model may be destroyed
-  // What inputs at another batch are planned from (once per batch: `other_batches`): the model's graph
-  // as loaded, shared by those sessions, and the options; batch_inputs: which inputs carry the batch.
+  // The model's graph as loaded (shared with the sessions of other batches) and the options: what a
+  // session at another batch is planned from; batch_inputs: which inputs carry the batch.
   std::shared_ptr<const detail::Graph> model;
   SessionOptions options;
   std::vector<bool> batch_inputs;
-  std::map<int64_t, std::unique_ptr<Impl>> other_batches;
+  std::map<int64_t, std::unique_ptr<Impl>> other_batches;  // planned for inputs at another batch
+
+  std::shared_ptr<const detail::Graph> graph;  // our own copy, rewritten by the passes
   std::string backend_name;                    // "cpu", "cuda" or "reference", as reported
   int64_t batch = 1;
   Precision precision = Precision::FP32;
-  CpuIsa cpu_isa = CpuIsa::Baseline;          // cpu kernels' instruction-set level (NodeDesc::isa)
-  uint64_t element_bytes = 4;                  // of every activation and constant: 2 under fp16
+  CpuIsa cpu_isa = CpuIsa::Baseline;  // cpu kernels' instruction-set level (NodeDesc::isa)
+  uint64_t element_bytes = 4;         // of every activation and constant: 2 under fp16
 
   std::vector<Shape> shapes;  // concrete shape of every value
   std::vector<TensorInfo> inputs, outputs;
@@ -86,7 +89,8 @@ void Session::Impl::select_kernels(const detail::KernelSelector& selector) {
   detail::Backend& backend = executor->backend();
   kernels = detail::select_kernels(selector, *graph, descs, backend);
   for (size_t i = 0; i < descs.size(); ++i) {
-    nodes.push_back(detail::node_info(graph->nodes[i], descs[i], *kernels.variants[i], backend.name(), cpu_isa));
+    nodes.push_back(
+        detail::node_info(graph->nodes[i], descs[i], *kernels.variants[i], backend.name(), cpu_isa));
     costs.push_back(detail::node_cost(descs[i]));
   }
 }
@@ -112,7 +116,8 @@ Session::Impl::Impl(std::shared_ptr<const detail::Graph> model_graph, const Sess
   detail::add_extra_outputs(own, options.extra_outputs);
   batch = detail::resolve_batch(own, options.batch);
   detail::free_batch(own, batch);  // a model built at a fixed batch, asked for another
-  graph = std::make_shared<const detail::Graph>(detail::run_passes(std::move(own), options.passes, &pass_log));
+  graph = std::make_shared<const detail::Graph>(
+      detail::run_passes(std::move(own), options.passes, &pass_log));
 
   precision = options.precision;
   detail::OpenedBackend opened = detail::open_backend(options.backend, precision);
@@ -162,18 +167,8 @@ Session::Impl::Impl(std::shared_ptr<const detail::Graph> model_graph, const Sess
 }
 
 Session::Impl& Session::Impl::for_inputs(const std::vector<Tensor>& in, const char* caller) {
-  int64_t b = 0;  // the inputs' batch, when it is another one and the rest of every shape is ours
-  for (size_t k = 0; k < in.size() && in.size() == inputs.size(); ++k) {
-    const Shape& got = in[k].shape;
-    const Shape& want = inputs[k].shape;
-    const bool same_sample = got.size() == want.size() && !got.empty() && std::equal(got.begin() + 1, got.end(), want.begin() + 1);
-    if (!same_sample || (!batch_inputs[k] && got != want) || (batch_inputs[k] && b && got[0] != b)) {
-      b = 0;
-      break;
-    }
-    if (batch_inputs[k]) b = got[0];
-  }
-  if (b < 1 || b == batch) {
+  const int64_t b = detail::batch_of_inputs(in, inputs, batch_inputs);
+  if (b == 0 || b == batch) {
     check_inputs(in, caller);
     return *this;
   }
@@ -184,7 +179,8 @@ Session::Impl& Session::Impl::for_inputs(const std::vector<Tensor>& in, const ch
     try {
       it = other_batches.emplace(b, std::make_unique<Impl>(model, o)).first;
     } catch (const Error& e) {
-      throw Error(fmt::format("{}: inputs at batch {} (the session's is {}): {}", caller, b, batch, e.what()));
+      throw Error(
+          fmt::format("{}: inputs at batch {} (the session's is {}): {}", caller, b, batch, e.what()));
     }
   }
   it->second->check_inputs(in, caller);
