@@ -1,9 +1,8 @@
-// Backend passes: graph rewrites that ask the backend's kernel registry, so they run after shape
-// inference, once the session knows its backend, precision, CPU ISA and batch. fuse_conv_residual and
-// fuse_squeeze_excite fuse where a variant the session may run takes the merged node; choose_layouts
-// runs the channels_last pass (layout.h) from what the variants offer per layout; fold_width_log
-// reports the width-folded variants kernel selection chose. Each rewrite is checked (validate_graph)
-// and its shapes inferred again; passes.h's rules (graph outputs kept, one reader per fused value) hold.
+// Backend passes: graph rewrites that ask the kernel registry, so they run after shape inference, once
+// the backend, precision, CPU ISA and batch are known: fuse_conv_residual and fuse_squeeze_excite fuse
+// where a variant the session may run takes the merged node; choose_layouts runs channels_last
+// (layout.h); fold_width_log reports the width-folded variants chosen. Each rewrite is re-validated and
+// re-shaped, and keeps passes.h's rules (graph outputs kept, one reader per fused value).
 #pragma once
 
 #include <memory>

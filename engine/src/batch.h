@@ -1,9 +1,8 @@
-// The batch a session runs at (SessionOptions::batch). Dim 0 of every activation is the batch in this
-// format: every op keeps it (axes are >= 1, Reshape keeps it, a constant never spans it). So a model
-// whose inputs have a leading -1 runs at any batch, and one whose inputs all start with the same fixed
-// size B (built at B, or an ONNX export onnx2fb kept at B) runs at B by default and at any other batch
-// by giving its activations' leading size back to the batch, unless its `batch.fixed` metadata says
-// why its producer kept it fixed. Why a batch cannot apply is one line.
+// The batch a session runs at (SessionOptions::batch). Every op keeps dim 0 as the batch (axes >= 1,
+// Reshape keeps it, a constant never spans it), so a model whose inputs have a leading -1 runs at any
+// batch, and one built at a fixed batch B (no -1) runs at B by default and at any other batch once its
+// activations' leading size is the batch again, unless its `batch.fixed` metadata says why its
+// producer kept B. Why a batch cannot apply is one line.
 #pragma once
 
 #include <cstdint>

@@ -1,9 +1,8 @@
 // The executor: runs a planned graph on its backend. build() checks the memory budget, allocates the
-// one arena the plan asks for, makes every constant visible to the kernels, resolves every pointer into
-// one KernelCall per node and binds the graph's inputs and outputs; capture() records the forward as a
-// CUDA graph where the backend can. A run then stages inputs in, replays the graph (or calls the
-// kernels in order) and stages outputs out: no allocation but the returned tensors. Knows the plan's
-// offsets and the chosen variants, never how either was chosen.
+// plan's one arena, makes constants visible, resolves every pointer into one KernelCall per node and
+// binds the graph's I/O; capture() records the forward as a CUDA graph where the backend can. A run
+// stages inputs in, replays (or calls the kernels in order) and stages outputs out, allocating
+// nothing. Knows the plan's offsets and the chosen variants, never how either was chosen.
 #pragma once
 
 #include <cstdint>

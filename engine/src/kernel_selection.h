@@ -1,10 +1,8 @@
-// Kernel selection: which registered variant runs each node of a planned graph. Forced variants
-// (SessionOptions::kernels: `op=variant`, or `op:node=variant` for one node) are checked once, up
-// front; every other node gets the applicable variant of highest priority (ties keep the registry's
-// order), and autotune may then time every applicable variant on the session's arena and keep the
-// fastest. Only what the session may run is offered: on the reference backend its "reference"
-// variants, and a variant that belongs to a pass only while that pass is on. Knows the registry,
-// node descriptors and the backend's allocation counter; never the memory plan.
+// Kernel selection: which registered variant runs each node. Forced variants (--kernel op=variant,
+// op:node=variant) are checked up front; other nodes get the applicable variant of highest priority
+// (ties keep the registry's order); autotune may time the applicable ones and keep the fastest. Only
+// what the session may run is offered (the reference backend's "reference" variants; a pass's variants
+// while it is on). Knows the registry, node descriptors and allocation counts; never the memory plan.
 #pragma once
 
 #include <cstdint>
