@@ -10,7 +10,7 @@ BUILD_DIR := build
 ASAN_DIR := build-asan
 TSAN_DIR := build-tsan
 
-.PHONY: build test test-asan test-tsan fuzz sanitize-cuda demo deps clean
+.PHONY: build test test-asan test-tsan fuzz sanitize-cuda demo deps clean bit-identical-data
 
 deps:
 	scripts/install-deps.sh
@@ -53,6 +53,15 @@ fuzz:
 # and a CUDA build, e.g. after `make test` on a GPU machine); logs in build/sanitize-cuda/.
 sanitize-cuda:
 	scripts/sanitize-cuda.sh $(BUILD_DIR)
+
+# bit-identical-data: regenerates tests/data/bit_identical/ (what tests/test_bit_identical.cc compares
+# against) from this checkout's code: builds, runs the golden and byom fixtures (torch), then the test in
+# write mode with the thread count and OpenBLAS kernels ctest pins. Run it on a CPU with AVX-512 so that every ISA level is
+# saved, and commit the data with the change that altered results. BUILD_DIR=build-cpu for a CPU build.
+bit-identical-data:
+	$(MAKE) --no-print-directory build
+	ctest --test-dir $(BUILD_DIR) --output-on-failure -R '^(golden_data|byom_data)$$'
+	INFER_BIT_IDENTICAL_WRITE=1 OMP_NUM_THREADS=2 OPENBLAS_CORETYPE=Haswell OMP_WAIT_POLICY=passive $(BUILD_DIR)/tests/test_bit_identical
 
 # demo: an 8x8 grid of garments from the shipped EB-GAN generator (models/README.md) in img.png.
 demo:

@@ -346,6 +346,46 @@ TEST_CASE("outputs as .npy equal an in-process run; several outputs get _<index>
   CHECK(no_temporaries_left());
 }
 
+TEST_CASE("the batch follows a .npy input: any batch the model allows, or one line saying why not") {
+  // A free batch (-1): a batch-3 file needs no --batch; the outputs equal a session made at batch 3.
+  Tensor x3({3, 2, 5, 5}, seeded(150, 44, 1.f));
+  const std::string in = tmp("batch3.npy"), out = tmp("batch3_out.npy");
+  infer::write_npy(in, x3);
+  Result r = infer_cli("--model " + quote(two_output_model()) + " --input " + quote(in) + " --out " + quote(out));
+  CAPTURE(r.err);
+  REQUIRE(r.code == 0);
+  CHECK(r.out.find("input 'x' 3x2x5x5: from") != std::string::npos);
+  const std::vector<Tensor> expect = run_in_process(two_output_model(), {x3}, 3);
+  CHECK(infer::read_npy(tmp("batch3_out_0.npy")).data == expect[0].data);
+  CHECK(infer::read_npy(tmp("batch3_out_1.npy")).data == expect[1].data);
+  // --batch is for random and image inputs: another one with a .npy is one error line.
+  check_one_error(infer_cli("--model " + quote(two_output_model()) + " --batch 2 --input " + quote(in)),
+                  "--batch 2 but input '" + in + "' holds a batch of 3");
+
+  // A model built at a fixed batch of 2 (no -1) runs a batch-3 file; rows are independent.
+  infer::ModelBuilder b("fixed2");
+  b.output(b.node("soft", infer::SoftmaxParams{1}, {b.input("x", {2, 5})}));
+  const std::string fixed = tmp("fixed2.fb");
+  b.save(fixed);
+  Tensor z({3, 5}, seeded(15, 45, 1.f));
+  infer::write_npy(in, z);
+  r = infer_cli("--model " + quote(fixed) + " --input " + quote(in) + " --out " + quote(out));
+  CAPTURE(r.err);
+  REQUIRE(r.code == 0);
+  const Tensor y = infer::read_npy(out);
+  CHECK(y.shape == Shape{3, 5});
+  double row_sum = 0;
+  for (int i = 0; i < 5; ++i) row_sum += y.data[size_t(10 + i)];
+  CHECK(row_sum == doctest::Approx(1.0));
+
+  // One whose producer fixed the batch (batch.fixed) says why, in one line.
+  b.set_metadata("batch.fixed", "node 'v' (Reshape): shape [2,-1] starts with 2");
+  b.save(fixed);
+  check_one_error(infer_cli("--model " + quote(fixed) + " --input " + quote(in)),
+                  "batch 3 cannot apply: the model has no batch dimension (input 'x' is 2x5, with no leading -1); "
+                  "it runs only at the size it was built with (batch.fixed: node 'v' (Reshape)");
+}
+
 TEST_CASE("profiling: --profile table, --profile-json is JSON, --trace has traceEvents, -v logs") {
   const std::string json = tmp("profile.json"), trace = tmp("trace.json");
   Result r = infer_cli("--model " + quote(classifier_model()) + " --runs 3 --profile --profile-json " +

@@ -239,9 +239,12 @@ TEST_CASE("session: wrong inputs are errors") {
   Tensor good({1, 1, 6, 6}, random_vector(36, 61));
   CHECK_THROWS_AS(session.run({}), Error);
   CHECK_THROWS_AS(session.run({good, good}), Error);
-  CHECK_THROWS_WITH_AS(session.run({Tensor({2, 1, 6, 6})}),
-                       "input 0 'x': expected shape 1x1x6x6, got 2x1x6x6", Error);
+  CHECK_THROWS_WITH_AS(session.run({Tensor({1, 1, 6, 5})}),
+                       "input 0 'x': expected shape 1x1x6x6, got 1x1x6x5", Error);
+  CHECK_THROWS_WITH_AS(session.run({Tensor({2, 1, 6, 5})}),  // another batch, and another shape
+                       "input 0 'x': expected shape 1x1x6x6, got 2x1x6x5", Error);
   CHECK_THROWS_AS(session.run({Tensor({1, 6, 6})}), Error);
+  CHECK_THROWS_AS(session.run({Tensor({0, 1, 6, 6})}), Error);
   Tensor short_data({1, 1, 6, 6}, std::vector<float>(35));
   CHECK_THROWS_AS(session.run({short_data}), Error);
   CHECK_THROWS_AS(session.profile({good}, 0), Error);
@@ -280,10 +283,8 @@ TEST_CASE("session: bad options are errors") {
   CHECK_THROWS_WITH_AS(make(o), "unknown precision value 7", Error);
 
   o = {};
-  o.batch = 0;
-  CHECK_THROWS_AS(make(o), Error);
   o.batch = -2;
-  CHECK_THROWS_AS(make(o), Error);
+  CHECK_THROWS_WITH_AS(make(o), "batch must be >= 1 (or 0: the model's own), got -2", Error);
 
   o = {};
   o.backend = "cpu";  // the variant lists checked below are the cpu backend's
@@ -349,28 +350,117 @@ TEST_CASE("session: --kernel op:node=variant forces one node, by name, over the 
   CHECK_THROWS_WITH_AS(Session(model, o), doctest::Contains("op 'conv2d' has no variant 'no_such'"), Error);
 }
 
-TEST_CASE("session: a model without a batch dimension runs only at its built size, and says so") {
+namespace {
+
+// x [2,5] (a fixed batch: no leading -1) -> softmax; `fixed_why`: its batch.fixed metadata.
+Model fixed_batch_model(const std::string& fixed_why = "") {
   ModelBuilder b("fixed");
   const int x = b.input("x", {2, 5});
   b.output(b.node("soft", SoftmaxParams{1}, {x}));
-  const Model model = Model::from_bytes(b.finish());
+  if (!fixed_why.empty()) b.set_metadata("batch.fixed", fixed_why);
+  return Model::from_bytes(b.finish(), "fixed.fb");
+}
+
+std::vector<float> rows(const std::vector<float>& v, int64_t from, int64_t count, int64_t per_row) {
+  return std::vector<float>(v.begin() + from * per_row, v.begin() + (from + count) * per_row);
+}
+
+}  // namespace
+
+TEST_CASE("session: a model built at a fixed batch runs there by default and at any batch it allows") {
+  const Model model = fixed_batch_model();
   SessionOptions o;
   o.backend = "cpu";
-  for (int64_t batch : {1, 2}) {  // 1: the default; 2: the built size
+  Session built(model, o);  // batch 0: the model's own
+  CHECK(built.batch() == 2);
+  CHECK(built.inputs()[0].shape == Shape{2, 5});
+  const std::vector<float> x = random_vector(3 * 5, 71);
+  const std::vector<float> y2 = built.run({Tensor({2, 5}, rows(x, 0, 2, 5))})[0].data;
+  for (int64_t batch : {1, 3}) {
+    CAPTURE(batch);
     o.batch = batch;
     Session s(model, o);
-    CHECK(s.inputs()[0].shape == Shape{2, 5});
+    CHECK(s.batch() == batch);
+    CHECK(s.inputs()[0].shape == Shape{batch, 5});
+    CHECK(s.outputs()[0].shape == Shape{batch, 5});
+    const std::vector<float> y = s.run({Tensor({batch, 5}, rows(x, 0, batch, 5))})[0].data;
+    CHECK(rows(y, 0, 1, 5) == rows(y2, 0, 1, 5));  // rows are independent
   }
+}
+
+TEST_CASE("session: a model whose producer fixed its batch says why in one line") {
+  const Model model = fixed_batch_model("node 'v' (Reshape): shape [2,-1] starts with 2");
+  SessionOptions o;
+  o.backend = "cpu";
+  CHECK(Session(model, o).inputs()[0].shape == Shape{2, 5});
+  for (int64_t batch : {1, 3}) {
+    o.batch = batch;
+    try {
+      Session s(model, o);
+      FAIL("expected an Error");
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      CHECK(what == "fixed.fb: batch " + std::to_string(batch) +
+                        " cannot apply: the model has no batch dimension (input 'x' is 2x5, with no leading -1); it "
+                        "runs only at the size it was built with (batch.fixed: node 'v' (Reshape): shape [2,-1] "
+                        "starts with 2)");
+    }
+  }
+  o.batch = 0;
+  Session s(model, o);
+  CHECK_THROWS_WITH_AS(s.run({Tensor({3, 5})}),
+                       doctest::Contains("run: inputs at batch 3 (the session's is 2): fixed.fb: batch 3 cannot apply"),
+                       Error);
+  CHECK(detail::planned_batches(s) == std::vector<int64_t>{2});
+
+  // Inputs of different fixed leading sizes have no one batch.
+  ModelBuilder b("two");
+  const int a = b.input("a", {2, 3}), c = b.input("c", {1, 3});
+  b.output(b.node("sum", BinaryParams{}, {a, c}));
+  const Model two = Model::from_bytes(b.finish(), "two.fb");
+  o.batch = 4;
+  CHECK_THROWS_WITH_AS(Session(two, o),
+                       "two.fb: batch 4 cannot apply: the model has no batch dimension (input 'a' is 2x3, with no "
+                       "leading -1) and input 'c' is 1x3: inputs of different leading sizes have no one batch",
+                       Error);
+}
+
+TEST_CASE("session: the batch follows the input, planned once per batch") {
+  SmallNet net;
+  const Model model = net.model();
+  SessionOptions o;
+  o.backend = "cpu";
+  Session session(model, o);
+  CHECK(session.batch() == 1);
+  const Tensor x({3, 1, 6, 6}, random_vector(3 * 36, 81));
   o.batch = 3;
-  try {
-    Session s(model, o);
-    FAIL("expected an Error");
-  } catch (const Error& e) {
-    const std::string what = e.what();
-    CHECK(what.find("batch 3 cannot apply: the model has no batch dimension (input 'x' is 2x5") !=
-          std::string::npos);
-    CHECK(what.find('\n') == std::string::npos);
-  }
+  const std::vector<float> want = Session(model, o).run({x})[0].data;
+
+  std::vector<Tensor> out = session.run({x});
+  REQUIRE(out.size() == 1);
+  CHECK(out[0].shape == Shape{3, 4});
+  CHECK(out[0].data == want);  // the same plan as a session made at batch 3: bit-identical
+  CHECK(detail::planned_batches(session) == std::vector<int64_t>{1, 3});
+  CHECK(session.run({x})[0].data == want);  // the cached plan
+  CHECK(detail::planned_batches(session) == std::vector<int64_t>{1, 3});
+  // The session still describes its own batch; its own plan still runs.
+  CHECK(session.batch() == 1);
+  CHECK(session.inputs()[0].shape == Shape{1, 1, 6, 6});
+  CHECK(session.outputs()[0].shape == Shape{1, 4});
+  const Tensor x1({1, 1, 6, 6}, rows(x.data, 0, 1, 36));
+  CHECK(rel_error(session.run({x1})[0].data, rows(want, 0, 1, 4)) <= 1e-6);
+  // profile() and benchmark() follow the input too.
+  const Profile p = session.profile({Tensor({2, 1, 6, 6}, rows(x.data, 0, 2, 36))}, 1);
+  CHECK(p.batch == 2);
+  CHECK(session.benchmark({x}, 1, 0).size() == 1);
+  CHECK(detail::planned_batches(session) == std::vector<int64_t>{1, 2, 3});
+
+  // Several inputs carry one batch together; inputs at two batches are a shape error.
+  Session two(two_input_model());
+  const Tensor a({2, 2, 3, 3}, random_vector(36, 82)), b({2, 2, 3, 3}, random_vector(36, 83));
+  CHECK(two.run({a, b})[1].shape == Shape{2, 2, 3, 3});
+  CHECK_THROWS_WITH_AS(two.run({a, Tensor({3, 2, 3, 3})}), "input 0 'a': expected shape 1x2x3x3, got 2x2x3x3",
+                       Error);
 }
 
 TEST_CASE("session: memory report and plan of zoo models") {

@@ -20,7 +20,7 @@ namespace infer::test {
 
 // The variant of `op` on `backend` that the session's heuristic picks for `node`: the applicable one
 // with the highest priority (priority_for when set), ties to the registry's order, as
-// engine/src/session.cc chooses. "" when none applies.
+// engine/src/kernel_selection.cc chooses. "" when none applies.
 inline std::string default_variant(const std::string& backend, const std::string& op, const NodeDesc& node) {
   const KernelVariant* chosen = nullptr;
   int best = 0;

@@ -25,7 +25,7 @@ struct Options {
   std::string model;
   std::string out;
   std::vector<std::string> inputs;  // one file per model input, in order (.npy or an image)
-  int64_t batch = 1;
+  int64_t batch = 0;  // --batch (0: not given: a .npy input's batch, else the model's own)
   uint64_t seed = 1;
   std::string backend = "auto";
   Precision precision = Precision::FP32;  // --precision fp32|tf32|fp16
@@ -50,9 +50,20 @@ CLI::Option* add_backend_option(CLI::App& app, std::string& target);
 CLI::Option* add_max_memory_option(CLI::App& app, uint64_t& target);
 CLI::Option* add_cpu_isa_option(CLI::App& app, std::string& target);
 
-// Session inputs from the --input files, or seeded random ones when none are given. Prints what it
-// used to stdout.
-std::vector<Tensor> make_inputs(const Options& options, const AppMetadata& meta, const Session& session);
+// The .npy --input files, read before the session exists: the batch they hold is the session's (as
+// ONNX Runtime takes it from the input). A per-sample array (the input's shape without its batch
+// dimension) is one sample. An Error when one matches its model input in no batch, when they hold
+// different batches, or when --batch asks for another.
+struct NpyInputs {
+  std::vector<std::optional<Tensor>> tensors;  // per --input file; empty for an image
+  int64_t batch = 0;                           // their batch; 0 when no .npy input carries one
+};
+NpyInputs read_npy_inputs(const Options& options, const Model& model);
+
+// Session inputs from the --input files (the .npy ones as read above), or seeded random ones when
+// none are given. Prints what it used to stdout.
+std::vector<Tensor> make_inputs(const Options& options, const AppMetadata& meta, const Session& session,
+                                NpyInputs npy);
 
 // The file an output goes to: --out itself for a single output, else --out with _<index> before the
 // extension.

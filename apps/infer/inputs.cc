@@ -1,8 +1,9 @@
-// The CLI's session inputs: a .npy file (shape [batch, ...] or, at batch 1, the per-sample shape), an
-// image for a 4-D input (converted, resized and normalised per the metadata; the batch repeats it), or
-// without --input seeded random values: N(0,1) latents for a generator, uniform [-1,1) otherwise.
-// The random values come from random_inputs() (apps/common/random_input.h), platform-independent.
-#include <fmt/core.h>
+// The CLI's session inputs: a .npy file (shape [batch, ...], whose batch becomes the session's, or the
+// per-sample shape: one sample), an image for a 4-D input (converted, resized and normalised per the
+// metadata; the batch, --batch or the model's, repeats it), or without --input seeded random values:
+// N(0,1) latents for a generator, uniform [-1,1) otherwise. The random values come from
+// random_inputs() (apps/common/random_input.h), platform-independent.
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -24,18 +25,26 @@ bool has_npy_extension(const std::string& path) {
   return ext == ".npy";
 }
 
-Tensor input_from_npy(const std::string& path, const TensorInfo& info, int64_t batch) {
+// A .npy input for model input `info` (declared shape: a leading -1 for the batch, or a fixed size):
+// [N, per-sample shape] at any batch N, or the per-sample shape as one sample.
+Tensor input_from_npy(const std::string& path, const TensorInfo& info) {
   Tensor t = read_npy(path);
-  if (t.shape == info.shape) return t;
-  const Shape per_sample(info.shape.begin() + (info.shape.empty() ? 0 : 1), info.shape.end());
-  if (batch == 1 && !info.shape.empty() && t.shape == per_sample) {
+  if (info.shape.empty()) {
+    if (t.shape == info.shape) return t;
+    throw Error("input '" + path + "' has shape " + shape_str(t.shape) + ", model input '" + info.name +
+                "' is a scalar");
+  }
+  const Shape per_sample(info.shape.begin() + 1, info.shape.end());
+  if (t.shape.size() == info.shape.size() && t.shape[0] >= 1 &&
+      std::equal(per_sample.begin(), per_sample.end(), t.shape.begin() + 1))
+    return t;
+  if (t.shape == per_sample) {
     t.shape.insert(t.shape.begin(), 1);
     return t;
   }
-  std::string expected = shape_str(info.shape);
-  if (batch == 1 && !info.shape.empty()) expected += " (or " + shape_str(per_sample) + ")";
   throw Error("input '" + path + "' has shape " + shape_str(t.shape) + ", model input '" + info.name +
-              "' needs " + expected);
+              "' needs Nx" + shape_str(per_sample) + " for a batch of N (or " + shape_str(per_sample) +
+              " for one sample)");
 }
 
 Tensor input_from_image(const std::string& path, const TensorInfo& info, const AppMetadata& meta) {
@@ -65,18 +74,45 @@ Tensor input_from_image(const std::string& path, const TensorInfo& info, const A
 
 }  // namespace
 
-std::vector<Tensor> make_inputs(const Options& options, const AppMetadata& meta, const Session& session) {
+NpyInputs read_npy_inputs(const Options& options, const Model& model) {
+  const std::vector<TensorInfo>& infos = model.inputs();
+  if (!options.inputs.empty() && options.inputs.size() != infos.size())
+    throw Error("model '" + options.model + "' has " + std::to_string(infos.size()) + " input(s), " +
+                std::to_string(options.inputs.size()) + " --input file(s) given");
+  // The inputs whose leading size is the batch: those with a leading -1, or all when none has one.
+  bool any_free = false;
+  for (const TensorInfo& info : infos) any_free |= !info.shape.empty() && info.shape[0] == -1;
+  NpyInputs npy;
+  npy.tensors.resize(options.inputs.size());
+  std::string batch_from;
+  for (size_t i = 0; i < options.inputs.size(); ++i) {
+    const std::string& path = options.inputs[i];
+    if (!has_npy_extension(path)) continue;
+    npy.tensors[i] = input_from_npy(path, infos[i]);
+    if (any_free && infos[i].shape[0] != -1) continue;
+    const int64_t batch = npy.tensors[i]->shape[0];
+    if (npy.batch && batch != npy.batch)
+      throw Error(fmt::format("input '{}' holds a batch of {} but input '{}' one of {}: the .npy inputs give "
+                              "the session one batch", path, batch, batch_from, npy.batch));
+    npy.batch = batch;
+    batch_from = path;
+  }
+  if (options.batch > 0 && npy.batch > 0 && options.batch != npy.batch)
+    throw Error(fmt::format("--batch {} but input '{}' holds a batch of {} (a .npy input's batch is the "
+                            "session's; --batch is for random and image inputs)",
+                            options.batch, batch_from, npy.batch));
+  return npy;
+}
+
+std::vector<Tensor> make_inputs(const Options& options, const AppMetadata& meta, const Session& session,
+                                NpyInputs npy) {
   const std::vector<TensorInfo>& infos = session.inputs();
   std::vector<Tensor> inputs;
 
   if (!options.inputs.empty()) {
-    if (options.inputs.size() != infos.size())
-      throw Error("model '" + options.model + "' has " + std::to_string(infos.size()) + " input(s), " +
-                  std::to_string(options.inputs.size()) + " --input file(s) given");
     for (size_t i = 0; i < infos.size(); ++i) {
       const std::string& path = options.inputs[i];
-      inputs.push_back(has_npy_extension(path) ? input_from_npy(path, infos[i], session.batch())
-                                               : input_from_image(path, infos[i], meta));
+      inputs.push_back(npy.tensors.at(i) ? std::move(*npy.tensors[i]) : input_from_image(path, infos[i], meta));
       fmt::print("input '{}' {}: from {}\n", infos[i].name, shape_str(infos[i].shape), path);
     }
     return inputs;

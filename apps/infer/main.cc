@@ -53,7 +53,9 @@ int main(int argc, char** argv) {
                  "Input file per model input, in order: .npy (float32/64/16), or an image "
                  "(PNG/JPEG/BMP, resized and normalised as the model's metadata says)")
       ->option_text("FILE ...");
-  app.add_option("--batch", o.batch, "Batch size, 1 to 65536 (default 1)")
+  app.add_option("--batch", o.batch,
+                 "Batch size of random and image inputs, 1 to 65536 (default: a .npy input's batch, else the "
+                 "model's: 1, or the fixed batch it was built at)")
       ->check(CLI::Range(int64_t(1), int64_t(65536)).description(""))
       ->option_text("N");
   app.add_option("--seed", o.seed, "Seed of the random input when no --input is given (default 1)")

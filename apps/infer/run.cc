@@ -109,7 +109,8 @@ int run(const Options& o) {
   session_options.backend = o.backend;
   session_options.precision = o.precision;
   session_options.autotune = o.autotune;
-  session_options.batch = o.batch;
+  NpyInputs npy = read_npy_inputs(o, model);
+  session_options.batch = o.batch > 0 ? o.batch : npy.batch;  // 0: the model's own
   session_options.kernels = o.kernels;
   session_options.passes = o.passes;
   session_options.max_memory_bytes = o.max_memory;
@@ -120,7 +121,7 @@ int run(const Options& o) {
   log_plan(session);
   for (const std::string& line : session.passes()) spdlog::debug("pass {}", line);
 
-  const std::vector<Tensor> inputs = make_inputs(o, meta, session);
+  const std::vector<Tensor> inputs = make_inputs(o, meta, session, std::move(npy));
 
   // Every file is staged (written to a temporary) and renamed into place only once all were written:
   // an error on the way leaves every existing output as it was (atomic_file.h).

@@ -1,9 +1,11 @@
 // The backend interface (ggml style): what the session needs from a device, and nothing more. A
 // backend allocates the one activation arena, makes constants visible to its kernels, copies tensors
 // between the host and the arena, synchronizes, and times nodes. The CPU backend is cpu_backend.cc;
-// a CUDA backend implements the same interface (device memory, uploads, streams, events).
+// a CUDA backend implements the same interface (device memory, uploads, streams, events);
+// open_backend (backend.cc) opens one by the name a session is given.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -31,6 +33,14 @@ class Timer {
   virtual void mark(int slot) = 0;                     // slot in [0, slots)
   virtual double elapsed_ms(int from, int to) const = 0;  // valid after Backend::synchronize()
 };
+
+// The median of timed runs (0 for none): what autotune and the profile report.
+inline double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  size_t mid = v.size() / 2;
+  return v.size() % 2 ? v[mid] : 0.5 * (v[mid - 1] + v[mid]);
+}
 
 // A graph input or output as the arena holds it: `count` elements at `device`, stored in the session's
 // precision (float32, or half under fp16). The user always sees float32.
@@ -110,5 +120,16 @@ std::unique_ptr<Backend> make_cpu_backend();
 std::unique_ptr<Backend> make_cuda_backend(Precision precision);
 bool cuda_device_available();
 #endif
+
+// A backend opened by SessionOptions::backend (backend.cc).
+struct OpenedBackend {
+  std::unique_ptr<Backend> backend;
+  std::string name;             // as reported: "cpu", "cuda" or "reference"
+  bool reference_only = false;  // "reference": the cpu backend offering only the reference variants
+};
+// "auto" is cuda when this build has it and a GPU is present, else cpu. An Error for an unknown name
+// or precision value, a precision the backend does not run (cpu and reference: fp32 only), or cuda in
+// a build without it.
+OpenedBackend open_backend(const std::string& name, Precision precision);
 
 }  // namespace infer::detail

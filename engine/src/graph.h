@@ -51,4 +51,7 @@ struct Graph {
   int add_constant(std::string name, Shape shape, std::vector<float> data);
 };
 
+// Node `step` for messages: "<origin>: node <step> '<name>' (<op>)".
+std::string node_where(const Graph& graph, size_t step);
+
 }  // namespace infer::detail

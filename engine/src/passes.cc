@@ -5,6 +5,7 @@
 // their names. Removed nodes and values no node uses are compacted away, ids remapped.
 #include "passes.h"
 
+#include <algorithm>
 #include <cmath>
 #include <utility>
 
@@ -508,6 +509,31 @@ Graph fuse_squeeze_excite(Graph g, const SqueezeExcitePredicate& takes, std::vec
                                        count, plural(count, "block", "blocks"))
                          : "fuse_squeeze_excite: no squeeze-excitation block to fuse");
   return g;
+}
+
+void add_extra_outputs(Graph& g, const std::vector<std::string>& names) {
+  const size_t model_outputs = g.outputs.size();
+  for (const std::string& name : names) {
+    std::vector<int> ids;
+    for (size_t id = 0; id < g.values.size(); ++id)
+      if (g.values[id].name == name) ids.push_back(static_cast<int>(id));
+    if (ids.empty())
+      throw Error(fmt::format("extra output '{}': {} has no value of that name", name, g.origin));
+    if (ids.size() > 1)
+      throw Error(fmt::format("extra output '{}': {} has {} values of that name", name, g.origin,
+                              ids.size()));
+    const int id = ids[0];
+    if (g.values[static_cast<size_t>(id)].is_constant())
+      throw Error(fmt::format("extra output '{}': a constant of {} (weights), not an activation", name,
+                              g.origin));
+    const auto at = std::find(g.outputs.begin(), g.outputs.end(), id);
+    if (at != g.outputs.end())
+      throw Error(fmt::format("extra output '{}': {}", name,
+                              static_cast<size_t>(at - g.outputs.begin()) < model_outputs
+                                  ? "already an output of " + g.origin
+                                  : std::string("given twice")));
+    g.outputs.push_back(id);
+  }
 }
 
 Graph run_passes(Graph g, const PassOptions& options, std::vector<std::string>* log) {

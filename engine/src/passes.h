@@ -20,9 +20,10 @@ namespace infer::detail {
 Graph fold_batchnorm(Graph graph, std::vector<std::string>* log = nullptr);
 Graph fuse_conv_avgpool(Graph graph, std::vector<std::string>* log = nullptr);
 Graph fuse_activation(Graph graph, std::vector<std::string>* log = nullptr);
-// A backend pass (the session runs it with `takes` asking its kernel registry): a conv2d + residual add
-// pair is fused only where takes(graph, conv, residual value, activation) says a kernel variant runs
-// the merged node (conv2d with add_residual and the add's activation); null takes: everywhere.
+// A backend pass (backend_passes.cc runs it with `takes` asking the kernel registry): a conv2d +
+// residual add pair is fused only where takes(graph, conv, residual value, activation) says a kernel
+// variant runs the merged node (conv2d with add_residual and the add's activation); null takes:
+// everywhere.
 using ResidualPredicate = std::function<bool(const Graph&, const Node& conv, int residual, const Activation&)>;
 Graph fuse_conv_residual(Graph graph, const ResidualPredicate& takes = nullptr,
                          std::vector<std::string>* log = nullptr);
@@ -33,6 +34,11 @@ Graph fuse_conv_residual(Graph graph, const ResidualPredicate& takes = nullptr,
 using SqueezeExcitePredicate = std::function<bool(const Graph&, const Node& merged)>;
 Graph fuse_squeeze_excite(Graph graph, const SqueezeExcitePredicate& takes = nullptr,
                           std::vector<std::string>* log = nullptr);
+
+// SessionOptions::extra_outputs appended to the graph's outputs before the passes run: passes never
+// fuse a graph output away and the planner keeps outputs alive to the end, so no other module needs
+// to know about them. An Error for a name the graph lacks or has twice, a constant, or an output.
+void add_extra_outputs(Graph& graph, const std::vector<std::string>& names);
 
 // The enabled passes in order (fold_batchnorm, fuse_conv_avgpool, fuse_activation); a disabled pass
 // logs "<name>: off".

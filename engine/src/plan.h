@@ -1,6 +1,7 @@
-// The memory plan of a session, exposed for tests and tools: every activation value and node
-// workspace with its arena offset, size and lifetime (steps in execution order; graph inputs start at
-// -1, graph outputs end at the number of steps), plus the planner's report. Not part of the stable API.
+// The memory plan of a session (planner.h's plan_arena), exposed for tests and tools: every activation
+// value and node workspace with its arena offset, size and lifetime (steps in execution order; graph
+// inputs start at -1, graph outputs end at the number of steps), the activation bytes live at each
+// step, and the planner's report. Not part of the stable API.
 #pragma once
 
 #include <cstdint>
@@ -18,13 +19,17 @@ struct PlannedTensor {
   int first = 0, last = 0;
   bool workspace = false;
   Layout layout = Layout::NCHW;  // memory order of a 4-D activation (channels_last pass)
+  int value = -1;                // the value's id in the graph; -1 for a workspace
 };
 
 struct Plan {
   std::vector<PlannedTensor> tensors;
+  std::vector<uint64_t> live_bytes;  // per step: activation bytes live while it runs (the profile's)
   MemoryReport report;
 };
 
 const Plan& plan_of(const Session& session);
+// The batches a session has planned: its own first, then those Session::run met since, ascending.
+std::vector<int64_t> planned_batches(const Session& session);
 
 }  // namespace infer::detail

@@ -2,12 +2,16 @@
 // are placed largest first; each goes into the smallest gap between already-placed requests whose
 // lifetimes overlap its own, else above the highest of them. Deterministic for a given input; every
 // offset and size a multiple of kArenaAlignment; bad requests (first > last, overflow) are an Error.
+// plan_arena turns a graph's execution order into those requests (lifetimes, workspaces).
 #include "planner.h"
 
 #include <algorithm>
 #include <limits>
 #include <numeric>
+#include <set>
 #include <string>
+
+#include <fmt/format.h>
 
 #include "infer/error.h"
 
@@ -123,6 +127,103 @@ MemoryPlan plan_memory(const std::vector<PlanRequest>& requests) {
     placed.push_back(i);
   }
   return plan;
+}
+
+uint64_t tensor_bytes(const Shape& shape, uint64_t element, const std::string& what) {
+  uint64_t n = 1;
+  for (int64_t d : shape) {
+    if (d < 0) throw Error(what + ": negative dimension in shape " + shape_str(shape));
+    if (d != 0 && n > std::numeric_limits<uint64_t>::max() / 4 / static_cast<uint64_t>(d))
+      throw Error(what + ": shape " + shape_str(shape) + " is too large");
+    n *= static_cast<uint64_t>(d);
+  }
+  return n * element;
+}
+
+// Lifetimes over execution order (graph inputs from step -1, graph outputs to step n), one request
+// per activation and per non-empty workspace, then offsets from plan_memory.
+Plan plan_arena(const Graph& graph, const std::function<uint64_t(int value)>& value_bytes,
+                const std::vector<uint64_t>& workspace_bytes) {
+  Plan plan;
+  const int n = static_cast<int>(graph.nodes.size());
+  const size_t num_values = graph.values.size();
+  constexpr int kUnset = std::numeric_limits<int>::min();
+  std::vector<int> first(num_values, kUnset), last(num_values, kUnset);
+
+  auto activation = [&](int id, const std::string& what) -> size_t {
+    const Value& v = graph.values[static_cast<size_t>(id)];
+    if (v.is_constant()) throw Error(what + " is the constant '" + v.name + "'");
+    return static_cast<size_t>(id);
+  };
+  for (size_t k = 0; k < graph.inputs.size(); ++k) {
+    size_t id = activation(graph.inputs[k], fmt::format("{}: input {}", graph.origin, k));
+    first[id] = last[id] = -1;
+  }
+  for (int step = 0; step < n; ++step) {
+    const Node& node = graph.nodes[static_cast<size_t>(step)];
+    for (int id : node.inputs) {
+      if (graph.values[static_cast<size_t>(id)].is_constant()) continue;
+      if (first[static_cast<size_t>(id)] == kUnset)
+        throw Error(fmt::format("{}: reads '{}' before any node writes it", node_where(graph, step),
+                                graph.values[static_cast<size_t>(id)].name));
+      last[static_cast<size_t>(id)] = std::max(last[static_cast<size_t>(id)], step);
+    }
+    for (int id : node.outputs) {
+      size_t v = activation(id, node_where(graph, step) + ": output");
+      if (first[v] != kUnset)
+        throw Error(fmt::format("{}: writes '{}', which is already written", node_where(graph, step),
+                                graph.values[v].name));
+      first[v] = last[v] = step;
+    }
+  }
+  for (size_t k = 0; k < graph.outputs.size(); ++k) {
+    size_t id = activation(graph.outputs[k], fmt::format("{}: output {}", graph.origin, k));
+    if (first[id] == kUnset)
+      throw Error(fmt::format("{}: output {} '{}' is never written", graph.origin, k, graph.values[id].name));
+    last[id] = n;
+  }
+
+  std::vector<PlanRequest> requests;
+  for (size_t id = 0; id < num_values; ++id) {
+    if (first[id] == kUnset) continue;  // constants and values no node touches
+    const Value& v = graph.values[id];
+    const uint64_t bytes = value_bytes(static_cast<int>(id));
+    requests.push_back({bytes, first[id], last[id]});
+    plan.tensors.push_back({v.name, 0, bytes, first[id], last[id], false, v.layout, static_cast<int>(id)});
+  }
+  uint64_t workspace_total = 0;
+  for (int step = 0; step < n; ++step) {
+    const uint64_t ws = workspace_bytes.at(static_cast<size_t>(step));
+    if (ws == 0) continue;
+    workspace_total += ws;
+    requests.push_back({ws, step, step});
+    plan.tensors.push_back(
+        {graph.nodes[static_cast<size_t>(step)].name + ":workspace", 0, ws, step, step, true});
+  }
+
+  MemoryPlan mp = plan_memory(requests);
+  for (size_t k = 0; k < plan.tensors.size(); ++k) plan.tensors[k].offset = mp.offsets[k];
+  plan.report = mp.report;
+  plan.report.workspace_bytes = workspace_total;
+
+  plan.live_bytes.assign(static_cast<size_t>(n), 0);
+  for (const PlannedTensor& t : plan.tensors) {
+    if (t.workspace) continue;
+    for (int step = std::max(t.first, 0); step <= std::min(t.last, n - 1); ++step)
+      plan.live_bytes[static_cast<size_t>(step)] += t.bytes;
+  }
+  return plan;
+}
+
+uint64_t weight_bytes(const Graph& graph, uint64_t element) {
+  std::set<int> constants;
+  for (const Node& node : graph.nodes)
+    for (int id : node.inputs)
+      if (graph.values[static_cast<size_t>(id)].is_constant()) constants.insert(id);
+  uint64_t bytes = 0;
+  for (int id : constants)
+    bytes += element * static_cast<uint64_t>(shape_numel(graph.values[static_cast<size_t>(id)].shape));
+  return bytes;
 }
 
 }  // namespace infer::detail

@@ -2,8 +2,8 @@
 
     import infer
     model = infer.load("models/lenet5_fashion.fb")
-    session = infer.Session(model, batch=1)
-    (probs,) = session.run(x)            # x: NumPy array, PyTorch tensor, anything array-like
+    session = infer.Session(model)
+    (probs,) = session.run(x)            # x: NumPy array, PyTorch tensor, anything array-like, any batch
 
 Thread safety: a Model is immutable and may be shared by any number of threads and sessions. A
 Session runs one call at a time: calls from several threads on one session take turns (a lock), so
@@ -91,34 +91,40 @@ class Profile:
 class Session(_infer.Session):
     """A model bound to a backend, a precision and a batch size.
 
-    Session(model, backend="auto", precision="fp32", batch=1, autotune=False, kernels={}, passes={},
+    Session(model, backend="auto", precision="fp32", batch=None, autotune=False, kernels={}, passes={},
             extra_outputs=[])
     model: a Model or a path. backend: "auto" | "cpu" | "cuda" | "reference". precision: "fp32" |
-    "tf32" | "fp16" (cuda only). kernels: {op: variant} forces kernel variants. passes: {name: False}
+    "tf32" | "fp16" (cuda only). batch: the batch the session is planned at; None: the model's own (the
+    batch it was built at, else 1). kernels: {op: variant} forces kernel variants. passes: {name: False}
     switches graph passes off. extra_outputs names intermediate values (model.nodes' outputs) to return
     after the model's outputs, e.g. a hidden layer as features. Creation plans everything; run() only
     executes.
+
+    The batch follows the input: run() and profile() take host inputs of any batch the model allows
+    (the session's shapes with another leading size); the first call at a batch plans it once and
+    keeps that plan. Device (DLPack) inputs need the session's own batch.
 
     Thread safety: calls on one session take turns (a lock); use one Session per thread for parallel
     runs (sharing one Model is fine). The GIL is released while the engine works.
     """
 
     def __init__(self, model: Union[Model, str, "_os.PathLike[str]"], backend: str = "auto",
-                 precision: str = "fp32", batch: int = 1, autotune: bool = False,
+                 precision: str = "fp32", batch: Optional[int] = None, autotune: bool = False,
                  kernels: Optional[Dict[str, str]] = None,
                  passes: Optional[Dict[str, bool]] = None,
                  extra_outputs: Optional[List[str]] = None) -> None:
         if not isinstance(model, Model):
             model = load(model)
-        super().__init__(model, backend, precision, batch, autotune, kernels or {}, passes or {},
-                         list(extra_outputs or []))
+        super().__init__(model, backend, precision, 0 if batch is None else batch, autotune,
+                         kernels or {}, passes or {}, list(extra_outputs or []))
 
     def run(self, *inputs: Any, device_outputs: bool = False) -> List[Any]:
         """Runs the model; returns the outputs as a list of NumPy float32 arrays, in output order.
 
         Inputs: positional (session.run(x) / session.run(x, y)), one list or tuple of them, or one dict
         {input name: value}. Each value is a NumPy array or anything with the buffer protocol,
-        __array__ or __dlpack__ (a PyTorch tensor), of exactly the session's input shape. Host data of
+        __array__ or __dlpack__ (a PyTorch tensor), of the session's input shape, or all of them at
+        another batch (the outputs then have that batch). Host data of
         other real dtypes is converted to float32, and non-contiguous host data is copied in order.
 
         On a cuda session, inputs may instead all be CUDA tensors (float32, C-contiguous, on the

@@ -256,7 +256,7 @@ PYBIND11_MODULE(_infer, m) {
              py::gil_scoped_release release;
              return new PySession(model, o);
            }),
-           "model"_a, "backend"_a = "auto", "precision"_a = "fp32", "batch"_a = 1,
+           "model"_a, "backend"_a = "auto", "precision"_a = "fp32", "batch"_a = 0,
            "autotune"_a = false, "kernels"_a = std::map<std::string, std::string>{},
            "passes"_a = std::map<std::string, bool>{}, "extra_outputs"_a = std::vector<std::string>{})
       .def("_run", [](PySession& s, py::args args) { return s.run(args, false); })

@@ -34,6 +34,45 @@ def test_convert_same_as_onnx2fb(tiny_onnx, tmp_path):
     assert np.linalg.norm(got - want) / np.linalg.norm(want) < 1e-5
 
 
+def test_a_fixed_batch_export_runs_at_any_batch(tmp_path):
+    # Exported at a fixed batch of 2 (no dynamic axes): a session made without a batch takes inputs of
+    # batch 2, 5 or 1, each planned once when it first comes.
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(128, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4)).eval()
+    torch.onnx.export(net, torch.zeros(2, 128), tmp_path / "b2.onnx", input_names=["x"], opset_version=13)
+    s = infer.Session(infer.onnx.convert(tmp_path / "b2.onnx"), backend="cpu")
+    for batch in (2, 5, 1):
+        x = torch.randn(batch, 128)
+        with torch.no_grad():
+            want = net(x).numpy()
+        got = s.run(x)[0]
+        assert got.shape == (batch, 4)
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+class ViewAtBatch(torch.nn.Module):
+    """x.view(x.size(0), -1) traced at batch 4 with 4 channels: the importer cannot tell the batch."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(2, 4, 3)
+
+    def forward(self, x):
+        return self.conv(x).view(x.size(0), -1)
+
+
+def test_a_fixed_batch_export_that_cannot_change_says_why(tmp_path):
+    torch.onnx.export(ViewAtBatch().eval(), torch.zeros(4, 2, 6, 6), tmp_path / "pinned.onnx",
+                      input_names=["x"], opset_version=13)
+    m = infer.onnx.convert(tmp_path / "pinned.onnx")
+    assert "batch.fixed" in m.metadata
+    s = infer.Session(m, backend="cpu")
+    assert s.batch == 4 and s.run(np.zeros((4, 2, 6, 6), np.float32))[0].shape == (4, 64)
+    with pytest.raises(infer.Error, match=r"run: inputs at batch 2 \(the session's is 4\): .*batch 2 cannot "
+                                          r"apply: .*batch.fixed: node"):
+        s.run(np.zeros((2, 2, 6, 6), np.float32))
+
+
 def test_convert_options(tiny_onnx, tmp_path):
     _, path = tiny_onnx
     m16 = infer.onnx.convert(path, fp16=True, name="small")

@@ -32,6 +32,17 @@ def test_session_from_path():
     assert infer.Session(str(LENET), backend="cpu", batch=3).inputs[0].shape == (3, 1, 28, 28)
 
 
+def test_batch_follows_the_input(lenet, rng):
+    s = infer.Session(lenet, backend="cpu")
+    x = lenet_input(rng, 3)
+    out = s.run(x)[0]
+    assert out.shape == (3, 10)
+    np.testing.assert_array_equal(out, infer.Session(lenet, backend="cpu", batch=3).run(x)[0])
+    assert s.batch == 1 and s.inputs[0].shape == (1, 1, 28, 28)  # the session's own plan
+    assert s(x[:1]).shape == (1, 10) and s.run(x[:2])[0].shape == (2, 10)
+    assert s.profile(x, runs=1).batch == 3
+
+
 def test_kernels_and_passes(lenet, rng):
     x = lenet_input(rng)
     fused = infer.Session(lenet, backend="cpu")
@@ -66,7 +77,6 @@ def test_extra_outputs(lenet, rng):
 @pytest.mark.parametrize("kwargs, match", [
     ({"backend": "tpu"}, "tpu"),
     ({"precision": "fp8"}, "fp8"),
-    ({"batch": 0}, "batch"),
     ({"batch": -3}, "batch"),
     ({"kernels": {"conv2d": "magic"}}, "magic"),
     ({"kernels": {"nonsense_op": "reference"}}, "nonsense_op"),
@@ -123,7 +133,7 @@ def test_outputs_are_owned_and_writable(lenet, rng):
     (({"images": np.zeros((1, 1, 28, 28), np.float32)},), "unknown input 'images'"),
     (({},), "missing input 0 'image'"),
     ((np.zeros((1, 28, 28), np.float32),), "expected shape 1x1x28x28, got 1x28x28"),
-    ((np.zeros((2, 1, 28, 28), np.float32),), "got 2x1x28x28"),
+    ((np.zeros((2, 1, 28, 27), np.float32),), "got 2x1x28x27"),
     ((np.zeros((1, 1, 28, 28), np.complex64),), "complex64"),
     ((np.array([["a"]]),), "not supported"),
     ((np.zeros((1, 1, 28, 28), bool),), "bool"),

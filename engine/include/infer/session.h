@@ -2,6 +2,14 @@
 // depend on input values (graph passes, shape inference, kernel selection, memory planning, weight
 // preparation); run() then only executes.
 //
+// Batch: the batch follows the input, as with ONNX Runtime's dynamic axes. A session is planned at one
+// batch (SessionOptions::batch; by default the model's own), and run(), profile() and benchmark() take
+// inputs of another leading size too: the session plans itself once more for that batch (passes,
+// kernels, memory plan, arena; on cuda weight copies and a CUDA graph of its own), keeps that plan for
+// the next input of the same batch, and runs it. A model built or exported at a fixed batch (no
+// leading -1) runs at any batch its graph allows, which is any batch unless its `batch.fixed` metadata
+// says why its producer kept the batch fixed; the Error then says so in one line.
+//
 // Thread safety: a Session is used by one thread at a time (run(), profile() and benchmark() change its
 // arena and, on cuda, its stream); calls from several threads at once need the caller's own lock.
 // Different Sessions may run at the same time on different threads, also when they were made from one
@@ -62,7 +70,10 @@ struct SessionOptions {
   // "cpu", "cuda", "reference" (cpu with reference kernels only), or "auto" (cuda when this build has
   // the CUDA backend and a GPU is present, else cpu).
   std::string backend = "auto";
-  int64_t batch = 1;             // replaces the leading -1 of every activation
+  // The batch the session is planned at: it replaces the leading -1 of every activation (or a fixed
+  // model's leading size). 0: the model's own (its inputs' fixed leading size when none has a -1, else
+  // 1). Inputs of another batch are planned for when they come (see the top of this file).
+  int64_t batch = 0;
   // fp32 (strict), tf32 or fp16 (infer/ops.h); anything but fp32 needs the cuda backend.
   Precision precision = Precision::FP32;
   // Time every applicable variant of each node once at creation and keep the fastest (instead of the
@@ -120,18 +131,21 @@ class Session {
   Session(Session&&) noexcept;
   Session& operator=(Session&&) noexcept;
 
-  // Runs the model. `inputs` in the model's input order, each with the session's shape.
+  // Runs the model. `inputs` in the model's input order, each with the session's shape, or all at one
+  // other batch (the same shapes but their leading size): the outputs then have that batch, and the
+  // first run at a batch plans it (kept for later runs).
   std::vector<Tensor> run(const std::vector<Tensor>& inputs);
 
   // Runs on inputs already in this session's GPU memory (cuda only; Error elsewhere): inputs[k] points
-  // to inputs()[k]'s float32 elements, C-contiguous, ready on the legacy default stream. The outputs
+  // to inputs()[k]'s float32 elements (at the session's own batch), C-contiguous, ready on the legacy default stream. The outputs
   // are new device arrays; nothing goes through the host. Synchronizes before returning.
   std::vector<DeviceTensor> run_device(const std::vector<const float*>& inputs);
   // The same inputs, the outputs copied to the host as run() returns them.
   std::vector<Tensor> run_device_to_host(const std::vector<const float*>& inputs);
 
   // Runs `runs` times (after one warm-up) timing every node; medians per node and in total. On cuda
-  // the nodes run one by one (not as the CUDA graph) with events between them.
+  // the nodes run one by one (not as the CUDA graph) with events between them. Inputs may have
+  // another batch, as in run(); the profile is that batch's.
   Profile profile(const std::vector<Tensor>& inputs, int runs);
 
   // The device time of whole forwards, as TensorRT's trtexec reports "GPU Compute Time": inputs are
@@ -139,6 +153,7 @@ class Session {
   // two events; on cpu: steady_clock), without the host copies of inputs and outputs. Milliseconds per run.
   std::vector<double> benchmark(const std::vector<Tensor>& inputs, int runs, int warmup = 3);
 
+  // What the session was planned as, at its own batch (not the other batches run() met).
   const std::string& backend() const;
   int64_t batch() const;
   Precision precision() const;

@@ -1,0 +1,146 @@
+// Backend passes (backend_passes.h). Each asks the registry through the session's KernelSelector
+// about a node the pass would make (a merged conv2d with its residual, a squeeze_excite node, a node
+// in each layout) and rewrites the graph with the graph-level passes of passes.h and layout.h.
+#include "backend_passes.h"
+
+#include <algorithm>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "layout.h"
+#include "passes.h"
+#include "shape_inference.h"
+
+namespace infer::detail {
+
+void ShapedGraph::adopt(Graph rewritten) {
+  graph = std::make_shared<const Graph>(std::move(rewritten));
+  validate_graph(*graph);
+  shapes = infer_shapes(*graph, batch);
+}
+
+// The channels_last pass (engine/src/layout.h) on backends and precisions where a layout other than
+// NCHW can pay: cuda in fp16 and tf32. Strict fp32 keeps NCHW, where its tuned kernels live. The
+// support table asks the registry, per node and layout, for the best priority of an applicable variant
+// (only the forced one where --kernel forces the op). Shapes are inferred again for the new values.
+void choose_layouts(ShapedGraph& g, const BackendPassContext& c, std::vector<std::string>& pass_log) {
+  if (!c.passes.channels_last) {
+    pass_log.push_back("channels_last: off");
+    return;
+  }
+  if (c.kernels.kernel_backend() != "cuda" || c.precision == Precision::FP32) {
+    pass_log.push_back(fmt::format("channels_last: not used ({} in {} keeps NCHW)", c.kernels.backend_name(),
+                                   precision_name(c.precision)));
+    return;
+  }
+  std::vector<LayoutSupport> support(g.graph->nodes.size());
+  for (size_t i = 0; i < g.graph->nodes.size(); ++i) {
+    NodeDesc desc = describe_node(*g.graph, g.shapes, i, c.precision, c.cpu_isa);
+    const std::vector<const KernelVariant*> candidates = c.kernels.candidates_for(g.graph->nodes[i]);
+    for (Layout layout : {Layout::NCHW, Layout::NHWC}) {
+      desc.layout = layout;
+      int best = -1;
+      for (const KernelVariant* v : candidates)
+        if (c.kernels.allowed(*v) && v->run && variant_applies(*v, desc))
+          best = std::max(best, KernelSelector::priority(*v, desc));
+      (layout == Layout::NHWC ? support[i].nhwc : support[i].nchw) = best;
+    }
+  }
+  g.graph = std::make_shared<const Graph>(assign_layouts(*g.graph, support, &pass_log));
+  validate_graph(*g.graph);
+  g.shapes = infer_shapes(*g.graph, g.batch);
+}
+
+namespace {
+
+// A fusion's log line: the pass's own, or "<name>: ?" if it logged none.
+std::string first_line(const std::vector<std::string>& log, const char* name) {
+  return log.empty() ? std::string(name) + ": ?" : log.front();
+}
+
+// The fuse_conv_residual backend pass, after shape inference: a conv2d + residual add pair is fused
+// where a kernel variant this session may run (the forced one under --kernel) applies to the merged
+// node in NCHW (every layout pass starts there): on cpu any conv2d; on cuda ungrouped ones (GEMM,
+// cuDNN and direct variants add the residual in their epilogue), grouped ones where cuDNN or direct
+// takes them. Shapes are inferred again for the zero biases it adds. Returns its log line.
+std::string fuse_residual_where_taken(ShapedGraph& g, const BackendPassContext& c) {
+  if (!c.passes.fuse_conv_residual) return "fuse_conv_residual: off";
+  const std::vector<const KernelVariant*> candidates = c.kernels.candidates_for("conv2d");
+  const std::vector<Shape>& shapes = g.shapes;
+  auto takes = [&](const Graph& graph, const Node& conv, int residual, const Activation& act) {
+    Conv2DParams p = std::get<Conv2DParams>(conv.params);
+    p.add_residual = true;
+    p.activation = act;
+    NodeDesc desc{p, {}, {}, {}, c.precision, Layout::NCHW, c.cpu_isa};
+    for (int id : conv.inputs) {
+      desc.input_shapes.push_back(shapes.at(static_cast<size_t>(id)));
+      desc.constants.push_back(graph.values.at(static_cast<size_t>(id)).data);
+    }
+    std::vector<float> zero_bias;  // the one the pass adds to a conv without bias
+    if (conv.inputs.size() == 2) {
+      zero_bias.assign(static_cast<size_t>(desc.input_shapes[1].at(0)), 0.f);
+      desc.input_shapes.push_back(Shape{desc.input_shapes[1].at(0)});
+      desc.constants.push_back(zero_bias.data());
+    }
+    desc.input_shapes.push_back(shapes.at(static_cast<size_t>(residual)));
+    desc.constants.push_back(nullptr);
+    desc.output_shapes.push_back(shapes.at(static_cast<size_t>(conv.outputs.at(0))));
+    return c.kernels.some_variant_runs(candidates, desc);
+  };
+  std::vector<std::string> log;
+  Graph rewritten = fuse_conv_residual(*g.graph, takes, &log);
+  g.adopt(std::move(rewritten));
+  return first_line(log, "fuse_conv_residual");
+}
+
+// The fuse_squeeze_excite backend pass, right after fuse_conv_residual and the same way: a block is
+// fused where a squeeze_excite variant this session may run applies to the merged node in NCHW.
+std::string fuse_squeeze_excite_where_taken(ShapedGraph& g, const BackendPassContext& c) {
+  if (!c.passes.fuse_squeeze_excite) return "fuse_squeeze_excite: off";
+  const std::vector<const KernelVariant*> candidates = c.kernels.candidates_for("squeeze_excite");
+  const std::vector<Shape>& shapes = g.shapes;
+  auto takes = [&](const Graph& graph, const Node& se) {
+    NodeDesc desc{se.params, {}, {}, {}, c.precision, Layout::NCHW, c.cpu_isa};
+    for (int id : se.inputs) {
+      const Value& v = graph.values.at(static_cast<size_t>(id));
+      // zero biases the pass just added have no entry in `shapes` yet: constants keep their shape
+      desc.input_shapes.push_back(v.is_constant() ? v.shape : shapes.at(static_cast<size_t>(id)));
+      desc.constants.push_back(v.data);
+    }
+    desc.output_shapes.push_back(shapes.at(static_cast<size_t>(se.outputs.at(0))));
+    return c.kernels.some_variant_runs(candidates, desc);
+  };
+  std::vector<std::string> log;
+  Graph rewritten = fuse_squeeze_excite(*g.graph, takes, &log);
+  g.adopt(std::move(rewritten));
+  return first_line(log, "fuse_squeeze_excite");
+}
+
+}  // namespace
+
+std::vector<std::string> run_backend_passes(ShapedGraph& g, const BackendPassContext& c,
+                                            std::vector<std::string>& pass_log) {
+  std::vector<std::string> deferred;
+  deferred.push_back(fuse_residual_where_taken(g, c));
+  deferred.push_back(fuse_squeeze_excite_where_taken(g, c));
+  choose_layouts(g, c, pass_log);
+  return deferred;
+}
+
+
+// One pass-log line for fold_width, from the variants chosen (a folded variant requires the pass).
+std::string fold_width_log(const Graph& graph, const std::vector<const KernelVariant*>& variants,
+                           const PassOptions& passes) {
+  if (!passes.fold_width) return "fold_width: off";
+  std::string names;
+  int count = 0;
+  for (size_t i = 0; i < variants.size(); ++i)
+    if (variants[i]->requires_pass == "fold_width") {
+      names += (count++ ? ", " : "") + graph.nodes[i].name;
+    }
+  return count ? fmt::format("fold_width: {} convolution(s) width-folded ({})", count, names)
+               : "fold_width: no convolution width-folded";
+}
+
+}  // namespace infer::detail
