@@ -15,9 +15,14 @@ TF32 on in cuDNN and cuBLAS; fp16: half storage):
   conv_pool: conv3x3 p1 + avgpool2 at 32x32, C in {32,128,256,512}, batch 1: infer's conv_pool2d
       variants (infer-bench op conv_pool2d) vs F.conv2d + F.avg_pool2d;
   models: every zoo model at batch 1 and 64 (classifiers at 224x224): infer's default plan
-      (infer-bench model) vs PyTorch eager, CUDA-graph replay and channels_last + CUDA graph on the
-      SAME weights (infer-bench weights) and the same input (--dump); "PyTorch best" is the fastest of
-      the three per (model, batch, precision) and the ratios are against it;
+      (infer-bench model) vs PyTorch eager, CUDA-graph replay, channels_last + CUDA graph and
+      torch.compile(mode=M, dynamic=False) of the channels_last module for each M of --compile-modes
+      (max-autotune, reduce-overhead; compiled afresh per model, precision and batch; the wall time of
+      the first call recorded as its compile time; at most --compile-timeout-s compile seconds per model
+      and mode; Inductor's caches in --inductor-cache-dir) on the SAME weights (infer-bench weights) and
+      the same input (--dump); "PyTorch best" is the fastest of them per (model, batch, precision) and
+      the ratios are against it (issue 13's goals, and issue 31's with torch.compile in PyTorch best);
+      the rows so far are in the JSON after each model;
   vgg16_layers: VGG-16 at batch 64 fp16, its 13 3x3 convolutions one by one: infer's per-node times
       (infer --profile-json, nodes launched one by one between CUDA events) vs each layer alone in
       PyTorch (F.conv2d, NCHW and channels_last, captured as CUDA graphs), TFLOP/s and % of the fp16
@@ -27,10 +32,11 @@ TF32 on in cuDNN and cuBLAS; fp16: half storage):
       variant forced, vs PyTorch (best of eager, CUDA graph, channels_last + CUDA graph).
 Timing. infer: infer-bench --backend cuda, i.e. Session::benchmark: device time per forward between CUDA
 events around CUDA-graph replays, no host copies (trtexec's "GPU Compute Time"). PyTorch: CUDA events
-recorded around each call (eager) or each torch.cuda.CUDAGraph replay (captured after warm-up on a side
-stream), median per call; torch.backends.cudnn.benchmark on unless --no-cudnn-benchmark. Items at batch
+recorded around each call (eager, torch.compile: as called, their own CUDA graphs inside) or each
+torch.cuda.CUDAGraph replay (captured after warm-up on a side stream), median per call;
+torch.backends.cudnn.benchmark on unless --no-cudnn-benchmark. Items at batch
 >= 32 use --large-runs / --large-warmup. Inputs and weights are seeded and never zero. Writes
-<out>/gpu-<date>.md (the goals of issue 13 and the tables), <out>/gpu-<date>.json (every number,
+<out>/gpu-<date>.md (the goals of issues 13 and 31 and the tables), <out>/gpu-<date>.json (every number,
 infer-bench's own JSON included) and <out>/gpu-<date>.png (plot; skipped with a note when matplotlib is
 missing; --replot JSON draws it later). A failing item is recorded with its error and the run goes on.
 --merge A.json B.json ... writes one report of runs made part by part; --selftest builds the report
@@ -88,7 +94,7 @@ BASELINE_NOISE = 1.05  # "no model slower than today": allowed ratio to the --ba
 # (model, precision, batch), dynamic=False; the key its times have in a row's "torch" dict.
 COMPILE_KINDS = {"max-autotune": "compile_max_autotune", "reduce-overhead": "compile_reduce_overhead"}
 COMPILE_MODES = list(COMPILE_KINDS)  # --compile-modes' default, in the order they run
-COMPILE_TIMEOUT_S = 90.0  # --compile-timeout-s: compile seconds per model and mode before skipping the rest
+COMPILE_TIMEOUT_S = 60.0  # --compile-timeout-s: compile seconds per model and mode before skipping the rest
 # A cold max-autotune compile on the H100 (torch 2.11) took about 6 s per distinct convolution (groups 1) / linear
 # layer it autotunes (VGG-16 84 s for 13, AlexNet 61 s for 8, ResNet-50 251 s for ~47; DCGAN 5 s, EB-GAN 13 s
 # for none): the estimate of a model's first max-autotune compile, so one never starts far over the budget.
@@ -433,7 +439,7 @@ def torch_compiled(a, t, state, name, batch, precision, net_cl, x_cl, y_ref):
         why = compile_skip_reason(a, mode, state)
         if why:
             t[kind + "_skipped"] = why
-            log("   %s skipped: %s" % (TORCH_KIND_NAMES[kind], why))
+            log("   %s %s batch %d %s skipped: %s" % (name, TORCH_KIND_NAMES[kind], batch, precision, why))
             continue
         t0 = time.perf_counter()
         try:
@@ -449,7 +455,7 @@ def torch_compiled(a, t, state, name, batch, precision, net_cl, x_cl, y_ref):
             t[kind + "_error"] = "%s: %s (after %.0f s)" % (type(e).__name__, str(e).strip().splitlines()[0]
                                                           if str(e).strip() else "", took)
             t[kind + "_traceback"] = traceback.format_exc()[-6000:]  # JSON only
-            log("   %s failed: %s" % (TORCH_KIND_NAMES[kind], t[kind + "_error"]))
+            log("   %s %s batch %d %s failed: %s" % (name, TORCH_KIND_NAMES[kind], batch, precision, t[kind + "_error"]))
         reset_compiled()  # outside the except: its traceback no longer holds the compiled module
         state["spent_s"][mode] = state["spent_s"].get(mode, 0.0) + took
         state["last_s"][mode] = took
@@ -1787,6 +1793,8 @@ def merge_results(paths):
             for key in ("precisions", "layer_precisions", "model_list", "model_batches", "table4_batches",
                         "table4_models"):
                 merged[key] = merged.get(key, []) + [x for x in r.get(key, []) if x not in merged.get(key, [])]
+            if not merged.get("compile") and r.get("compile"):  # the torch.compile settings of the models part
+                merged["compile"] = r["compile"]
             merged["errors"] = merged["errors"] + r["errors"]
             merged["wall_s"] += r["wall_s"]
             merged["settings"]["parts"] = merged["settings"]["parts"] + [
@@ -1861,7 +1869,7 @@ def synthetic_results():
                                     "compile_reduce_overhead": compiled(0.4, "reduce-overhead", 8.0)})
                 elif m == "ebgan" and b == 64 and p == "fp16":
                     torch_t.update({"compile_max_autotune_skipped": "max-autotune budget of this model spent "
-                                    "(--compile-timeout-s 90: 95 s)",
+                                    "(--compile-timeout-s 60: 65 s)",
                                     "compile_reduce_overhead": compiled(1.25 * b ** 0.5, "reduce-overhead", 1.0, True)})
                 else:
                     torch_t.update({"compile_max_autotune": compiled(1.1 * b ** 0.5, "max-autotune",
@@ -1991,9 +1999,9 @@ def selftest():
                    "| 1.100 | 1.250 | 1.100 (compile_max_autotune) | 0.85x | 1.54x | 40.0 / 8.0 |",
                    "| failed | 0.400 | 0.400 (compile_reduce_overhead) |", "| skipped | 10.000 | 9.600 (channels_last_graph)",
                    "## torch.compile\n", "| ebgan | 1 | fp32 | max-autotune | 1.100 | 1.5 | 0.5 | hit 1 | 0 | 1.2e-03 |",
-                   "| ebgan | 64 | fp16 | max-autotune | skipped |", "--compile-timeout-s 90: 95 s",
+                   "| ebgan | 64 | fp16 | max-autotune | skipped |", "--compile-timeout-s 60: 65 s",
                    "(PyTorch torch.compile max-autotune (channels_last)): `BackendCompilerFailed: synthetic",
-                   "## Goals of issue 31", "compile budget per model and mode: 90 s"):
+                   "## Goals of issue 31", "compile budget per model and mode: 60 s"):
         assert needle in text, needle
     g31 = [g for g in r["goals"] if g.get("issue") == 31]
     assert len(g31) == 6 and all(g["status"] == "missed" for g in g31), g31
@@ -2038,7 +2046,7 @@ def selftest():
     assert [n["name"] for n in m["conv1_1"]] == ["conv1_1.folded"] and [n["name"] for n in m["conv2_1"]] == ["c3"], m
     with tempfile.TemporaryDirectory() as tmp:
         a, b = dict(r), json.loads(json.dumps(r))
-        a = {k: v for k, v in a.items() if k not in ("vgg16_layers", "width_fold")}
+        a = {k: v for k, v in a.items() if k not in ("vgg16_layers", "width_fold", "compile")}
         a["settings"] = dict(a["settings"], parts=["models"])
         b["settings"]["parts"] = ["vgg16_layers", "width_fold"]
         b["date"] = "2026-11-24 00:05 UTC"
@@ -2050,7 +2058,7 @@ def selftest():
         merged = merge_results(paths)
         assert "vgg16_layers" in merged and "models" in merged and len(merged["merged_from"]) == 2
         merged["goals"] = compute_goals(merged)
-        assert "merged from `1.json`" in markdown(merged)
+        assert "merged from `1.json`" in markdown(merged) and merged["compile"]["timeout_s"] == COMPILE_TIMEOUT_S
         drawn = plot(r, os.path.join(tmp, "selftest.png"))
     print(text)
     log("selftest passed: %d goals (%s), %d table rows, plot %s" % (
