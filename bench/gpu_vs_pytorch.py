@@ -608,7 +608,7 @@ def model_rows(a, errors, name, fb, net_cpu, sample_shape):
     CUDA graph and channels_last + CUDA graph on net_cpu (the same weights as the .fb, on the CPU; moved
     to the GPU here; None: infer only) and infer's dumped input (a seeded random one of sample_shape, the
     per-sample shape, when infer-bench failed), then torch.compile of the channels_last module in each
-    mode of a.compile_modes (torch_compiled; within a.compile_timeout_s compile seconds for the model).
+    mode of a.compile_modes (torch_compiled; within a.compile_timeout_s compile seconds per model and mode).
     Shared by part_models (zoo models) and byom_vs_peers.py (ONNX-imported models)."""
     rows = []
     net32 = None
