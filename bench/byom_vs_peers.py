@@ -38,8 +38,12 @@
     Debian's torch stays visible), pip-installs them there and re-executes itself under it (--no-venv: they
     are then recorded as missing).
 --device cuda (issue 14; the GPU machine's python3): the torchvision classifiers at batch 1 and 64, fp32
-    (strict), tf32 and fp16: `infer-bench --backend cuda --precision P model X.fb` vs PyTorch eager, CUDA graph
-    and channels_last + CUDA graph (gpu_vs_pytorch.py's model_rows, imported); ratio against PyTorch best.
+    (strict), tf32 and fp16: `infer-bench --backend cuda --precision P model X.fb` vs PyTorch eager, CUDA graph,
+    channels_last + CUDA graph and torch.compile of the channels_last module in the modes of --compile-modes
+    (max-autotune, reduce-overhead; compile time recorded; at most --compile-timeout-s compile seconds per model,
+    Inductor's caches in --inductor-cache-dir) through gpu_vs_pytorch.py's model_rows (imported); ratio against
+    PyTorch best, the fastest of them all (issue 31's goals with it). After each model the rows so far are in
+    <out>/byom-gpu-<date>[-tag]-partial.json (removed at the end), for --merge if the run is cut off.
 Writes <out>/byom-<cpu|gpu>-<date>[-tag].md and .json. --merge combines runs made part by part; --selftest
 builds and checks reports from synthetic numbers (no torch, no GPU, no build).
 """
@@ -101,7 +105,15 @@ CPU_PEER_KINDS = GOAL_PEERS + TORCH_CPU_KINDS
 PEER_NAMES = {"onnxruntime": "ONNX Runtime", "onnxruntime_nospin": "ORT no-spin", "openvino": "OpenVINO",
               "eager": "PyTorch eager", "channels_last": "PyTorch channels_last",
               "jit_frozen": "PyTorch jit trace+freeze", "jit_optimized": "PyTorch jit optimize_for_inference",
-              "graph": "PyTorch CUDA graph", "channels_last_graph": "PyTorch channels_last + CUDA graph"}
+              "graph": "PyTorch CUDA graph", "channels_last_graph": "PyTorch channels_last + CUDA graph",
+              "compile_max_autotune": "PyTorch compile max-autotune", "compile_reduce_overhead":
+              "PyTorch compile reduce-overhead"}
+# PyTorch's GPU configurations (gpu_vs_pytorch.TORCH_KINDS; named here too: the report needs no torch)
+GPU_PEER_KINDS = ["eager", "graph", "channels_last_graph", "compile_max_autotune", "compile_reduce_overhead"]
+GPU_COMPILE_KINDS = {"compile_max_autotune": "max-autotune", "compile_reduce_overhead": "reduce-overhead"}
+GPU_COMPILE_TIMEOUT_S = 90.0  # --compile-timeout-s on cuda: compile seconds per model and mode
+# issue 31: batch 64 fp16 targets above 1.0x
+GPU_GOAL31_TARGETS = {(64, "fp16"): {"mobilenet_v2": 1.2, "efficientnet_b0": 1.2}}
 GOAL_RATIO = {"classifier": 1.0, "generator": 1.3}
 AVX2_VS_AVX512 = 1.6
 VENV_MARK = "BYOM_BENCH_IN_VENV"
@@ -969,6 +981,9 @@ def part_gpu(a, errors):
                    "infer_no_passes": r.get("infer_no_passes"), "kernels": r.get("kernels"),
                    "peers": {k: t[k] for k in g.TORCH_KINDS if k in t},
                    "peer_errors": {k: v for k, v in t.items() if k.endswith("_error")},
+                   "peer_skipped": {k: v for k, v in t.items() if k.endswith("_skipped")},
+                   "peer_tracebacks": {k: v for k, v in t.items() if k.endswith("_traceback")},
+                   "compile_rel_err_vs": r.get("compile_rel_err_vs"),
                    "rel_err": {k: r[k] for k in ("rel_err", "rel_err_cl", "rel_err_vs_fp32") if r.get(k) is not None},
                    "onnx2fb_error": None, "runs": r.get("runs"), "infer_bench": r.get("infer_bench")}
             best_kind, _ = g.torch_best(t)
@@ -981,7 +996,33 @@ def part_gpu(a, errors):
         for p in (onnx_path, fb):
             if p and os.path.exists(p):
                 os.remove(p)
+        a.gpu_partial = gpu_checkpoint(a, rows, errors)
+    if getattr(a, "gpu_partial", None) and os.path.exists(a.gpu_partial):
+        os.remove(a.gpu_partial)  # every model done: the report written next holds them all
     return rows
+
+
+def gpu_checkpoint(a, rows, errors):
+    """The rows so far as <out>/byom-gpu-<date>[-tag]-partial.json (a results JSON that --merge reads), so a run
+    cut off (e.g. by a time limit) keeps the models it finished; removed once every model is done. Returns its path."""
+    try:
+        now = datetime.datetime.now(datetime.timezone.utc)
+        path = os.path.join(a.out, "byom-gpu-%s%s-partial.json" % (now.strftime("%Y-%m-%d"),
+                                                                   ("-" + a.tag) if a.tag else ""))
+        os.makedirs(a.out, exist_ok=True)
+        partial = {"device": "gpu", "date": now.strftime("%Y-%m-%d %H:%M UTC"), "size": a.size,
+                   "gen_size": a.gen_size, "incomplete": True,
+                   "command": " ".join(shlex.quote(c) for c in [sys.executable] + sys.argv),
+                   "models": a.models, "precisions": a.precisions, "batches": a.batches, "runs": a.runs,
+                   "warmup": a.warmup, "large_runs": a.large_runs, "large_warmup": a.large_warmup,
+                   "load_before": "n/a", "load_after": "n/a", "environment": getattr(a, "gpu_environment", {}),
+                   "rows": rows, "errors": errors}
+        with open(path, "w") as f:
+            json.dump(partial, f, indent=1, default=float)
+        return path
+    except Exception as e:  # noqa: BLE001  (a checkpoint never stops the run)
+        log("   note: checkpoint not written: %s: %s" % (type(e).__name__, e))
+        return None
 
 
 # ---- rows, goals, report (no torch needed from here on) ----
@@ -1079,7 +1120,41 @@ def compute_goals(results):
                                                         else "not measured")
         goals.append({"goal": "GPU batch 1 %s: infer >= 1.0x PyTorch best on all four" % precision,
                       "status": status, "detail": detail(ratios, got, GPU_MODELS)})
+    goals += gpu_goals_31(results)
     goals.append(correctness_goal(rows, "correctness: infer vs PyTorch within 1e-3 (fp32) / 2e-2 (tf32, fp16) relative"))
+    return goals
+
+
+def gpu_goals_31(results):
+    """Issue 31 on the four models: batch 1 and 64, fp32 and fp16, infer >= 1.0x PyTorch best now including
+    torch.compile (MobileNetV2 and EfficientNet-B0 at batch 64 fp16 >= 1.2x). Met only where every model was
+    measured with torch.compile max-autotune among PyTorch's configurations; missed where any is below."""
+    rows, goals = results["rows"], []
+    for batch in (1, 64):
+        for precision in ("fp32", "fp16"):
+            if batch not in results["batches"] or precision not in results["precisions"]:
+                continue
+            special = GPU_GOAL31_TARGETS.get((batch, precision), {})
+            got = {r["model"]: r for r in rows if r["batch"] == batch and r["precision"] == precision}
+            ratios = {m: got[m]["ratio_goal"] if m in got else None for m in GPU_MODELS}
+            low = [m for m in GPU_MODELS if ratios[m] is not None and ratios[m] < special.get(m, 1.0)]
+            no_compile = [m for m in GPU_MODELS if ratios[m] is not None
+                          and not got[m]["peers"].get("compile_max_autotune")]
+            missing = [m for m in GPU_MODELS if ratios[m] is None]
+            status = "missed" if low else ("not measured" if missing or no_compile else "met")
+            parts = []
+            for m in GPU_MODELS:
+                if ratios[m] is not None:
+                    parts.append("%s %s (%s)" % (name_of(m), fx(ratios[m]), got[m].get("best_peer") or "n/a"))
+                else:
+                    parts.append(detail(ratios, got, [m]))
+            text = ", ".join(parts)
+            if no_compile:
+                text += "; without a torch.compile max-autotune time (PyTorch best may be slower than it): %s" % (
+                    ", ".join(name_of(m) for m in no_compile))
+            goals.append({"goal": "issue 31: GPU batch %d %s: infer >= %s PyTorch best with torch.compile" % (
+                batch, precision, "1.0x" + "".join(", %s >= %.1fx" % (name_of(m), v) for m, v in special.items())),
+                "status": status, "detail": text})
     return goals
 
 
@@ -1187,6 +1262,8 @@ def markdown_gpu(results):
                    " from synthetic numbers (--selftest)" if results.get("synthetic") else ""))
     out.append("")
     out.append("- command: `%s`" % results["command"])
+    if results.get("incomplete"):
+        out.append("- **incomplete**: the checkpoint of a run that did not finish (the models done so far)")
     for k in ("device_name", "cpu", "cpus", "torch", "torchvision", "onnx", "numpy", "python", "host"):
         if env.get(k) is not None:
             out.append("- %s: %s" % (k, env[k]))
@@ -1196,10 +1273,10 @@ def markdown_gpu(results):
     out.append("- timing: infer: infer-bench (CUDA events around CUDA-graph replays, no host copies); peers: "
                "CUDA events per call / per graph replay")
     out += ["", "## Goals", ""] + goals_table(results["goals"])
-    peer_kinds = ["eager", "graph", "channels_last_graph"]
+    peer_kinds = GPU_PEER_KINDS
     out += ["", "## Times (ms, median)", ""]
     head = ["model", "batch", "precision", "infer"] + [PEER_NAMES[k] for k in peer_kinds] + \
-        ["best peer", "vs PyTorch best", "rel err (tol)", "check"]
+        ["best peer", "vs PyTorch best", "compile s", "rel err (tol)", "check"]
     out += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     import_errors = []
     for r in results["rows"]:
@@ -1209,18 +1286,84 @@ def markdown_gpu(results):
         c = r["check"]
         cells = [name, str(r["batch"]), r["precision"],
                  "does not import (below)" if r.get("onnx2fb_error") else fmt_ms(ms(r["infer"]))]
-        cells += [fmt_ms(ms(r["peers"].get(k))) for k in peer_kinds]
-        cells += [PEER_NAMES.get(r["best_peer"], "n/a") if r["best_peer"] else "n/a", fx(r["ratio_goal"])]
+        cells += [peer_cell(r, k) for k in peer_kinds]
+        cells += [PEER_NAMES.get(r["best_peer"], "n/a") if r["best_peer"] else "n/a", fx(r["ratio_goal"]),
+                  " / ".join("%.1f" % r["peers"][k]["compile_s"] if r["peers"].get(k, {}).get("compile_s") is not None
+                             else "-" for k in GPU_COMPILE_KINDS)]
         cells += ["%.1e (%.0e)" % (c["rel_err"], c["tolerance"]) if c["rel_err"] is not None else "n/a",
                   {True: "ok", False: "**FAIL**", None: "n/a"}[c["ok"]]]
         out.append("| " + " | ".join(cells) + " |")
     out += import_error_lines(import_errors)
     out += ["", "Ratios are peer time / infer time: above 1.0x infer is faster. PyTorch best is the fastest of "
-            "eager, CUDA graph and channels_last + CUDA graph; fp32 is strict (TF32 off on both sides), tf32 allows "
+            "eager, CUDA graph, channels_last + CUDA graph and the torch.compile configurations measured "
+            "(max-autotune and reduce-overhead of the channels_last module on a channels_last input: `skipped` where "
+            "the model's compile budget for that mode was spent or would be overrun, `failed` below, `-` not run; `compile s`: the wall time of each "
+            "one's first call, max-autotune / reduce-overhead); fp32 is strict (TF32 off on both sides), tf32 allows "
             "TF32 on both, fp16 is half on both (infer: SessionOptions::precision FP16 on the fp32 .fb); tf32/fp16 "
             "errors are against strict-fp32 PyTorch."]
+    out += gpu_compile_section(results)
     out += errors_section(results)
     return "\n".join(out) + "\n"
+
+
+def peer_cell(row, kind):
+    """A GPU peer's median ms, or why there is none: skipped / failed / - (not run)."""
+    if row["peers"].get(kind):
+        return fmt_ms(ms(row["peers"][kind]))
+    if kind + "_error" in (row.get("peer_errors") or {}):
+        return "failed"
+    return "skipped" if kind + "_skipped" in (row.get("peer_skipped") or {}) else "-" if kind in GPU_COMPILE_KINDS \
+        else "n/a"
+
+
+def gpu_compile_section(results):
+    """torch.compile on the GPU (gpu_vs_pytorch.py's time_compiled): the settings and one line per row and mode
+    (median, compile and settling seconds, FX-graph cache, CUDA-graph skips, rel err, or why it did not run);
+    then the PyTorch configurations that failed."""
+    info = results["environment"].get("torch_compile") or {}
+    lines, failed = [], []
+    for r in results["rows"]:
+        for k, mode in GPU_COMPILE_KINDS.items():
+            p, err, skip = r["peers"].get(k), (r.get("peer_errors") or {}).get(k + "_error"), \
+                (r.get("peer_skipped") or {}).get(k + "_skipped")
+            head = "| %s | %d | %s | %s |" % (name_of(r["model"]), r["batch"], r["precision"], mode)
+            if p:
+                cnt = p.get("counters") or {}
+                cache = ", ".join("%s %d" % (label, cnt[key]) for key, label in (
+                    ("fxgraph_cache_hit", "hit"), ("fxgraph_cache_miss", "miss"), ("fxgraph_cache_bypass", "bypass"))
+                    if cnt.get(key)) or "-"
+                vs = r.get("compile_rel_err_vs") or "infer"
+                lines.append(head + " %s | %.1f | %.1f | %s | %s | %s | %s |" % (
+                    fmt_ms(ms(p)), p.get("compile_s") or 0.0, p.get("settle_s") or 0.0, cache,
+                    cnt.get("cudagraph_skips", 0), "%.1e" % p["rel_err"] if p.get("rel_err") is not None else "n/a",
+                    "" if vs == "infer" else "rel err vs %s" % vs))
+            elif err or skip:
+                lines.append(head + " %s | | | | | | %s |" % ("failed" if err else "skipped",
+                                                             short(err or skip).replace("|", "/").replace("`", "'")))
+        for k, v in sorted((r.get("peer_errors") or {}).items()):
+            failed.append("- %s b%d %s, %s: `%s`" % (name_of(r["model"]), r["batch"], r["precision"],
+                                                     PEER_NAMES.get(k[:-len("_error")], k), short(v).replace("`", "'")))
+    out = []
+    if lines or info.get("modes"):
+        out += ["", "## torch.compile", ""]
+        out.append("`torch.compile(module, mode=M, dynamic=False)` of the channels_last module (fp16: `.half()` first) on "
+                   "a channels_last input under `torch.no_grad()`, compiled afresh per (model, precision, batch, mode) "
+                   "after `torch._dynamo.reset()` and the CUDA-graph trees' reset (gpu_vs_pytorch.py's "
+                   "`time_compiled`); `compile s`: the first call's wall time (Dynamo, Inductor, Triton, "
+                   "autotuning), `settle s`: the next %d calls (CUDA-graph warm-up and recording); then timed as "
+                   "called with CUDA events. Modes: %s; compile budget per model and mode: %s; Triton %s; Inductor caches "
+                   "under `%s`, one folder per precision (FX-graph cache `hit`: compiled by an earlier run, not a "
+                   "cold compile time).%s" % (
+                       (info.get("calls") or 3) - 1, ", ".join(info.get("modes") or []) or "none",
+                       "%g s (--compile-timeout-s)" % info["timeout_s"] if info.get("timeout_s") else "none",
+                       info.get("triton", "n/a"), info.get("cache_base", "n/a"),
+                       " Setup: `%s`." % info["setup_error"] if info.get("setup_error") else ""))
+    if lines:
+        out += ["", "| model | batch | precision | mode | median ms | compile s | settle s | FX-graph cache | "
+                "CUDA-graph skips | rel err | note |", "|---|---|---|---|---|---|---|---|---|---|---|"] + lines
+    if failed:
+        out += ["", "PyTorch configurations that failed (tracebacks in the JSON):", ""] + failed
+    return out
 
 
 def import_error_lines(import_errors):
@@ -1459,8 +1602,11 @@ def environment(a):
             env["openvino"] = None
     if a.device == "cuda":
         import torch
+        import gpu_vs_pytorch as g
         env["device_name"] = torch.cuda.get_device_name(0)
         env["torch_cuda"] = torch.version.cuda
+        env["torch_compile"] = g.compile_setup(a)  # and Dynamo's limits raised for the compiles
+        a.gpu_environment = env  # for the checkpoints of part_gpu
     return env
 
 
@@ -1589,15 +1735,36 @@ def synthetic_gpu():
                          "peers": {"eager": t(base * 2), "graph": t(base * 1.1),
                                    "channels_last_graph": t(base * (0.9 if m == "resnet50" else 1.2))},
                          "rel_err": {"rel_err": 1e-6, "rel_err_vs_fp32": 5e-3 if precision != "fp32" else None},
-                         "onnx2fb_error": None}
+                         "onnx2fb_error": None, "peer_errors": {}, "peer_skipped": {}, "compile_rel_err_vs": "infer"}
                     r["rel_err"] = {k: v for k, v in r["rel_err"].items() if v is not None}
+                    # torch.compile: slower than the CUDA graph on ResNet-18, max-autotune skipped on ResNet-50 at
+                    # batch 64 fp16 (budget), the best on MobileNetV2 (whose reduce-overhead fails at batch 1 fp32)
+                    ma = {"resnet18": 1.15, "resnet50": 1.0, "mobilenet_v2": 0.95}[m]
+                    ro = {"resnet18": 1.3, "resnet50": 1.2, "mobilenet_v2": 1.05}[m]
+                    if m == "resnet50" and batch == 64 and precision == "fp16":
+                        r["peer_skipped"]["compile_max_autotune_skipped"] = \
+                            "max-autotune budget of this model spent (--compile-timeout-s 90: 95 s)"
+                    else:
+                        r["peers"]["compile_max_autotune"] = dict(t(base * ma), mode="max-autotune", compile_s=61.5,
+                                                                  settle_s=0.4, rel_err=2e-6,
+                                                                  counters={"fxgraph_cache_miss": 1})
+                    if m == "mobilenet_v2" and batch == 1 and precision == "fp32":
+                        r["peer_errors"]["compile_reduce_overhead_error"] = \
+                            "BackendCompilerFailed: synthetic | failure (after 4 s)"
+                    else:
+                        r["peers"]["compile_reduce_overhead"] = dict(t(base * ro), mode="reduce-overhead",
+                                                                     compile_s=9.5, settle_s=0.3, rel_err=2e-6,
+                                                                     counters={"fxgraph_cache_hit": 1})
                 finalize_row(r, "gpu")
                 rows.append(r)
     return {"device": "gpu", "date": "2000-01-01 00:00 UTC", "synthetic": True, "size": 224,
             "command": "bench/byom_vs_peers.py --selftest", "models": GPU_MODELS,
             "precisions": ["fp32", "tf32", "fp16"], "batches": [1, 64], "runs": 20, "warmup": 3, "large_runs": 10,
             "large_warmup": 3, "load_before": "0.00 0.00 0.00", "load_after": "0.00 0.00 0.00",
-            "environment": {"cpu": "synthetic", "cpus": 2, "device_name": "synthetic GPU"},
+            "environment": {"cpu": "synthetic", "cpus": 2, "device_name": "synthetic GPU",
+                            "torch_compile": {"modes": ["max-autotune", "reduce-overhead"], "timeout_s": 90.0,
+                                              "calls": 3, "cache_base": "/tmp/torchinductor_synthetic",
+                                              "triton": "3.5.0"}},
             "rows": rows, "errors": [{"item": "efficientnet_b0: onnx2fb", "error": "synthetic", "traceback": ""}]}
 
 
@@ -1665,6 +1832,41 @@ def selftest():
         assert "ResNet-50 0.90x" in gg[0]["detail"] and "ResNet-18 1.10x" in gg[0]["detail"], gg[0]
         assert "EfficientNet-B0 does not import" in gg[0]["detail"]
         assert "unsupported op Mul" in text and "PyTorch channels_last + CUDA graph" in text
+        # torch.compile (issue 31): columns, the best peer, compile seconds, the section, the failure, the goals
+        for needle in ("| PyTorch compile max-autotune | PyTorch compile reduce-overhead | best peer | "
+                       "vs PyTorch best | compile s |", "| 17.460 | 19.298 | PyTorch compile max-autotune | 0.95x | 61.5 / 9.5 |",
+                       "| ResNet-50 | 64 | fp16 |", "| 16.541 | skipped | 22.055 |", "| 0.950 | failed | PyTorch compile max-autotune | 0.95x | 61.5 / - |",
+                       "## torch.compile", "| MobileNetV2 | 1 | fp32 | reduce-overhead | failed | | | | | | "
+                       "BackendCompilerFailed: synthetic / failure (after 4 s) |",
+                       "| ResNet-18 | 1 | fp32 | max-autotune | 1.150 | 61.5 | 0.4 | miss 1 | 0 | 2.0e-06 |",
+                       "| reduce-overhead | 1.300 | 9.5 | 0.3 | hit 1 |", "compile budget per model and mode: 90 s",
+                       "- MobileNetV2 b1 fp32, PyTorch compile reduce-overhead: `BackendCompilerFailed"):
+            assert needle in text, needle
+        mnv2 = [r for r in gpu["rows"] if r["model"] == "mobilenet_v2" and r["batch"] == 64][0]
+        assert mnv2["best_peer"] == "compile_max_autotune" and abs(mnv2["ratio_goal"] - 0.95) < 1e-9, mnv2
+        g31 = [x for x in gpu["goals"] if x["goal"].startswith("issue 31:")]
+        assert len(g31) == 4 and all(x["status"] == "missed" for x in g31), g31
+        assert "MobileNetV2 >= 1.2x, EfficientNet-B0 >= 1.2x" in g31[3]["goal"], g31[3]
+        assert "without a torch.compile max-autotune time (PyTorch best may be slower than it): ResNet-50" \
+            in g31[3]["detail"] and "MobileNetV2 0.95x (compile_max_autotune)" in g31[3]["detail"], g31[3]
+        # the checkpoint of a run cut off is a results JSON --merge reads
+        ns = argparse.Namespace(out=tmp, tag="cut", size=224, gen_size=256, models=GPU_MODELS, precisions=["fp32"],
+                                batches=[1, 64], runs=20, warmup=3, large_runs=10, large_warmup=3)
+        path = gpu_checkpoint(ns, [r for r in gpu["rows"] if r["model"] == "resnet18"], [])
+        assert path and path.endswith("-cut-partial.json"), path
+        cut = write_report(merge_results([path]), os.path.join(tmp, "byom-gpu-cut"))
+        assert "| ResNet-18 | 64 | fp16 | 18.379 |" in cut and "**incomplete**" in cut, cut
+        # met only with max-autotune everywhere: EfficientNet-B0 as a copy of ResNet-18, infer 10x faster
+        fast = synthetic_gpu()
+        fast["rows"] = [r for r in fast["rows"] if r["model"] != "efficientnet_b0"]
+        fast["rows"] += [dict(json.loads(json.dumps(r)), model="efficientnet_b0") for r in fast["rows"]
+                         if r["model"] == "resnet18"]
+        for r in fast["rows"]:
+            r["infer"]["median_ms"] /= 10
+            finalize_row(r, "gpu")
+        st = {x["goal"].split(":")[1].strip(): x["status"] for x in gpu_goals_31(fast)}
+        assert st == {"GPU batch 1 fp32": "met", "GPU batch 1 fp16": "met", "GPU batch 64 fp32": "met",
+                      "GPU batch 64 fp16": "not measured"}, st
         half1, half2 = synthetic_gpu(), synthetic_gpu()
         half1["rows"] = [r for r in half1["rows"] if r["model"] in GPU_MODELS[:2]]
         half2["rows"] = [r for r in half2["rows"] if r["model"] not in GPU_MODELS[:2]]
@@ -1728,6 +1930,17 @@ def main():
                    "SGEMM) and ResNet-50's layers against them")
     p.add_argument("--profile-all", action="store_true", help="cpu: profile every row, not only the misses")
     p.add_argument("--no-cudnn-benchmark", action="store_true")
+    p.add_argument("--compile-modes", default="max-autotune,reduce-overhead",
+                   help="cuda: torch.compile modes run on the channels_last module at every precision and batch "
+                   "(gpu_vs_pytorch.py's), comma-separated, or 'none' (default: max-autotune,reduce-overhead)")
+    p.add_argument("--compile-timeout-s", type=float, default=GPU_COMPILE_TIMEOUT_S,
+                   help="cuda: compile seconds per model and mode (gpu_vs_pytorch.py's rule: a configuration is "
+                   "skipped, and recorded, once they are spent or would be overrun by the mode's last compile of the "
+                   "model, the first max-autotune one estimated from its layers); 0: no limit (default %g)"
+                   % GPU_COMPILE_TIMEOUT_S)
+    p.add_argument("--inductor-cache-dir", default=None,
+                   help="cuda: persistent folder for Inductor's caches, one subfolder per precision; a second run "
+                   "reuses its compiled graphs and autotuning (default: $TORCHINDUCTOR_CACHE_DIR, else Inductor's)")
     p.add_argument("--seed", type=int, default=14)
     p.add_argument("--timeout", type=int, default=900, help="per subprocess, seconds (a peer worker: 4x)")
     p.add_argument("--venv", default=os.path.join(REPO, ".venv-bench"), help="cpu: venv that gets onnxruntime "
@@ -1790,10 +2003,13 @@ def main():
         a.budget = a.budget if a.budget is not None else (5.0 if a.quick else 20.0)
         a.precisions = ["fp32"]
     else:
+        import gpu_vs_pytorch as g
         a.batches = parse_list(a.batches or "1,64", int)
         a.precisions = parse_list(a.precisions or "fp32,tf32,fp16")
         a.runs = a.runs or 50
         a.warmup = a.warmup if a.warmup is not None else 10
+        a.compile_modes = g.parse_compile_modes(a.compile_modes)
+        a.inductor_cache_base = g.inductor_cache_base(a.inductor_cache_dir)
     a.autotune = False
     a.bench = os.path.join(a.build, "infer-bench")
     a.infer = os.path.join(a.build, "infer")

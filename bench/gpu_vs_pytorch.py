@@ -15,9 +15,14 @@ TF32 on in cuDNN and cuBLAS; fp16: half storage):
   conv_pool: conv3x3 p1 + avgpool2 at 32x32, C in {32,128,256,512}, batch 1: infer's conv_pool2d
       variants (infer-bench op conv_pool2d) vs F.conv2d + F.avg_pool2d;
   models: every zoo model at batch 1 and 64 (classifiers at 224x224): infer's default plan
-      (infer-bench model) vs PyTorch eager, CUDA-graph replay and channels_last + CUDA graph on the
-      SAME weights (infer-bench weights) and the same input (--dump); "PyTorch best" is the fastest of
-      the three per (model, batch, precision) and the ratios are against it;
+      (infer-bench model) vs PyTorch eager, CUDA-graph replay, channels_last + CUDA graph and
+      torch.compile(mode=M, dynamic=False) of the channels_last module for each M of --compile-modes
+      (max-autotune, reduce-overhead; compiled afresh per model, precision and batch; the wall time of
+      the first call recorded as its compile time; at most --compile-timeout-s compile seconds per model
+      and mode; Inductor's caches in --inductor-cache-dir) on the SAME weights (infer-bench weights) and
+      the same input (--dump); "PyTorch best" is the fastest of them per (model, batch, precision) and
+      the ratios are against it (issue 13's goals, and issue 31's with torch.compile in PyTorch best);
+      the rows so far are in the JSON after each model;
   vgg16_layers: VGG-16 at batch 64 fp16, its 13 3x3 convolutions one by one: infer's per-node times
       (infer --profile-json, nodes launched one by one between CUDA events) vs each layer alone in
       PyTorch (F.conv2d, NCHW and channels_last, captured as CUDA graphs), TFLOP/s and % of the fp16
@@ -27,10 +32,11 @@ TF32 on in cuDNN and cuBLAS; fp16: half storage):
       variant forced, vs PyTorch (best of eager, CUDA graph, channels_last + CUDA graph).
 Timing. infer: infer-bench --backend cuda, i.e. Session::benchmark: device time per forward between CUDA
 events around CUDA-graph replays, no host copies (trtexec's "GPU Compute Time"). PyTorch: CUDA events
-recorded around each call (eager) or each torch.cuda.CUDAGraph replay (captured after warm-up on a side
-stream), median per call; torch.backends.cudnn.benchmark on unless --no-cudnn-benchmark. Items at batch
+recorded around each call (eager, torch.compile: as called, their own CUDA graphs inside) or each
+torch.cuda.CUDAGraph replay (captured after warm-up on a side stream), median per call;
+torch.backends.cudnn.benchmark on unless --no-cudnn-benchmark. Items at batch
 >= 32 use --large-runs / --large-warmup. Inputs and weights are seeded and never zero. Writes
-<out>/gpu-<date>.md (the goals of issue 13 and the tables), <out>/gpu-<date>.json (every number,
+<out>/gpu-<date>.md (the goals of issues 13 and 31 and the tables), <out>/gpu-<date>.json (every number,
 infer-bench's own JSON included) and <out>/gpu-<date>.png (plot; skipped with a note when matplotlib is
 missing; --replot JSON draws it later). A failing item is recorded with its error and the run goes on.
 --merge A.json B.json ... writes one report of runs made part by part; --selftest builds the report
@@ -39,10 +45,13 @@ from synthetic numbers (no GPU needed).
 import argparse
 import copy
 import datetime
+import gc
+import getpass
 import json
 import math
 import os
 import platform
+import re
 import shlex
 import shutil
 import statistics
@@ -54,6 +63,7 @@ import traceback
 
 import numpy as np
 import torch
+import torch.nn as nn
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -80,9 +90,23 @@ FAST = "segregated_gemm"  # the issue's "fast segregated" variant
 PARTS = ["ceilings", "table4", "conv_pool", "models", "vgg16_layers", "width_fold"]
 LARGE_BATCH = 32  # items at this batch or more use --large-runs / --large-warmup
 BASELINE_NOISE = 1.05  # "no model slower than today": allowed ratio to the --baseline run's time
+# torch.compile configurations (issue 31): the channels_last module compiled with each mode, once per
+# (model, precision, batch), dynamic=False; the key its times have in a row's "torch" dict.
+COMPILE_KINDS = {"max-autotune": "compile_max_autotune", "reduce-overhead": "compile_reduce_overhead"}
+COMPILE_MODES = list(COMPILE_KINDS)  # --compile-modes' default, in the order they run
+COMPILE_TIMEOUT_S = 60.0  # --compile-timeout-s: compile seconds per model and mode before skipping the rest
+# A cold max-autotune compile on the H100 (torch 2.11) took about 6 s per distinct convolution (groups 1) / linear
+# layer it autotunes (VGG-16 84 s for 13, AlexNet 61 s for 8, ResNet-50 251 s for ~47; DCGAN 5 s, EB-GAN 13 s
+# for none): the estimate of a model's first max-autotune compile, so one never starts far over the budget.
+COMPILE_BASE_S, COMPILE_PER_LAYER_S = 10.0, 6.0
+COMPILE_CALLS = 3  # calls that compile and settle a configuration (the first compiles; cudagraph trees warm up
+#                    on the first and record on the second) before the timed calls' own warm-up
+DYNAMO_CACHE_LIMIT = 256  # torch._dynamo's recompile limits, raised (every configuration is compiled afresh anyway)
 # PyTorch's configurations; "PyTorch best" is the fastest of those measured.
-TORCH_KINDS = ["eager", "graph", "channels_last_graph"]
-TORCH_KIND_NAMES = {"eager": "eager", "graph": "CUDA graph", "channels_last_graph": "channels_last + CUDA graph"}
+TORCH_KINDS = ["eager", "graph", "channels_last_graph"] + [COMPILE_KINDS[m] for m in COMPILE_MODES]
+TORCH_KIND_NAMES = {"eager": "eager", "graph": "CUDA graph", "channels_last_graph": "channels_last + CUDA graph",
+                    "compile_max_autotune": "torch.compile max-autotune (channels_last)",
+                    "compile_reduce_overhead": "torch.compile reduce-overhead (channels_last)"}
 
 
 def vgg16_convs():
@@ -235,6 +259,208 @@ def time_torch(fn, a, batch=1, fn_cl=None, eager=True):
     return out
 
 
+# ---- torch.compile (issue 31) ----
+
+def inductor_cache_base(option):
+    """The folder holding the inductor caches of this run: --inductor-cache-dir, else $TORCHINDUCTOR_CACHE_DIR
+    as this process found it, else inductor's own default (<tmp>/torchinductor_<user>). A persistent folder
+    makes a second run fast: its FX-graph cache and autotuning results are reused."""
+    if option:
+        return os.path.abspath(option)
+    if os.environ.get("TORCHINDUCTOR_CACHE_DIR"):
+        return os.path.abspath(os.environ["TORCHINDUCTOR_CACHE_DIR"])
+    try:
+        from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+        return default_cache_dir()
+    except Exception:  # noqa: BLE001  (older layouts: the same rule)
+        return os.path.join(tempfile.gettempdir(), "torchinductor_" + re.sub(r'[\\/:*?"<>|]', "_", getpass.getuser()))
+
+
+def compile_setup(a):
+    """Once, before the first compile (idempotent): torch._dynamo's recompile limits raised (each configuration
+    is compiled afresh after torch._dynamo.reset(), so they should never bind); returns the settings the report
+    states. a.compile_modes: the modes to run ([] = none); a.compile_timeout_s; a.inductor_cache_base."""
+    info = {"modes": list(a.compile_modes), "timeout_s": a.compile_timeout_s, "calls": COMPILE_CALLS,
+            "cache_base": a.inductor_cache_base, "cache_per_precision": True,
+            "available": hasattr(torch, "compile"), "dynamo_limits": {}}
+    try:
+        import triton  # noqa: F401  (Inductor's GPU code generator)
+        info["triton"] = triton.__version__
+    except Exception as e:  # noqa: BLE001
+        info["triton"] = "not importable (%s)" % type(e).__name__
+    if not a.compile_modes or not info["available"]:
+        return info
+    try:  # what bounds a cold compile: Inductor's parallel Triton compile workers
+        from torch._inductor import config as inductor_config
+        info["compile_threads"] = int(inductor_config.compile_threads)
+    except Exception:  # noqa: BLE001
+        pass
+    try:
+        import torch._dynamo as dynamo  # (a plain "import torch._dynamo" would make torch local to this function)
+        cfg = dynamo.config
+        for name, value in (("cache_size_limit", DYNAMO_CACHE_LIMIT), ("recompile_limit", DYNAMO_CACHE_LIMIT),
+                            ("accumulated_cache_size_limit", 4 * DYNAMO_CACHE_LIMIT),
+                            ("accumulated_recompile_limit", 4 * DYNAMO_CACHE_LIMIT)):
+            if hasattr(cfg, name):
+                setattr(cfg, name, max(int(getattr(cfg, name)), value))
+                info["dynamo_limits"][name] = int(getattr(cfg, name))
+    except Exception as e:  # noqa: BLE001  (the compiles then record their own errors)
+        info["setup_error"] = "%s: %s" % (type(e).__name__, e)
+    return info
+
+
+def compile_cache_dir(a, precision):
+    """Points Inductor at <cache base>/<precision>: its FX-graph cache key holds cuBLAS's TF32 setting but not
+    cuDNN's, so a graph compiled under tf32 must never be reused under strict fp32 (or the reverse)."""
+    path = os.path.join(a.inductor_cache_base, precision)
+    os.makedirs(path, exist_ok=True)
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = path
+    return path
+
+
+def inductor_counters():
+    """torch._dynamo's "inductor" counters (FX-graph cache hits and misses, CUDA-graph skips, ...), or {}."""
+    try:
+        from torch._dynamo.utils import counters
+        return dict(counters["inductor"])
+    except Exception:  # noqa: BLE001
+        return {}
+
+
+def counter_delta(before, after):
+    """The cache and CUDA-graph counters that changed between two inductor_counters() snapshots."""
+    keys = [k for k in after if ("cache" in k or "cudagraph" in k) and after[k] != before.get(k, 0)]
+    return {k: after[k] - before.get(k, 0) for k in sorted(keys)}
+
+
+def reset_compiled():
+    """Drops every compiled graph (torch._dynamo.reset: no recompile limit can bind, the next configuration
+    compiles afresh) and the CUDA-graph trees' memory pools, then frees the cached blocks."""
+    for step in ("dynamo", "cudagraph_trees"):
+        try:
+            if step == "dynamo":
+                import torch._dynamo as dynamo
+                dynamo.reset()
+            else:
+                from torch._inductor import cudagraph_trees
+                cudagraph_trees.reset_cudagraph_trees()
+        except Exception:  # noqa: BLE001  (not there in this version, or nothing to reset)
+            pass
+    gc.collect()
+    free_cuda()
+
+
+def compile_skip_reason(a, mode, state):
+    """Why the model's next configuration in `mode` is skipped (None: it runs). Each mode has its own budget of
+    compile seconds per model (--compile-timeout-s, 0 = none): skipped once spent, or where this mode's last
+    compile of the model (for the first max-autotune one: COMPILE_BASE_S + COMPILE_PER_LAYER_S per autotuned
+    layer, state["layers"]) would overrun it. state: {"spent_s": {mode: s}, "last_s": {mode: s}, "layers": n}."""
+    budget = a.compile_timeout_s
+    if not budget or budget <= 0:
+        return None
+    spent = state["spent_s"].get(mode, 0.0)
+    if spent >= budget:
+        return "%s budget of this model spent (--compile-timeout-s %g: %.0f s)" % (mode, budget, spent)
+    last, how = state["last_s"].get(mode), "its last compile of this model took"
+    if last is None and mode == "max-autotune" and state.get("layers") is not None:
+        last = COMPILE_BASE_S + COMPILE_PER_LAYER_S * state["layers"]
+        how = "a first compile estimated from %d autotuned layers at" % state["layers"]
+    if last is not None and spent + last > budget:
+        return "%s budget of this model would be exceeded (--compile-timeout-s %g: %.0f s spent, %s %.0f s)" % (
+            mode, budget, spent, how, last)
+    return None
+
+
+def autotuned_layers(net, sample_shape, dtype=torch.float32):
+    """The distinct convolutions (groups 1) and linear layers of net (on the GPU) by input and weight shape, stride,
+    padding and dilation at batch 1: about what max-autotune benchmarks one by one (forward hooks, one call)."""
+    seen, hooks = set(), []
+
+    def hook(m, inputs, output):
+        seen.add((type(m).__name__, tuple(inputs[0].shape[1:]), tuple(m.weight.shape), str(getattr(m, "stride", "")),
+                  str(getattr(m, "padding", "")), str(getattr(m, "dilation", ""))))
+
+    for m in net.modules():
+        if (isinstance(m, nn.Conv2d) and m.groups == 1) or isinstance(m, nn.Linear):
+            hooks.append(m.register_forward_hook(hook))
+    try:
+        with torch.no_grad():
+            net(random_tensor((1,) + tuple(sample_shape), 7, 1.0, dtype))
+    finally:
+        for h in hooks:
+            h.remove()
+    return len(seen)
+
+
+def time_compiled(a, module, x, batch, mode, y_ref=None):
+    """torch.compile(module, mode=mode, dynamic=False) called on x under torch.no_grad(): the wall time of the
+    first call (Dynamo, Inductor, Triton, autotuning: "compile_s") and of the next COMPILE_CALLS - 1 calls
+    (CUDA-graph trees warm up on the first call and record on the second: "settle_s"), synchronised; then
+    timed as called, with CUDA events around each call (time_events; never inside another CUDA-graph
+    capture: max-autotune and reduce-overhead replay their own CUDA graphs). Each call begins a new
+    CUDA-graph step (torch.compiler.cudagraph_mark_step_begin), as an inference loop does. y_ref: the
+    output the compiled one's relative error is taken against ("rel_err"). Raises on failure; the caller
+    calls reset_compiled() afterwards."""
+    runs, warmup = runs_for(a, batch)
+    warmup = max(warmup, 3)
+    mark = getattr(getattr(torch, "compiler", None), "cudagraph_mark_step_begin", None)
+    compiled = torch.compile(module, mode=mode, dynamic=False)
+
+    def call():
+        if mark is not None:
+            mark()
+        return compiled(x)
+
+    before = inductor_counters()
+    with torch.no_grad():
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        y = call()
+        torch.cuda.synchronize()
+        t1 = time.perf_counter()
+        for _ in range(COMPILE_CALLS - 1):
+            y = call()
+        torch.cuda.synchronize()
+        t2 = time.perf_counter()
+        err = rel_err(y.float().cpu().numpy(), y_ref) if y_ref is not None else None
+        del y  # a CUDA-graph output: the next replay overwrites it
+    out = time_events(call, runs, warmup)
+    out.update({"mode": mode, "compile_s": t1 - t0, "settle_s": t2 - t1, "rel_err": err,
+                "counters": counter_delta(before, inductor_counters())})
+    return out
+
+
+def torch_compiled(a, t, state, name, batch, precision, net_cl, x_cl, y_ref):
+    """The torch.compile configurations of one model row (a.compile_modes, each in its own try): adds
+    t[kind] (time_compiled's dict), t[kind + "_error"] or t[kind + "_skipped"]. state: this model's
+    {"spent_s": {mode: compile seconds so far}, "last_s": {mode: its last compile seconds}, "layers": n}."""
+    for mode in getattr(a, "compile_modes", []):
+        kind = COMPILE_KINDS[mode]
+        why = compile_skip_reason(a, mode, state)
+        if why:
+            t[kind + "_skipped"] = why
+            log("   %s %s batch %d %s skipped: %s" % (name, TORCH_KIND_NAMES[kind], batch, precision, why))
+            continue
+        t0 = time.perf_counter()
+        try:
+            compile_cache_dir(a, precision)
+            r = time_compiled(a, net_cl, x_cl, batch, mode, y_ref)
+            t[kind] = r
+            took = r["compile_s"] + r["settle_s"]
+            log("   %s %s batch %d %s: compile %.1f s (+ %.1f s settling), %s ms%s" % (
+                name, TORCH_KIND_NAMES[kind], batch, precision, r["compile_s"], r["settle_s"],
+                fmt_ms(r["median_ms"]), ", cache %s" % r["counters"] if r["counters"] else ""))
+        except Exception as e:  # noqa: BLE001  (one configuration: recorded, the others go on)
+            took = time.perf_counter() - t0
+            t[kind + "_error"] = "%s: %s (after %.0f s)" % (type(e).__name__, str(e).strip().splitlines()[0]
+                                                          if str(e).strip() else "", took)
+            t[kind + "_traceback"] = traceback.format_exc()[-6000:]  # JSON only
+            log("   %s %s batch %d %s failed: %s" % (name, TORCH_KIND_NAMES[kind], batch, precision, t[kind + "_error"]))
+        reset_compiled()  # outside the except: its traceback no longer holds the compiled module
+        state["spent_s"][mode] = state["spent_s"].get(mode, 0.0) + took
+        state["last_s"][mode] = took
+
+
 def random_tensor(shape, seed, scale, dtype):
     """Seeded, uniform in [-scale, -0.01 scale] U [0.01 scale, scale] (as infer-bench's data: never zero)."""
     g = torch.Generator(device=DEVICE)
@@ -371,6 +597,8 @@ def part_models(a, errors):
         free_cuda()
         if os.path.exists(fb):
             os.remove(fb)
+        if getattr(a, "on_progress", None):  # the rows so far into the results JSON, in case the run is cut off
+            a.on_progress("models", rows)
     return rows
 
 
@@ -379,16 +607,23 @@ def model_rows(a, errors, name, fb, net_cpu, sample_shape):
     (infer-bench model on the .fb; also its "no passes" run unless the JSON lacks it) vs PyTorch eager,
     CUDA graph and channels_last + CUDA graph on net_cpu (the same weights as the .fb, on the CPU; moved
     to the GPU here; None: infer only) and infer's dumped input (a seeded random one of sample_shape, the
-    per-sample shape, when infer-bench failed). Shared by part_models (zoo models) and
-    byom_vs_peers.py (ONNX-imported models)."""
+    per-sample shape, when infer-bench failed), then torch.compile of the channels_last module in each
+    mode of a.compile_modes (torch_compiled; within a.compile_timeout_s compile seconds per model and mode).
+    Shared by part_models (zoo models) and byom_vs_peers.py (ONNX-imported models)."""
     rows = []
     net32 = None
+    compile_state = {"spent_s": {}, "last_s": {}, "layers": None}  # this model's compile seconds per mode
     for precision in a.precisions:
         net, net_cl = None, None
         try:
             if net_cpu is not None:
                 if net32 is None:
                     net32 = net_cpu.to(DEVICE).eval()  # moves the module: no second host copy
+                    if "max-autotune" in getattr(a, "compile_modes", []) and a.compile_timeout_s:
+                        try:  # the estimate of its first max-autotune compile (--compile-timeout-s)
+                            compile_state["layers"] = autotuned_layers(net32, sample_shape)
+                        except Exception as e:  # noqa: BLE001  (no estimate: the first compile just runs)
+                            log("   %s: autotuned layers not counted: %s: %s" % (name, type(e).__name__, e))
                 net = net32 if DTYPES[precision] == torch.float32 else copy.deepcopy(net32).half().eval()
                 # Module.to(memory_format=...) converts the 4-d parameters in place: a copy of its own.
                 net_cl = copy.deepcopy(net).to(memory_format=torch.channels_last).eval()
@@ -399,8 +634,8 @@ def model_rows(a, errors, name, fb, net_cpu, sample_shape):
             ddir = os.path.join(a.tmp, "io_%s_%d_%s" % (name, batch, precision))
             row = {"model": name, "batch": batch, "precision": precision, "infer": None,
                    "infer_no_passes": None, "kernels": [], "torch": None, "rel_err": None,
-                   "rel_err_cl": None, "rel_err_vs_fp32": None, "infer_bench": None,
-                   "runs": runs_for(a, batch)[0]}
+                   "rel_err_cl": None, "rel_err_vs_fp32": None, "compile_rel_err_vs": None, "infer_bench": None,
+                   "runs": runs_for(a, batch)[0], "autotuned_layers": compile_state["layers"]}
             try:
                 j = infer_bench_json(a, precision, ["--batch", str(batch), "model", fb, "--dump", ddir]
                                      + ([] if a.variants else ["--no-variants"]),
@@ -414,8 +649,8 @@ def model_rows(a, errors, name, fb, net_cpu, sample_shape):
             except Exception as e:  # noqa: BLE001  (PyTorch still runs, on a random input)
                 record_error(errors, item, e)
             if net is not None:
+                x = x32 = x_cl = y_infer = None
                 try:
-                    y_infer = None
                     if os.path.exists(os.path.join(ddir, "output_0.npy")):
                         x32 = torch.from_numpy(np.load(os.path.join(ddir, "input_0.npy"))).to(DEVICE)
                         y_infer = np.load(os.path.join(ddir, "output_0.npy"))
@@ -436,18 +671,34 @@ def model_rows(a, errors, name, fb, net_cpu, sample_shape):
                         set_torch_precision(precision)
                     row["torch"] = time_torch(lambda: net(x), a, batch,
                                               fn_cl=(lambda: net_cl(x_cl)) if net_cl is not None else None)
-                    del x, x32, x_cl
                 except Exception as e:  # noqa: BLE001
                     record_error(errors, item + " (PyTorch)", e)
+                if net_cl is not None and x_cl is not None and getattr(a, "compile_modes", None):
+                    # torch.compile on the channels_last module and input; each mode in its own try. The
+                    # compiled output's error is against infer's (PyTorch eager's where infer did not run).
+                    t = row["torch"] if row["torch"] is not None else {}
+                    try:
+                        set_torch_precision(precision)
+                        ref = y_infer
+                        if ref is None:
+                            with torch.no_grad():
+                                ref = net(x).float().cpu().numpy()
+                        row["compile_rel_err_vs"] = "infer" if y_infer is not None else "PyTorch eager"
+                        torch_compiled(a, t, compile_state, name, batch, precision, net_cl, x_cl, ref)
+                    except Exception as e:  # noqa: BLE001  (torch_compiled records its own; this is a bug's net)
+                        record_error(errors, item + " (PyTorch torch.compile)", e)
+                    row["torch"] = t
+                del x, x32, x_cl
             shutil.rmtree(ddir, ignore_errors=True)
             free_cuda()
             rows.append(row)
             t = row["torch"] or {}
-            log("   %s: infer %s ms, PyTorch eager %s ms, graph %s ms, channels_last graph %s ms, "
-                "rel err %s" % (
+            log("   %s: infer %s ms, PyTorch eager %s ms, graph %s ms, channels_last graph %s ms, compile "
+                "max-autotune %s ms, reduce-overhead %s ms, rel err %s" % (
                     item, fmt_ms(row["infer"]["median_ms"] if row["infer"] else None),
                     fmt_ms(torch_ms(t, "eager")), fmt_ms(torch_ms(t, "graph")),
-                    fmt_ms(torch_ms(t, "channels_last_graph")),
+                    fmt_ms(torch_ms(t, "channels_last_graph")), fmt_ms(torch_ms(t, "compile_max_autotune")),
+                    fmt_ms(torch_ms(t, "compile_reduce_overhead")),
                     "%.1e" % row["rel_err"] if row["rel_err"] is not None else "n/a"))
         if net is not None and net is not net32:
             del net
@@ -877,10 +1128,159 @@ def compute_goals(results):
                 fx(s), fmt_ms(on), on_how, fmt_ms(off), off_how,
                 TORCH_KIND_NAMES.get(kind, "n/a"), fmt_ms(best), fx(speedup(best, on))),
             None if s is None else s > 1.0)
+    return goals + compute_goals_31(results)
+
+
+ISSUE31_TARGETS = {(64, "fp16"): {"dcgan": 1.3, "ebgan": 1.3, "vgg16": 1.3}}  # else 1.0x
+
+
+def ratio_goal(model_rows_by_name, models, target_of):
+    """One 'every model >= target x PyTorch best' goal (issue 31): met only where every model was measured
+    with torch.compile max-autotune among PyTorch's configurations; missed where any ratio is below its
+    target (whatever else is missing); otherwise not measured. model_rows_by_name: {model: row or None};
+    a row: (infer ms or None, torch dict or None)."""
+    parts, low, missing, no_compile = [], [], [], []
+    for m in models:
+        im, t = model_rows_by_name.get(m) or (None, None)
+        kind, best = torch_best(t)
+        s = speedup(best, im)
+        if s is None:
+            missing.append(m)
+            parts.append("%s n/a" % m)
+            continue
+        if "compile_max_autotune" not in (t or {}):
+            no_compile.append(m)
+        if s < target_of(m):
+            low.append(m)
+        parts.append("%s %s (%s)" % (m, fx(s), kind))
+    text = ", ".join(parts)
+    if no_compile:
+        text += "; without a torch.compile max-autotune time (PyTorch best may be slower than it): %s" % (
+            ", ".join(no_compile))
+    status = False if low else (None if missing or no_compile or not models else True)
+    return text, status
+
+
+def compute_goals_31(results):
+    """Issue 31's goals on the zoo models: every model at batch 1 and 64, fp32 and fp16, >= 1.0x PyTorch best
+    (now with torch.compile); DCGAN, EB-GAN and VGG-16 at batch 64 fp16 >= 1.3x; EB-GAN batch 1 fp32 <= 0.25
+    ms and batch 64 fp16 <= 1.75 ms. Rows carry "issue": 31."""
+    md = results.get("models")
+    if md is None:
+        return []
+    goals = []
+
+    def add(goal, target, measured, ok):
+        goals.append({"issue": 31, "goal": goal, "target": target, "measured": measured,
+                      "status": "not measured" if ok is None else ("met" if ok else "missed")})
+
+    def find(model, batch, p):
+        r = next((r for r in md if r["model"] == model and r["batch"] == batch and r["precision"] == p), None)
+        return (r["infer"]["median_ms"] if r["infer"] else None, r["torch"]) if r else None
+
+    listed = results.get("model_list") or []
+    models = [m for m in ZOO if m in listed] + [m for m in listed if m not in ZOO]
+    absent = [m for m in ZOO if m not in listed]
+    for batch in (1, 64):
+        for p in ("fp32", "fp16"):
+            special = ISSUE31_TARGETS.get((batch, p), {})
+            goal = "batch %d %s: every zoo model vs PyTorch best (with torch.compile)" % (batch, p)
+            target = ">= 1.00x" + "".join("; %s >= %.2fx" % (m, v) for m, v in sorted(special.items()))
+            if batch not in (results.get("model_batches") or []) or p not in (results.get("precisions") or []):
+                add(goal, target, "not in this run", None)
+                continue
+            text, ok = ratio_goal({m: find(m, batch, p) for m in models}, models,
+                                  lambda m: special.get(m, 1.0))
+            if absent:
+                text += "; not in this run: %s" % ", ".join(absent)
+                ok = False if ok is False else None
+            add(goal, target, text, ok)
+    for model, batch, p, limit in (("ebgan", 1, "fp32", 0.25), ("ebgan", 64, "fp16", 1.75)):
+        r = find(model, batch, p)
+        im = r[0] if r else None
+        add("%s batch %d %s: infer time" % (model, batch, p), "<= %.2f ms" % limit, "%s ms" % fmt_ms(im),
+            None if im is None else im <= limit)
     return goals
 
 
 # ---- report ----
+
+def compile_cell(t, kind):
+    """A torch.compile configuration's median ms, or why there is none: skipped / failed / - (not run)."""
+    t = t or {}
+    if kind in t:
+        return fmt_ms(t[kind]["median_ms"])
+    return "failed" if kind + "_error" in t else "skipped" if kind + "_skipped" in t else "-"
+
+
+def compile_seconds_cell(t):
+    """'max-autotune s / reduce-overhead s': the wall time of each configuration's first call ('-': none)."""
+    t = t or {}
+    return " / ".join("%.1f" % t[k]["compile_s"] if k in t and t[k].get("compile_s") is not None else "-"
+                      for k in (COMPILE_KINDS[m] for m in COMPILE_MODES))
+
+
+def cache_text(counters):
+    """The FX-graph cache counters of one compile, e.g. 'hit 1' / 'miss 2' ('-': none counted)."""
+    c = counters or {}
+    parts = ["%s %d" % (label, c[k]) for k, label in (("fxgraph_cache_hit", "hit"), ("fxgraph_cache_miss", "miss"),
+                                                      ("fxgraph_cache_bypass", "bypass")) if c.get(k)]
+    return ", ".join(parts) or "-"
+
+
+def compile_section(results, rows):
+    """The torch.compile section: its settings and one line per (row, mode): median ms, compile and settling
+    seconds, FX-graph cache, CUDA-graph skips, relative error, or why it did not run. rows: (label, row)
+    with row["batch"], row["precision"], row["torch"] (and row["compile_rel_err_vs"])."""
+    info = results.get("compile") or {}
+    lines = [(label, r, m) for label, r in rows for m in COMPILE_MODES
+             if any(COMPILE_KINDS[m] + suffix in (r.get("torch") or {}) for suffix in ("", "_error", "_skipped"))]
+    if not lines and not info.get("modes"):
+        return []
+    out = ["## torch.compile\n"]
+    out.append("`torch.compile(module, mode=M, dynamic=False)` of the channels_last module (fp16: `.half()` first), "
+               "called on a channels_last input under `torch.no_grad()`, compiled afresh for every (model, precision, "
+               "batch, mode) after `torch._dynamo.reset()` and the CUDA-graph trees' reset; `compile s`: the wall time "
+               "of the first call (Dynamo, Inductor, Triton, autotuning), `settle s`: the next %d calls (CUDA-graph "
+               "warm-up and recording); then timed as called with CUDA events (max-autotune and reduce-overhead "
+               "replay their own CUDA graphs; reduce-overhead copies the input into its graph's buffer, part of "
+               "the time), `torch.compiler.cudagraph_mark_step_begin()` before each call. Modes: %s; compile "
+               "budget per model and mode: %s; Triton %s; Inductor caches under `%s`, one folder per precision (FX-graph "
+               "cache: `hit` = a graph compiled by an earlier run was reused, so its compile time is not a cold "
+               "one); Dynamo limits %s.%s\n" % (
+                   info.get("calls", COMPILE_CALLS) - 1, ", ".join(info.get("modes") or []) or "none",
+                   "%g s (--compile-timeout-s)" % info["timeout_s"] if info.get("timeout_s") else "none",
+                   "%s (Inductor compile threads %s)" % (info.get("triton", "n/a"), info.get("compile_threads", "n/a")),
+                   info.get("cache_base", "n/a"),
+                   ", ".join("%s %s" % kv for kv in sorted((info.get("dynamo_limits") or {}).items())) or "n/a",
+                   " Setup: `%s`." % info["setup_error"] if info.get("setup_error") else ""))
+    if lines:
+        out.append("| model | batch | precision | mode | median ms | compile s | settle s | FX-graph cache | "
+                   "CUDA-graph skips | rel err | note |")
+        out.append("|---|---|---|---|---|---|---|---|---|---|---|")
+        for label, r, m in lines:
+            t, k = r["torch"], COMPILE_KINDS[m]
+            c = t.get(k)
+            if c:
+                vs = r.get("compile_rel_err_vs") or "infer"
+                out.append("| %s | %d | %s | %s | %s | %.1f | %.1f | %s | %s | %s | %s |" % (
+                    label, r["batch"], r["precision"], m, fmt_ms(c["median_ms"]), c["compile_s"], c["settle_s"],
+                    cache_text(c.get("counters")), (c.get("counters") or {}).get("cudagraph_skips", 0),
+                    "%.1e" % c["rel_err"] if c.get("rel_err") is not None else "n/a",
+                    "" if vs == "infer" else "rel err vs %s" % vs))
+            else:
+                why = t.get(k + "_skipped") or t.get(k + "_error") or ""
+                out.append("| %s | %d | %s | %s | %s | | | | | | %s |" % (
+                    label, r["batch"], r["precision"], m, "skipped" if k + "_skipped" in t else "failed",
+                    short_text(why).replace("|", "/").replace("`", "'")))
+        out.append("")
+    return out
+
+
+def short_text(text, n=200):
+    text = " ".join(str(text).split())
+    return text if len(text) <= n else text[:n] + " ..."
+
 
 def markdown(results):
     a = results["settings"]
@@ -906,7 +1306,8 @@ def markdown(results):
                "`infer-bench --backend cuda` (Session::benchmark: device time per forward between CUDA "
                "events around CUDA-graph replays, no host copies). PyTorch: CUDA events around each call "
                "(eager: the GPU time between the events, so launch overhead counts where it leaves the GPU "
-               "idle) or each `torch.cuda.CUDAGraph` replay (graph, channels_last graph). PyTorch best: the "
+               "idle) or each `torch.cuda.CUDAGraph` replay (graph, channels_last graph); the torch.compile "
+               "configurations of (c) around each call as called (section \"torch.compile\"). PyTorch best: the "
                "fastest of the configurations measured for that item." % (
                    a["runs"], a["warmup"], LARGE_BATCH, a.get("large_runs", a["runs"]),
                    a.get("large_warmup", a["warmup"])))
@@ -923,12 +1324,17 @@ def markdown(results):
         out.append("- batch-1 baseline: `%s` (%s)" % (results["baseline"]["file"], results["baseline"]["date"]))
     out.append("")
 
-    out.append("## Goals of issue 13\n")
-    out.append("| goal | target | measured | |")
-    out.append("|---|---|---|---|")
-    for g in results["goals"]:
-        out.append("| %s | %s | %s | %s |" % (g["goal"], g["target"], g["measured"], g["status"]))
-    out.append("")
+    for issue, title in ((13, "## Goals of issue 13\n"),
+                         (31, "## Goals of issue 31 (PyTorch best including torch.compile max-autotune)\n")):
+        goals = [g for g in results["goals"] if g.get("issue", 13) == issue]
+        if not goals:
+            continue
+        out.append(title)
+        out.append("| goal | target | measured | |")
+        out.append("|---|---|---|---|")
+        for g in goals:
+            out.append("| %s | %s | %s | %s |" % (g["goal"], g["target"], g["measured"], g["status"]))
+        out.append("")
 
     if "table4" in results:
         t4 = results["table4"]
@@ -1013,29 +1419,36 @@ def markdown(results):
 
     if "models" in results:
         out.append("## (c) zoo models, same weights and input, median ms\n")
-        out.append("PyTorch best is the fastest of eager, CUDA graph and channels_last + CUDA graph (its kind in "
-                   "brackets); `infer vs best` is PyTorch best's time / infer's. `rel err` is ||PyTorch - infer|| / "
-                   "||infer|| at the same precision (NCHW; channels_last in brackets); `vs fp32` is infer's "
+        out.append("PyTorch best is the fastest of eager, CUDA graph, channels_last + CUDA graph and the torch.compile "
+                   "configurations measured (its kind in brackets); `infer vs best` is PyTorch best's time / infer's. "
+                   "`compile max-autotune` / `compile reduce-overhead`: `torch.compile(mode=...)` of the channels_last "
+                   "module on a channels_last input (`skipped`: the model's compile budget for that mode, "
+                   "--compile-timeout-s, was spent or would be overrun; `failed`: "
+                   "below; `-`: not run); `compile s`: the wall time of its first call (compilation and autotuning), "
+                   "max-autotune / reduce-overhead (details in \"torch.compile\" below). `rel err` is ||PyTorch - "
+                   "infer|| / ||infer|| at the same precision (NCHW; channels_last in brackets); `vs fp32` is infer's "
                    "output against strict-fp32 PyTorch. Runs: the `runs` column.\n")
         out.append("| model | batch | precision | runs | infer | infer, no passes | PyTorch eager | PyTorch graph | "
-                   "PyTorch channels_last graph | PyTorch best | infer vs best | infer vs eager | rel err | vs fp32 | "
-                   "infer kernels |")
-        out.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+                   "PyTorch channels_last graph | PyTorch compile max-autotune | PyTorch compile reduce-overhead | "
+                   "PyTorch best | infer vs best | infer vs eager | compile s | rel err | vs fp32 | infer kernels |")
+        out.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
         for r in results["models"]:
             im = r["infer"]["median_ms"] if r["infer"] else None
             kind, best = torch_best(r["torch"])
-            out.append("| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            out.append("| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
                 r["model"], r["batch"], r["precision"], r.get("runs", a["runs"]), fmt_ms(im),
                 fmt_ms(r["infer_no_passes"]["median_ms"] if r["infer_no_passes"] else None),
                 fmt_ms(torch_ms(r["torch"], "eager")), fmt_ms(torch_ms(r["torch"], "graph")),
                 fmt_ms(torch_ms(r["torch"], "channels_last_graph")),
+                compile_cell(r["torch"], "compile_max_autotune"), compile_cell(r["torch"], "compile_reduce_overhead"),
                 "%s (%s)" % (fmt_ms(best), kind) if kind else "n/a",
-                fx(speedup(best, im)), fx(speedup(torch_ms(r["torch"], "eager"), im)),
+                fx(speedup(best, im)), fx(speedup(torch_ms(r["torch"], "eager"), im)), compile_seconds_cell(r["torch"]),
                 ("%.1e" % r["rel_err"] if r["rel_err"] is not None else "n/a")
                 + (" (%.1e)" % r["rel_err_cl"] if r.get("rel_err_cl") is not None else ""),
                 "%.1e" % r["rel_err_vs_fp32"] if r["rel_err_vs_fp32"] is not None else "-",
                 ", ".join(r["kernels"])))
         out.append("")
+        out += compile_section(results, [("%s" % r["model"], r) for r in results["models"]])
 
     vl = results.get("vgg16_layers")
     if vl is not None:
@@ -1232,6 +1645,7 @@ def plot(results, path):
             series = {}
             for label, kind in (("infer vs PyTorch best", None),
                                 ("infer vs PyTorch channels_last graph", "channels_last_graph"),
+                                ("infer vs torch.compile max-autotune", "compile_max_autotune"),
                                 ("infer vs PyTorch eager", "eager")):
                 series[label] = [
                     speedup(torch_best(r["torch"])[1] if kind is None else torch_ms(r["torch"], kind),
@@ -1309,6 +1723,16 @@ def csv_list(text, kind=str):
     return [kind(x) for x in text.split(",") if x.strip()]
 
 
+def parse_compile_modes(text):
+    """--compile-modes: 'none' (or empty) = [], else a comma-separated subset of COMPILE_MODES (exits on others)."""
+    if text is None or text.strip().lower() in ("", "none"):
+        return []
+    modes = [m.strip() for m in text.split(",") if m.strip()]
+    for bad in [m for m in modes if m not in COMPILE_KINDS]:
+        sys.exit("error: unknown torch.compile mode '%s' (%s, or none)" % (bad, ", ".join(COMPILE_MODES)))
+    return [m for m in COMPILE_MODES if m in modes]
+
+
 def load_baseline(path):
     """The batch-1 infer times of an earlier results JSON of this script ("no model slower than today")."""
     with open(path) as f:
@@ -1369,6 +1793,8 @@ def merge_results(paths):
             for key in ("precisions", "layer_precisions", "model_list", "model_batches", "table4_batches",
                         "table4_models"):
                 merged[key] = merged.get(key, []) + [x for x in r.get(key, []) if x not in merged.get(key, [])]
+            if not merged.get("compile") and r.get("compile"):  # the torch.compile settings of the models part
+                merged["compile"] = r["compile"]
             merged["errors"] = merged["errors"] + r["errors"]
             merged["wall_s"] += r["wall_s"]
             merged["settings"]["parts"] = merged["settings"]["parts"] + [
@@ -1401,7 +1827,8 @@ def synthetic_results():
 
     settings = {"runs": 50, "warmup": 10, "large_runs": 20, "large_warmup": 5, "cudnn_benchmark": True,
                 "autotune": False, "quick": False, "parts": list(PARTS), "folded_variant": "cudnn_folded",
-                "unfolded_variant": "cudnn"}
+                "unfolded_variant": "cudnn", "compile_modes": list(COMPILE_MODES),
+                "compile_timeout_s": COMPILE_TIMEOUT_S}
     r = {"date": "2026-11-24 00:00 UTC", "command": "python3 bench/gpu_vs_pytorch.py --selftest",
          "environment": {"device": "synthetic", "torch": torch.__version__, "torch_cuda": None,
                          "tf32_api": "fp32_precision", "cudnn": None, "numpy": np.__version__,
@@ -1432,11 +1859,30 @@ def synthetic_results():
                 torch_t = {"eager": t(2.0 * b ** 0.5), "graph": t(1.5 * b ** 0.5),
                            "channels_last_graph": t(1.2 * b ** 0.5)} if m != "lenet5" else {
                     "eager": t(1.0), "graph": t(0.5), "channels_last_graph_error": "RuntimeError: capture failed"}
+                # torch.compile: max-autotune the fastest, except LeNet-5 (max-autotune failed, reduce-overhead
+                # best) and EB-GAN (from the FX-graph cache; at batch 64 fp16 max-autotune skipped, over budget)
+                def compiled(ms, mode, compile_s, hit=False):
+                    return dict(t(ms), mode=mode, compile_s=compile_s, settle_s=0.5, rel_err=1.2e-3,
+                                counters={"fxgraph_cache_hit": 1} if hit else {"fxgraph_cache_miss": 1})
+                if m == "lenet5":
+                    torch_t.update({"compile_max_autotune_error": "BackendCompilerFailed: synthetic (after 3 s)",
+                                    "compile_reduce_overhead": compiled(0.4, "reduce-overhead", 8.0)})
+                elif m == "ebgan" and b == 64 and p == "fp16":
+                    torch_t.update({"compile_max_autotune_skipped": "max-autotune budget of this model spent "
+                                    "(--compile-timeout-s 60: 65 s)",
+                                    "compile_reduce_overhead": compiled(1.25 * b ** 0.5, "reduce-overhead", 1.0, True)})
+                else:
+                    torch_t.update({"compile_max_autotune": compiled(1.1 * b ** 0.5, "max-autotune",
+                                                                     1.5 if m == "ebgan" else 40.0, m == "ebgan"),
+                                    "compile_reduce_overhead": compiled(1.25 * b ** 0.5, "reduce-overhead", 8.0)})
                 r["models"].append({"model": m, "batch": b, "precision": p, "infer": t(1.3 * b ** 0.5),
                                     "infer_no_passes": t(1.6 * b ** 0.5), "kernels": ["conv2d=cudnn", "dense=gemm"],
                                     "torch": torch_t, "rel_err": 1e-3, "rel_err_cl": 1.1e-3,
-                                    "rel_err_vs_fp32": None if p == "fp32" else 2e-3, "infer_bench": None,
-                                    "runs": 20 if b == 64 else 50})
+                                    "rel_err_vs_fp32": None if p == "fp32" else 2e-3, "compile_rel_err_vs": "infer",
+                                    "infer_bench": None, "runs": 20 if b == 64 else 50})
+    r["compile"] = {"modes": list(COMPILE_MODES), "timeout_s": COMPILE_TIMEOUT_S, "calls": COMPILE_CALLS,
+                    "cache_base": "/tmp/torchinductor_synthetic", "cache_per_precision": True, "available": True,
+                    "triton": "3.5.0", "dynamo_limits": {"recompile_limit": DYNAMO_CACHE_LIMIT}}
     layers = []
     for i, (name, c_in, c_out, hw) in enumerate(VGG16_CONVS):
         flops = conv_flops(64, c_in, c_out, hw, 3)
@@ -1471,6 +1917,57 @@ def synthetic_results():
     return r
 
 
+def selftest_torch_compiled():
+    """torch_compiled's flow (no GPU, no torch.compile: time_compiled and reset_compiled stubbed): each mode in
+    its own try, a failure recorded with its error, the per-model budget skipping what would overrun it."""
+    global time_compiled, reset_compiled
+    saved = time_compiled, reset_compiled
+    calls = []
+
+    def fake_time(a, module, x, batch, mode, y_ref=None):
+        calls.append((batch, mode))
+        if mode == "max-autotune" and batch == 64:
+            raise RuntimeError("synthetic failure\nsecond line")
+        return dict(median_ms=1.0, min_ms=1.0, max_ms=1.0, runs=3, mode=mode, rel_err=None, counters={},
+                    compile_s=20.0 if mode == "max-autotune" else 5.0, settle_s=1.0)
+
+    try:
+        time_compiled, reset_compiled = fake_time, (lambda: None)
+        with tempfile.TemporaryDirectory() as tmp:
+            old_env = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+            a = argparse.Namespace(compile_modes=list(COMPILE_MODES), compile_timeout_s=50.0, inductor_cache_base=tmp)
+            state = {"spent_s": {}, "last_s": {}, "layers": None}
+            t1, t64, t1b, t64b = {}, {}, {}, {}
+            torch_compiled(a, t1, state, "m", 1, "fp32", None, None, None)     # max-autotune 21 s, reduce-overhead 6 s
+            torch_compiled(a, t64, state, "m", 64, "fp32", None, None, None)   # max-autotune fails at once; 12 s
+            torch_compiled(a, t1b, state, "m", 1, "fp16", None, None, None)    # 42 s; 18 s
+            torch_compiled(a, t64b, state, "m", 64, "fp16", None, None, None)  # 42 + 21 > 50: skipped; 24 s
+            assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == os.path.join(tmp, "fp16")
+            assert os.path.isdir(os.path.join(tmp, "fp32")) and os.path.isdir(os.path.join(tmp, "fp16"))
+            if old_env is None:
+                os.environ.pop("TORCHINDUCTOR_CACHE_DIR")
+            else:
+                os.environ["TORCHINDUCTOR_CACHE_DIR"] = old_env
+        assert calls == [(1, "max-autotune"), (1, "reduce-overhead"), (64, "max-autotune"), (64, "reduce-overhead"),
+                         (1, "max-autotune"), (1, "reduce-overhead"), (64, "reduce-overhead")], calls
+        assert set(t1) == {"compile_max_autotune", "compile_reduce_overhead"}, t1
+        assert t64["compile_max_autotune_error"].startswith("RuntimeError: synthetic failure (after"), t64
+        assert "compile_reduce_overhead" in t64 and "second line" in t64["compile_max_autotune_traceback"], t64
+        assert set(t1b) == {"compile_max_autotune", "compile_reduce_overhead"}, t1b
+        assert "would be exceeded" in t64b["compile_max_autotune_skipped"] and "compile_reduce_overhead" in t64b, t64b
+        assert 42.0 <= state["spent_s"]["max-autotune"] < 43.0 and state["spent_s"]["reduce-overhead"] == 24.0, state
+        # a spent budget, and the first max-autotune compile estimated from the model's autotuned layers
+        for st, needle in (({"spent_s": {"max-autotune": 55.0}, "last_s": {}, "layers": None}, "spent"),
+                           ({"spent_s": {}, "last_s": {}, "layers": 10}, "estimated from 10 autotuned layers")):
+            t = {}
+            torch_compiled(a, t, st, "m", 1, "fp16", None, None, None)
+            assert needle in t["compile_max_autotune_skipped"] and "compile_reduce_overhead" in t, t
+        st = {"spent_s": {}, "last_s": {}, "layers": 6}  # 10 + 6 x 6 = 46 s: runs
+        assert compile_skip_reason(a, "max-autotune", st) is None and compile_skip_reason(a, "reduce-overhead", st) is None
+    finally:
+        time_compiled, reset_compiled = saved
+
+
 def selftest():
     """Goals, markdown and (when matplotlib is there) the plot from synthetic_results(); the layer
     matching and the merge on small inputs. No GPU, no infer binaries."""
@@ -1497,6 +1994,41 @@ def selftest():
                    "## Width folding (seed 004)", "the claim holds", "## Items that failed",
                    "channels_last + CUDA graph", "0.300 (channels_last_graph)", "conv2d=cudnn (nhwc)"):
         assert needle in text, needle
+    # torch.compile (issue 31): the columns, the best kind, the compile section, failures, issue 31's goals
+    for needle in ("| PyTorch compile max-autotune | PyTorch compile reduce-overhead | PyTorch best |",
+                   "| 1.100 | 1.250 | 1.100 (compile_max_autotune) | 0.85x | 1.54x | 40.0 / 8.0 |",
+                   "| failed | 0.400 | 0.400 (compile_reduce_overhead) |", "| skipped | 10.000 | 9.600 (channels_last_graph)",
+                   "## torch.compile\n", "| ebgan | 1 | fp32 | max-autotune | 1.100 | 1.5 | 0.5 | hit 1 | 0 | 1.2e-03 |",
+                   "| ebgan | 64 | fp16 | max-autotune | skipped |", "--compile-timeout-s 60: 65 s",
+                   "(PyTorch torch.compile max-autotune (channels_last)): `BackendCompilerFailed: synthetic",
+                   "## Goals of issue 31", "compile budget per model and mode: 60 s"):
+        assert needle in text, needle
+    g31 = [g for g in r["goals"] if g.get("issue") == 31]
+    assert len(g31) == 6 and all(g["status"] == "missed" for g in g31), g31
+    b64 = next(g for g in g31 if g["goal"].startswith("batch 64 fp16"))
+    assert "max-autotune time (PyTorch best may be slower than it): lenet5, ebgan" in b64["measured"], b64
+    assert "vgg16 >= 1.30x" in b64["target"] and "alexnet 0.85x (compile_max_autotune)" in b64["measured"], b64
+    # ratio_goal: met only with max-autotune measured everywhere; missed wins over not measured
+    ma = {"compile_max_autotune": {"median_ms": 2.0}}
+    assert ratio_goal({"x": (1.0, ma), "y": (1.0, ma)}, ["x", "y"], lambda m: 1.0)[1] is True
+    assert ratio_goal({"x": (1.0, ma), "y": (1.0, {"eager": {"median_ms": 2.0}})}, ["x", "y"], lambda m: 1.0)[1] is None
+    assert ratio_goal({"x": (1.0, ma), "y": None}, ["x", "y"], lambda m: 1.0)[1] is None
+    assert ratio_goal({"x": (3.0, ma), "y": None}, ["x", "y"], lambda m: 1.0)[1] is False
+    assert ratio_goal({"x": (1.0, ma)}, ["x"], lambda m: 2.5)[1] is False
+    # --compile-modes and --compile-timeout-s
+    assert parse_compile_modes("none") == [] and parse_compile_modes("") == []
+    assert parse_compile_modes("reduce-overhead,max-autotune") == COMPILE_MODES
+    ns, m = argparse.Namespace(compile_timeout_s=60.0), "max-autotune"
+    assert compile_skip_reason(ns, m, {"spent_s": {m: 10.0}, "last_s": {m: 40.0}}) is None
+    assert "spent" in compile_skip_reason(ns, m, {"spent_s": {m: 61.0}, "last_s": {}})
+    assert "exceeded" in compile_skip_reason(ns, m, {"spent_s": {m: 30.0}, "last_s": {m: 40.0}})
+    assert compile_skip_reason(ns, "reduce-overhead", {"spent_s": {m: 61.0}, "last_s": {}}) is None  # own budget
+    assert compile_skip_reason(argparse.Namespace(compile_timeout_s=0), m, {"spent_s": {m: 1e9}, "last_s": {}}) is None
+    assert compile_cell({}, "compile_max_autotune") == "-" and compile_seconds_cell(None) == "- / -"
+    info = compile_setup(argparse.Namespace(compile_modes=["max-autotune"], compile_timeout_s=45.0,
+                                            inductor_cache_base=inductor_cache_base(None)))
+    assert info["modes"] == ["max-autotune"] and "torchinductor_" in info["cache_base"], info
+    selftest_torch_compiled()
     rows = [l for l in text.splitlines() if l.startswith("|")]
     cols = None
     for line in text.splitlines():  # every markdown table has the same number of cells in every row
@@ -1514,7 +2046,7 @@ def selftest():
     assert [n["name"] for n in m["conv1_1"]] == ["conv1_1.folded"] and [n["name"] for n in m["conv2_1"]] == ["c3"], m
     with tempfile.TemporaryDirectory() as tmp:
         a, b = dict(r), json.loads(json.dumps(r))
-        a = {k: v for k, v in a.items() if k not in ("vgg16_layers", "width_fold")}
+        a = {k: v for k, v in a.items() if k not in ("vgg16_layers", "width_fold", "compile")}
         a["settings"] = dict(a["settings"], parts=["models"])
         b["settings"]["parts"] = ["vgg16_layers", "width_fold"]
         b["date"] = "2026-11-24 00:05 UTC"
@@ -1526,7 +2058,7 @@ def selftest():
         merged = merge_results(paths)
         assert "vgg16_layers" in merged and "models" in merged and len(merged["merged_from"]) == 2
         merged["goals"] = compute_goals(merged)
-        assert "merged from `1.json`" in markdown(merged)
+        assert "merged from `1.json`" in markdown(merged) and merged["compile"]["timeout_s"] == COMPILE_TIMEOUT_S
         drawn = plot(r, os.path.join(tmp, "selftest.png"))
     print(text)
     log("selftest passed: %d goals (%s), %d table rows, plot %s" % (
@@ -1566,6 +2098,18 @@ def main():
     p.add_argument("--variants", action="store_true", help="(c): infer-bench also forces every other variant per op")
     p.add_argument("--autotune", action="store_true", help="infer sessions autotune their kernels at creation")
     p.add_argument("--no-cudnn-benchmark", action="store_true", help="PyTorch: leave cudnn.benchmark off")
+    p.add_argument("--compile-modes", default=",".join(COMPILE_MODES),
+                   help="(c) models: torch.compile modes run on the channels_last module at every precision and "
+                   "batch, comma-separated subset of %s, or 'none' (default: both)" % ",".join(COMPILE_MODES))
+    p.add_argument("--compile-timeout-s", type=float, default=COMPILE_TIMEOUT_S,
+                   help="(c) models: compile seconds per model and mode (max-autotune and reduce-overhead each have "
+                   "their own); a configuration is skipped (and recorded) once they are spent or would be overrun by "
+                   "the mode's last compile of the model (the first max-autotune one: estimated from the model's "
+                   "convolution and linear layers); 0: no limit (default %g)" % COMPILE_TIMEOUT_S)
+    p.add_argument("--inductor-cache-dir", default=None,
+                   help="persistent folder for Inductor's caches (FX graphs, autotuning, Triton kernels), one "
+                   "subfolder per precision; a second run with the same folder skips most compile and autotune "
+                   "work (default: $TORCHINDUCTOR_CACHE_DIR, else Inductor's <tmp>/torchinductor_<user>)")
     p.add_argument("--quick", action="store_true", help="smoke test: few runs, a subset of every part")
     p.add_argument("--timeout", type=int, default=600, help="seconds one infer-bench / infer / model-zoo call may take")
     p.add_argument("--tag", default="", help="suffix of the result file names")
@@ -1612,6 +2156,8 @@ def main():
     a.model_batches = csv_list(a.model_batches, int)
     a.precisions = csv_list(a.precisions)
     a.layer_precisions = csv_list(a.layer_precisions)
+    a.compile_modes = parse_compile_modes(a.compile_modes)
+    a.inductor_cache_base = inductor_cache_base(a.inductor_cache_dir)
     parts = csv_list(a.parts)
     for bad in [x for x in a.precisions + a.layer_precisions if x not in DTYPES]:
         sys.exit("error: unknown precision '%s' (fp32, tf32, fp16)" % bad)
@@ -1648,8 +2194,11 @@ def main():
                "settings": {"runs": a.runs, "warmup": a.warmup, "large_runs": a.large_runs,
                             "large_warmup": a.large_warmup, "cudnn_benchmark": not a.no_cudnn_benchmark,
                             "autotune": a.autotune, "quick": a.quick, "parts": parts,
-                            "folded_variant": a.folded_variant, "unfolded_variant": a.unfolded_variant},
+                            "folded_variant": a.folded_variant, "unfolded_variant": a.unfolded_variant,
+                            "compile_modes": a.compile_modes, "compile_timeout_s": a.compile_timeout_s},
                "errors": [], "part_wall_s": {}}
+    if "models" in parts:
+        results["compile"] = compile_setup(a)
     if a.baseline:
         results["baseline"] = load_baseline(a.baseline)
     errors = results["errors"]
@@ -1663,6 +2212,13 @@ def main():
             sys.exit("error: infer-bench cannot run on cuda (built without CUDA, or no GPU?): %s" % e)
         functions = {"ceilings": part_ceilings, "table4": part_table4, "conv_pool": part_conv_pool,
                      "models": part_models, "vgg16_layers": part_vgg16_layers, "width_fold": part_width_fold}
+        def on_progress(part, rows):  # a part's rows so far, written as its JSON would be (--merge reads it)
+            partial = dict(results, incomplete=True, wall_s=time.time() - started, **{part: rows})
+            partial["part_wall_s"] = dict(results["part_wall_s"], **{part: time.time() - t0})
+            with open(stem + ".json", "w") as f:
+                json.dump(partial, f, indent=1, default=float)
+
+        a.on_progress = on_progress
         for name in parts:
             t0 = time.time()
             try:
