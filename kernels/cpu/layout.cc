@@ -1,0 +1,130 @@
+// CPU `layout` nodes (the channels_last pass): NCHW <-> NHWC copies of a 4-D float32 activation. Both
+// directions are a batch of matrix transposes, [C][H*W] -> [H*W][C] per image (to NHWC) or back, done
+// in L x L tiles (L = the ISA's lanes: 16 on AVX-512, 8 on AVX2, 4 on baseline): L row loads, the
+// tile transposed in registers by log2(L) rounds of lane interleaves (zip of rows i and i + L/2; after
+// the last round vector j holds column j), L row stores. Edge tiles (rows or columns past a multiple
+// of L) go element by element. OpenMP over (image, tile row) below kParallelMin elements on one thread.
+// Also the definition of nchw_priority (nhwc.h), the NHWC variants' link to the NCHW heuristic.
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <utility>
+
+#include "infer/error.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/gemm_microkernel.h"
+#include "kernels/cpu/isa.h"
+#include "kernels/cpu/nhwc.h"
+
+namespace infer::cpu {
+
+int nchw_priority(const NodeDesc& node) {
+  NodeDesc nchw = node;
+  nchw.layout = Layout::NCHW;
+  int best = -1;
+  for (const KernelVariant* v : KernelRegistry::global().variants("cpu", op_name(op_type(node.params))))
+    if (v->run && variant_applies(*v, nchw)) best = std::max(best, v->priority_for ? v->priority_for(nchw) : v->priority);
+  return best;
+}
+
+namespace {
+
+// A pure copy of this many elements or more is split over the threads (2^17 floats, 512 KiB: below
+// it the second thread's wake-up costs more than half the copy; measured in docs/kernels.md).
+constexpr int64_t kParallelMin = int64_t(1) << 17;
+
+// Lane k of zip<q>(a, b): a and b alternating from lane q * L/2 on (q = 0: the low halves).
+template <class I, int q, size_t... k>
+INFER_INLINE typename I::Vec zip_impl(const typename I::Vec& a, const typename I::Vec& b,
+                                      std::index_sequence<k...>) {
+  constexpr int L = I::kLanes;
+#if defined(__clang__)
+  return __builtin_shufflevector(a, b, ((k % 2 ? L : 0) + q * L / 2 + int(k) / 2)...);
+#else
+  typedef int IV __attribute__((vector_size(sizeof(typename I::Vec))));
+  return __builtin_shuffle(a, b, IV{static_cast<int>((k % 2 ? L : 0) + q * L / 2 + k / 2)...});
+#endif
+}
+template <class I, int q>
+INFER_INLINE typename I::Vec zip(const typename I::Vec& a, const typename I::Vec& b) {
+  return zip_impl<I, q>(a, b, std::make_index_sequence<I::kLanes>{});
+}
+
+// out[j][i] = in[i][j] for i < rows, j < cols (in row-major with leading dimension `cols`, out with
+// `rows`), tile rows [t0, t1) of L rows each.
+template <class I>
+INFER_INLINE void transpose_rows_body(const float* in, float* out, int64_t rows, int64_t cols, int64_t t0,
+                                      int64_t t1) {
+  using V = typename I::Vec;
+  constexpr int L = I::kLanes;
+  for (int64_t t = t0; t < t1; ++t) {
+    const int64_t i0 = t * L;
+    if (i0 + L <= rows) {
+      int64_t j0 = 0;
+      for (; j0 + L <= cols; j0 += L) {
+        V v[L];
+        for (int r = 0; r < L; ++r) mk::load(v[r], in + (i0 + r) * cols + j0);
+        for (int round = 1; round < L; round *= 2) {
+          V w[L];
+          for (int p = 0; p < L / 2; ++p) {
+            w[2 * p] = zip<I, 0>(v[p], v[p + L / 2]);
+            w[2 * p + 1] = zip<I, 1>(v[p], v[p + L / 2]);
+          }
+          for (int r = 0; r < L; ++r) v[r] = w[r];
+        }
+        for (int c = 0; c < L; ++c) mk::store(out + (j0 + c) * rows + i0, v[c]);
+      }
+      for (int64_t j = j0; j < cols; ++j)
+        for (int r = 0; r < L; ++r) out[j * rows + i0 + r] = in[(i0 + r) * cols + j];
+    } else {
+      for (int64_t j = 0; j < cols; ++j)
+        for (int64_t i = i0; i < rows; ++i) out[j * rows + i] = in[i * cols + j];
+    }
+  }
+}
+INFER_PER_ISA(void, transpose_rows, transpose_rows_body,
+              (const float* in, float* out, int64_t rows, int64_t cols, int64_t t0, int64_t t1),
+              (in, out, rows, cols, t0, t1))
+
+bool layout_applicable(const NodeDesc& node) {
+  const auto& p = std::get<LayoutParams>(node.params);
+  return node.input_shapes[0].size() == 4 && node.output_shapes[0] == node.input_shapes[0] &&
+         node.layout == p.to;
+}
+
+void layout_run(const KernelCall& call) {
+  const auto& p = std::get<LayoutParams>(call.node.params);
+  const Shape& s = call.node.input_shapes[0];
+  if (s.size() != 4 || call.node.output_shapes[0] != s)
+    throw Error("cpu layout: needs a 4-D input and an output of the same shape, got " + shape_str(s) +
+                " -> " + shape_str(call.node.output_shapes[0]));
+  const int64_t N = s[0], C = s[1], HW = s[2] * s[3], numel = N * C * HW;
+  const float* x = call.inputs[0];
+  float* y = call.outputs[0];
+  if (numel == 0) return;
+  if (p.from == p.to || C == 1 || HW == 1) {  // the same memory order
+    if (x != y) std::memcpy(y, x, static_cast<size_t>(numel) * sizeof(float));
+    return;
+  }
+  // to NHWC: [C][HW] -> [HW][C] per image; to NCHW: [HW][C] -> [C][HW]
+  const int64_t rows = p.to == Layout::NHWC ? C : HW, cols = p.to == Layout::NHWC ? HW : C;
+  const int64_t L = isa::shape(call.node.isa).lanes, tiles = (rows + L - 1) / L;
+  const auto transpose_rows = transpose_rows_for(call.node.isa);
+#pragma omp parallel for schedule(static) if (numel >= kParallelMin)
+  for (int64_t task = 0; task < N * tiles; ++task) {
+    const int64_t n = task / tiles, t = task % tiles;
+    transpose_rows(x + n * rows * cols, y + n * rows * cols, rows, cols, t, t + 1);
+  }
+}
+
+}  // namespace
+
+void register_layout(KernelRegistry& registry) {
+  registry.add("cpu", {
+      // reads `from` and writes `to` (the node's layout): offered in either
+      {.op = "layout", .name = "transpose_tiled", .priority = 10, .layouts = {Layout::NCHW, Layout::NHWC},
+       .isa = KernelVariant::Isa::PerIsa, .applicable = layout_applicable, .run = layout_run},
+  });
+}
+
+}  // namespace infer::cpu
