@@ -236,7 +236,8 @@ NodeDesc Session::Impl::describe(size_t i) const {
 }
 
 // The channels_last pass (engine/src/layout.h) on backends and precisions where a layout other than
-// NCHW can pay: cuda in fp16 and tf32. Strict fp32 keeps NCHW, where its tuned kernels live. The
+// NCHW can pay: cuda in fp16 and tf32 (strict fp32 keeps NCHW, where its tuned kernels live), and cpu
+// (fp32; its NHWC variants' priorities make depthwise networks switch, docs/kernels.md). The
 // support table asks the registry, per node and layout, for the best priority of an applicable variant
 // (only the forced one where --kernel forces the op). Shapes are inferred again for the new values.
 void Session::Impl::choose_layouts() {
@@ -244,7 +245,7 @@ void Session::Impl::choose_layouts() {
     pass_log.push_back("channels_last: off");
     return;
   }
-  if (backend->name() != "cuda" || precision == Precision::FP32) {
+  if (backend_name == "cuda" ? precision == Precision::FP32 : backend_name != "cpu") {
     pass_log.push_back(fmt::format("channels_last: not used ({} in {} keeps NCHW)", backend_name,
                                    precision_name(precision)));
     return;
