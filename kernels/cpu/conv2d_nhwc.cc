@@ -6,8 +6,8 @@
 // C_out. The micro-kernel (gemm_microkernel.h accumulate_arows) holds kMR pixels x kNV vectors of
 // output channels in registers (8 x 3x16 on AVX-512, 4 x 3x8 on AVX2, 4 x 2x4 on baseline) and
 // broadcasts A from each pixel's row in place:
-//  - 1x1 (any stride and padding): a pixel's row is its input pixel, x itself (C_in contiguous floats);
-//    a padded pixel reads a zero row in the workspace. No copy at all.
+//  - 1x1 (any stride; a 1x1 kernel has no padding): a pixel's row is its input pixel, x itself (C_in
+//    contiguous floats). No copy at all.
 //  - KxK: per block of pixels, the rows are gathered (an NHWC im2col: KH*KW runs of C_in floats per
 //    pixel) into the thread's slot of the workspace, then every panel runs over the block.
 // The epilogue adds the bias (one vector per 16 / 8 / 4 output channels), the residual (add_residual)
@@ -49,8 +49,7 @@ struct NhwcDims {
   int64_t mb, MB;     // rows per block (a multiple of kMR), blocks
   int64_t slots;      // gather: per-thread row buffers in the workspace
   size_t ws_floats() const {
-    if (gather) return static_cast<size_t>(slots * mb * K);
-    return identity ? 0 : static_cast<size_t>(K);  // the zero row of a padded pixel
+    return gather ? static_cast<size_t>(slots * mb * K) : 0;
   }
 };
 
@@ -102,11 +101,9 @@ std::shared_ptr<void> nhwc_prepare(const NodeDesc& node) {
   return prep;
 }
 
-// Where row m of A is: in place (x, or the zero row for a pixel in the padding) or in a gathered
-// block (buf, whose first row is row m0).
+// Where row m of A is: in place (x) or in a gathered block (buf, whose first row is row m0).
 struct Rows {
   const float* x;
-  const float* zero;
   const float* buf;
   int64_t m0;
 };
@@ -115,9 +112,7 @@ INFER_INLINE const float* row_of(const NhwcDims& d, const Rows& src, int64_t m) 
   if (d.gather) return src.buf + (m - src.m0) * d.K;
   if (d.identity) return src.x + m * d.C;
   const int64_t P = d.HO * d.WO, n = m / P, pix = m - n * P, oy = pix / d.WO, ox = pix - oy * d.WO;
-  const int64_t iy = oy * d.sh - d.pt, ix = ox * d.sw - d.pl;
-  if (iy < 0 || iy >= d.H || ix < 0 || ix >= d.W) return src.zero;
-  return src.x + ((n * d.H + iy) * d.W + ix) * d.C;
+  return src.x + ((n * d.H + oy * d.sh) * d.W + ox * d.sw) * d.C;  // 1x1: no padding (shape rule)
 }
 
 // The rows [m0, m1) of one block gathered into buf: row m's (ky, kx) run is the C floats of input
@@ -217,8 +212,7 @@ void nhwc_run(const KernelCall& call) {
   if (d.M == 0 || d.CO == 0) return;
   MasterLast last;
   if (!d.gather) {
-    if (!d.identity) std::fill(ws, ws + d.K, 0.f);
-    const Rows src{x, ws, nullptr, 0};
+    const Rows src{x, nullptr, 0};
     // pixel block outer: a thread's run of iterations keeps its block of x in L2 across panels
 #pragma omp parallel if (parallel)
     {
@@ -238,7 +232,7 @@ void nhwc_run(const KernelCall& call) {
     for (int64_t blk = 0; blk < d.MB; ++blk) {
       const int64_t m0 = blk * d.mb, m1 = std::min(d.M, m0 + d.mb);
       gather_rows(d, x, buf, m0, m1);
-      const Rows src{x, nullptr, buf, m0};
+      const Rows src{x, buf, m0};
       for (int64_t j = 0; j < d.panels; ++j) panel_rows(d, b, j, src, m0, m1, bias, res, y, act);
     }
     last.arrive();
