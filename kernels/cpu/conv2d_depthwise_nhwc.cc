@@ -79,95 +79,141 @@ std::shared_ptr<void> dw_prepare(const NodeDesc& node) {
   return prep;
 }
 
-// acc += the taps ky in [ky0, ky1), kx in [kx0, kx1) of output column ox (K > 0: K x K weights in
-// wv; K == 0: any size, weights read from w).
-template <class I, int K>
-INFER_INLINE void dw_taps(const DwDims& d, const float* xc, const typename I::Vec* wv, const float* w, int64_t iy0,
-                          int64_t ix0, int64_t ky0, int64_t ky1, int64_t kx0, int64_t kx1, int64_t n,
-                          typename I::Vec& acc) {
+// One channel vector of one output row: the geometry as locals (the kernel's may_alias vector stores
+// could otherwise alias a DwDims read through a reference, and every field would be reloaded per tap).
+struct DwRow {
+  int64_t C, W, WO, KH, KW, sw, pl, dh, dw, Cp, in_lo, in_hi;
+  int64_t iy0, ky0, ky1;  // the row's first tap row and the tap rows inside the image
+  int64_t nl;             // real lanes of this channel vector
+};
+
+// A vector of x at p: whole (Full) or its first nl lanes (the last vector of the channels).
+template <class I, bool Full>
+INFER_INLINE void load_x(typename I::Vec& v, const float* p, int64_t nl) {
+  if constexpr (Full) mk::load(v, p);
+  else nhwc::load_n<I>(v, p, nl);
+}
+template <class I, bool Full>
+INFER_INLINE void store_y(float* p, const typename I::Vec& v, int64_t nl) {
+  if constexpr (Full) mk::store(p, v);
+  else nhwc::store_n<I>(p, v, nl);
+}
+
+// Output column ox with its tap rows and columns clipped to the image (border columns, border rows,
+// kernels other than 3x3 / 5x5): one accumulator, weights from wv (K > 0) or w (any size, K == 0).
+template <class I, int K, int A, bool Full>
+INFER_INLINE void dw_one(const DwRow& r, const float* xc, const typename I::Vec* wv, const float* w,
+                         const typename I::Vec& b, int64_t ox, float* yc, const Activation& act) {
   using V = typename I::Vec;
-  const int64_t C = d.C;
-  if constexpr (K > 0) {
-    for (int ky = 0; ky < K; ++ky) {
-      if (ky < ky0 || ky >= ky1) continue;
-      const float* xr = xc + ((iy0 + ky * d.dh) * d.W + ix0) * C;
-      for (int kx = 0; kx < K; ++kx) {
-        if (kx < kx0 || kx >= kx1) continue;
-        V xv;
-        nhwc::load_upto<I>(xv, xr + kx * d.dw * C, n);
-        acc += wv[ky * K + kx] * xv;
-      }
+  const int64_t ix0 = ox * r.sw - r.pl;
+  const int64_t kx0 = ix0 >= 0 ? 0 : std::min(r.KW, (-ix0 + r.dw - 1) / r.dw);
+  const int64_t kx1 = std::max(kx0, std::min(r.KW, r.W - ix0 <= 0 ? 0 : (r.W - ix0 - 1) / r.dw + 1));
+  V acc = b;
+  for (int64_t ky = r.ky0; ky < r.ky1; ++ky) {
+    const float* xr = xc + ((r.iy0 + ky * r.dh) * r.W + ix0) * r.C;
+    for (int64_t kx = kx0; kx < kx1; ++kx) {
+      V xv, wk;
+      load_x<I, Full>(xv, xr + kx * r.dw * r.C, r.nl);
+      if constexpr (K > 0) wk = wv[ky * K + kx];
+      else mk::load(wk, w + (ky * r.KW + kx) * r.Cp);
+      acc += wk * xv;
     }
-  } else {
-    for (int64_t ky = ky0; ky < ky1; ++ky) {
-      const float* xr = xc + ((iy0 + ky * d.dh) * d.W + ix0) * C;
-      for (int64_t kx = kx0; kx < kx1; ++kx) {
-        V xv, wk;
-        nhwc::load_upto<I>(xv, xr + kx * d.dw * C, n);
-        mk::load(wk, w + (ky * d.KW + kx) * d.Cp);
-        acc += wk * xv;
+  }
+  store_y<I, Full>(yc + ox * r.C, nhwc::act_class<I, A>(acc, act), r.nl);
+}
+
+// Output columns per step of the interior loop: independent accumulators, so the FMA chains of
+// several pixels overlap (one pixel's 9 taps are a chain of dependent FMAs, latency-bound alone);
+// K*K weight vectors + U accumulators + one input fit the level's registers (32 zmm; 16 ymm / xmm).
+template <class I, int K>
+constexpr int dw_unroll() {
+  return I::kIsa == CpuIsa::Avx512 && K == 3 ? 8 : 4;
+}
+
+// One channel vector (weights wc, bias bc, input xc, output yc at its first channel) of one output
+// row: border columns one by one, the interior (every tap inside the image) U columns at a time with
+// the K x K weights in registers. Rows with a tap row outside the image take dw_one throughout.
+template <class I, int K, int A, bool Full>
+INFER_INLINE void dw_channel_row(const DwRow& r, const float* xc, const float* wc, const float* bc, float* yc,
+                                 const Activation& act) {
+  using V = typename I::Vec;
+  V b;
+  mk::load(b, bc);
+  V wv[K > 0 ? K * K : 1];
+  if constexpr (K > 0)
+    for (int t = 0; t < K * K; ++t) mk::load(wv[t], wc + t * r.Cp);
+  const int64_t lo = r.in_lo, hi = r.in_hi, C = r.C;
+  for (int64_t ox = 0; ox < lo; ++ox) dw_one<I, K, A, Full>(r, xc, wv, wc, b, ox, yc, act);
+  int64_t ox = lo;
+  if constexpr (K > 0) {
+    if (r.ky0 == 0 && r.ky1 == K) {
+      constexpr int U = dw_unroll<I, K>();
+      const float* xr[K];
+      for (int ky = 0; ky < K; ++ky) xr[ky] = xc + (r.iy0 + ky * r.dh) * r.W * C;
+      const int64_t step = r.sw * C, tap = r.dw * C;
+      for (; ox + U <= hi; ox += U) {
+        V acc[U];
+        for (int u = 0; u < U; ++u) acc[u] = b;
+        const int64_t base = (ox * r.sw - r.pl) * C;
+        for (int ky = 0; ky < K; ++ky)
+          for (int kx = 0; kx < K; ++kx) {
+            const float* p = xr[ky] + base + kx * tap;
+            for (int u = 0; u < U; ++u) {
+              V xv;
+              load_x<I, Full>(xv, p + u * step, r.nl);
+              acc[u] += wv[ky * K + kx] * xv;
+            }
+          }
+        for (int u = 0; u < U; ++u) store_y<I, Full>(yc + (ox + u) * C, nhwc::act_class<I, A>(acc[u], act), r.nl);
       }
     }
   }
-}
-
-// Output column ox near the border: the tap columns clipped to the image.
-template <class I, int K>
-INFER_INLINE void dw_border(const DwDims& d, const float* xc, const typename I::Vec* wv, const float* w,
-                            const typename I::Vec& b, int64_t iy0, int64_t ky0, int64_t ky1, int64_t ox, int64_t n,
-                            float* yc, const Activation& act) {
-  const int64_t ix0 = ox * d.sw - d.pl;
-  const int64_t kx0 = ix0 >= 0 ? 0 : std::min(d.KW, (-ix0 + d.dw - 1) / d.dw);
-  const int64_t kx1 = std::max(kx0, std::min(d.KW, d.W - ix0 <= 0 ? 0 : (d.W - ix0 - 1) / d.dw + 1));
-  typename I::Vec acc = b;
-  dw_taps<I, K>(d, xc, wv, w, iy0, ix0, ky0, ky1, kx0, kx1, n, acc);
-  nhwc::store_upto<I>(yc + ox * d.C, nhwc::activate_v<I>(acc, act), n);
+  for (; ox < r.WO; ++ox) dw_one<I, K, A, Full>(r, xc, wv, wc, b, ox, yc, act);
 }
 
 // One output row oy of image n, channels [c0, c1) (whole vectors but the last).
-template <class I, int K>
+template <class I, int K, int A>
 INFER_INLINE void dw_row(const DwDims& d, const float* x, const float* w, const float* bias, float* y, int64_t n,
                          int64_t oy, int64_t c0, int64_t c1, const Activation& act) {
-  using V = typename I::Vec;
   constexpr int L = I::kLanes;
-  const int64_t iy0 = oy * d.sh - d.pt;
+  DwRow r{d.C, d.W, d.WO, d.KH, d.KW, d.sw, d.pl, d.dh, d.dw, d.Cp, d.in_lo, d.in_hi, 0, 0, 0, L};
+  r.iy0 = oy * d.sh - d.pt;
   // tap rows inside the image: 0 <= iy0 + ky*dh < H
-  const int64_t ky0 = iy0 >= 0 ? 0 : std::min(d.KH, (-iy0 + d.dh - 1) / d.dh);
-  const int64_t ky1 = std::max(ky0, std::min(d.KH, d.H - iy0 <= 0 ? 0 : (d.H - iy0 - 1) / d.dh + 1));
+  r.ky0 = r.iy0 >= 0 ? 0 : std::min(d.KH, (-r.iy0 + d.dh - 1) / d.dh);
+  r.ky1 = std::max(r.ky0, std::min(d.KH, d.H - r.iy0 <= 0 ? 0 : (d.H - r.iy0 - 1) / d.dh + 1));
   const float* xn = x + n * d.H * d.W * d.C;
   float* yrow = y + (n * d.HO + oy) * d.WO * d.C;
   for (int64_t c = c0; c < c1; c += L) {
-    const int64_t nl = std::min<int64_t>(L, d.C - c);
-    V wv[K > 0 ? K * K : 1];
-    if constexpr (K > 0)
-      for (int t = 0; t < K * K; ++t) mk::load(wv[t], w + t * d.Cp + c);
-    V b;
-    mk::load(b, bias + c);
-    const float* xc = xn + c;
-    float* yc = yrow + c;
-    for (int64_t ox = 0; ox < d.in_lo; ++ox) dw_border<I, K>(d, xc, wv, w + c, b, iy0, ky0, ky1, ox, nl, yc, act);
-    for (int64_t ox = d.in_lo; ox < d.in_hi; ++ox) {
-      V acc = b;
-      dw_taps<I, K>(d, xc, wv, w + c, iy0, ox * d.sw - d.pl, ky0, ky1, 0, d.KW, nl, acc);
-      nhwc::store_upto<I>(yc + ox * d.C, nhwc::activate_v<I>(acc, act), nl);
-    }
-    for (int64_t ox = d.in_hi; ox < d.WO; ++ox) dw_border<I, K>(d, xc, wv, w + c, b, iy0, ky0, ky1, ox, nl, yc, act);
+    r.nl = std::min<int64_t>(L, d.C - c);
+    if (r.nl == L) dw_channel_row<I, K, A, true>(r, xn + c, w + c, bias + c, yrow + c, act);
+    else dw_channel_row<I, K, A, false>(r, xn + c, w + c, bias + c, yrow + c, act);
   }
-  if (!nhwc::vector_activation(act.kind))
-    for (int64_t ox = 0; ox < d.WO; ++ox)
-      nhwc::activate_span(yrow + ox * d.C + c0, std::min(c1, d.C) - c0, act);
+  if constexpr (A == nhwc::kActScalar)
+    for (int64_t ox = 0; ox < d.WO; ++ox) nhwc::activate_span(yrow + ox * d.C + c0, c1 - c0, act);
+}
+
+template <class I, int A>
+INFER_INLINE void dw_rows_act(const DwDims& d, const float* x, const float* w, const float* bias, float* y,
+                              int64_t t0, int64_t t1, const Activation& act) {
+  const int k = d.KH == d.KW && (d.KH == 3 || d.KH == 5) ? static_cast<int>(d.KH) : 0;
+  for (int64_t t = t0; t < t1; ++t) {
+    const int64_t g = t % d.groups, row = t / d.groups, n = row / d.HO, oy = row % d.HO;
+    const int64_t c0 = g * d.group, c1 = std::min(d.C, c0 + d.group);
+    if (k == 3) dw_row<I, 3, A>(d, x, w, bias, y, n, oy, c0, c1, act);
+    else if (k == 5) dw_row<I, 5, A>(d, x, w, bias, y, n, oy, c0, c1, act);
+    else dw_row<I, 0, A>(d, x, w, bias, y, n, oy, c0, c1, act);
+  }
 }
 
 template <class I>
 INFER_INLINE void dw_rows_body(const DwDims& d, const float* x, const float* w, const float* bias, float* y,
                                int64_t t0, int64_t t1, const Activation& act) {
-  const int k = d.KH == d.KW && (d.KH == 3 || d.KH == 5) ? static_cast<int>(d.KH) : 0;
-  for (int64_t t = t0; t < t1; ++t) {
-    const int64_t g = t % d.groups, row = t / d.groups, n = row / d.HO, oy = row % d.HO;
-    const int64_t c0 = g * d.group, c1 = std::min(d.C, c0 + d.group);
-    if (k == 3) dw_row<I, 3>(d, x, w, bias, y, n, oy, c0, c1, act);
-    else if (k == 5) dw_row<I, 5>(d, x, w, bias, y, n, oy, c0, c1, act);
-    else dw_row<I, 0>(d, x, w, bias, y, n, oy, c0, c1, act);
+  switch (nhwc::act_class_of(act.kind)) {
+    case nhwc::kActNone: return dw_rows_act<I, nhwc::kActNone>(d, x, w, bias, y, t0, t1, act);
+    case nhwc::kActRelu: return dw_rows_act<I, nhwc::kActRelu>(d, x, w, bias, y, t0, t1, act);
+    case nhwc::kActClip: return dw_rows_act<I, nhwc::kActClip>(d, x, w, bias, y, t0, t1, act);
+    case nhwc::kActVector: return dw_rows_act<I, nhwc::kActVector>(d, x, w, bias, y, t0, t1, act);
+    default: return dw_rows_act<I, nhwc::kActScalar>(d, x, w, bias, y, t0, t1, act);
   }
 }
 INFER_PER_ISA(void, dw_rows, dw_rows_body,

@@ -141,45 +141,59 @@ void gather_rows(const NhwcDims& d, const float* x, float* buf, int64_t m0, int6
 }
 
 // The epilogue of one tile: rows [0, rows) of acc (pixels), NV vectors of output channels from
-// column c0, `cols` of them real (the last vector masked where cols is not a multiple of kLanes).
-template <class I, int NV>
+// column c0, `cols` of them real (the last vector masked where cols is not a multiple of kLanes), the
+// activation of class A (nhwc::ActClass). The row loop has a constant trip count, so the accumulators
+// stay in registers (a loop to `rows` indexed them through the stack).
+template <class I, int NV, int A>
 INFER_INLINE void store_tile(typename I::Vec (&acc)[I::kMR][NV], int64_t rows, int64_t cols, const float* bias,
                              const float* res, float* y, int64_t ld, const Activation& act) {
   using V = typename I::Vec;
   constexpr int L = I::kLanes;
+  const bool full = cols == NV * L;
+  const int64_t last = cols - (NV - 1) * L;  // lanes of the last vector
   V bv[NV];
   for (int q = 0; q < NV; ++q) {
     bv[q] = V{};
     if (bias) nhwc::load_upto<I>(bv[q], bias + q * L, cols - q * L);
   }
-  for (int64_t r = 0; r < rows; ++r)
+  for (int r = 0; r < I::kMR; ++r) {
+    if (r >= rows) break;
     for (int q = 0; q < NV; ++q) {
-      const int64_t n = cols - q * L;
       V v = acc[r][q] + bv[q];
-      if (res) {
-        V rv;
-        nhwc::load_upto<I>(rv, res + r * ld + q * L, n);
-        v += rv;
+      float* yq = y + r * ld + q * L;
+      if (full || q < NV - 1) {
+        if (res) {
+          V rv;
+          mk::load(rv, res + r * ld + q * L);
+          v += rv;
+        }
+        mk::store(yq, nhwc::act_class<I, A>(v, act));
+      } else {
+        if (res) {
+          V rv;
+          nhwc::load_n<I>(rv, res + r * ld + q * L, last);
+          v += rv;
+        }
+        nhwc::store_n<I>(yq, nhwc::act_class<I, A>(v, act), last);
       }
-      nhwc::store_upto<I>(y + r * ld + q * L, nhwc::activate_v<I>(v, act), n);
     }
-  if (!nhwc::vector_activation(act.kind))
+  }
+  if constexpr (A == nhwc::kActScalar)
     for (int64_t r = 0; r < rows; ++r) nhwc::activate_span(y + r * ld, cols, act);
 }
 
-template <class I, int NV>
+template <class I, int NV, int A>
 INFER_INLINE void tile(const NhwcDims& d, const float* const (&arow)[I::kMR], const float* panel, int64_t rows,
                        int64_t cols, const float* bias, const float* res, float* y, const Activation& act) {
   typename I::Vec acc[I::kMR][NV];
   mk::accumulate_arows<I, NV>(arow, panel, NV * I::kLanes, d.K, acc);
-  store_tile<I, NV>(acc, rows, cols, bias, res, y, d.CO, act);
+  store_tile<I, NV, A>(acc, rows, cols, bias, res, y, d.CO, act);
 }
 
 // Rows [m0, m1) of the output times panel j (output channels [j * pw, + pw)).
-template <class I>
-INFER_INLINE void panel_rows_body(const NhwcDims& d, const float* b, int64_t j, const Rows& src, int64_t m0,
-                                  int64_t m1, const float* bias, const float* res, float* y,
-                                  const Activation& act) {
+template <class I, int A>
+INFER_INLINE void panel_rows_act(const NhwcDims& d, const float* b, int64_t j, const Rows& src, int64_t m0,
+                                 int64_t m1, const float* bias, const float* res, float* y, const Activation& act) {
   constexpr int L = I::kLanes, MR = I::kMR;
   const int64_t c0 = j * d.pw, cols = std::min(d.pw, d.CO - c0), nv = (cols + L - 1) / L;
   const float* panel = b + j * d.K * d.pw;
@@ -190,9 +204,22 @@ INFER_INLINE void panel_rows_body(const NhwcDims& d, const float* b, int64_t j, 
     for (int r = 0; r < MR; ++r) arow[r] = row_of(d, src, m + std::min<int64_t>(r, rows - 1));
     const float* rj = res ? res + m * d.CO + c0 : nullptr;
     float* yj = y + m * d.CO + c0;
-    if (nv == 1) tile<I, 1>(d, arow, panel, rows, cols, bj, rj, yj, act);
-    else if (nv == 2 || I::kNV == 2) tile<I, 2>(d, arow, panel, rows, cols, bj, rj, yj, act);
-    else if constexpr (I::kNV >= 3) tile<I, 3>(d, arow, panel, rows, cols, bj, rj, yj, act);
+    if (nv == 1) tile<I, 1, A>(d, arow, panel, rows, cols, bj, rj, yj, act);
+    else if (nv == 2 || I::kNV == 2) tile<I, 2, A>(d, arow, panel, rows, cols, bj, rj, yj, act);
+    else if constexpr (I::kNV >= 3) tile<I, 3, A>(d, arow, panel, rows, cols, bj, rj, yj, act);
+  }
+}
+
+template <class I>
+INFER_INLINE void panel_rows_body(const NhwcDims& d, const float* b, int64_t j, const Rows& src, int64_t m0,
+                                  int64_t m1, const float* bias, const float* res, float* y,
+                                  const Activation& act) {
+  switch (nhwc::act_class_of(act.kind)) {
+    case nhwc::kActNone: return panel_rows_act<I, nhwc::kActNone>(d, b, j, src, m0, m1, bias, res, y, act);
+    case nhwc::kActRelu: return panel_rows_act<I, nhwc::kActRelu>(d, b, j, src, m0, m1, bias, res, y, act);
+    case nhwc::kActClip: return panel_rows_act<I, nhwc::kActClip>(d, b, j, src, m0, m1, bias, res, y, act);
+    case nhwc::kActVector: return panel_rows_act<I, nhwc::kActVector>(d, b, j, src, m0, m1, bias, res, y, act);
+    default: return panel_rows_act<I, nhwc::kActScalar>(d, b, j, src, m0, m1, bias, res, y, act);
   }
 }
 INFER_PER_ISA(void, panel_rows, panel_rows_body,

@@ -116,6 +116,26 @@ INFER_INLINE typename I::Vec activate_v(typename I::Vec v, const Activation& a) 
   }
 }
 
+// The activation as a compile-time class, for epilogues that dispatch once per node: none, ReLU and
+// Clip inline, the other vector kinds through activate_v's switch, the rest per element afterwards.
+enum ActClass { kActNone, kActRelu, kActClip, kActVector, kActScalar };
+inline int act_class_of(ActivationKind kind) {
+  switch (kind) {
+    case ActivationKind::None: return kActNone;
+    case ActivationKind::Relu: return kActRelu;
+    case ActivationKind::Clip: return kActClip;
+    default: return vector_activation(kind) ? kActVector : kActScalar;
+  }
+}
+template <class I, int A>
+INFER_INLINE typename I::Vec act_class(typename I::Vec v, const Activation& a) {
+  using V = typename I::Vec;
+  if constexpr (A == kActRelu) return v < 0.f ? V{} : v;
+  if constexpr (A == kActClip) return clamp_v(v, a.alpha, a.beta);
+  if constexpr (A == kActVector) return activate_v<I>(v, a);
+  return v;
+}
+
 // The activations vector_activation() leaves out, on n contiguous floats (activate() per element).
 inline void activate_span(float* y, int64_t n, const Activation& a) {
   if (vector_activation(a.kind)) return;
