@@ -2,8 +2,8 @@
 // kernel variant against the reference on random shapes (odd sizes, channel counts that are not
 // multiples of 16 / 8 / 4, every padding and stride, batch > 1, outputs and workspaces poisoned with
 // NaN), its inputs converted to NHWC first and its output back; the layout conversions bit-exact; the
-// priorities that make the channels_last pass switch a graph at its first depthwise convolution and
-// nowhere else; and whole MobileNet- / EfficientNet- / ShuffleNet-style graphs run with the pass on
+// priorities that make the channels_last pass switch a graph at its first depthwise convolution (or a
+// mobile stem before it) and nowhere else; and whole MobileNet- / EfficientNet- / ShuffleNet-style graphs run with the pass on
 // and off and on the reference backend. Run per CPU ISA level by ctest (INFER_CPU_ISA).
 #include <doctest/doctest.h>
 
@@ -409,9 +409,23 @@ TEST_CASE("priorities: NHWC outranks NCHW only at depthwise convolutions; 1x1 an
     CHECK(chosen(one, Layout::NHWC).first == "gemm_nhwc");
     CHECK(chosen(one, Layout::NHWC).second == chosen(one, Layout::NCHW).second);
   }
-  // 3x3: lower in NHWC (Winograd / packed_implicit in NCHW): a KxK conv leaves an NHWC region
+  // 3x3 stride 1: lower in NHWC (Winograd in NCHW): such a conv leaves an NHWC region
   const NodeDesc k3 = conv(64, 64, 3, 1, 56);
   CHECK(chosen(k3, Layout::NHWC).second < chosen(k3, Layout::NCHW).second);
+  // a mobile stem (3x3 stride 2 from 3 channels): higher, the graph switches at its input; ResNet's
+  // 7x7 conv1 lower (it stays NCHW); a strided 3x3 from many channels follows its input
+  auto strided = [&](int64_t c, int64_t co, int k, int64_t h) {
+    NodeDesc node = conv(c, co, k, 1, h);
+    auto p = std::get<Conv2DParams>(node.params);
+    p.stride_h = p.stride_w = 2;
+    node.params = p;
+    node.output_shapes = detail::infer_node_shapes(node.params, node.input_shapes, "test", nullptr, true);
+    return node;
+  };
+  const NodeDesc stem = strided(3, 32, 3, 224), conv1 = strided(3, 64, 7, 224), s2 = strided(128, 128, 3, 56);
+  CHECK(chosen(stem, Layout::NHWC).second > chosen(stem, Layout::NCHW).second);
+  CHECK(chosen(conv1, Layout::NHWC).second < chosen(conv1, Layout::NCHW).second);
+  CHECK(chosen(s2, Layout::NHWC).second == chosen(s2, Layout::NCHW).second);
   // a global pool follows its input
   Pool2DParams gp;
   gp.kind = PoolKind::Average;
@@ -504,7 +518,7 @@ Model mobile_graph() {
 
 }  // namespace
 
-TEST_CASE("channels_last on cpu: a mobile graph runs NHWC from its first depthwise conv, same outputs") {
+TEST_CASE("channels_last on cpu: a mobile graph runs NHWC from its stem on, same outputs") {
   const Model m = mobile_graph();
   for (int64_t batch : {1, 3}) {
     CAPTURE(batch);
@@ -514,18 +528,16 @@ TEST_CASE("channels_last on cpu: a mobile graph runs NHWC from its first depthwi
     on.batch = off.batch = ref.batch = batch;
     off.passes.channels_last = false;
     Session s_on(m, on), s_off(m, off), s_ref(m, ref);
-    // one conversion (the stem's output, before the first depthwise conv), none back: the classifier
-    // reads the pooled 1x1 map, whose NHWC order is its NCHW order
+    // one conversion (the image, before the 3x3 stride-2 stem from 3 channels), none back: the
+    // classifier reads the pooled 1x1 map, whose NHWC order is its NCHW order
     const std::string log = s_on.passes()[3];
     CAPTURE(log);
-    CHECK(log.find("1 layout conversion(s) (nhwc before b1_dw)") != std::string::npos);
+    CHECK(log.find("1 layout conversion(s) (nhwc before stem)") != std::string::npos);
     for (const NodeInfo& n : s_on.nodes()) {
       CAPTURE(n.name);
-      const bool before = n.name == "stem";
-      if (n.op == "dense") continue;
-      CHECK(n.layout == (before ? Layout::NCHW : Layout::NHWC));
-      if (n.op == "conv2d" && n.name != "stem")
-        CHECK((n.variant == "gemm_nhwc" || n.variant == "depthwise_nhwc"));
+      if (n.op == "dense" || n.op == "layout") continue;
+      CHECK(n.layout == Layout::NHWC);
+      if (n.op == "conv2d") CHECK((n.variant == "gemm_nhwc" || n.variant == "depthwise_nhwc"));
     }
     for (const NodeInfo& n : s_off.nodes()) CHECK(n.layout == Layout::NCHW);
     std::vector<Tensor> in;

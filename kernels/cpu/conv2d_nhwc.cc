@@ -1,20 +1,22 @@
 // CPU conv2d "gemm_nhwc": an ungrouped, undilated conv2d on NHWC activations (the channels_last pass)
 // as one GEMM over the whole batch, y[M = N*HO*WO][CO] = A[M][K] B[K][CO], K = KH*KW*C_in, a row of A
 // being one output pixel's input window in (ky, kx, c) order. The weight is packed once in prepare()
-// into column panels of the ISA's kNV vectors (48 output channels on AVX-512, 24 on AVX2, 8 on
-// baseline; the last panel as narrow as the channels left), B[k][panel columns] contiguous, zeros past
-// C_out. The micro-kernel (gemm_microkernel.h accumulate_arows) holds kMR pixels x kNV vectors of
+// into column panels of up to the ISA's kNV vectors (48 output channels on AVX-512, 24 on AVX2, 8 on
+// baseline), the vectors spread evenly over the panels (64 channels on AVX-512: two panels of 2
+// vectors, not 3 + 1: a 1-vector tile broadcasts once per FMA), B[k][panel columns] contiguous,
+// zeros past C_out. The micro-kernel (gemm_microkernel.h accumulate_arows) holds kMR pixels x kNV vectors of
 // output channels in registers (8 x 3x16 on AVX-512, 4 x 3x8 on AVX2, 4 x 2x4 on baseline) and
 // broadcasts A from each pixel's row in place:
 //  - 1x1 (any stride; a 1x1 kernel has no padding): a pixel's row is its input pixel, x itself (C_in
 //    contiguous floats). No copy at all.
-//  - KxK: per block of pixels, the rows are gathered (an NHWC im2col: KH*KW runs of C_in floats per
-//    pixel) into the thread's slot of the workspace, then every panel runs over the block.
+//  - KxK: an implicit GEMM, a pixel's window read in place too: its KH tap rows are each KW*C_in
+//    contiguous floats, one image row apart. A tile whose windows reach into the padding gathers
+//    them (zeros outside the image) into the thread's kMR rows of the workspace first.
 // The epilogue adds the bias (one vector per 16 / 8 / 4 output channels), the residual (add_residual)
 // and the fused activation (ReLU, Clip, HardSigmoid, HardSwish in registers, others per element after
 // the tile's store) and stores the tile; the last vector of a C_out that is not a multiple of the
-// vector width is a masked store (nhwc.h). Threads: 1x1 over (pixel block, panel) pairs, KxK over
-// pixel blocks, guided, the master last (omp_last.h); one thread below kParallelMin multiply-adds.
+// vector width is a masked store (nhwc.h). Threads: over (pixel block, panel) pairs, guided, the
+// master last (omp_last.h); one thread below kParallelMin multiply-adds.
 #include <omp.h>
 
 #include <algorithm>
@@ -34,23 +36,27 @@
 namespace infer::cpu {
 namespace {
 
-// A block of A (block rows x K floats) is meant to stay in a core's L2 while the panels pass over it.
+// A block of rows (pixels x K floats of input windows) is meant to stay in a core's L2 while the
+// panels pass over it.
 constexpr int64_t kBlockBytes = 256 << 10;
-// Multiply-adds below which one thread runs the node (docs/kernels.md "CPU: the channels-last path").
-constexpr int64_t kParallelMin = int64_t(1) << 18;
+// Multiply-adds below which one thread runs the node: waking the second thread costs ~7 us under
+// OMP_WAIT_POLICY=passive (docs/kernels.md "CPU: the channels-last path"), 2^20 about 10 us of work.
+constexpr int64_t kParallelMin = int64_t(1) << 20;
 
 struct NhwcDims {
   isa::Shape s;
   int64_t N, C, H, W, CO, HO, WO, KH, KW, sh, sw, pt, pl;
   int64_t K, M;       // K = KH*KW*C, M = N*HO*WO rows (pixels of every image)
-  bool gather;        // KxK: rows gathered per block; 1x1: read in place
-  bool identity;      // 1x1, stride 1, no padding, same size: row m is x + m*C
-  int64_t pw, panels; // panel width (kNV vectors), panels over CO
+  bool identity;      // 1x1, stride 1, same size: row m is x + m*C
+  int64_t seg;        // KW*C: a tap row of a pixel's window, contiguous in NHWC
+  int64_t panels;     // column panels over CO
+  int64_t pv, extra;  // vectors per panel; the first `extra` panels have one more
+  // Panel j: its first vector and its vectors (B holds it at K * first * lanes floats).
+  int64_t first(int64_t j) const { return j * pv + std::min(j, extra); }
+  int64_t vectors(int64_t j) const { return pv + (j < extra); }
   int64_t mb, MB;     // rows per block (a multiple of kMR), blocks
-  int64_t slots;      // gather: per-thread row buffers in the workspace
-  size_t ws_floats() const {
-    return gather ? static_cast<size_t>(slots * mb * K) : 0;
-  }
+  int64_t slots;      // per-thread buffers of kMR gathered rows (border tiles of a KxK conv)
+  size_t ws_floats() const { return KH * KW > 1 ? static_cast<size_t>(slots * s.mr * K) : 0; }
 };
 
 NhwcDims nhwc_dims(const NodeDesc& node) {
@@ -62,10 +68,12 @@ NhwcDims nhwc_dims(const NodeDesc& node) {
   d.CO = ws[0], d.KH = ws[2], d.KW = ws[3], d.HO = ys[2], d.WO = ys[3];
   d.sh = p.stride_h, d.sw = p.stride_w, d.pt = p.pad.top, d.pl = p.pad.left;
   d.K = d.KH * d.KW * d.C, d.M = d.N * d.HO * d.WO;
-  d.gather = d.KH * d.KW > 1;
-  d.identity = !d.gather && d.sh == 1 && d.sw == 1 && d.pt == 0 && d.pl == 0 && d.HO == d.H && d.WO == d.W;
-  d.pw = int64_t(d.s.lanes) * d.s.nv;
-  d.panels = (d.CO + d.pw - 1) / d.pw;
+  d.identity = d.KH * d.KW == 1 && d.sh == 1 && d.sw == 1 && d.HO == d.H && d.WO == d.W;
+  d.seg = d.KW * d.C;
+  const int64_t nvec = (d.CO + d.s.lanes - 1) / d.s.lanes;
+  d.panels = (nvec + d.s.nv - 1) / d.s.nv;
+  d.pv = d.panels ? nvec / d.panels : 0;
+  d.extra = d.panels ? nvec % d.panels : 0;
   const int64_t mr = d.s.mr;
   // rows per block: the L2 budget, at most 512, and at least 4 blocks where there are 4 * kMR rows
   int64_t mb = std::clamp<int64_t>(kBlockBytes / (std::max<int64_t>(d.K, 1) * 4), mr, 512);
@@ -77,7 +85,7 @@ NhwcDims nhwc_dims(const NodeDesc& node) {
 }
 
 struct NhwcPrepared {
-  std::vector<float> b;  // panel j at j * K * pw: [K][nv_j * lanes], zeros past C_out
+  std::vector<float> b;  // panel j at K * first(j) * lanes: [K][vectors(j) * lanes], zeros past C_out
 };
 
 std::shared_ptr<void> nhwc_prepare(const NodeDesc& node) {
@@ -85,11 +93,11 @@ std::shared_ptr<void> nhwc_prepare(const NodeDesc& node) {
   const float* w = node.constants.size() >= 2 ? node.constants[1] : nullptr;
   if (!w) throw Error("cpu conv2d.gemm_nhwc: the weight must be a constant");
   auto prep = std::make_shared<NhwcPrepared>();
-  prep->b.assign(static_cast<size_t>(d.panels * d.K * d.pw), 0.f);
   const int64_t L = d.s.lanes;
+  prep->b.assign(static_cast<size_t>(d.K * (d.CO + L - 1) / L * L), 0.f);
   for (int64_t j = 0; j < d.panels; ++j) {
-    const int64_t c0 = j * d.pw, cols = std::min(d.pw, d.CO - c0), ld = (cols + L - 1) / L * L;
-    float* panel = prep->b.data() + j * d.K * d.pw;
+    const int64_t c0 = d.first(j) * L, ld = d.vectors(j) * L, cols = std::min(ld, d.CO - c0);
+    float* panel = prep->b.data() + d.K * c0;
     for (int64_t ky = 0; ky < d.KH; ++ky)
       for (int64_t kx = 0; kx < d.KW; ++kx)
         for (int64_t ci = 0; ci < d.C; ++ci) {
@@ -101,65 +109,39 @@ std::shared_ptr<void> nhwc_prepare(const NodeDesc& node) {
   return prep;
 }
 
-// Where row m of A is: in place (x) or in a gathered block (buf, whose first row is row m0).
-struct Rows {
-  const float* x;
-  const float* buf;
-  int64_t m0;
-};
-
-INFER_INLINE const float* row_of(const NhwcDims& d, const Rows& src, int64_t m) {
-  if (d.gather) return src.buf + (m - src.m0) * d.K;
-  if (d.identity) return src.x + m * d.C;
+// Pixel m's window, gathered into row (K floats, (ky, kx, c) order): zeros outside the image.
+INFER_INLINE void gather_row(const NhwcDims& d, const float* x, int64_t m, float* row) {
   const int64_t P = d.HO * d.WO, n = m / P, pix = m - n * P, oy = pix / d.WO, ox = pix - oy * d.WO;
-  return src.x + ((n * d.H + oy * d.sh) * d.W + ox * d.sw) * d.C;  // 1x1: no padding (shape rule)
-}
-
-// The rows [m0, m1) of one block gathered into buf: row m's (ky, kx) run is the C floats of input
-// pixel (oy*sh - pt + ky, ox*sw - pl + kx), zeros outside the image.
-void gather_rows(const NhwcDims& d, const float* x, float* buf, int64_t m0, int64_t m1) {
-  const int64_t P = d.HO * d.WO;
-  for (int64_t m = m0; m < m1; ++m) {
-    const int64_t n = m / P, pix = m - n * P, oy = pix / d.WO, ox = pix - oy * d.WO;
-    float* row = buf + (m - m0) * d.K;
-    for (int64_t ky = 0; ky < d.KH; ++ky) {
-      const int64_t iy = oy * d.sh - d.pt + ky;
-      float* out = row + ky * d.KW * d.C;
-      if (iy < 0 || iy >= d.H) {
-        std::fill(out, out + d.KW * d.C, 0.f);
-        continue;
-      }
-      const float* xr = x + (n * d.H + iy) * d.W * d.C;
-      // the taps kx whose column is inside the image form one contiguous run of the input row
-      const int64_t ix0 = ox * d.sw - d.pl;
-      const int64_t k0 = std::clamp<int64_t>(-ix0, 0, d.KW), k1 = std::clamp<int64_t>(d.W - ix0, k0, d.KW);
-      std::fill(out, out + k0 * d.C, 0.f);
-      std::copy(xr + (ix0 + k0) * d.C, xr + (ix0 + k1) * d.C, out + k0 * d.C);
-      std::fill(out + k1 * d.C, out + d.KW * d.C, 0.f);
+  const int64_t iy0 = oy * d.sh - d.pt, ix0 = ox * d.sw - d.pl, C = d.C;
+  for (int64_t ky = 0; ky < d.KH; ++ky) {
+    const int64_t iy = iy0 + ky;
+    float* out = row + ky * d.seg;
+    const float* xr = x + ((n * d.H + iy) * d.W + ix0) * C;
+    for (int64_t kx = 0; kx < d.KW; ++kx) {
+      const int64_t ix = ix0 + kx;
+      const bool inside = iy >= 0 && iy < d.H && ix >= 0 && ix < d.W;
+      for (int64_t c = 0; c < C; ++c) out[kx * C + c] = inside ? xr[kx * C + c] : 0.f;
     }
   }
 }
 
-// The epilogue of one tile: rows [0, rows) of acc (pixels), NV vectors of output channels from
-// column c0, `cols` of them real (the last vector masked where cols is not a multiple of kLanes), the
+// The epilogue of one tile (the bias is already in acc): rows [0, rows) of acc (pixels), NV vectors
+// of output channels from column c0, `cols` of them real (the last vector masked where cols is not a multiple of kLanes), the
 // activation of class A (nhwc::ActClass). The row loop has a constant trip count, so the accumulators
 // stay in registers (a loop to `rows` indexed them through the stack).
 template <class I, int NV, int A>
-INFER_INLINE void store_tile(typename I::Vec (&acc)[I::kMR][NV], int64_t rows, int64_t cols, const float* bias,
-                             const float* res, float* y, int64_t ld, const Activation& act) {
+INFER_INLINE void store_tile(typename I::Vec (&acc)[I::kMR][NV], int64_t rows, int64_t cols, const float* res,
+                             float* y, int64_t ld, const Activation& act) {
   using V = typename I::Vec;
   constexpr int L = I::kLanes;
   const bool full = cols == NV * L;
   const int64_t last = cols - (NV - 1) * L;  // lanes of the last vector
-  V bv[NV];
-  for (int q = 0; q < NV; ++q) {
-    bv[q] = V{};
-    if (bias) nhwc::load_upto<I>(bv[q], bias + q * L, cols - q * L);
-  }
+#pragma GCC unroll 16
   for (int r = 0; r < I::kMR; ++r) {
     if (r >= rows) break;
+#pragma GCC unroll 4
     for (int q = 0; q < NV; ++q) {
-      V v = acc[r][q] + bv[q];
+      V v = acc[r][q];
       float* yq = y + r * ld + q * L;
       if (full || q < NV - 1) {
         if (res) {
@@ -182,50 +164,104 @@ INFER_INLINE void store_tile(typename I::Vec (&acc)[I::kMR][NV], int64_t rows, i
     for (int64_t r = 0; r < rows; ++r) nhwc::activate_span(y + r * ld, cols, act);
 }
 
-template <class I, int NV, int A>
-INFER_INLINE void tile(const NhwcDims& d, const float* const (&arow)[I::kMR], const float* panel, int64_t rows,
-                       int64_t cols, const float* bias, const float* res, float* y, const Activation& act) {
-  typename I::Vec acc[I::kMR][NV];
-  mk::accumulate_arows<I, NV>(arow, panel, NV * I::kLanes, d.K, acc);
-  store_tile<I, NV, A>(acc, rows, cols, bias, res, y, d.CO, act);
+// acc[r][q] = init[q] + sum over the KH tap rows s and their seg floats j of arow[r][s*stride + j] *
+// b[(s*seg + j)*ldb + q*kLanes ..]: a pixel's window read in place in NHWC (stride = W*C: its tap
+// rows sit one image row apart) or from a gathered row (stride = seg).
+template <class I, int NV>
+INFER_INLINE void accumulate_window(const float* const (&arow)[I::kMR], int64_t stride, int64_t segs, int64_t seg,
+                                    const float* b, int64_t ldb, const typename I::Vec (&init)[NV],
+                                    typename I::Vec (&acc)[I::kMR][NV]) {
+  using V = typename I::Vec;
+  for (int r = 0; r < I::kMR; ++r)
+    for (int q = 0; q < NV; ++q) acc[r][q] = init[q];
+  for (int64_t sg = 0; sg < segs; ++sg) {
+    const float* a[I::kMR];
+    for (int r = 0; r < I::kMR; ++r) a[r] = arow[r] + sg * stride;
+    const float* bs = b + sg * seg * ldb;
+    for (int64_t j = 0; j < seg; ++j) {
+      V bv[NV];
+      for (int q = 0; q < NV; ++q) mk::load(bv[q], bs + j * ldb + q * I::kLanes);
+      for (int r = 0; r < I::kMR; ++r) {
+        const float ar = a[r][j];
+        for (int q = 0; q < NV; ++q) acc[r][q] += ar * bv[q];
+      }
+    }
+  }
 }
 
-// Rows [m0, m1) of the output times panel j (output channels [j * pw, + pw)).
+template <class I, int NV, int A>
+INFER_INLINE void tile(const NhwcDims& d, const float* const (&arow)[I::kMR], int64_t stride, const float* panel,
+                       int64_t rows, int64_t cols, const float* bias, const float* res, float* y,
+                       const Activation& act) {
+  using V = typename I::Vec;
+  V init[NV];
+  for (int q = 0; q < NV; ++q) {
+    init[q] = V{};
+    if (bias) nhwc::load_upto<I>(init[q], bias + q * I::kLanes, cols - q * I::kLanes);
+  }
+  V acc[I::kMR][NV];
+  accumulate_window<I, NV>(arow, stride, d.KH, d.seg, panel, NV * I::kLanes, init, acc);
+  store_tile<I, NV, A>(acc, rows, cols, res, y, d.CO, act);
+}
+
+// Rows [m0, m1) of the output times panel j. A tile of kMR pixels
+// reads its windows in place where all of them are inside the image, else gathers them into buf.
 template <class I, int A>
-INFER_INLINE void panel_rows_act(const NhwcDims& d, const float* b, int64_t j, const Rows& src, int64_t m0,
-                                 int64_t m1, const float* bias, const float* res, float* y, const Activation& act) {
+INFER_INLINE void panel_rows_act(const NhwcDims& d, const float* b, int64_t j, const float* x, float* buf,
+                                 int64_t m0, int64_t m1, const float* bias, const float* res, float* y,
+                                 const Activation& act) {
   constexpr int L = I::kLanes, MR = I::kMR;
-  const int64_t c0 = j * d.pw, cols = std::min(d.pw, d.CO - c0), nv = (cols + L - 1) / L;
-  const float* panel = b + j * d.K * d.pw;
+  const int64_t c0 = d.first(j) * L, nv = d.vectors(j), cols = std::min(nv * L, d.CO - c0);
+  const float* panel = b + d.K * c0;
   const float* bj = bias ? bias + c0 : nullptr;
+  const int64_t P = d.HO * d.WO, C = d.C, W = d.W, H = d.H;
   for (int64_t m = m0; m < m1; m += MR) {
     const int64_t rows = std::min<int64_t>(MR, m1 - m);
     const float* arow[MR];
-    for (int r = 0; r < MR; ++r) arow[r] = row_of(d, src, m + std::min<int64_t>(r, rows - 1));
+    int64_t stride = W * C;
+    if (d.identity) {
+      for (int r = 0; r < MR; ++r) arow[r] = x + (m + std::min<int64_t>(r, rows - 1)) * C;
+    } else {
+      bool inside = true;
+      for (int r = 0; r < MR; ++r) {
+        const int64_t mm = m + std::min<int64_t>(r, rows - 1);
+        const int64_t n = mm / P, pix = mm - n * P, oy = pix / d.WO, ox = pix - oy * d.WO;
+        const int64_t iy0 = oy * d.sh - d.pt, ix0 = ox * d.sw - d.pl;
+        inside = inside && iy0 >= 0 && iy0 + d.KH <= H && ix0 >= 0 && ix0 + d.KW <= W;
+        arow[r] = x + ((n * H + iy0) * W + ix0) * C;  // dereferenced only when inside
+      }
+      if (!inside) {
+        for (int r = 0; r < MR; ++r) {
+          gather_row(d, x, m + std::min<int64_t>(r, rows - 1), buf + r * d.K);
+          arow[r] = buf + r * d.K;
+        }
+        stride = d.seg;
+      }
+    }
     const float* rj = res ? res + m * d.CO + c0 : nullptr;
     float* yj = y + m * d.CO + c0;
-    if (nv == 1) tile<I, 1, A>(d, arow, panel, rows, cols, bj, rj, yj, act);
-    else if (nv == 2 || I::kNV == 2) tile<I, 2, A>(d, arow, panel, rows, cols, bj, rj, yj, act);
-    else if constexpr (I::kNV >= 3) tile<I, 3, A>(d, arow, panel, rows, cols, bj, rj, yj, act);
+    if (nv == 1) tile<I, 1, A>(d, arow, stride, panel, rows, cols, bj, rj, yj, act);
+    else if (nv == 2 || I::kNV == 2) tile<I, 2, A>(d, arow, stride, panel, rows, cols, bj, rj, yj, act);
+    else if constexpr (I::kNV >= 3) tile<I, 3, A>(d, arow, stride, panel, rows, cols, bj, rj, yj, act);
   }
 }
 
 template <class I>
-INFER_INLINE void panel_rows_body(const NhwcDims& d, const float* b, int64_t j, const Rows& src, int64_t m0,
-                                  int64_t m1, const float* bias, const float* res, float* y,
+INFER_INLINE void panel_rows_body(const NhwcDims& d, const float* b, int64_t j, const float* x, float* buf,
+                                  int64_t m0, int64_t m1, const float* bias, const float* res, float* y,
                                   const Activation& act) {
   switch (nhwc::act_class_of(act.kind)) {
-    case nhwc::kActNone: return panel_rows_act<I, nhwc::kActNone>(d, b, j, src, m0, m1, bias, res, y, act);
-    case nhwc::kActRelu: return panel_rows_act<I, nhwc::kActRelu>(d, b, j, src, m0, m1, bias, res, y, act);
-    case nhwc::kActClip: return panel_rows_act<I, nhwc::kActClip>(d, b, j, src, m0, m1, bias, res, y, act);
-    case nhwc::kActVector: return panel_rows_act<I, nhwc::kActVector>(d, b, j, src, m0, m1, bias, res, y, act);
-    default: return panel_rows_act<I, nhwc::kActScalar>(d, b, j, src, m0, m1, bias, res, y, act);
+    case nhwc::kActNone: return panel_rows_act<I, nhwc::kActNone>(d, b, j, x, buf, m0, m1, bias, res, y, act);
+    case nhwc::kActRelu: return panel_rows_act<I, nhwc::kActRelu>(d, b, j, x, buf, m0, m1, bias, res, y, act);
+    case nhwc::kActClip: return panel_rows_act<I, nhwc::kActClip>(d, b, j, x, buf, m0, m1, bias, res, y, act);
+    case nhwc::kActVector: return panel_rows_act<I, nhwc::kActVector>(d, b, j, x, buf, m0, m1, bias, res, y, act);
+    default: return panel_rows_act<I, nhwc::kActScalar>(d, b, j, x, buf, m0, m1, bias, res, y, act);
   }
 }
 INFER_PER_ISA(void, panel_rows, panel_rows_body,
-              (const NhwcDims& d, const float* b, int64_t j, const Rows& src, int64_t m0, int64_t m1,
+              (const NhwcDims& d, const float* b, int64_t j, const float* x, float* buf, int64_t m0, int64_t m1,
                const float* bias, const float* res, float* y, const Activation& act),
-              (d, b, j, src, m0, m1, bias, res, y, act))
+              (d, b, j, x, buf, m0, m1, bias, res, y, act))
 
 void nhwc_run(const KernelCall& call) {
   const NhwcDims d = nhwc_dims(call.node);
@@ -237,31 +273,16 @@ void nhwc_run(const KernelCall& call) {
   const bool parallel = d.M * d.CO * d.K >= kParallelMin;
   const auto panel_rows = panel_rows_for(call.node.isa);
   if (d.M == 0 || d.CO == 0) return;
-  MasterLast last;
-  if (!d.gather) {
-    const Rows src{x, nullptr, 0};
-    // pixel block outer: a thread's run of iterations keeps its block of x in L2 across panels
-#pragma omp parallel if (parallel)
-    {
-#pragma omp for collapse(2) schedule(guided) nowait
-      for (int64_t blk = 0; blk < d.MB; ++blk)
-        for (int64_t j = 0; j < d.panels; ++j)
-          panel_rows(d, b, j, src, blk * d.mb, std::min(d.M, (blk + 1) * d.mb), bias, res, y, act);
-      last.arrive();
-    }
-    return;
-  }
   const int threads = static_cast<int>(std::min<int64_t>(omp_get_max_threads(), d.slots));
+  MasterLast last;
+  // pixel block outer: a thread's run of iterations keeps its block of x in L2 across panels
 #pragma omp parallel if (parallel) num_threads(threads)
   {
-    float* buf = ws + omp_get_thread_num() * d.mb * d.K;
-#pragma omp for schedule(guided) nowait
-    for (int64_t blk = 0; blk < d.MB; ++blk) {
-      const int64_t m0 = blk * d.mb, m1 = std::min(d.M, m0 + d.mb);
-      gather_rows(d, x, buf, m0, m1);
-      const Rows src{x, buf, m0};
-      for (int64_t j = 0; j < d.panels; ++j) panel_rows(d, b, j, src, m0, m1, bias, res, y, act);
-    }
+    float* buf = ws ? ws + omp_get_thread_num() * d.s.mr * d.K : nullptr;
+#pragma omp for collapse(2) schedule(guided) nowait
+    for (int64_t blk = 0; blk < d.MB; ++blk)
+      for (int64_t j = 0; j < d.panels; ++j)
+        panel_rows(d, b, j, x, buf, blk * d.mb, std::min(d.M, (blk + 1) * d.mb), bias, res, y, act);
     last.arrive();
   }
 }
@@ -274,14 +295,26 @@ bool nhwc_applicable(const NodeDesc& node) {
          ws[1] * ws[2] * ws[3] > 0;
 }
 
-// 1x1: the priority the node has in NCHW (the same GEMM, transposed: a 1x1 convolution follows its
-// input's layout). KxK: one less, so that a KxK convolution inside an NHWC region goes back to the
-// NCHW kernels (Winograd, packed_implicit) behind a conversion (docs/kernels.md: measured).
+// Relative to the node's NCHW priority (the pass switches layout only for a strictly higher one), from
+// single-node timings on the 2-core AVX-512 VM (docs/kernels.md "CPU: the channels-last path"):
+//  - 1x1: equal (the same GEMM transposed, as fast or faster): follows its input's layout;
+//  - a mobile network's stem, 3x3 stride 2 from C_in <= 4 channels (MobileNet, EfficientNet,
+//    ShuffleNet): one more, so the graph switches to NHWC at its input (3 -> 32 to 112x112: 0.10 ms
+//    against packed_implicit's 0.25);
+//  - 3x3 stride 1: one less (Winograd's territory in NCHW: 64 -> 64 at 56x56 level with it at best);
+//  - other KxK from C_in >= 16: equal (128 -> 128 3x3 stride 2 at 56x56: 0.49 ms against 0.71);
+//  - other KxK from fewer channels: one less (ResNet's 7x7 conv1 0.75 ms against 0.59, VGG's 3x3
+//    conv1_1 0.73 against 0.53: short tap rows).
 int nhwc_priority(const NodeDesc& node) {
   if (!nhwc_applicable(node)) return 1;
+  const auto& p = std::get<Conv2DParams>(node.params);
   const Shape& ws = node.input_shapes[1];
+  const int64_t CI = ws[1], KH = ws[2], KW = ws[3];
   const int nchw = nchw_priority(node);
-  return ws[2] * ws[3] == 1 ? nchw : nchw - 1;
+  if (KH * KW == 1) return nchw;
+  if (KH == 3 && KW == 3 && p.stride_h == 2 && p.stride_w == 2 && CI <= 4) return nchw + 1;
+  if (KH == 3 && KW == 3 && p.stride_h == 1 && p.stride_w == 1) return nchw - 1;
+  return CI >= 16 ? nchw : nchw - 1;
 }
 
 size_t nhwc_workspace(const NodeDesc& node) { return nhwc_dims(node).ws_floats() * sizeof(float); }

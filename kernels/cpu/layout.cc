@@ -3,7 +3,9 @@
 // in L x L tiles (L = the ISA's lanes: 16 on AVX-512, 8 on AVX2, 4 on baseline): L row loads, the
 // tile transposed in registers by log2(L) rounds of lane interleaves (zip of rows i and i + L/2; after
 // the last round vector j holds column j), L row stores. Edge tiles (rows or columns past a multiple
-// of L) go element by element. OpenMP over (image, tile row) below kParallelMin elements on one thread.
+// of L) go element by element; C <= 4 (an image) pixel by pixel, C a compile-time constant (GCC
+// vectorises it with interleaving shuffles). OpenMP over (image, tile row) or blocks of pixels; below
+// kParallelMin elements on one thread.
 // Also the definition of nchw_priority (nhwc.h), the NHWC variants' link to the NCHW heuristic.
 #include <algorithm>
 #include <cstring>
@@ -86,6 +88,32 @@ INFER_PER_ISA(void, transpose_rows, transpose_rows_body,
               (const float* in, float* out, int64_t rows, int64_t cols, int64_t t0, int64_t t1),
               (in, out, rows, cols, t0, t1))
 
+// Few channels (an image input: C <= 4): an LxL tile would be mostly empty. Per pixel its C values,
+// pixels [p0, p1) of one image; C a compile-time constant, so the loop vectorises as interleaving
+// (to NHWC) or de-interleaving (to NCHW) shuffles.
+template <class I, int C>
+INFER_INLINE void small_c_body(const float* in, float* out, int64_t HW, int64_t p0, int64_t p1, bool to_nhwc) {
+  if (to_nhwc) {
+    for (int64_t p = p0; p < p1; ++p)
+      for (int c = 0; c < C; ++c) out[p * C + c] = in[c * HW + p];
+  } else {
+    for (int64_t p = p0; p < p1; ++p)
+      for (int c = 0; c < C; ++c) out[c * HW + p] = in[p * C + c];
+  }
+}
+template <class I>
+INFER_INLINE void small_c_rows_body(const float* in, float* out, int64_t C, int64_t HW, int64_t p0, int64_t p1,
+                                    bool to_nhwc) {
+  switch (C) {
+    case 2: return small_c_body<I, 2>(in, out, HW, p0, p1, to_nhwc);
+    case 3: return small_c_body<I, 3>(in, out, HW, p0, p1, to_nhwc);
+    case 4: return small_c_body<I, 4>(in, out, HW, p0, p1, to_nhwc);
+  }
+}
+INFER_PER_ISA(void, small_c_rows, small_c_rows_body,
+              (const float* in, float* out, int64_t C, int64_t HW, int64_t p0, int64_t p1, bool to_nhwc),
+              (in, out, C, HW, p0, p1, to_nhwc))
+
 bool layout_applicable(const NodeDesc& node) {
   const auto& p = std::get<LayoutParams>(node.params);
   return node.input_shapes[0].size() == 4 && node.output_shapes[0] == node.input_shapes[0] &&
@@ -104,6 +132,18 @@ void layout_run(const KernelCall& call) {
   if (numel == 0) return;
   if (p.from == p.to || C == 1 || HW == 1) {  // the same memory order
     if (x != y) std::memcpy(y, x, static_cast<size_t>(numel) * sizeof(float));
+    return;
+  }
+  if (C <= 4) {
+    constexpr int64_t kBlock = 4096;  // pixels per iteration
+    const int64_t blocks = (HW + kBlock - 1) / kBlock;
+    const auto small_c_rows = small_c_rows_for(call.node.isa);
+    const bool to_nhwc = p.to == Layout::NHWC;
+#pragma omp parallel for schedule(static) if (numel >= kParallelMin)
+    for (int64_t task = 0; task < N * blocks; ++task) {
+      const int64_t n = task / blocks, p0 = task % blocks * kBlock;
+      small_c_rows(x + n * C * HW, y + n * C * HW, C, HW, p0, std::min(HW, p0 + kBlock), to_nhwc);
+    }
     return;
   }
   // to NHWC: [C][HW] -> [HW][C] per image; to NCHW: [HW][C] -> [C][HW]
