@@ -28,7 +28,7 @@ namespace infer::cpu {
 namespace {
 
 // Multiply-adds below which one thread runs the node (docs/kernels.md "CPU: the channels-last path").
-constexpr int64_t kParallelMin = int64_t(1) << 18;
+constexpr int64_t kParallelMin = int64_t(1) << 19;
 constexpr int64_t kGroupVectors = 4;  // channel vectors per OpenMP iteration
 
 struct DwDims {
@@ -99,8 +99,8 @@ INFER_INLINE void store_y(float* p, const typename I::Vec& v, int64_t nl) {
   else nhwc::store_n<I>(p, v, nl);
 }
 
-// Output column ox with its tap rows and columns clipped to the image (border columns, border rows,
-// kernels other than 3x3 / 5x5): one accumulator, weights from wv (K > 0) or w (any size, K == 0).
+// Output column ox with its tap rows and columns clipped to the image, for kernels other than 3x3 /
+// 5x5: one accumulator, the weights read from w.
 template <class I, int K, int A, bool Full>
 INFER_INLINE void dw_one(const DwRow& r, const float* xc, const typename I::Vec* wv, const float* w,
                          const typename I::Vec& b, int64_t ox, float* yc, const Activation& act) {
@@ -130,10 +130,72 @@ constexpr int dw_unroll() {
   return I::kIsa == CpuIsa::Avx512 && K == 3 ? 8 : 4;
 }
 
-// One channel vector (weights wc, bias bc, input xc, output yc at its first channel) of one output
-// row: border columns one by one, the interior (every tap inside the image) U columns at a time with
-// the K x K weights in registers. Rows with a tap row outside the image take dw_one throughout.
+// U interior output columns from ox (every tap column inside the image) at stride S (1 or 2, no
+// dilation), the tap rows [ky0, ky1): per tap row the (U-1)*S + K input vectors the U windows cover
+// are each loaded once, from one pointer stepping by C, and each is multiplied into every
+// accumulator whose window holds it (U independent accumulators, the K x K weights in registers).
+// (Addressing each (tap, column) pair on its own made GCC keep 36 pointers, spilled to the stack.)
+template <class I, int K, int S, int A, bool Full, int U>
+INFER_INLINE void dw_interior(const DwRow& r, const float* const (&xr)[K], const typename I::Vec (&wv)[K * K],
+                              const typename I::Vec& b, int64_t ox, float* yc, const Activation& act) {
+  using V = typename I::Vec;
+  const int64_t C = r.C, base = (ox * S - r.pl) * C;
+  V acc[U];
+#pragma GCC unroll 8
+  for (int u = 0; u < U; ++u) acc[u] = b;
+#pragma GCC unroll 5
+  for (int ky = 0; ky < K; ++ky) {
+    if (ky < r.ky0 || ky >= r.ky1) continue;
+    const float* q = xr[ky] + base;
+#pragma GCC unroll 24
+    for (int j = 0; j < (U - 1) * S + K; ++j) {
+      V xv;
+      load_x<I, Full>(xv, q, r.nl);
+      q += C;
+#pragma GCC unroll 8
+      for (int u = 0; u < U; ++u) {
+        const int kx = j - u * S;
+        if (kx >= 0 && kx < K) acc[u] += wv[ky * K + kx] * xv;
+      }
+    }
+  }
+#pragma GCC unroll 8
+  for (int u = 0; u < U; ++u) store_y<I, Full>(yc + (ox + u) * C, nhwc::act_class<I, A>(acc[u], act), r.nl);
+}
+
+alignas(64) constexpr float kZeros[16] = {};  // the input outside the image, one vector
+
+// Two border output columns ox0, ox1 (left and right, or two on one side): as dw_one, but a tap
+// column outside the image reads a zero vector (a select of the address, no branch), so the two
+// chains run side by side (7x7 maps: 2 of 7 columns are border columns).
 template <class I, int K, int A, bool Full>
+INFER_INLINE void dw_border2(const DwRow& r, const float* const (&xr)[K], const typename I::Vec (&wv)[K * K],
+                             const typename I::Vec& b, int64_t ox0, int64_t ox1, float* yc, const Activation& act) {
+  using V = typename I::Vec;
+  const int64_t C = r.C, ix0 = ox0 * r.sw - r.pl, ix1 = ox1 * r.sw - r.pl;
+  V acc0 = b, acc1 = b;
+#pragma GCC unroll 5
+  for (int ky = 0; ky < K; ++ky) {
+    if (ky < r.ky0 || ky >= r.ky1) continue;
+#pragma GCC unroll 5
+    for (int kx = 0; kx < K; ++kx) {
+      const int64_t i0 = ix0 + kx, i1 = ix1 + kx;
+      V x0, x1;
+      load_x<I, Full>(x0, i0 >= 0 && i0 < r.W ? xr[ky] + i0 * C : kZeros, r.nl);
+      load_x<I, Full>(x1, i1 >= 0 && i1 < r.W ? xr[ky] + i1 * C : kZeros, r.nl);
+      acc0 += wv[ky * K + kx] * x0;
+      acc1 += wv[ky * K + kx] * x1;
+    }
+  }
+  store_y<I, Full>(yc + ox0 * C, nhwc::act_class<I, A>(acc0, act), r.nl);
+  store_y<I, Full>(yc + ox1 * C, nhwc::act_class<I, A>(acc1, act), r.nl);
+}
+
+// One channel vector (weights wc, bias bc, input xc, output yc at its first channel) of one output
+// row. 3x3 and 5x5 at stride 1 or 2 without dilation: the interior columns (every tap column inside
+// the image) U at a time with the K x K weights in registers, then 4, 2, 1; the border columns two
+// at a time (tap rows outside the image skipped throughout). Other kernels: column by column, dw_one.
+template <class I, int K, int S, int A, bool Full>
 INFER_INLINE void dw_channel_row(const DwRow& r, const float* xc, const float* wc, const float* bc, float* yc,
                                  const Activation& act) {
   using V = typename I::Vec;
@@ -142,33 +204,33 @@ INFER_INLINE void dw_channel_row(const DwRow& r, const float* xc, const float* w
   V wv[K > 0 ? K * K : 1];
   if constexpr (K > 0)
     for (int t = 0; t < K * K; ++t) mk::load(wv[t], wc + t * r.Cp);
-  const int64_t lo = r.in_lo, hi = r.in_hi, C = r.C;
-  for (int64_t ox = 0; ox < lo; ++ox) dw_one<I, K, A, Full>(r, xc, wv, wc, b, ox, yc, act);
-  int64_t ox = lo;
-  if constexpr (K > 0) {
-    if (r.ky0 == 0 && r.ky1 == K) {
-      constexpr int U = dw_unroll<I, K>();
-      const float* xr[K];
-      for (int ky = 0; ky < K; ++ky) xr[ky] = xc + (r.iy0 + ky * r.dh) * r.W * C;
-      const int64_t step = r.sw * C, tap = r.dw * C;
-      for (; ox + U <= hi; ox += U) {
-        V acc[U];
-        for (int u = 0; u < U; ++u) acc[u] = b;
-        const int64_t base = (ox * r.sw - r.pl) * C;
-        for (int ky = 0; ky < K; ++ky)
-          for (int kx = 0; kx < K; ++kx) {
-            const float* p = xr[ky] + base + kx * tap;
-            for (int u = 0; u < U; ++u) {
-              V xv;
-              load_x<I, Full>(xv, p + u * step, r.nl);
-              acc[u] += wv[ky * K + kx] * xv;
-            }
-          }
-        for (int u = 0; u < U; ++u) store_y<I, Full>(yc + (ox + u) * C, nhwc::act_class<I, A>(acc[u], act), r.nl);
+  if constexpr (K > 0 && S > 0) {
+    constexpr int U = dw_unroll<I, K>();
+    const int64_t lo = r.in_lo, hi = r.in_hi;
+    const float* xr[K];
+    for (int ky = 0; ky < K; ++ky) xr[ky] = xc + (r.iy0 + ky) * r.W * r.C;  // used for ky in [ky0, ky1)
+    int64_t ox = lo;
+    for (; ox + U <= hi; ox += U) dw_interior<I, K, S, A, Full, U>(r, xr, wv, b, ox, yc, act);
+    if constexpr (U > 4)
+      if (ox + 4 <= hi) dw_interior<I, K, S, A, Full, 4>(r, xr, wv, b, ox, yc, act), ox += 4;
+    if (ox + 2 <= hi) dw_interior<I, K, S, A, Full, 2>(r, xr, wv, b, ox, yc, act), ox += 2;
+    if (ox < hi) dw_interior<I, K, S, A, Full, 1>(r, xr, wv, b, ox, yc, act);
+    // the border columns [0, lo) and [hi, WO), two at a time
+    int64_t pending = -1;
+    for (int64_t c = 0; c < r.WO; ++c) {
+      if (c == lo) c = std::max(lo, hi);
+      if (c >= r.WO) break;
+      if (pending < 0) {
+        pending = c;
+      } else {
+        dw_border2<I, K, A, Full>(r, xr, wv, b, pending, c, yc, act);
+        pending = -1;
       }
     }
+    if (pending >= 0) dw_one<I, K, A, Full>(r, xc, wv, wc, b, pending, yc, act);
+  } else {
+    for (int64_t ox = 0; ox < r.WO; ++ox) dw_one<I, K, A, Full>(r, xc, wv, wc, b, ox, yc, act);
   }
-  for (; ox < r.WO; ++ox) dw_one<I, K, A, Full>(r, xc, wv, wc, b, ox, yc, act);
 }
 
 // One output row oy of image n, channels [c0, c1) (whole vectors but the last).
@@ -183,10 +245,21 @@ INFER_INLINE void dw_row(const DwDims& d, const float* x, const float* w, const 
   r.ky1 = std::max(r.ky0, std::min(d.KH, d.H - r.iy0 <= 0 ? 0 : (d.H - r.iy0 - 1) / d.dh + 1));
   const float* xn = x + n * d.H * d.W * d.C;
   float* yrow = y + (n * d.HO + oy) * d.WO * d.C;
+  // 3x3 / 5x5 at stride 1 or 2 without dilation take the interior loop (S > 0), others dw_one (S = 0)
+  const int stride = K > 0 && d.dw == 1 && d.dh == 1 && (d.sw == 1 || d.sw == 2) ? static_cast<int>(d.sw) : 0;
   for (int64_t c = c0; c < c1; c += L) {
     r.nl = std::min<int64_t>(L, d.C - c);
-    if (r.nl == L) dw_channel_row<I, K, A, true>(r, xn + c, w + c, bias + c, yrow + c, act);
-    else dw_channel_row<I, K, A, false>(r, xn + c, w + c, bias + c, yrow + c, act);
+    const float *xc = xn + c, *wc = w + c, *bc = bias + c;
+    float* yc = yrow + c;
+    if (r.nl == L) {
+      if (stride == 1) dw_channel_row<I, K, 1, A, true>(r, xc, wc, bc, yc, act);
+      else if (stride == 2) dw_channel_row<I, K, 2, A, true>(r, xc, wc, bc, yc, act);
+      else dw_channel_row<I, K, 0, A, true>(r, xc, wc, bc, yc, act);
+    } else {
+      if (stride == 1) dw_channel_row<I, K, 1, A, false>(r, xc, wc, bc, yc, act);
+      else if (stride == 2) dw_channel_row<I, K, 2, A, false>(r, xc, wc, bc, yc, act);
+      else dw_channel_row<I, K, 0, A, false>(r, xc, wc, bc, yc, act);
+    }
   }
   if constexpr (A == nhwc::kActScalar)
     for (int64_t ox = 0; ox < d.WO; ++ox) nhwc::activate_span(yrow + ox * d.C + c0, c1 - c0, act);

@@ -40,8 +40,9 @@ namespace {
 // panels pass over it.
 constexpr int64_t kBlockBytes = 256 << 10;
 // Multiply-adds below which one thread runs the node: waking the second thread costs ~7 us under
-// OMP_WAIT_POLICY=passive (docs/kernels.md "CPU: the channels-last path"), 2^20 about 10 us of work.
-constexpr int64_t kParallelMin = int64_t(1) << 20;
+// OMP_WAIT_POLICY=passive (docs/kernels.md "CPU: the channels-last path"); 2^21 is ~20 us of one
+// thread's work (192 -> 64 1x1 at 14x14, 2.4M: 20 us on one thread, 14 on two).
+constexpr int64_t kParallelMin = int64_t(1) << 21;
 
 struct NhwcDims {
   isa::Shape s;

@@ -1,12 +1,21 @@
 // CPU squeeze_excite "direct_nhwc" (the fuse_squeeze_excite pass's node) on NHWC activations, float32.
-// One OpenMP region in four work-shared loops, as squeeze_excite.direct: (1) the channel means, per
-// (image, group of channel vectors) a sum over the image's pixels of channel-vector rows; (2) the
-// hidden layer, one dot of length C per (n, r); (3) the gates, one dot of length C_r per (n, c);
-// (4) y = x * gate (+ the output activation), per (image, block of pixels), a pixel's channels times
-// the gate vector. A bounded spin before each barrier and the master last (omp_last.h). Channel counts
-// not a multiple of the vector end in a masked vector (nhwc.h). Workspace: means, hidden values and
-// gates, N (2 C + C_r) floats.
+// One OpenMP region with one barrier: (1) each thread sums its share of every image's pixels into
+// its own partial channel sums (runs of 8 channel vectors held in registers while the pixels pass);
+// (2) after the barrier every thread adds the partial sums into the means and computes the hidden
+// layer (C_r dots of length C) and all C gates (vectors of channels, w2 transposed in prepare())
+// itself, into its own slot: the same values, redundantly, which costs 2 C C_r multiply-adds per
+// image (110K for EfficientNet's widest block, a few microseconds) and saves the two barriers of the
+// NCHW kernel's order; (3) y = x
+// * gate (+ the output activation) over blocks of pixels, a pixel's channels times the gate vector.
+// The master reaches the end last (omp_last.h). Channel counts not a multiple of the vector end in a
+// masked vector (nhwc.h). Workspace per thread slot: N (2 C + C_r) floats.
+#include <omp.h>
+
 #include <algorithm>
+#include <memory>
+#include <vector>
+
+#include "infer/error.h"
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/isa.h"
@@ -16,52 +25,104 @@
 namespace infer::cpu {
 namespace {
 
-constexpr int64_t kParallelMin = int64_t(1) << 15;  // elements of x (the NCHW kernel's threshold)
-constexpr int64_t kGroupVectors = 4;                 // channel vectors per iteration of the means
+constexpr int64_t kParallelMin = int64_t(1) << 17;  // elements of x (1152 x 7 x 7: 33 us on one thread)
+constexpr int kSumVectors = 8;                       // channel vectors summed per pass over the pixels
 constexpr int64_t kPixelBlock = 64;                  // pixels per iteration of the multiply
 
 struct SeDims {
-  int64_t N, C, HW, R, group, groups, blocks;
+  int64_t N, C, HW, R, blocks, slots;
+  int64_t slot_floats() const { return N * (2 * C + R); }  // partial sums [N][C], gates [N][C], hidden [N][R]
 };
 
-// mean[n][c0 .. c1) over the HW pixels of image n.
+// sum[c] = sum over pixels [p0, p1) of image xn's channel c, every channel.
 template <class I>
-INFER_INLINE void means_body(const SeDims& d, const float* x, float* mean, int64_t n, int64_t c0, int64_t c1) {
+INFER_INLINE void partial_sums_body(const SeDims& d, const float* xn, float* sum, int64_t p0, int64_t p1) {
   using V = typename I::Vec;
   constexpr int L = I::kLanes;
-  const float inv = d.HW ? 1.f / float(d.HW) : 0.f;
-  const float* xn = x + n * d.HW * d.C;
-  for (int64_t c = c0; c < c1; c += L) {
-    const int64_t nl = std::min<int64_t>(L, c1 - c);
-    V s0 = V{}, s1 = V{};
-    int64_t p = 0;
-    for (; p + 1 < d.HW; p += 2) {
-      V a, b;
-      nhwc::load_upto<I>(a, xn + p * d.C + c, nl);
-      nhwc::load_upto<I>(b, xn + (p + 1) * d.C + c, nl);
-      s0 += a;
-      s1 += b;
+  const int64_t C = d.C;
+  for (int64_t c0 = 0; c0 < C; c0 += kSumVectors * L) {
+    V acc[kSumVectors];
+    for (int v = 0; v < kSumVectors; ++v) acc[v] = V{};
+    const int64_t nv = std::min<int64_t>(kSumVectors, (C - c0 + L - 1) / L);
+    const bool full = c0 + nv * L <= C;
+    for (int64_t p = p0; p < p1; ++p) {
+      const float* xp = xn + p * C + c0;
+      for (int v = 0; v < kSumVectors; ++v) {
+        if (v >= nv) break;
+        V x;
+        if (full || v + 1 < nv) mk::load(x, xp + v * L);
+        else nhwc::load_n<I>(x, xp + v * L, C - c0 - v * L);
+        acc[v] += x;
+      }
     }
-    if (p < d.HW) {
-      V a;
-      nhwc::load_upto<I>(a, xn + p * d.C + c, nl);
-      s0 += a;
+    for (int v = 0; v < kSumVectors; ++v) {
+      if (v >= nv) break;
+      nhwc::store_upto<I>(sum + c0 + v * L, acc[v], C - c0 - v * L);
     }
-    nhwc::store_upto<I>(mean + n * d.C + c, (s0 + s1) * inv, nl);
   }
 }
-INFER_PER_ISA(void, se_means, means_body,
-              (const SeDims& d, const float* x, float* mean, int64_t n, int64_t c0, int64_t c1),
-              (d, x, mean, n, c0, c1))
+INFER_PER_ISA(void, se_partial_sums, partial_sums_body,
+              (const SeDims& d, const float* xn, float* sum, int64_t p0, int64_t p1), (d, xn, sum, p0, p1))
 
-template <class>
-INFER_INLINE float dot_body(const float* a, const float* b, int64_t n) {
-  float s = 0.f;
-#pragma omp simd reduction(+ : s)
-  for (int64_t i = 0; i < n; ++i) s += a[i] * b[i];
-  return s;
+// The gates of one image from its channel means: hidden[r] = act_h(w1[r] . mean + b1[r]) (C_r dots of
+// length C), then gate[c] = act_g(sum_r w2t[r][c] hidden[r] + b2[c]) a vector of channels at a time
+// (w2 transposed once in prepare()), so the C gates cost C C_r / kLanes FMAs, not C short dots. The
+// activations (sigmoid: an exp) per element.
+template <class I>
+INFER_INLINE void gates_body(const float* mean, const float* w1, const float* b1, const float* w2t, const float* b2,
+                             int64_t C, int64_t R, const SqueezeExciteParams& p, float* hidden, float* gate) {
+  using V = typename I::Vec;
+  constexpr int L = I::kLanes;
+  for (int64_t r = 0; r < R; ++r) {
+    const float* wr = w1 + r * C;
+    V acc = V{};
+    int64_t c = 0;
+    for (; c + L <= C; c += L) {
+      V a, m;
+      mk::load(a, wr + c);
+      mk::load(m, mean + c);
+      acc += a * m;
+    }
+    float h = b1[r];
+    for (int l = 0; l < L; ++l) h += acc[l];
+    for (; c < C; ++c) h += wr[c] * mean[c];
+    hidden[r] = activate(p.hidden_activation, h);
+  }
+  for (int64_t c = 0; c < C; c += L) {
+    const int64_t nl = std::min<int64_t>(L, C - c);
+    V acc;
+    nhwc::load_upto<I>(acc, b2 + c, nl);
+    for (int64_t r = 0; r < R; ++r) {
+      V w;
+      nhwc::load_upto<I>(w, w2t + r * C + c, nl);
+      acc += hidden[r] * w;
+    }
+    nhwc::store_upto<I>(gate + c, acc, nl);
+  }
+  for (int64_t c = 0; c < C; ++c) gate[c] = activate(p.gate_activation, gate[c]);
 }
-INFER_PER_ISA(float, se_dot, dot_body, (const float* a, const float* b, int64_t n), (a, b, n))
+INFER_PER_ISA(void, se_gates, gates_body,
+              (const float* mean, const float* w1, const float* b1, const float* w2t, const float* b2, int64_t C,
+               int64_t R, const SqueezeExciteParams& p, float* hidden, float* gate),
+              (mean, w1, b1, w2t, b2, C, R, p, hidden, gate))
+
+// w2 [C][C_r] transposed to [C_r][C], once.
+struct SePrepared {
+  std::vector<float> w2t;
+};
+
+std::shared_ptr<void> se_prepare(const NodeDesc& node) {
+  const float* w2 = node.constants.size() >= 4 ? node.constants[3] : nullptr;
+  if (!w2) throw Error("cpu squeeze_excite.direct_nhwc: w2 must be a constant");
+  const int64_t C = node.input_shapes[0][1], R = node.input_shapes[1][0];
+  auto prep = std::make_shared<SePrepared>();
+  prep->w2t.resize(static_cast<size_t>(C * R));
+  for (int64_t c = 0; c < C; ++c)
+    for (int64_t r = 0; r < R; ++r) prep->w2t[static_cast<size_t>(r * C + c)] = w2[c * R + r];
+  return prep;
+}
+
+bool se_applicable(const NodeDesc& node) { return node.constants.size() >= 4 && node.constants[3]; }
 
 // y = act(x * gate) for pixels [p0, p1) of image n.
 template <class I>
@@ -88,56 +149,55 @@ INFER_PER_ISA(void, se_scale, scale_body,
                const Activation& act),
               (d, x, gate, y, n, p0, p1, act))
 
+SeDims se_dims(const NodeDesc& node) {
+  const Shape& s = node.input_shapes[0];
+  SeDims d{s[0], s[1], s[2] * s[3], node.input_shapes[1][0], 0, omp_get_num_procs()};
+  d.blocks = (d.HW + kPixelBlock - 1) / kPixelBlock;
+  return d;
+}
+
 size_t se_workspace(const NodeDesc& node) {
-  const Shape& x = node.input_shapes[0];
-  return static_cast<size_t>(x[0] * (2 * x[1] + node.input_shapes[1][0])) * sizeof(float);
+  const SeDims d = se_dims(node);
+  return static_cast<size_t>(d.slots * d.slot_floats()) * sizeof(float);
 }
 
 void se_run(const KernelCall& call) {
   const auto& p = std::get<SqueezeExciteParams>(call.node.params);
-  const Shape& s = call.node.input_shapes[0];
-  const int64_t L = isa::shape(call.node.isa).lanes;
-  SeDims d{s[0], s[1], s[2] * s[3], call.node.input_shapes[1][0], 0, 0, 0};
-  d.group = std::max<int64_t>(1, std::min((d.C + L - 1) / L, kGroupVectors)) * L;
-  d.groups = (d.C + d.group - 1) / d.group;
-  d.blocks = (d.HW + kPixelBlock - 1) / kPixelBlock;
-  const float *x = call.inputs[0], *w1 = call.inputs[1], *b1 = call.inputs[2], *w2 = call.inputs[3],
-              *b2 = call.inputs[4];
+  const SeDims d = se_dims(call.node);
+  // w2 (input 3) is read transposed, from prepare()
+  const float *x = call.inputs[0], *w1 = call.inputs[1], *b1 = call.inputs[2], *b2 = call.inputs[4];
   float* y = call.outputs[0];
-  float* mean = static_cast<float*>(call.workspace);  // [N, C]
-  float* gate = mean + d.N * d.C;                      // [N, C]
-  float* hidden = gate + d.N * d.C;                    // [N, R]
-  const auto means = se_means_for(call.node.isa);
-  const auto dot = se_dot_for(call.node.isa);
+  float* ws = static_cast<float*>(call.workspace);
+  const auto partial_sums = se_partial_sums_for(call.node.isa);
+  const auto gates = se_gates_for(call.node.isa);
+  const auto* prep = static_cast<const SePrepared*>(call.prepared);
+  if (!prep) throw Error("cpu squeeze_excite.direct_nhwc: not prepared for this node");
   const auto scale = se_scale_for(call.node.isa);
-  SpinArrival means_done, hidden_done, gates_done;
+  const float inv_hw = d.HW ? 1.f / float(d.HW) : 0.f;
+  const int threads = static_cast<int>(std::min<int64_t>(omp_get_max_threads(), d.slots));
+  SpinArrival sums_done;
   MasterLast last;
-#pragma omp parallel if (d.N * d.C * d.HW >= kParallelMin)
+#pragma omp parallel if (d.N * d.C * d.HW >= kParallelMin) num_threads(threads)
   {
-#pragma omp for schedule(guided) nowait
-    for (int64_t t = 0; t < d.N * d.groups; ++t) {
-      const int64_t n = t / d.groups, c0 = (t % d.groups) * d.group;
-      means(d, x, mean, n, c0, std::min(d.C, c0 + d.group));
-    }
-    means_done.arrive();
+    const int t = omp_get_thread_num(), T = omp_get_num_threads();
+    float* slot = ws + t * d.slot_floats();
+    float *sums = slot, *gate = slot + d.N * d.C, *hidden = gate + d.N * d.C;
+    for (int64_t n = 0; n < d.N; ++n)
+      partial_sums(d, x + n * d.HW * d.C, sums + n * d.C, d.HW * t / T, d.HW * (t + 1) / T);
+    sums_done.arrive();
 #pragma omp barrier
-#pragma omp for schedule(guided) nowait
-    for (int64_t nr = 0; nr < d.N * d.R; ++nr) {
-      const float h = dot(w1 + (nr % d.R) * d.C, mean + (nr / d.R) * d.C, d.C);
-      hidden[nr] = activate(p.hidden_activation, h + b1[nr % d.R]);
+    for (int64_t n = 0; n < d.N; ++n) {
+      float* mean = gate + n * d.C;  // the means first, replaced by the gates below
+      for (int64_t c = 0; c < d.C; ++c) {
+        float m = 0.f;
+        for (int u = 0; u < T; ++u) m += ws[u * d.slot_floats() + n * d.C + c];
+        mean[c] = m * inv_hw;
+      }
+      gates(mean, w1, b1, prep->w2t.data(), b2, d.C, d.R, p, hidden + n * d.R, mean);
     }
-    hidden_done.arrive();
-#pragma omp barrier
 #pragma omp for schedule(guided) nowait
-    for (int64_t nc = 0; nc < d.N * d.C; ++nc) {
-      const int64_t c = nc % d.C;
-      gate[nc] = activate(p.gate_activation, dot(w2 + c * d.R, hidden + (nc / d.C) * d.R, d.R) + b2[c]);
-    }
-    gates_done.arrive();
-#pragma omp barrier
-#pragma omp for schedule(guided) nowait
-    for (int64_t t = 0; t < d.N * d.blocks; ++t) {
-      const int64_t n = t / d.blocks, p0 = (t % d.blocks) * kPixelBlock;
+    for (int64_t task = 0; task < d.N * d.blocks; ++task) {
+      const int64_t n = task / d.blocks, p0 = (task % d.blocks) * kPixelBlock;
       scale(d, x, gate, y, n, p0, std::min(d.HW, p0 + kPixelBlock), p.activation);
     }
     last.arrive();
@@ -150,8 +210,8 @@ void register_squeeze_excite_nhwc(KernelRegistry& registry) {
   registry.add("cpu", {
       // the node's NCHW priority: squeeze-excitation follows its input's layout
       {.op = "squeeze_excite", .name = "direct_nhwc", .priority = 10, .priority_for = nchw_priority,
-       .layouts = {Layout::NHWC}, .isa = KernelVariant::Isa::PerIsa, .workspace_bytes = se_workspace,
-       .run = se_run},
+       .layouts = {Layout::NHWC}, .isa = KernelVariant::Isa::PerIsa, .applicable = se_applicable,
+       .workspace_bytes = se_workspace, .prepare = se_prepare, .run = se_run},
   });
 }
 
