@@ -4,12 +4,15 @@
 // one FMA of the input pixel's channel vector with the tap's weight vector. The weight is re-laid out
 // once in prepare() as [KH*KW][C rounded up to kLanes] (zeros past C) with the bias beside it, so the
 // taps' weights are whole-vector loads; a channel count that is not a multiple of the vector (24, 40
-// at AVX-512) ends in one masked vector of inputs and outputs (nhwc.h). For 3x3 and 5x5 kernels the
-// tap loops are unrolled and the KH*KW weight vectors stay in registers while one output row of one
-// channel vector is computed; the columns whose window is inside the image run without per-tap checks,
-// the border columns clip the tap range. Bias and the fused activation at the store (ReLU, Clip,
-// HardSigmoid, HardSwish in registers; others per element after the row). Threads: OpenMP over
-// (image, output row, group of up to 4 channel vectors); one thread below kParallelMin multiply-adds.
+// at AVX-512) ends in one masked vector of inputs and outputs (nhwc.h). 3x3 and 5x5 at stride 1 or 2
+// (the common case, compile-time kernel and stride): the KH*KW weight vectors stay in registers while
+// one output row of one channel vector is computed, U output columns at a time (8 on AVX-512 3x3,
+// else 4) as a sliding window, each input vector loaded once and multiplied into every accumulator
+// that needs it; the border columns two at a time, taps outside the image reading a zero vector.
+// Other kernels, strides, dilations: one output at a time, taps clipped. Bias and the fused
+// activation at the store (ReLU, Clip, HardSigmoid, HardSwish in registers; others per element after
+// the row). Threads: OpenMP over (image, output row, group of up to 4 channel vectors), guided; one
+// thread below kParallelMin multiply-adds.
 #include <omp.h>
 
 #include <algorithm>

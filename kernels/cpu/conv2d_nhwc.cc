@@ -4,18 +4,18 @@
 // into column panels of up to the ISA's kNV vectors (48 output channels on AVX-512, 24 on AVX2, 8 on
 // baseline), the vectors spread evenly over the panels (64 channels on AVX-512: two panels of 2
 // vectors, not 3 + 1: a 1-vector tile broadcasts once per FMA), B[k][panel columns] contiguous,
-// zeros past C_out. The micro-kernel (gemm_microkernel.h accumulate_arows) holds kMR pixels x kNV vectors of
-// output channels in registers (8 x 3x16 on AVX-512, 4 x 3x8 on AVX2, 4 x 2x4 on baseline) and
-// broadcasts A from each pixel's row in place:
+// zeros past C_out. The micro-kernel (accumulate_window, the tile shape of isa.h's packed GEMM)
+// holds kMR pixels x kNV vectors of output channels in registers (8 x 3x16 on AVX-512, 4 x 3x8 on
+// AVX2, 4 x 2x4 on baseline) and broadcasts A from each pixel's row in place:
 //  - 1x1 (any stride; a 1x1 kernel has no padding): a pixel's row is its input pixel, x itself (C_in
 //    contiguous floats). No copy at all.
 //  - KxK: an implicit GEMM, a pixel's window read in place too: its KH tap rows are each KW*C_in
 //    contiguous floats, one image row apart. A tile whose windows reach into the padding gathers
 //    them (zeros outside the image) into the thread's kMR rows of the workspace first.
-// The epilogue adds the bias (one vector per 16 / 8 / 4 output channels), the residual (add_residual)
-// and the fused activation (ReLU, Clip, HardSigmoid, HardSwish in registers, others per element after
-// the tile's store) and stores the tile; the last vector of a C_out that is not a multiple of the
-// vector width is a masked store (nhwc.h). Threads: over (pixel block, panel) pairs, guided, the
+// The accumulators start at the bias (one vector per 16 / 8 / 4 output channels); the epilogue adds
+// the residual (add_residual) and the fused activation (ReLU, Clip, HardSigmoid, HardSwish in
+// registers, others per element after the tile's store) and stores the tile; the last vector of a
+// C_out that is not a multiple of the vector width is a masked store (nhwc.h). Threads: over (pixel block, panel) pairs, guided, the
 // master last (omp_last.h); one thread below kParallelMin multiply-adds.
 #include <omp.h>
 
@@ -120,8 +120,11 @@ INFER_INLINE void gather_row(const NhwcDims& d, const float* x, int64_t m, float
     const float* xr = x + ((n * d.H + iy) * d.W + ix0) * C;
     for (int64_t kx = 0; kx < d.KW; ++kx) {
       const int64_t ix = ix0 + kx;
-      const bool inside = iy >= 0 && iy < d.H && ix >= 0 && ix < d.W;
-      for (int64_t c = 0; c < C; ++c) out[kx * C + c] = inside ? xr[kx * C + c] : 0.f;
+      if (iy >= 0 && iy < d.H && ix >= 0 && ix < d.W) {
+        for (int64_t c = 0; c < C; ++c) out[kx * C + c] = xr[kx * C + c];
+      } else {
+        for (int64_t c = 0; c < C; ++c) out[kx * C + c] = 0.f;
+      }
     }
   }
 }

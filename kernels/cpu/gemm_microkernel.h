@@ -69,28 +69,6 @@ INFER_INLINE void accumulate(const float* a, const float* b, int64_t ldb, int64_
   accumulate_rows<I, NV>(a, StridedRows{b, ldb}, K, acc);
 }
 
-// The same with A's rows anywhere: acc[r][q] = sum_k arow[r][k] * b[k*ldb + q*kLanes ..], r < kMR, the
-// kMR rows read in place (one broadcast each per k) instead of from a packed block. For the NHWC
-// convolutions (conv2d_nhwc.cc), where a row of A is one pixel's channels: the pixels of a tile sit
-// at a constant stride in a 1x1 stride-1 convolution, but not across an output row's end with a
-// stride or padding, nor in a gathered (im2col) block, so each row has its own pointer.
-template <class I, int NV>
-INFER_INLINE void accumulate_arows(const float* const (&arow)[I::kMR], const float* b, int64_t ldb, int64_t K,
-                                   typename I::Vec (&acc)[I::kMR][NV]) {
-  using V = typename I::Vec;
-  for (int r = 0; r < I::kMR; ++r)
-    for (int q = 0; q < NV; ++q) acc[r][q] = V{};
-  for (int64_t k = 0; k < K; ++k) {
-    V bv[NV];
-    const float* bk = b + k * ldb;
-    for (int q = 0; q < NV; ++q) load(bv[q], bk + q * I::kLanes);
-    for (int r = 0; r < I::kMR; ++r) {
-      const float ar = arow[r][k];
-      for (int q = 0; q < NV; ++q) acc[r][q] += ar * bv[q];
-    }
-  }
-}
-
 // The columns left after the whole vectors (1 to kLanes-1 of them): acc[j][r] = sum_k a[k*kMR + r] *
 // row(k)[j] (b[k*ldb + j] for accumulate_cols), j < R, the kMR rows along one RowVec and one column per
 // accumulator. A full-width accumulate<1> over a zero-padded copy pays kMR full-width FMAs per k
