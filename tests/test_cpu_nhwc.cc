@@ -132,7 +132,9 @@ std::pair<std::string, int> chosen(NodeDesc node, Layout layout) {
 TEST_CASE("layout.transpose_tiled: NCHW <-> NHWC bit-exact on random shapes") {
   std::mt19937_64 rng(20261127);
   for (int t = 0; t < 120; ++t) {
-    const Shape s{uniform(rng, 1, 3), t % 10 == 0 ? 1 : uniform(rng, 1, 70), uniform(rng, 1, 23), uniform(rng, 1, 23)};
+    // every fifth case an image (C = 2..4: the pixel-interleaving path)
+    const int64_t C = t % 10 == 0 ? 1 : t % 5 == 1 ? uniform(rng, 2, 4) : uniform(rng, 1, 70);
+    const Shape s{uniform(rng, 1, 3), C, uniform(rng, 1, 23), uniform(rng, 1, 23)};
     CAPTURE(shape_str(s));
     const std::vector<float> x = random_vector(size_t(shape_numel(s)), 100 + t);
     for (Layout to : {Layout::NHWC, Layout::NCHW}) {
@@ -147,14 +149,16 @@ TEST_CASE("layout.transpose_tiled: NCHW <-> NHWC bit-exact on random shapes") {
       CHECK(out == (to == Layout::NHWC ? to_nhwc(x, s) : x));
     }
   }
-  // a conversion large enough to be split over the threads
-  const Shape big{1, 67, 71, 75};
-  const std::vector<float> x = random_vector(size_t(shape_numel(big)), 7);
-  NodeDesc node = make_node(LayoutParams{Layout::NCHW, Layout::NHWC}, {big});
-  node.layout = Layout::NHWC;
-  std::vector<float> out(x.size());
-  variant("layout", "transpose_tiled").run(KernelCall{node, {x.data()}, {out.data()}});
-  CHECK(out == to_nhwc(x, big));
+  // conversions large enough to be split over the threads: channels and an image
+  for (const Shape& big : {Shape{1, 67, 71, 75}, Shape{2, 3, 224, 223}}) {
+    const std::vector<float> x = random_vector(size_t(shape_numel(big)), 7);
+    NodeDesc node = make_node(LayoutParams{Layout::NCHW, Layout::NHWC}, {big});
+    node.layout = Layout::NHWC;
+    std::vector<float> out(x.size());
+    poison(out);
+    variant("layout", "transpose_tiled").run(KernelCall{node, {x.data()}, {out.data()}});
+    CHECK(out == to_nhwc(x, big));
+  }
 }
 
 namespace {
