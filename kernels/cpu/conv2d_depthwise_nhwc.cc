@@ -265,7 +265,7 @@ INFER_INLINE void dw_row(const DwDims& d, const float* x, const float* w, const 
     }
   }
   if constexpr (A == nhwc::kActScalar)
-    for (int64_t ox = 0; ox < d.WO; ++ox) nhwc::activate_span(yrow + ox * d.C + c0, c1 - c0, act);
+    for (int64_t ox = 0; ox < d.WO; ++ox) nhwc::activate_span<I>(yrow + ox * d.C + c0, c1 - c0, act);
 }
 
 template <class I, int A>

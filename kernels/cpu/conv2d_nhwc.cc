@@ -165,7 +165,7 @@ INFER_INLINE void store_tile(typename I::Vec (&acc)[I::kMR][NV], int64_t rows, i
     }
   }
   if constexpr (A == nhwc::kActScalar)
-    for (int64_t r = 0; r < rows; ++r) nhwc::activate_span(y + r * ld, cols, act);
+    for (int64_t r = 0; r < rows; ++r) nhwc::activate_span<I>(y + r * ld, cols, act);
 }
 
 // acc[r][q] = init[q] + sum over the KH tap rows s and their seg floats j of arow[r][s*stride + j] *

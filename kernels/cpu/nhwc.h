@@ -136,8 +136,11 @@ INFER_INLINE typename I::Vec act_class(typename I::Vec v, const Activation& a) {
   return v;
 }
 
-// The activations vector_activation() leaves out, on n contiguous floats (activate() per element).
-inline void activate_span(float* y, int64_t n, const Activation& a) {
+// The activations vector_activation() leaves out (SiLU, sigmoid, tanh, ...), on n contiguous floats,
+// activate() per element: the one place the NHWC kernels apply them, compiled inside each level's
+// function (I), where a vectorised activation (exp) plugs in.
+template <class I>
+INFER_INLINE void activate_span(float* y, int64_t n, const Activation& a) {
   if (vector_activation(a.kind)) return;
   for (int64_t i = 0; i < n; ++i) y[i] = activate(a, y[i]);
 }

@@ -141,7 +141,7 @@ INFER_INLINE void scale_body(const SeDims& d, const float* x, const float* gate,
       nhwc::load_upto<I>(gv, g + c, nl);
       nhwc::store_upto<I>(yp + c, nhwc::activate_v<I>(xv * gv, act), nl);
     }
-    nhwc::activate_span(yp, d.C, act);
+    nhwc::activate_span<I>(yp, d.C, act);
   }
 }
 INFER_PER_ISA(void, se_scale, scale_body,
