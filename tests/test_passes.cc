@@ -543,12 +543,12 @@ TEST_CASE("lenet5 and dcgan: the expected fused graphs, equal outputs on the ref
 TEST_CASE("session and profile report what the passes did") {
   const Model lenet = Model::from_bytes(zoo::build("lenet5").finish(), "lenet5.fb");
   Session s(lenet, SessionOptions{});
-  // Three graph passes, then the backend passes: channels_last does nothing on the cpu backend and
-  // fold_width finds no folded kernel there.
+  // Three graph passes, then the backend passes: channels_last keeps LeNet-5 NCHW on the cpu backend
+  // (no depthwise convolution to switch at) and fold_width finds no folded kernel there.
   REQUIRE(s.passes().size() == 7);
   CHECK(s.passes()[5] == "fuse_conv_residual: no conv2d + residual add to fuse");
   CHECK(s.passes()[6] == "fuse_squeeze_excite: no squeeze-excitation block to fuse");
-  CHECK(s.passes()[3] == "channels_last: not used (cpu in fp32 keeps NCHW)");
+  CHECK(s.passes()[3] == "channels_last: 0 node(s) run NHWC, 0 layout conversion(s)");
   CHECK(s.passes()[4] == "fold_width: no convolution width-folded");
   CHECK(s.nodes()[0].layout == Layout::NCHW);
   CHECK(s.passes()[1] == "fuse_conv_avgpool: 2 conv2d + average pool pairs rewritten into conv_pool2d");

@@ -29,7 +29,10 @@ void choose_layouts(ShapedGraph& g, const BackendPassContext& c, std::vector<std
     pass_log.push_back("channels_last: off");
     return;
   }
-  if (c.kernels.kernel_backend() != "cuda" || c.precision == Precision::FP32) {
+  // cuda in fp16 and tf32 (strict fp32 keeps NCHW, where its tuned kernels live); cpu in fp32 (its NHWC
+  // variants' priorities make depthwise networks switch, docs/kernels.md); never the reference backend
+  const std::string& name = c.kernels.backend_name();
+  if (name == "cuda" ? c.precision == Precision::FP32 : name != "cpu") {
     pass_log.push_back(fmt::format("channels_last: not used ({} in {} keeps NCHW)", c.kernels.backend_name(),
                                    precision_name(c.precision)));
     return;

@@ -85,8 +85,9 @@ void binary_run(const KernelCall& call) {
 
 void register_binary(KernelRegistry& registry) {
   registry.add("cpu", {
-      {.op = "binary", .name = "broadcast", .priority = 10, .applicable = broadcast_ok,
-       .run = binary_run},
+      // every broadcast pattern in either layout (plan_broadcast knows NHWC operands' strides)
+      {.op = "binary", .name = "broadcast", .priority = 10, .layouts = {Layout::NCHW, Layout::NHWC},
+       .applicable = broadcast_ok, .run = binary_run},
   });
 }
 

@@ -22,5 +22,14 @@ void register_pad2d(KernelRegistry& registry);             // pad2d.cc
 void register_instance_norm(KernelRegistry& registry);     // instance_norm.cc
 void register_squeeze_excite(KernelRegistry& registry);    // squeeze_excite.cc
 void register_channel_ops(KernelRegistry& registry);       // channel_ops.cc: channel_shuffle, slice
+// The channels-last path (docs/kernels.md "CPU: the channels-last path"): NHWC variants and the
+// layout conversions of the channels_last pass.
+void register_layout(KernelRegistry& registry);                  // layout.cc: NCHW <-> NHWC
+void register_conv2d_nhwc(KernelRegistry& registry);             // conv2d_nhwc.cc: gemm_nhwc
+void register_conv2d_depthwise_nhwc(KernelRegistry& registry);   // conv2d_depthwise_nhwc.cc
+void register_pool2d_nhwc(KernelRegistry& registry);             // pool2d_nhwc.cc
+void register_squeeze_excite_nhwc(KernelRegistry& registry);     // squeeze_excite_nhwc.cc
+void register_tensor_ops_nhwc(KernelRegistry& registry);         // tensor_ops_nhwc.cc: concat, slice,
+                                                                 // channel_shuffle, flatten, reshape
 
 }  // namespace infer::cpu

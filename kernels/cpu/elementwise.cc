@@ -74,9 +74,10 @@ void batchnorm_run(const KernelCall& call) {
 
 void register_elementwise(KernelRegistry& registry) {
   registry.add("cpu", {
-      {.op = "activation", .name = "direct", .priority = 10, .isa = KernelVariant::Isa::PerIsa,
-       .run = activation_run},
-      {.op = "add", .name = "direct", .priority = 10, .run = add_run},
+      // element by element (add: equal shapes, so equal layouts): either layout
+      {.op = "activation", .name = "direct", .priority = 10, .layouts = {Layout::NCHW, Layout::NHWC},
+       .isa = KernelVariant::Isa::PerIsa, .run = activation_run},
+      {.op = "add", .name = "direct", .priority = 10, .layouts = {Layout::NCHW, Layout::NHWC}, .run = add_run},
       {.op = "batchnorm", .name = "direct", .priority = 10, .run = batchnorm_run},
   });
 }

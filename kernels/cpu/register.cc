@@ -19,6 +19,12 @@ void register_cpu_kernels(KernelRegistry& registry) {
   cpu::register_instance_norm(registry);
   cpu::register_channel_ops(registry);
   cpu::register_squeeze_excite(registry);
+  cpu::register_layout(registry);
+  cpu::register_conv2d_nhwc(registry);
+  cpu::register_conv2d_depthwise_nhwc(registry);
+  cpu::register_pool2d_nhwc(registry);
+  cpu::register_squeeze_excite_nhwc(registry);
+  cpu::register_tensor_ops_nhwc(registry);
 }
 
 }  // namespace infer

@@ -23,8 +23,8 @@ const char* precision_name(Precision p);  // "fp32", "tf32", "fp16"
 
 // How a backend stores a 4-D activation [N,C,H,W] in memory. Shapes are always written NCHW (the
 // format's and the reference backend's order); a tensor in NHWC (channels-last) holds the same values
-// with the channel index fastest. Only the cuda backend keeps tensors NHWC, where the `channels_last`
-// pass chooses it (engine/src/layout.cc); graph inputs and outputs are always NCHW.
+// with the channel index fastest. The cuda (fp16 / tf32) and cpu backends keep tensors NHWC where the
+// `channels_last` pass chooses it (engine/src/layout.cc); graph inputs and outputs are always NCHW.
 enum class Layout : uint8_t { NCHW = 0, NHWC = 1 };
 const char* layout_name(Layout layout);  // "nchw", "nhwc"
 

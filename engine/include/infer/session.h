@@ -41,8 +41,8 @@ struct PassOptions {
   bool fuse_conv_avgpool = true;  // conv2d -> p x p average pool at stride p -> conv_pool2d
   bool fuse_activation = true;    // activation node -> its producer's fused epilogue
   // Backend passes, run after shape inference when the backend and precision allow them:
-  // channels_last (cuda, fp16 / tf32): keep 4-D activations NHWC where a faster kernel runs in NHWC,
-  // with layout conversion nodes only where the layout changes (inputs and outputs stay NCHW);
+  // channels_last (cuda in fp16 / tf32, cpu): keep 4-D activations NHWC where a faster kernel runs in
+  // NHWC, with layout conversion nodes only where the layout changes (inputs and outputs stay NCHW);
   // fold_width (cuda): convolutions with C_in <= 4 may run width-folded (kernel variants that
   // require it are offered only when it is on).
   bool channels_last = true;

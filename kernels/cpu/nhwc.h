@@ -1,0 +1,150 @@
+// Building blocks of the CPU kernels that run NHWC (channels-last) nodes, the channels_last pass's
+// layout on the cpu backend (docs/kernels.md "CPU: the channels-last path"):
+//  - partial vectors along the channels: load_n / store_n move the first n (< kLanes) floats of a
+//    vector with AVX-512 masks, AVX2 vmaskmovps, or a copy through the stack on baseline, so a channel
+//    count that is not a multiple of the vector width (MobileNet's 24, EfficientNet's 40 at AVX-512)
+//    costs one masked vector, not a scalar loop, and never reads or writes past the tensor;
+//  - the fused activations that are a few vector operations (ReLU, Clip = ReLU6, HardSigmoid,
+//    HardSwish), NaN-propagating like activate() (im2col.h); the others run activate() per element;
+//  - nchw_priority(node): the priority the default heuristic gives the node in NCHW, which an NHWC
+//    variant that runs the node as well as the NCHW ones returns (the pass then keeps the node in its
+//    input's layout, so NHWC regions do not end at it and NCHW graphs do not start one there).
+// Always_inline templates over an isa.h traits struct: call them from INFER_PER_ISA bodies only.
+#pragma once
+
+#include <immintrin.h>  // declares the target builtins below (its target pragmas)
+
+#include <cstdint>
+#include <cstring>
+
+#include "engine/src/kernel_api.h"
+#include "kernels/cpu/activation_simd.h"
+#include "kernels/cpu/gemm_microkernel.h"
+#include "kernels/cpu/im2col.h"
+#include "kernels/cpu/isa.h"
+
+namespace infer::cpu {
+
+// The best default priority among the cpu variants of node's op that run it in NCHW (node.layout is
+// taken as NCHW), the reference included; -1 where none applies. For NHWC-only variants'
+// priority_for (a variant that also runs NCHW must not call it: it would ask itself).
+int nchw_priority(const NodeDesc& node);
+
+// Permutes an NCHW-ordered 4-D shape into the memory order of an NHWC tensor: [N, H, W, C].
+inline Shape nhwc_order(const Shape& s) { return {s[0], s[2], s[3], s[1]}; }
+
+namespace nhwc {
+
+using mk::load, mk::store;
+
+// v = p[0 .. n), zeros after; 0 <= n <= kLanes. Reads nothing past p + n. GCC's target builtins,
+// not the <immintrin.h> intrinsics: those are always_inline functions of their own target, which GCC
+// refuses to inline into this (target-less) template before it is inlined into a per-ISA function;
+// a builtin is only checked where it is finally expanded. clang (the fuzz build) takes the copy.
+template <class I>
+INFER_INLINE void load_n(typename I::Vec& v, const float* p, int64_t n) {
+  using V = typename I::Vec;
+#if !defined(__clang__)
+  if constexpr (I::kIsa == CpuIsa::Avx512) {
+    v = (V)__builtin_ia32_loadups512_mask(p, V{}, static_cast<uint16_t>((1u << n) - 1));
+    return;
+  } else if constexpr (I::kIsa == CpuIsa::Avx2) {
+    typedef int32_t IV __attribute__((vector_size(32)));
+    const IV lane = {0, 1, 2, 3, 4, 5, 6, 7};
+    v = (V)__builtin_ia32_maskloadps256(reinterpret_cast<const V*>(p), (IV)(lane < static_cast<int32_t>(n)));
+    return;
+  }
+#endif
+  float t[I::kLanes] = {};
+  for (int64_t l = 0; l < n; ++l) t[l] = p[l];
+  load(v, t);
+}
+
+// p[0 .. n) = the first n lanes of v; 0 <= n <= kLanes. Writes nothing past p + n.
+template <class I>
+INFER_INLINE void store_n(float* p, const typename I::Vec& v, int64_t n) {
+  using V = typename I::Vec;
+#if !defined(__clang__)
+  if constexpr (I::kIsa == CpuIsa::Avx512) {
+    __builtin_ia32_storeups512_mask(p, v, static_cast<uint16_t>((1u << n) - 1));
+    return;
+  } else if constexpr (I::kIsa == CpuIsa::Avx2) {
+    typedef int32_t IV __attribute__((vector_size(32)));
+    const IV lane = {0, 1, 2, 3, 4, 5, 6, 7};
+    __builtin_ia32_maskstoreps256(reinterpret_cast<V*>(p), (IV)(lane < static_cast<int32_t>(n)), v);
+    return;
+  }
+#endif
+  float t[I::kLanes];
+  store(t, v);
+  for (int64_t l = 0; l < n; ++l) p[l] = t[l];
+}
+
+// Loads / stores n lanes: whole vectors unmasked.
+template <class I>
+INFER_INLINE void load_upto(typename I::Vec& v, const float* p, int64_t n) {
+  if (n >= I::kLanes) load(v, p);
+  else load_n<I>(v, p, n);
+}
+template <class I>
+INFER_INLINE void store_upto(float* p, const typename I::Vec& v, int64_t n) {
+  if (n >= I::kLanes) store(p, v);
+  else store_n<I>(p, v, n);
+}
+
+// The activations that are a few vector operations, in the form activate() computes them (NaN in,
+// NaN out); true when `kind` is one of them (the others: activate() per element afterwards).
+inline bool vector_activation(ActivationKind kind) {
+  return kind == ActivationKind::None || kind == ActivationKind::Relu || kind == ActivationKind::Clip ||
+         kind == ActivationKind::HardSigmoid || kind == ActivationKind::HardSwish;
+}
+
+template <class V>
+INFER_INLINE V clamp_v(V v, float lo, float hi) {
+  v = v < lo ? V{} + lo : v;
+  return v > hi ? V{} + hi : v;
+}
+
+template <class I>
+INFER_INLINE typename I::Vec activate_v(typename I::Vec v, const Activation& a) {
+  using V = typename I::Vec;
+  switch (a.kind) {
+    case ActivationKind::Relu: return v < 0.f ? V{} : v;
+    case ActivationKind::Clip: return clamp_v(v, a.alpha, a.beta);
+    case ActivationKind::HardSigmoid: return clamp_v(a.alpha * v + a.beta, 0.f, 1.f);
+    case ActivationKind::HardSwish: return v * clamp_v(v + 3.f, 0.f, 6.f) * (1.f / 6.f);
+    default: return v;
+  }
+}
+
+// The activation as a compile-time class, for epilogues that dispatch once per node: none, ReLU and
+// Clip inline, the other vector kinds through activate_v's switch, the rest per element afterwards.
+enum ActClass { kActNone, kActRelu, kActClip, kActVector, kActScalar };
+inline int act_class_of(ActivationKind kind) {
+  switch (kind) {
+    case ActivationKind::None: return kActNone;
+    case ActivationKind::Relu: return kActRelu;
+    case ActivationKind::Clip: return kActClip;
+    default: return vector_activation(kind) ? kActVector : kActScalar;
+  }
+}
+template <class I, int A>
+INFER_INLINE typename I::Vec act_class(typename I::Vec v, const Activation& a) {
+  using V = typename I::Vec;
+  if constexpr (A == kActRelu) return v < 0.f ? V{} : v;
+  if constexpr (A == kActClip) return clamp_v(v, a.alpha, a.beta);
+  if constexpr (A == kActVector) return activate_v<I>(v, a);
+  return v;
+}
+
+// The activations vector_activation() leaves out (SiLU, sigmoid, tanh, ...), on n contiguous floats:
+// the one place the NHWC kernels apply them, vectorised by activation_simd.h inside each level's
+// function (I).
+template <class I>
+INFER_INLINE void activate_span(float* y, int64_t n, const Activation& a) {
+  if (vector_activation(a.kind)) return;
+  activate_row<I>(y, n, a);
+}
+
+}  // namespace nhwc
+}  // namespace infer::cpu
