@@ -672,7 +672,9 @@ INFER_INLINE void pix_tile(const PixArgs& a) {
           mk::load(xv, bt + a.boff[j]);
           // One load into a register: left alone, GCC folds the load into each of the MC FMAs
           // (MC loads of the same, mostly line-crossing, vector instead of one).
+#if defined(__OPTIMIZE__)  // a codegen hint only; unoptimised builds (the fuzz build's -O0) need none
           asm("" : "+v"(xv));
+#endif
           for (int m = 0; m < MC; ++m) acc[m][j] += wt[m] * xv;
         }
       }
