@@ -3,7 +3,7 @@
 
 --device cpu (issue 27, must 5; Debian's /usr/bin/python3 with python3-torch, python3-torchvision):
     models (--models): ResNet-18, ResNet-50, MobileNetV2, MobileNetV3-Small, EfficientNet-B0, ShuffleNetV2
-    x1.0, SqueezeNet 1.1 (torchvision, input --size 224), the DCGAN and EB-GAN generators of DESIGN.md
+    x1.0, SqueezeNet 1.1 (torchvision, input --size 224), the DCGAN and EB-GAN generators of docs/design.md
     (cpu_vs_pytorch.py's modules, latent 100x1x1), the CycleGAN ResNet generator (junyanz
     pytorch-CycleGAN-and-pix2pix `resnet_9blocks`, ngf 64, InstanceNorm) and the pix2pix U-Net (`unet_256`,
     ngf 64, BatchNorm, dropout as in eval) at --gen-size 256. Seeded random weights in eval mode (every
@@ -326,7 +326,7 @@ def pix2pix_unet_generator(ngf=64, num_downs=8):
 def make_arch(name):
     """The architecture with PyTorch's default initialisation (seed it first)."""
     if name in ("dcgan", "ebgan"):
-        from cpu_vs_pytorch import torch_model  # DESIGN.md's generators, one definition
+        from cpu_vs_pytorch import torch_model  # docs/design.md's generators, one definition
         return torch_model(name)
     if name == "cyclegan_resnet":
         return cyclegan_resnet_generator()

@@ -70,7 +70,7 @@ def rel_err(a, b):
     return float(np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-30))
 
 
-# ---- the zoo's architectures in PyTorch (DESIGN.md, "The models"; names match the .fb tensors) ----
+# ---- the zoo's architectures in PyTorch (docs/design.md, "The models"; names match the .fb tensors) ----
 
 class LeNet5(nn.Module):
     def __init__(self):

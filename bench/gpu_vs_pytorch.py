@@ -70,7 +70,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 # The zoo's PyTorch twins, the weight loader and the helpers are shared with the CPU benchmark.
 from cpu_vs_pytorch import ZOO, fmt_ms, load_infer_weights, log, rel_err, torch_model  # noqa: E402
 
-# Table 4 of the unified kernel-segregation paper (DESIGN.md): (N, C_in, C_out) per row, k4 s2 p1.
+# Table 4 of the unified kernel-segregation paper (docs/design.md): (N, C_in, C_out) per row, k4 s2 p1.
 TABLE4 = {"DCGAN": [(4, 1024, 512), (8, 512, 256), (16, 256, 128), (32, 128, 3)],
           "ArtGAN": [(4, 512, 256), (8, 256, 128), (16, 128, 128), (32, 128, 3)],
           "GP-GAN": [(4, 512, 256), (8, 256, 128), (16, 128, 64), (32, 64, 3)],

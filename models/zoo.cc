@@ -1,4 +1,4 @@
-// The model zoo (models/zoo.h): DESIGN.md's architectures node for node, with seeded weights. Every
+// The model zoo (models/zoo.h): docs/design.md's architectures node for node, with seeded weights. Every
 // layer is its own node (conv, BatchNorm, activation, pooling): fusing them is the graph passes' job.
 // Weights come from splitmix64 through integer arithmetic and one final rounding per value, so a seed
 // gives the same bytes on every IEEE-754 platform: no <random>, no libm transcendental (whose last bit
@@ -289,7 +289,7 @@ void generator_metadata(ModelBuilder& b) {
   b.set_metadata("latent.dim", "100");
 }
 
-// ---- the architectures (DESIGN.md, "The models") -----------------------------------------------
+// ---- the architectures (docs/design.md, "The models") -----------------------------------------------
 
 // LeNet-5, pooling before the activation (so conv + avgpool fuses). Spatial sizes: s -> s (conv p2)
 // -> s/2 -> s/2 - 4 -> (s/2 - 4)/2, which must be >= 1: s >= 12. 28 gives 16x5x5 = 400 features.

@@ -1,4 +1,4 @@
-// The model zoo: DESIGN.md's exact architectures (lenet5, alexnet, vgg11, vgg16, dcgan, ebgan) built
+// The model zoo: docs/design.md's exact architectures (lenet5, alexnet, vgg11, vgg16, dcgan, ebgan) built
 // with the public ModelBuilder, with seeded He-style weights (byte-identical files for a given seed on
 // every platform: the generator is specified here, not left to <random>) and BatchNorm layers with
 // non-trivial running statistics. A WeightSource replaces the seeded weights with trained ones (the
@@ -28,7 +28,7 @@ struct ZooOptions {
   WeightSource weights;           // empty: seeded random weights
 };
 
-// The zoo's model names, in DESIGN.md order.
+// The zoo's model names, in docs/design.md order.
 const std::vector<std::string>& names();
 
 // The PyTorch state_dict key of a zoo constant name (BatchNorm: .scale -> .weight, .mean ->

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Fetches CUTLASS's C++ headers (DESIGN.md "Dependencies": PyPI's nvidia-cutlass, version pinned, its
+# Fetches CUTLASS's C++ headers (docs/design.md "Dependencies": PyPI's nvidia-cutlass, version pinned, its
 # wheel checked by SHA-256) into .deps/cutlass-<version>/include, where CMake looks for them
 # (INFER_CUTLASS). Only the headers are kept; nothing is installed into any Python. Idempotent: a
 # second run finds the headers and returns. Called by scripts/install-deps.sh.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs the Debian packages infer builds and tests with (DESIGN.md "Dependencies"); clang with
+# Installs the Debian packages infer builds and tests with (docs/design.md "Dependencies"); clang with
 # libclang-rt-14-dev (libFuzzer, sanitizer runtimes) and libomp-dev (its OpenMP) build `make fuzz`.
 # Then CUTLASS's headers (scripts/fetch-cutlass.sh, pinned; python3-pip fetches them). Idempotent:
 # packages already present are skipped, so a second run costs one dpkg query and a file test. Runs as

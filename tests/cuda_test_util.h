@@ -65,7 +65,7 @@ inline bool quick_mode() {
 }
 inline int scaled(int n) { return quick_mode() ? (n / 10 > 5 ? n / 10 : (n < 5 ? n : 5)) : n; }
 
-// DESIGN.md "Measuring": ||out - ref|| / ||ref|| <= 1e-5 in fp32, 1e-2 in fp16; TF32 rounds GEMM
+// docs/design.md "Measuring": ||out - ref|| / ||ref|| <= 1e-5 in fp32, 1e-2 in fp16; TF32 rounds GEMM
 // inputs to a 10-bit mantissa (unit roundoff 2^-11), so 5e-3.
 inline double tolerance(Precision p) {
   switch (p) {

@@ -1,7 +1,7 @@
-// Tests of the fast CPU kernels (kernels/cpu, engineer G's part: conv2d im2col_gemm, dense gemm,
-// pool2d / activation / add / batchnorm / softmax / concat / flatten / reshape direct): every variant
-// against the reference kernel through KernelRegistry::global() on many seeded random shapes, outputs
-// and workspaces poisoned with NaN before each run, relative error <= 1e-5; the heuristic picks the
+// Tests of the fast CPU kernels (kernels/cpu: conv2d im2col_gemm, dense gemm, pool2d / activation /
+// add / batchnorm / softmax / concat / flatten / reshape direct): every variant against the
+// reference kernel through KernelRegistry::global() on many seeded random shapes, outputs and
+// workspaces poisoned with NaN before each run, relative error <= 1e-5; the heuristic picks the
 // fast variants; malformed calls are Errors; and whole zoo models on backend "cpu" vs "reference".
 #include <doctest/doctest.h>
 

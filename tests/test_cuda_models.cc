@@ -30,7 +30,7 @@ namespace {
 const std::string kModels = std::string(INFER_SOURCE_DIR) + "/models/";
 const std::string kTestdata = kModels + "testdata/";
 
-// fp32 tolerances against the double-accumulating reference. 1e-5 (DESIGN.md) for LeNet-5 and the
+// fp32 tolerances against the double-accumulating reference. 1e-5 (docs/design.md) for LeNet-5 and the
 // generators; the deep classifiers get 1e-4: their float32 GEMMs (cuBLAS, K up to 25088) sum in a
 // different order than the reference, the rounding compounds over 8-16 layers, and the random-weight
 // logits partly cancel, so 1e-5 is not reachable there (the cpu backend's zoo test allows the same).
@@ -416,7 +416,7 @@ CUDA_TEST_CASE("ebgan_fashion.fb on cuda matches the cpu backend and PyTorch's i
     CHECK(test::all_finite(got.data));
     // the file stores float16 weights, read as float32 by both backends
     CHECK(rel_error(got.data, want.data) <= (p == Precision::FP32 ? kCpuTol : kLowPrecisionTol));
-    // PyTorch ran float32 with the unrounded weights: DESIGN.md's fp16 bound (tests/test_shipped_models.cc)
+    // PyTorch ran float32 with the unrounded weights: docs/design.md's fp16 bound (tests/test_shipped_models.cc)
     CHECK(rel_error(got.data, images.data) <= kLowPrecisionTol);
   }
 }

@@ -2,7 +2,7 @@
 // load, validate, carry their metadata, and reproduce the training script's exported outputs
 // (models/testdata/) on the CPU backends "reference" and "cpu". Tolerances (relative error
 // ||out - ref|| / ||ref||): LeNet-5 stores float32 weights, so 1e-5 as for any fp32 kernel; the EB-GAN
-// generator stores float16 weights (PyTorch ran float32), so 1e-2, DESIGN.md's fp16 bound. Only
+// generator stores float16 weights (PyTorch ran float32), so 1e-2, docs/design.md's fp16 bound. Only
 // committed files are used (.data/ is not in CI). Also the zoo's trained-weights hook that exported them.
 #include <doctest/doctest.h>
 

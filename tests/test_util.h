@@ -1,5 +1,5 @@
 // Helpers shared by the test suites: seeded random data, NaN poisoning (so unwritten outputs fail),
-// the relative error ||out - ref|| / ||ref|| that DESIGN.md's tolerances are stated in, random
+// the relative error ||out - ref|| / ||ref|| that docs/design.md's tolerances are stated in, random
 // op shapes shared by the cpu and cuda kernel tests (grouped conv2d and conv_transpose2d among them),
 // and the kernel variant the session's default heuristic picks for a node.
 #pragma once

@@ -49,7 +49,7 @@ std::string same_padding(const Padding2D& p) {
 }
 
 // One token per node, e.g. "conv64k11s4p2+b", "maxpool3s2", "bn", "relu", "dense4096+b", joined by
-// spaces: the architecture as DESIGN.md states it (widths, kernels, strides, padding, bias or not).
+// spaces: the architecture as docs/design.md states it (widths, kernels, strides, padding, bias or not).
 // Fused activations or ConvPool2D nodes (which the zoo must not emit) show up as unknown tokens.
 std::string signature(const Model& model) {
   const detail::Graph& g = model.graph();
@@ -186,7 +186,7 @@ std::string read_text(const std::string& path) {
 
 }  // namespace
 
-TEST_CASE("the zoo lists DESIGN.md's models in order") {
+TEST_CASE("the zoo lists docs/design.md's models in order") {
   const std::vector<std::string> expected{"lenet5", "alexnet", "vgg11", "vgg16", "dcgan", "ebgan"};
   CHECK(zoo::names() == expected);
 }

@@ -1,5 +1,5 @@
 // `infer-bench --table4`: the transposed-convolution layers of Table 4 of the unified kernel-segregation
-// paper (Tida et al.; DESIGN.md lists them: input NxNxC_in, kernel 4x4, stride 2, padding 1, output
+// paper (Tida et al.; docs/design.md lists them: input NxNxC_in, kernel 4x4, stride 2, padding 1, output
 // 2Nx2NxC_out, no bias) with every conv_transpose2d variant of the chosen backend (--backend cpu|cuda,
 // --precision): per-layer median time, speedup of each
 // variant over `conventional`, per-model totals, and the memory column: the bytes of the zero-upsampled

@@ -1,5 +1,5 @@
 // CPU conv_transpose2d.segregated_unified: the unified kernel-segregated transposed convolution (Tida
-// et al., Algorithm 2; DESIGN.md): one kernel for the s_h*s_w stride phases, each output pixel
+// et al., Algorithm 2; docs/design.md): one kernel for the s_h*s_w stride phases, each output pixel
 // taking the sub-kernel of its (row % s_h, column % s_w) phase, over the un-upsampled input; no
 // upsampled buffer and no workspace. Groups 1, dilation 1, a constant weight; any stride, kernel,
 // asymmetric padding, output_padding, batch, bias and fused activation; float32.

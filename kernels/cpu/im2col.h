@@ -1,7 +1,8 @@
-// Shared CPU building blocks for the GEMM-based convolutions (conv2d, and engineer H's transposed conv
-// and conv+pool variants): im2col of one NCHW sample, a row-major sgemm wrapper over OpenBLAS, and the
-// per-channel bias + activation epilogue. This API is stable; callers own all memory (no allocation
-// here). sgemm must not be called inside an OpenMP parallel region: OpenBLAS threads itself.
+// Shared CPU building blocks for the GEMM-based convolutions (conv2d and the GEMM variants of
+// conv_transpose2d and conv_pool2d): im2col of one NCHW sample, a row-major sgemm wrapper over
+// OpenBLAS, and the per-channel bias + activation epilogue. This API is stable; callers own all
+// memory (no allocation here). sgemm must not be called inside an OpenMP parallel region: OpenBLAS
+// threads itself.
 #pragma once
 
 #include <cstddef>

@@ -1,4 +1,4 @@
-// Per-ISA compilation of the CPU kernels (DESIGN.md "CPU ISA dispatch"). A hot loop is written once
+// Per-ISA compilation of the CPU kernels (docs/design.md, "CPU"). A hot loop is written once
 // as an always_inline template over an ISA traits struct (Avx512, Avx2, Baseline: vector width and
 // register-tile shape), and INFER_PER_ISA defines one out-of-line function per level, each compiled
 // with that level's target attribute so the inlined body is code-generated for it; NAME_for(isa)

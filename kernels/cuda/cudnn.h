@@ -1,4 +1,4 @@
-// cuDNN as a convolution provider behind infer's kernel variants (DESIGN.md allows it, measured against
+// cuDNN as a convolution provider behind infer's kernel variants (docs/design.md allows it, measured against
 // our own kernels): descriptors for one convolution in either layout (NCHW, or NHWC with KRSC filters),
 // the algorithm chosen once per problem and process by timing every one (cudnnFind*, the fastest whose
 // workspace fits kWorkspaceCap among the deterministic ones; strict fp32 forces FMA math, no TF32, and

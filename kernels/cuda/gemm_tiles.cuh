@@ -1,9 +1,8 @@
-// GEMM building blocks for the hand-written CUDA convolution kernels (conv2d, conv_transpose2d,
-// conv_pool2d), so a tiled implicit-GEMM kernel is assembled from these rather than written per op:
-// cp.async tile copies, a streaming 16-byte weight load, mma.sync m16n8k16 with NHWC channel-vector A
-// rows, a warp's 32x32 wmma block and a thread's 4x4 SIMT block, split-K over a thread-block cluster
-// (launch + reduction through distributed shared memory). CUDA-C only. cp.async, mma.sync and the L2
-// prefetch need sm_80, clusters sm_90 (splits 1 before).
+// GEMM building blocks for the hand-written CUDA kernels (conv2d's NHWC small-channel kernels, the
+// segregated conv_transpose2d kernels, gemv), assembled rather than written per op: cp.async tile
+// copies, a streaming 16-byte weight load, mma.sync m16n8k16 with NHWC channel-vector A rows, a warp's
+// 32x32 wmma block, a thread's 4x4 SIMT block, split-K over a thread-block cluster (reduction through
+// distributed shared memory). CUDA-C only; cp.async / mma.sync / L2 prefetch need sm_80, clusters sm_90.
 #pragma once
 
 #include <cooperative_groups.h>

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Train LeNet-5 (the exact architecture of DESIGN.md, "The models") on Fashion-MNIST and export it.
+"""Train LeNet-5 (the exact architecture of docs/design.md, "The models") on Fashion-MNIST and export it.
 
 Architecture (pooling before activation, so infer can fuse conv+avgpool):
   input 1x28x28, x = (p/255 - 0.5)/0.5

@@ -1,4 +1,4 @@
-"""infer.zoo: DESIGN.md's architectures with seeded weights, through the same builder as model-zoo."""
+"""infer.zoo: docs/design.md's architectures with seeded weights, through the same builder as model-zoo."""
 from __future__ import annotations
 
 import os
@@ -19,5 +19,5 @@ def build(name: str, seed: int = 1, image_size: int = 0, fp16: bool = False,
 
 
 def names() -> List[str]:
-    """The zoo's model names, in DESIGN.md order."""
+    """The zoo's model names, in docs/design.md order."""
     return _infer._zoo_names()

@@ -3,7 +3,7 @@
 
 Run with Debian's interpreter (/usr/bin/python3: python3-torch, python3-onnx, python3-numpy); ctest runs
 it as a fixture: `make_golden.py OUT_DIR`. Writes into OUT_DIR:
-  - the DESIGN.md zoo architectures in PyTorch with the zoo's layer names (classifiers at small image
+  - the docs/design.md zoo architectures in PyTorch with the zoo's layer names (classifiers at small image
     sizes: lenet5 28, alexnet 63, vgg11/vgg16 32; generators full size), seeded weights, BatchNorm with
     non-trivial running statistics, eval mode; exported at opset 13 (TorchScript exporter where PyTorch
     offers a choice; a few also at 11 and 17 through the default exporter, dynamo since 2.9); their

@@ -1,5 +1,5 @@
 // CPU instruction-set levels the cpu backend's kernels are compiled for, and the level a process or a
-// session runs (DESIGN.md "CPU ISA dispatch"). The level is decided from CPU *features*, never from
+// session runs (docs/design.md, "CPU"). The level is decided from CPU *features*, never from
 // the CPU model, once per process: the best level the CPU (and OS) supports, capped by the
 // environment variable INFER_CPU_ISA (like oneDNN's ONEDNN_MAX_CPU_ISA) and per session by
 // SessionOptions::cpu_isa. A cap above what the CPU has is no cap. Public API: C++17.
