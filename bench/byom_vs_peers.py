@@ -1580,6 +1580,14 @@ def write_report(results, stem):
     return text
 
 
+def update_docs(a, results, stem):
+    """--update-docs: the docs' current CPU table from this run (GPU runs: gpu_vs_pytorch.py's)."""
+    if a.update_docs and results.get("device") == "cpu":
+        import current_tables
+        current_tables.update(a.update_docs, "cpu", stem + ".json")
+        log("updated the current:cpu table of %s" % a.update_docs)
+
+
 def environment(a):
     env = {"cpu": cpu_name(), "cpus": os.cpu_count(), "python": platform.python_version(), "host": platform.node(),
            "python_executable": sys.executable}
@@ -1948,6 +1956,9 @@ def main():
     p.add_argument("--no-venv", action="store_true", help="cpu: never create / re-execute under the venv")
     p.add_argument("--out", default=os.path.join(HERE, "results"))
     p.add_argument("--tag", default="", help="suffix of the result file names")
+    p.add_argument("--update-docs", nargs="?", const=os.path.join(REPO, "docs", "benchmarks.md"), metavar="DOC",
+                   help="cpu: also write this run's table into DOC's current:cpu block (bench/current_tables.py; "
+                   "default docs/benchmarks.md)")
     p.add_argument("--keep", metavar="DIR", help="keep the .onnx / .fb files here instead of a temporary folder")
     p.add_argument("--merge", nargs="+", metavar="JSON", help="write one report from results JSONs of this script "
                    "(same device; rows of later files win), e.g. a run split over --isa-levels or --models; runs "
@@ -1966,6 +1977,7 @@ def main():
         stem = os.path.join(a.out, "byom-%s-%s-merged%s" % (results["device"], results["date"][:10],
                                                             ("-" + a.tag) if a.tag else ""))
         print(write_report(results, stem))
+        update_docs(a, results, stem)
         return
     if not a.device:
         p.error("--device cpu|cuda is required (or --selftest)")
@@ -2051,6 +2063,7 @@ def main():
     stem = os.path.join(a.out, "byom-%s-%s%s" % (results["device"], now.strftime("%Y-%m-%d"),
                                                  ("-" + a.tag) if a.tag else ""))
     print(write_report(results, stem))
+    update_docs(a, results, stem)
 
 
 if __name__ == "__main__":

@@ -1819,6 +1819,14 @@ def write_report(results, stem):
     return text
 
 
+def update_docs(a, results, stem):
+    """--update-docs: the docs' current GPU table from this run's models part."""
+    if a.update_docs and results.get("models"):
+        import current_tables
+        current_tables.update(a.update_docs, "gpu", stem + ".json")
+        log("updated the current:gpu table of %s" % a.update_docs)
+
+
 def synthetic_results():
     """A results dict with every part filled by made-up numbers (the shapes the parts write), for
     --selftest: the goals, the markdown and the plot run without a GPU."""
@@ -2113,6 +2121,10 @@ def main():
     p.add_argument("--quick", action="store_true", help="smoke test: few runs, a subset of every part")
     p.add_argument("--timeout", type=int, default=600, help="seconds one infer-bench / infer / model-zoo call may take")
     p.add_argument("--tag", default="", help="suffix of the result file names")
+    p.add_argument("--update-docs", nargs="?", metavar="DOC",
+                   const=os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs", "benchmarks.md"),
+                   help="also write the models part's table into DOC's current:gpu block (bench/current_tables.py; "
+                   "default docs/benchmarks.md)")
     p.add_argument("--replot", metavar="JSON", help="only redraw the plot of a results JSON written by this "
                    "script (next to it, .png instead of .json; e.g. where matplotlib is installed); runs nothing")
     p.add_argument("--merge", metavar="JSON", nargs="+", help="write one report (goals and tables) from results "
@@ -2140,6 +2152,7 @@ def main():
         os.makedirs(a.out, exist_ok=True)
         stem = os.path.join(a.out, "gpu-" + results["date"][:10] + "-merged" + (("-" + a.tag) if a.tag else ""))
         print(write_report(results, stem))
+        update_docs(a, results, stem)
         log("wrote %s.{md,json%s} from %d files" % (stem, ",png" if os.path.exists(stem + ".png") else "",
                                                      len(a.merge)))
         return
@@ -2234,6 +2247,7 @@ def main():
     results["wall_s"] = time.time() - started
     results["goals"] = compute_goals(results)
     print(write_report(results, stem))
+    update_docs(a, results, stem)
     log("wrote %s.{md,json%s} in %.0f s; %d item(s) failed" % (
         stem, ",png" if os.path.exists(stem + ".png") else "", results["wall_s"], len(errors)))
 
