@@ -594,7 +594,7 @@ TEST_CASE("--help: every option with a readable type and a one-line description"
   REQUIRE(r.code == 0);
   CHECK(r.err.empty());
   check_help(r.out, {"--model FILE", "--out FILE", "--input FILE ...", "--batch N", "--seed N",
-                     "--backend NAME", "--precision NAME", "--autotune", "--max-memory SIZE", "--runs N",
+                     "--backend NAME", "--precision NAME", "--autotune", "--plan-cache FILE", "--max-memory SIZE", "--runs N",
                      "--profile", "--profile-json FILE", "--trace FILE", "--kernel OP[:NODE]=VAR ...",
                      "--no-fuse", "--pass NAME=on|off ...", "-v,--verbose"});
   // The line the issue reported as "--precision ENUM:value in {fp16->,fp32-> ,tf32->} OR {, ,}".

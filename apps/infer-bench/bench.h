@@ -27,6 +27,7 @@ struct RunSettings {
   std::string backend = "cpu";  // every session's SessionOptions::backend, and the registry looked up
   Precision precision = Precision::FP32;  // every session's SessionOptions::precision (not fp32: cuda)
   bool autotune = false;        // every session's SessionOptions::autotune
+  std::string plan_cache;       // --plan-cache: model sessions' SessionOptions::plan_cache
   PassOptions passes;           // --pass NAME=on|off; bench_one(passes = false) still turns the three
                                 // graph passes off, the backend passes (channels_last, fold_width) stay
 };

@@ -55,7 +55,10 @@ int main(int argc, char** argv) {
   app.add_option("--precision", precision, "fp32 (strict), tf32 or fp16; tf32 and fp16 need --backend cuda")
       ->check(CLI::IsMember({"fp32", "tf32", "fp16"}));
   app.add_flag("--autotune", settings.autotune,
-               "Sessions time every applicable variant per node at creation and keep the fastest");
+               "Sessions choose variants by timing (per node, kept only if the whole forward gets faster)");
+  app.add_option("--plan-cache", settings.plan_cache,
+                 "JSON file of autotuned plans: model sessions use a graph's plan from it, or add it")
+      ->option_text("FILE");
   app.add_option("--seed", settings.seed, "Seed of the random weights and inputs");
   std::vector<std::string> pass_choices;
   app.add_option("--pass", pass_choices,

@@ -20,6 +20,7 @@ int run_model(const ModelBenchOptions& options, const RunSettings& settings, con
   session_options.backend = settings.backend;
   session_options.precision = settings.precision;
   session_options.autotune = settings.autotune;
+  session_options.plan_cache = settings.plan_cache;
   session_options.batch = options.batch;
   session_options.passes = settings.passes;  // the printed plan is the timed default's (--pass)
   Session session(model, session_options);

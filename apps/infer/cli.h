@@ -30,6 +30,7 @@ struct Options {
   std::string backend = "auto";
   Precision precision = Precision::FP32;  // --precision fp32|tf32|fp16
   bool autotune = false;                  // --autotune
+  std::string plan_cache;                 // --plan-cache FILE
   int runs = 1;
   bool runs_given = false;  // --runs on the command line (profiling defaults to 10)
   bool profile = false;

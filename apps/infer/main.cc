@@ -65,7 +65,10 @@ int main(int argc, char** argv) {
                                    "fp32 (default, strict), tf32 or fp16 (half storage, fp32 "
                                    "accumulation); tf32 and fp16 need cuda");
   app.add_flag("--autotune", o.autotune,
-               "Time every applicable kernel variant per node once and keep the fastest");
+               "Choose kernel variants by timing: per node, then kept only if the whole forward gets faster");
+  app.add_option("--plan-cache", o.plan_cache,
+                 "JSON file of autotuned plans: use this graph's if there, else add it (with --autotune)")
+      ->option_text("FILE");
   infer::cli::add_max_memory_option(app, o.max_memory);
   infer::cli::add_cpu_isa_option(app, o.cpu_isa);
   auto* runs = app.add_option("--runs", o.runs, "Runs, 1 to 1000000 (default 1; profiling: 10)")

@@ -109,6 +109,7 @@ int run(const Options& o) {
   session_options.backend = o.backend;
   session_options.precision = o.precision;
   session_options.autotune = o.autotune;
+  session_options.plan_cache = o.plan_cache;
   NpyInputs npy = read_npy_inputs(o, model);
   session_options.batch = o.batch > 0 ? o.batch : npy.batch;  // 0: the model's own
   session_options.kernels = o.kernels;

@@ -99,6 +99,8 @@ class Backend {
   virtual bool begin_capture() { return false; }
   virtual void end_capture() {}
   virtual void abort_capture() {}
+  // Forgets the captured forward (the executor rebuilds its calls on a new arena).
+  virtual void drop_capture() {}
   virtual bool replay() { return false; }
 
   virtual std::unique_ptr<Timer> make_timer(int slots) = 0;

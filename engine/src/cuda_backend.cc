@@ -199,6 +199,7 @@ class CudaBackend final : public Backend {
   void end_capture() override {
     cudaGraph_t graph = nullptr;
     INFER_CUDA_CHECK(cudaStreamEndCapture(stream(), &graph));
+    drop_capture();  // a re-plan (autotune) captures again: the old graph ran on the old arena
     graph_ = graph;
     INFER_CUDA_CHECK(cudaGraphInstantiate(&graph_exec_, graph_, 0));
     // Uploads the graph's work descriptors now so the first replay costs what every replay does.
@@ -212,6 +213,12 @@ class CudaBackend final : public Backend {
       if (cudaStreamEndCapture(stream(), &graph) == cudaSuccess && graph) cudaGraphDestroy(graph);
     }
     cudaGetLastError();
+  }
+  void drop_capture() override {
+    if (graph_exec_) cudaGraphExecDestroy(graph_exec_);
+    if (graph_) cudaGraphDestroy(graph_);
+    graph_exec_ = nullptr;
+    graph_ = nullptr;
   }
   bool replay() override {
     if (!graph_exec_) return false;

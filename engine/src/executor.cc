@@ -45,7 +45,9 @@ void Executor::build(const Graph& graph, const Plan& plan, const std::vector<Nod
                      const std::vector<TensorInfo>& inputs, const std::vector<TensorInfo>& outputs,
                      uint64_t max_memory_bytes) {
   calls_.clear();
-  arena_.reset();  // an autotuned re-plan frees the first arena before taking the second
+  if (captured_) backend_->drop_capture();  // it replays the calls of the arena freed below
+  captured_ = false;
+  arena_.reset();  // a re-plan (autotune) frees the first arena before taking the second
   check_memory(graph, plan, inputs, outputs, max_memory_bytes);
   arena_ = backend_->allocate(plan.report.arena_bytes);
   auto* base = static_cast<uint8_t*>(arena_->data());

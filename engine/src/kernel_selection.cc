@@ -1,7 +1,6 @@
-// Kernel selection (kernel_selection.h): forced variants checked against the registry, the default
-// heuristic (highest priority among the applicable variants, ties to the registry's order), and
-// autotune (one warm-up call, then the median of three timed calls per candidate, each with its own
-// workspace, on the session's zeroed arena). Every choice is logged at debug level.
+// Kernel selection (kernel_selection.h): forced variants checked against the registry and the default
+// heuristic (highest priority among the applicable variants, ties to the registry's order); autotune
+// is autotune.cc's. Every choice is logged at debug level.
 #include "kernel_selection.h"
 
 #include <fmt/format.h>
@@ -176,63 +175,6 @@ KernelChoice select_kernels(const KernelSelector& selector, const Graph& graph,
     choice.prepared_bytes += choice.prepared_size.back();
   }
   return choice;
-}
-
-void autotune(const KernelSelector& selector, const Graph& graph, const std::vector<NodeDesc>& descs,
-              const std::vector<KernelCall>& calls, Backend& backend, DeviceBuffer& arena,
-              KernelChoice& choice, std::vector<NodeInfo>& nodes) {
-  constexpr int kTimed = 3;
-  const KernelRegistry& registry = KernelRegistry::global();
-  backend.zero(arena.data(), static_cast<size_t>(arena.bytes()));
-  std::unique_ptr<Timer> timer = backend.make_timer(2 * kTimed);
-  for (size_t i = 0; i < calls.size(); ++i) {
-    if (choice.forced_step.count(i)) continue;
-    const std::string op = op_name(graph.nodes[i].op());
-    std::vector<const KernelVariant*> candidates;
-    for (const KernelVariant* v : registry.variants(selector.kernel_backend(), op))
-      if (selector.allowed(*v) && variant_applies(*v, descs[i]) && v->run) candidates.push_back(v);
-    if (candidates.size() < 2) continue;
-    const KernelVariant* best = nullptr;
-    std::shared_ptr<void> best_prepared;
-    uint64_t best_prep_bytes = 0;
-    double best_ms = 0;
-    std::string log;
-    for (const KernelVariant* v : candidates) {
-      const uint64_t before = backend.allocated_bytes();
-      const bool current = v == choice.variants[i];
-      std::shared_ptr<void> prep =
-          current ? choice.prepared[i] : (v->prepare ? v->prepare(descs[i]) : nullptr);
-      const uint64_t prep_bytes = current ? choice.prepared_size[i] : backend.allocated_bytes() - before;
-      const size_t ws = v->workspace_bytes ? v->workspace_bytes(descs[i]) : 0;
-      std::unique_ptr<DeviceBuffer> workspace = backend.allocate(ws);
-      KernelCall call{descs[i], calls[i].inputs, calls[i].outputs, workspace->data(), prep.get(),
-                      backend.context()};
-      v->run(call);  // warm-up
-      for (int r = 0; r < kTimed; ++r) {
-        timer->mark(2 * r);
-        v->run(call);
-        timer->mark(2 * r + 1);
-      }
-      backend.synchronize();
-      std::vector<double> ms;
-      for (int r = 0; r < kTimed; ++r) ms.push_back(timer->elapsed_ms(2 * r, 2 * r + 1));
-      const double t = median(ms);
-      log += fmt::format(" {}={:.4f}ms", v->name, t);
-      if (!best || t < best_ms) {
-        best = v;
-        best_ms = t;
-        best_prepared = prep;
-        best_prep_bytes = prep_bytes;
-      }
-    }
-    spdlog::debug("{}: autotune:{} -> {}", node_where(graph, i), log, best->name);
-    choice.variants[i] = best;
-    choice.prepared[i] = best_prepared;
-    choice.prepared_bytes = choice.prepared_bytes - choice.prepared_size[i] + best_prep_bytes;
-    choice.prepared_size[i] = best_prep_bytes;
-    nodes[i].variant = best->name;
-    nodes[i].workspace_bytes = best->workspace_bytes ? best->workspace_bytes(descs[i]) : 0;
-  }
 }
 
 }  // namespace infer::detail

@@ -1,6 +1,6 @@
 // Kernel selection: which registered variant runs each node. Forced variants (--kernel op=variant,
 // op:node=variant) are checked up front; other nodes get the applicable variant of highest priority
-// (ties keep the registry's order); autotune may time the applicable ones and keep the fastest. Only
+// (ties keep the registry's order); autotune (autotune.h) may replace them by timing. Only
 // what the session may run is offered (the reference backend's "reference" variants; a pass's variants
 // while it is on). Knows the registry, node descriptors and allocation counts; never the memory plan.
 #pragma once
@@ -86,12 +86,5 @@ KernelChoice select_kernels(const KernelSelector& selector, const Graph& graph,
 // (cpu) and the workspace it asks for.
 NodeInfo node_info(const Node& node, const NodeDesc& desc, const KernelVariant& variant,
                    const std::string& kernel_backend, CpuIsa isa);
-
-// Times every applicable variant of each node with more than one (forced nodes excepted) on the
-// session's arena, through `calls` (the executor's, one per step, all pointers resolved), and keeps the
-// fastest in `choice` (and its variant and workspace in `nodes`).
-void autotune(const KernelSelector& selector, const Graph& graph, const std::vector<NodeDesc>& descs,
-              const std::vector<KernelCall>& calls, Backend& backend, DeviceBuffer& arena,
-              KernelChoice& choice, std::vector<NodeInfo>& nodes);
 
 }  // namespace infer::detail

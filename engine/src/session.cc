@@ -17,6 +17,7 @@
 
 #include <fmt/format.h>
 
+#include "autotune.h"
 #include "backend.h"
 #include "backend_passes.h"
 #include "batch.h"
@@ -69,7 +70,8 @@ struct Session::Impl {
 
  private:
   void select_kernels(const detail::KernelSelector& selector);
-  void plan_memory();
+  void use_choice(detail::KernelChoice choice);  // kernels and what nodes report
+  void build();  // plan, arena, calls, capture
 };
 
 namespace {
@@ -87,17 +89,22 @@ void Session::Impl::select_kernels(const detail::KernelSelector& selector) {
     descs.push_back(detail::describe_node(*graph, shapes, i, precision, cpu_isa));
   selector.check_forced_nodes(*graph);
   detail::Backend& backend = executor->backend();
-  kernels = detail::select_kernels(selector, *graph, descs, backend);
-  for (size_t i = 0; i < descs.size(); ++i) {
-    nodes.push_back(
-        detail::node_info(graph->nodes[i], descs[i], *kernels.variants[i], backend.name(), cpu_isa));
-    costs.push_back(detail::node_cost(descs[i]));
-  }
+  use_choice(detail::select_kernels(selector, *graph, descs, backend));
+  for (const NodeDesc& d : descs) costs.push_back(detail::node_cost(d));
 }
 
-// The plan of the graph as it now is, with the variants now chosen: activations at element_bytes per
-// value, each node's workspace, the weights as this backend holds them and the prepared bytes.
-void Session::Impl::plan_memory() {
+void Session::Impl::use_choice(detail::KernelChoice choice) {
+  kernels = std::move(choice);
+  nodes.clear();
+  for (size_t i = 0; i < descs.size(); ++i)
+    nodes.push_back(detail::node_info(graph->nodes[i], descs[i], *kernels.variants[i],
+                                      executor->backend().name(), cpu_isa));
+}
+
+// The plan of the graph as it now is, with the variants now chosen (activations at element_bytes per
+// value, each node's workspace, the weights as this backend holds them, the prepared bytes), its
+// arena and calls, and the capture.
+void Session::Impl::build() {
   std::vector<uint64_t> workspaces;
   for (const NodeInfo& n : nodes) workspaces.push_back(n.workspace_bytes);
   plan = detail::plan_arena(*graph, [&](int id) {
@@ -107,6 +114,9 @@ void Session::Impl::plan_memory() {
   }, workspaces);
   plan.report.prepared_bytes = kernels.prepared_bytes;
   plan.report.weight_bytes = detail::weight_bytes(*graph, element_bytes);
+  executor->build(*graph, plan, descs, kernels.variants, kernels.prepared, inputs, outputs,
+                  options.max_memory_bytes);
+  executor->capture();
 }
 
 Session::Impl::Impl(std::shared_ptr<const detail::Graph> model_graph, const SessionOptions& session_options)
@@ -151,18 +161,14 @@ Session::Impl::Impl(std::shared_ptr<const detail::Graph> model_graph, const Sess
   shapes = std::move(shaped.shapes);
 
   select_kernels(selector);
-  plan_memory();
-  executor->build(*graph, plan, descs, kernels.variants, kernels.prepared, inputs, outputs,
-                  options.max_memory_bytes);
-  if (options.autotune) {  // may change variants: plan and calls again with their workspaces
-    detail::autotune(selector, *graph, descs, executor->calls(), backend, executor->arena(), kernels, nodes);
-    plan_memory();
-    executor->build(*graph, plan, descs, kernels.variants, kernels.prepared, inputs, outputs,
-                    options.max_memory_bytes);
-  }
+  const std::string tuned = detail::choose_plan(  // the default, cached or autotuned plan, built
+      {selector, *graph, descs, inputs, kernels, options.autotune, options.plan_cache,
+       {backend_name, backend.device(), precision, batch, backend.name() == "cpu" ? cpu_isa_name(cpu_isa) : "",
+        options.kernels}},
+      *executor, [&](detail::KernelChoice choice) { use_choice(std::move(choice)); build(); });
+  if (!tuned.empty()) pass_log.push_back(tuned);
   pass_log.push_back(detail::fold_width_log(*graph, kernels.variants, options.passes));
   pass_log.insert(pass_log.end(), fusion_log.begin(), fusion_log.end());  // last: PassOptions says why
-  executor->capture();
   executor->note_device_memory(plan.report);
 }
 

@@ -76,9 +76,17 @@ struct SessionOptions {
   int64_t batch = 0;
   // fp32 (strict), tf32 or fp16 (infer/ops.h); anything but fp32 needs the cuda backend.
   Precision precision = Precision::FP32;
-  // Time every applicable variant of each node once at creation and keep the fastest (instead of the
-  // default heuristic). Forced variants (`kernels`) are kept as forced.
+  // Choose each node's variant by timing at creation instead of the default heuristic: every
+  // applicable variant of a node timed alone proposes, and a change is kept only when the whole
+  // forward (replayed as it runs) gets faster, so the plan is never slower than the default as
+  // measured. Forced variants (`kernels`) are kept as forced. Session::passes() reports the timings.
   bool autotune = false;
+  // A JSON file of autotuned plans (TensorRT's timing cache, for a whole plan): when it holds the
+  // plan of this graph on this device, precision, batch and CPU level, the session uses it and times
+  // nothing; otherwise an autotuned session adds its plan to it (the file is created, or rewritten
+  // through a temporary file). A file that is not a plan cache is an Error and is never overwritten.
+  // Empty: no cache.
+  std::string plan_cache;
   // Forced kernel variants, op name -> variant name (e.g. {"conv_transpose2d", "reference"}), or for
   // one node "op:node name" -> variant (e.g. {"conv2d:conv1_1", "cudnn_folded"}; it wins over the op's).
   // An unknown op or variant, a node name the graph lacks, or a variant not applicable to a node it
