@@ -11,8 +11,8 @@
 // that needs it; the border columns two at a time, taps outside the image reading a zero vector.
 // Other kernels, strides, dilations: one output at a time, taps clipped. Bias and the fused
 // activation at the store (ReLU, Clip, HardSigmoid, HardSwish in registers; others per element after
-// the row). Threads: OpenMP over (image, output row, group of up to 4 channel vectors), guided; one
-// thread below kParallelMin multiply-adds.
+// the row). Threads: the kernels' team (thread_pool.h) over (image, output row, group of up to 4
+// channel vectors), guided; one thread below kParallelMin multiply-adds.
 #include <omp.h>
 
 #include <algorithm>
@@ -25,7 +25,7 @@
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/nhwc.h"
-#include "kernels/cpu/omp_last.h"
+#include "kernels/cpu/thread_pool.h"
 
 namespace infer::cpu {
 namespace {
@@ -308,13 +308,7 @@ void dw_run(const KernelCall& call) {
   const bool parallel = d.N * d.HO * d.WO * d.C * d.KH * d.KW >= kParallelMin;
   const auto dw_rows = dw_rows_for(call.node.isa);
   const float *w = prep->w.data(), *bias = prep->bias.data();
-  MasterLast last;
-#pragma omp parallel if (parallel)
-  {
-#pragma omp for schedule(guided) nowait
-    for (int64_t t = 0; t < tasks; ++t) dw_rows(d, x, w, bias, y, t, t + 1, act);
-    last.arrive();
-  }
+  parallel_for(tasks, parallel, [&](int64_t t0, int64_t t1, int) { dw_rows(d, x, w, bias, y, t0, t1, act); });
 }
 
 // Depthwise with one output channel per input channel (a channel multiplier would make the input a

@@ -15,8 +15,8 @@
 // The accumulators start at the bias (one vector per 16 / 8 / 4 output channels); the epilogue adds
 // the residual (add_residual) and the fused activation (ReLU, Clip, HardSigmoid, HardSwish in
 // registers, others per element after the tile's store) and stores the tile; the last vector of a
-// C_out that is not a multiple of the vector width is a masked store (nhwc.h). Threads: over (pixel block, panel) pairs, guided, the
-// master last (omp_last.h); one thread below kParallelMin multiply-adds.
+// C_out that is not a multiple of the vector width is a masked store (nhwc.h). Threads: over (pixel block, panel) pairs, guided, on the
+// kernels' spinning team (thread_pool.h); one thread below kParallelMin multiply-adds.
 #include <omp.h>
 
 #include <algorithm>
@@ -31,7 +31,7 @@
 #include "kernels/cpu/gemm_microkernel.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/nhwc.h"
-#include "kernels/cpu/omp_last.h"
+#include "kernels/cpu/thread_pool.h"
 
 namespace infer::cpu {
 namespace {
@@ -277,18 +277,17 @@ void nhwc_run(const KernelCall& call) {
   const bool parallel = d.M * d.CO * d.K >= kParallelMin;
   const auto panel_rows = panel_rows_for(call.node.isa);
   if (d.M == 0 || d.CO == 0) return;
-  const int threads = static_cast<int>(std::min<int64_t>(omp_get_max_threads(), d.slots));
-  MasterLast last;
   // pixel block outer: a thread's run of iterations keeps its block of x in L2 across panels
-#pragma omp parallel if (parallel) num_threads(threads)
-  {
-    float* buf = ws ? ws + omp_get_thread_num() * d.s.mr * d.K : nullptr;
-#pragma omp for collapse(2) schedule(guided) nowait
-    for (int64_t blk = 0; blk < d.MB; ++blk)
-      for (int64_t j = 0; j < d.panels; ++j)
-        panel_rows(d, b, j, x, buf, blk * d.mb, std::min(d.M, (blk + 1) * d.mb), bias, res, y, act);
-    last.arrive();
-  }
+  parallel_for(
+      d.MB * d.panels, parallel,
+      [&](int64_t t0, int64_t t1, int thread) {
+        float* buf = ws ? ws + thread * d.s.mr * d.K : nullptr;
+        for (int64_t t = t0; t < t1; ++t) {
+          const int64_t blk = t / d.panels, j = t % d.panels;
+          panel_rows(d, b, j, x, buf, blk * d.mb, std::min(d.M, (blk + 1) * d.mb), bias, res, y, act);
+        }
+      },
+      static_cast<int>(d.slots));
 }
 
 // Ungrouped, undilated, a constant weight, 4-D shapes, a non-empty output.

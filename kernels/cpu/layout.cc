@@ -4,7 +4,7 @@
 // tile transposed in registers by log2(L) rounds of lane interleaves (zip of rows i and i + L/2; after
 // the last round vector j holds column j), L row stores. Edge tiles (rows or columns past a multiple
 // of L) go element by element. C <= 4 (an image): to NHWC the C plane vectors of L pixels are
-// interleaved by two-vector shuffles, C - 1 per output vector. OpenMP over (image, tile row, chunk of
+// interleaved by two-vector shuffles, C - 1 per output vector. Threads (thread_pool.h) over (image, tile row, chunk of
 // columns) or blocks of pixels; below kParallelMin elements on one thread.
 // Also the definition of nchw_priority (nhwc.h), the NHWC variants' link to the NCHW heuristic.
 #include <algorithm>
@@ -17,6 +17,7 @@
 #include "kernels/cpu/gemm_microkernel.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/nhwc.h"
+#include "kernels/cpu/thread_pool.h"
 
 namespace infer::cpu {
 
@@ -178,11 +179,12 @@ void layout_run(const KernelCall& call) {
     const int64_t blocks = (HW + kBlock - 1) / kBlock;
     const auto small_c_rows = small_c_rows_for(call.node.isa);
     const bool to_nhwc = p.to == Layout::NHWC;
-#pragma omp parallel for schedule(static) if (numel >= kSmallCParallelMin)
-    for (int64_t task = 0; task < N * blocks; ++task) {
-      const int64_t n = task / blocks, p0 = task % blocks * kBlock;
-      small_c_rows(x + n * C * HW, y + n * C * HW, C, HW, p0, std::min(HW, p0 + kBlock), to_nhwc);
-    }
+    parallel_for(N * blocks, numel >= kSmallCParallelMin, [&](int64_t t0, int64_t t1, int) {
+      for (int64_t task = t0; task < t1; ++task) {
+        const int64_t n = task / blocks, p0 = task % blocks * kBlock;
+        small_c_rows(x + n * C * HW, y + n * C * HW, C, HW, p0, std::min(HW, p0 + kBlock), to_nhwc);
+      }
+    });
     return;
   }
   // to NHWC: [C][HW] -> [HW][C] per image; to NCHW: [HW][C] -> [C][HW]. One iteration per (image,
@@ -192,11 +194,12 @@ void layout_run(const KernelCall& call) {
   const int64_t L = isa::shape(call.node.isa).lanes, tiles = (rows + L - 1) / L;
   const int64_t chunks = (cols + kChunk - 1) / kChunk, per_image = tiles * chunks;
   const auto transpose_tile_row = transpose_tile_row_for(call.node.isa);
-#pragma omp parallel for schedule(static) if (numel >= kParallelMin)
-  for (int64_t task = 0; task < N * per_image; ++task) {
-    const int64_t n = task / per_image, t = task % per_image / chunks, j0 = task % chunks * kChunk;
-    transpose_tile_row(x + n * rows * cols, y + n * rows * cols, rows, cols, t, j0, std::min(cols, j0 + kChunk));
-  }
+  parallel_for(N * per_image, numel >= kParallelMin, [&](int64_t t0, int64_t t1, int) {
+    for (int64_t task = t0; task < t1; ++task) {
+      const int64_t n = task / per_image, t = task % per_image / chunks, j0 = task % chunks * kChunk;
+      transpose_tile_row(x + n * rows * cols, y + n * rows * cols, rows, cols, t, j0, std::min(cols, j0 + kChunk));
+    }
+  });
 }
 
 }  // namespace

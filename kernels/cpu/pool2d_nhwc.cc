@@ -5,7 +5,7 @@
 // semantics: padded cells never win a max; an average divides by the window clipped to the padded
 // image (count_include_pad) or by the cells read. A global pool (MobileNet's and EfficientNet's head)
 // is one output pixel per image: its window is the image, read once, pixel by pixel, channel-vector
-// rows in order. Threads: OpenMP over (image, output row, group of up to 16 channel vectors); one
+// rows in order. Threads: the team (thread_pool.h) over (image, output row, group of up to 16 channel vectors); one
 // thread below kParallelMin elements read.
 #include <algorithm>
 #include <limits>
@@ -13,6 +13,7 @@
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/nhwc.h"
+#include "kernels/cpu/thread_pool.h"
 
 namespace infer::cpu {
 namespace {
@@ -75,8 +76,8 @@ void pool_run(const KernelCall& call) {
   const int64_t tasks = d.N * d.HO * d.groups;
   const int64_t work = d.N * d.C * d.HO * d.WO * p.kernel_h * p.kernel_w;
   const auto pool_rows = pool_rows_for(call.node.isa);
-#pragma omp parallel for schedule(static) if (work >= kParallelMin)
-  for (int64_t t = 0; t < tasks; ++t) pool_rows(p, d, call.inputs[0], call.outputs[0], t, t + 1);
+  parallel_for(tasks, work >= kParallelMin,
+               [&](int64_t t0, int64_t t1, int) { pool_rows(p, d, call.inputs[0], call.outputs[0], t0, t1); });
 }
 
 }  // namespace

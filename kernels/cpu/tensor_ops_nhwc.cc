@@ -1,9 +1,9 @@
 // CPU shape and channel ops on NHWC activations, "direct_nhwc", float32, block copies:
 //  - concat and slice: the same [outer, axis, inner] block copies as the NCHW kernels, on the shapes in
 //    memory order ([N, H, W, C]: the channel axis is the innermost, so a channel concat copies each
-//    input's C_k floats per pixel, a slice of channels a run of end - start per pixel); OpenMP over
+//    input's C_k floats per pixel, a slice of channels a run of end - start per pixel); threads (thread_pool.h) over
 //    the outer index;
-//  - channel_shuffle: per pixel, y[j*g + i] = x[i*(C/g) + j], OpenMP over the pixels;
+//  - channel_shuffle: per pixel, y[j*g + i] = x[i*(C/g) + j], threads over the pixels;
 //  - flatten and reshape where the memory order is the NCHW one anyway (a 4-D tensor with H*W == 1 or
 //    C == 1, on both sides: the global pool's output before a classifier): one copy (none in place).
 // Constants keep their NCHW order (the channels_last pass never converts them): concat takes none.
@@ -12,6 +12,7 @@
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/nhwc.h"
+#include "kernels/cpu/thread_pool.h"
 
 namespace infer::cpu {
 namespace {
@@ -51,17 +52,18 @@ void concat_run(const KernelCall& call) {
   const int64_t out_block = dim * inner;
   const size_t K = call.inputs.size();
   float* y = call.outputs[0];
-#pragma omp parallel for schedule(static) if (outer * out_block >= kParallelMin)
-  for (int64_t o = 0; o < outer; ++o) {
-    float* out = y + o * out_block;
-    for (size_t k = 0; k < K; ++k) {
-      int64_t ko, kd, ki;
-      split_at(call.node.input_shapes[k], axis, ko, kd, ki);
-      const int64_t block = kd * ki;
-      if (block > 0) std::memcpy(out, call.inputs[k] + o * block, static_cast<size_t>(block) * sizeof(float));
-      out += block;
+  parallel_for(outer, outer * out_block >= kParallelMin, [&](int64_t o0, int64_t o1, int) {
+    for (int64_t o = o0; o < o1; ++o) {
+      float* out = y + o * out_block;
+      for (size_t k = 0; k < K; ++k) {
+        int64_t ko, kd, ki;
+        split_at(call.node.input_shapes[k], axis, ko, kd, ki);
+        const int64_t block = kd * ki;
+        if (block > 0) std::memcpy(out, call.inputs[k] + o * block, static_cast<size_t>(block) * sizeof(float));
+        out += block;
+      }
     }
-  }
+  });
 }
 
 bool slice_applicable(const NodeDesc& node) { return all_4d(node); }
@@ -73,9 +75,10 @@ void slice_run(const KernelCall& call) {
   const int64_t run = (p.end - p.start) * inner;
   const float* x = call.inputs[0];
   float* y = call.outputs[0];
-#pragma omp parallel for schedule(static) if (outer * run >= kParallelMin)
-  for (int64_t o = 0; o < outer; ++o)
-    std::memcpy(y + o * run, x + (o * dim + p.start) * inner, size_t(run) * sizeof(float));
+  parallel_for(outer, outer * run >= kParallelMin, [&](int64_t o0, int64_t o1, int) {
+    for (int64_t o = o0; o < o1; ++o)
+      std::memcpy(y + o * run, x + (o * dim + p.start) * inner, size_t(run) * sizeof(float));
+  });
 }
 
 void channel_shuffle_run(const KernelCall& call) {
@@ -84,13 +87,14 @@ void channel_shuffle_run(const KernelCall& call) {
   const int64_t g = std::get<ChannelShuffleParams>(call.node.params).groups, per = C / g;
   const float* x = call.inputs[0];
   float* y = call.outputs[0];
-#pragma omp parallel for schedule(static) if (pixels * C >= kParallelMin)
-  for (int64_t p = 0; p < pixels; ++p) {
-    const float* xp = x + p * C;
-    float* yp = y + p * C;
-    for (int64_t i = 0; i < g; ++i)
-      for (int64_t j = 0; j < per; ++j) yp[j * g + i] = xp[i * per + j];
-  }
+  parallel_for(pixels, pixels * C >= kParallelMin, [&](int64_t p0, int64_t p1, int) {
+    for (int64_t p = p0; p < p1; ++p) {
+      const float* xp = x + p * C;
+      float* yp = y + p * C;
+      for (int64_t i = 0; i < g; ++i)
+        for (int64_t j = 0; j < per; ++j) yp[j * g + i] = xp[i * per + j];
+    }
+  });
 }
 
 // A 4-D shape whose NHWC memory order is its NCHW order; other ranks have no layout.
