@@ -1,7 +1,7 @@
 // The op table: one OpDef per op of infer/ops.h, each defined once in engine/ops/<op>.cc and listed
-// once by INFER_OPS (engine/ops/op_list.h). The loader, the model builder, shape inference, the cost model and
-// the reference backend loop over this table instead of switching on OpType. Every OpDef is constant-
-// initialised (no constructors run), so the table is valid before any static initialiser asks for it.
+// once by INFER_OPS (engine/ops/op_list.h). The loader, the model builder, shape inference, the cost
+// model and the reference backend loop over this table instead of switching on OpType. Every OpDef is
+// constant-initialised (no constructor runs), so the table is valid before any static initialiser.
 #pragma once
 
 #include <iterator>
