@@ -53,25 +53,6 @@ struct Val {
   bool is_const() const { return c != nullptr; }
 };
 
-const std::set<std::string>& op_set() {
-  static const std::set<std::string> ops{
-      // converted
-      "Conv", "ConvTranspose", "Gemm", "MatMul", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool",
-      "BatchNormalization", "Relu", "LeakyRelu", "Tanh", "Sigmoid", "Softmax", "Flatten", "Reshape",
-      "Add", "Sub", "Mul", "Div", "Concat", "ReduceMean", "Clip", "HardSigmoid", "HardSwish", "Elu",
-      "Exp", "Sqrt", "Neg", "Abs", "Softplus", "InstanceNormalization", "Split", "Resize",
-      "DepthToSpace", "Upsample",
-      // pad2d, or removed (all zero) or merged into the Conv / AveragePool after it (zero constant)
-      "Pad",
-      // removed
-      "Dropout", "Identity",
-      // folded (constant inputs only; Shape also of activations)
-      // (Slice of an activation: slice nodes; Transpose of one: only the channel-shuffle pattern)
-      "Constant", "Shape", "Gather", "Unsqueeze", "Squeeze", "Cast", "Slice", "ConstantOfShape",
-      "Transpose"};
-  return ops;
-}
-
 std::string str_dims(const Shape& s) {
   std::string out = "[";
   for (size_t k = 0; k < s.size(); ++k) out += (k ? "," : "") + std::to_string(s[k]);
@@ -173,7 +154,7 @@ class Importer {
     for (int k = 0; k < g.node_size(); ++k) {
       const onnx::NodeProto& n = g.node(k);
       const bool std_domain = n.domain().empty() || n.domain() == "ai.onnx";
-      if (std_domain && op_set().count(n.op_type())) continue;
+      if (std_domain && converters().count(n.op_type())) continue;
       if (gate_muls_.count(k)) continue;  // x * Sigmoid(x) and the like: one activation (find_gates)
       const std::string type = std_domain ? n.op_type() : n.domain() + "." + n.op_type();
       bad[type].push_back(n.name().empty() ? "#" + std::to_string(k) : n.name());
@@ -578,71 +559,119 @@ class Importer {
 
   // ---- conversion ------------------------------------------------------------------------------
 
+  // Every ONNX op the importer understands, once: its name and its converter, which reads the current
+  // node (n_) and defines its outputs. check_supported() accepts exactly these names and
+  // supported_ops() lists them. Ops whose inputs are all constants fold into a constant (fold()).
+  using Converter = void (*)(Importer&);
+
+ public:
+  static const std::map<std::string, Converter>& converters() {
+    static const std::map<std::string, Converter> table{
+        // converted into nodes
+        {"Conv", [](Importer& m) { m.conv(); }},
+        {"ConvTranspose", [](Importer& m) { m.conv_transpose(); }},
+        {"Gemm", [](Importer& m) { m.gemm(); }},
+        {"MatMul", [](Importer& m) { m.matmul(); }},
+        {"MaxPool", [](Importer& m) { m.pool(true); }},
+        {"AveragePool", [](Importer& m) { m.pool(false); }},
+        {"GlobalAveragePool", [](Importer& m) { m.global_pool(false); }},
+        {"GlobalMaxPool", [](Importer& m) { m.global_pool(true); }},
+        {"ReduceMean", [](Importer& m) { m.reduce_mean(); }},
+        {"BatchNormalization", [](Importer& m) { m.batchnorm(); }},
+        {"InstanceNormalization", [](Importer& m) { m.instance_norm(); }},
+        {"Relu", [](Importer& m) { m.activation(ActivationKind::Relu, 0.01f); }},
+        {"LeakyRelu", [](Importer& m) { m.activation(ActivationKind::LeakyRelu, m.attr_float("alpha", 0.01f)); }},
+        {"Tanh", [](Importer& m) { m.activation(ActivationKind::Tanh, 0.01f); }},
+        // Sigmoid / HardSigmoid: a gate x * Sigmoid(x) (find_gates) becomes one activation
+        {"Sigmoid", [](Importer& m) { m.gate_or([&] { m.activation(ActivationKind::Sigmoid, 0.01f); }); }},
+        {"HardSigmoid", [](Importer& m) {
+           m.gate_or([&] {
+             m.activation(ActivationKind::HardSigmoid, m.attr_float("alpha", 0.2f), m.attr_float("beta", 0.5f));
+           });
+         }},
+        {"Clip", [](Importer& m) { m.clip(); }},
+        {"HardSwish", [](Importer& m) { m.activation(ActivationKind::HardSwish, 0.01f); }},
+        {"Elu", [](Importer& m) { m.activation(ActivationKind::Elu, m.attr_float("alpha", 1.f)); }},
+        {"Exp", [](Importer& m) { m.activation(ActivationKind::Exp, 0.01f); }},
+        {"Sqrt", [](Importer& m) { m.activation(ActivationKind::Sqrt, 0.01f); }},
+        {"Neg", [](Importer& m) { m.activation(ActivationKind::Neg, 0.01f); }},
+        {"Abs", [](Importer& m) { m.activation(ActivationKind::Abs, 0.01f); }},
+        {"Softplus", [](Importer& m) { m.activation(ActivationKind::Softplus, 0.01f); }},
+        {"Softmax", [](Importer& m) { m.softmax(); }},
+        {"Flatten", [](Importer& m) { m.flatten(); }},
+        {"Split", [](Importer& m) { m.split(); }},
+        {"Resize", [](Importer& m) { m.resize(); }},
+        {"Upsample", [](Importer& m) { m.upsample(); }},
+        {"DepthToSpace", [](Importer& m) { m.depth_to_space(); }},
+        // converted, or folded when every input is a constant
+        {"Add", [](Importer& m) { m.fold_or([&] { m.binary("Add"); }); }},
+        {"Sub", [](Importer& m) { m.fold_or([&] { m.binary("Sub"); }); }},
+        {"Mul", [](Importer& m) { m.fold_or([&] { m.binary("Mul"); }); }},
+        {"Div", [](Importer& m) { m.fold_or([&] { m.binary("Div"); }); }},
+        {"Concat", [](Importer& m) { m.fold_or([&] { m.concat(); }); }},
+        // the end of a Reshape -> Transpose -> Reshape chain (channel shuffle, pixel shuffle), or folded,
+        // or a reshape node
+        {"Reshape", [](Importer& m) {
+           if (m.chain_.count(m.n_->input(0))) return m.chain_end();
+           m.fold_or([&] { m.reshape(); });
+         }},
+        // pad2d, or removed (all zero) or merged into the Conv / AveragePool after it (zero constant)
+        {"Pad", [](Importer& m) { m.pad(); }},
+        // removed
+        {"Dropout", [](Importer& m) { m.identity(); }},
+        {"Identity", [](Importer& m) { m.identity(); }},
+        // folded (constant inputs only; Shape also of activations). Slice of an activation: slice
+        // nodes; Transpose of one: only the start of a chain (channel shuffle, pixel shuffle)
+        {"Constant", [](Importer& m) { m.define_outputs(m.fold_constant()); }},
+        {"Slice", [](Importer& m) { m.in(0).is_const() ? m.define_outputs(m.fold()) : m.slice(); }},
+        {"Transpose", [](Importer& m) { m.in(0).is_const() ? m.define_outputs(m.fold()) : m.chain_transpose(); }},
+        {"Shape", [](Importer& m) { m.define_outputs(m.fold()); }},
+        {"Gather", [](Importer& m) { m.define_outputs(m.fold()); }},
+        {"Unsqueeze", [](Importer& m) { m.define_outputs(m.fold()); }},
+        {"Squeeze", [](Importer& m) { m.define_outputs(m.fold()); }},
+        {"Cast", [](Importer& m) { m.define_outputs(m.fold()); }},
+        {"ConstantOfShape", [](Importer& m) { m.define_outputs(m.fold()); }},
+    };
+    return table;
+  }
+
+ private:
   void convert(int k) {
     n_ = &m_.graph().node(k);
     k_ = k;
+    const auto it = converters().find(n_->op_type());
+    if (it == converters().end()) unsupported("op");  // not reached: check_supported() listed every other op
+    it->second(*this);
+  }
+
+  // Folds the node into a constant when every input is a constant, else converts it.
+  template <class Convert>
+  void fold_or(Convert convert_node) {
+    bool all_const = true;
+    for (int i = 0; i < n_->input_size(); ++i)
+      if (has_input(i) && !in(i).is_const()) all_const = false;
+    if (all_const) return define_outputs(fold());
+    convert_node();
+  }
+
+  // A Sigmoid / HardSigmoid that find_gates() matched becomes its gate's activation, else converts.
+  template <class Convert>
+  void gate_or(Convert convert_node) {
+    if (auto gate = gates_.find(k_); gate != gates_.end()) return gated(gate->second);
+    convert_node();
+  }
+
+  // Identity and Dropout (inference: the input itself; a used mask or training mode is refused).
+  void identity() {
     const std::string& op = n_->op_type();
-
-    if (op == "Constant") return define_outputs(fold_constant());
-    if (op == "Identity" || op == "Dropout") {
-      if (op == "Dropout" && attr_int("training_mode", 0) != 0) unsupported("training mode");
-      if (op == "Dropout" && has_input(2) && in(2).is_const() && !in(2).c->i.empty() && in(2).c->i[0] != 0)
-        unsupported("training mode");
-      const Val v = in(0);
-      for (int o = 1; o < n_->output_size(); ++o)
-        if (!n_->output(o).empty() && (consumers_.count(n_->output(o)) || graph_outputs_.count(n_->output(o))))
-          unsupported("output " + std::to_string(o) + " '" + n_->output(o) + "' (the dropout mask) is used");
-      if (n_->output_size() > 0) define(n_->output(0), v);
-      return;
-    }
-    if (op == "Slice" && !in(0).is_const()) return slice();
-    if (op == "Transpose" && !in(0).is_const()) return chain_transpose();
-    if (op == "Reshape" && chain_.count(n_->input(0))) return chain_end();
-    if (op == "Shape" || op == "Gather" || op == "Unsqueeze" || op == "Squeeze" || op == "Cast" ||
-        op == "Slice" || op == "ConstantOfShape" || op == "Transpose")
-      return define_outputs(fold());
-    if (op == "Concat" || op == "Reshape" || is_arith(op)) {
-      bool all_const = true;
-      for (int i = 0; i < n_->input_size(); ++i)
-        if (has_input(i) && !in(i).is_const()) all_const = false;
-      if (all_const) return define_outputs(fold());
-    }
-
-    if (op == "Pad") return pad();
-    if (op == "Conv") return conv();
-    if (op == "ConvTranspose") return conv_transpose();
-    if (op == "Gemm") return gemm();
-    if (op == "MatMul") return matmul();
-    if (op == "MaxPool" || op == "AveragePool") return pool(op == "MaxPool");
-    if (op == "GlobalAveragePool" || op == "GlobalMaxPool") return global_pool(op == "GlobalMaxPool");
-    if (op == "ReduceMean") return reduce_mean();
-    if (op == "BatchNormalization") return batchnorm();
-    if (op == "InstanceNormalization") return instance_norm();
-    if (op == "Relu") return activation(ActivationKind::Relu, 0.01f);
-    if (op == "LeakyRelu") return activation(ActivationKind::LeakyRelu, attr_float("alpha", 0.01f));
-    if (op == "Tanh") return activation(ActivationKind::Tanh, 0.01f);
-    if (auto gate = gates_.find(k); gate != gates_.end()) return gated(gate->second);
-    if (op == "Sigmoid") return activation(ActivationKind::Sigmoid, 0.01f);
-    if (op == "Clip") return clip();
-    if (op == "HardSigmoid")
-      return activation(ActivationKind::HardSigmoid, attr_float("alpha", 0.2f), attr_float("beta", 0.5f));
-    if (op == "HardSwish") return activation(ActivationKind::HardSwish, 0.01f);
-    if (op == "Elu") return activation(ActivationKind::Elu, attr_float("alpha", 1.f));
-    if (op == "Exp") return activation(ActivationKind::Exp, 0.01f);
-    if (op == "Sqrt") return activation(ActivationKind::Sqrt, 0.01f);
-    if (op == "Neg") return activation(ActivationKind::Neg, 0.01f);
-    if (op == "Abs") return activation(ActivationKind::Abs, 0.01f);
-    if (op == "Softplus") return activation(ActivationKind::Softplus, 0.01f);
-    if (op == "Softmax") return softmax();
-    if (op == "Flatten") return flatten();
-    if (op == "Reshape") return reshape();
-    if (op == "Split") return split();
-    if (is_arith(op)) return binary(op);
-    if (op == "Concat") return concat();
-    if (op == "Resize") return resize();
-    if (op == "Upsample") return upsample();
-    if (op == "DepthToSpace") return depth_to_space();
-    unsupported("op");  // not reached: check_supported() listed every other op
+    if (op == "Dropout" && attr_int("training_mode", 0) != 0) unsupported("training mode");
+    if (op == "Dropout" && has_input(2) && in(2).is_const() && !in(2).c->i.empty() && in(2).c->i[0] != 0)
+      unsupported("training mode");
+    const Val v = in(0);
+    for (int o = 1; o < n_->output_size(); ++o)
+      if (!n_->output(o).empty() && (consumers_.count(n_->output(o)) || graph_outputs_.count(n_->output(o))))
+        unsupported("output " + std::to_string(o) + " '" + n_->output(o) + "' (the dropout mask) is used");
+    if (n_->output_size() > 0) define(n_->output(0), v);
   }
 
   void define_outputs(Const c) {
@@ -1831,7 +1860,11 @@ ModelBuilder import_impl(const std::vector<uint8_t>& bytes, const std::string& o
 }  // namespace
 
 const std::vector<std::string>& supported_ops() {
-  static const std::vector<std::string> ops(op_set().begin(), op_set().end());
+  static const std::vector<std::string> ops = [] {
+    std::vector<std::string> names;
+    for (const auto& entry : Importer::converters()) names.push_back(entry.first);  // sorted: a std::map
+    return names;
+  }();
   return ops;
 }
 

@@ -15,6 +15,7 @@
 #include <set>
 #include <system_error>
 
+#include "engine/ops/op_util.h"
 #include "half.h"
 #include "infer/error.h"
 #include "model_generated.h"
@@ -23,6 +24,8 @@
 namespace infer::detail {
 
 static_assert(FLATBUFFERS_LITTLEENDIAN, "weights are read in place as little-endian floats");
+static_assert(static_cast<int>(fb::Op::MAX) == kNumFileOpTypes,
+              "schema/model.fbs's Op union and infer/ops.h's file ops disagree");
 
 namespace {
 
@@ -30,7 +33,6 @@ namespace {
 // planning or arena takes minutes or gigabytes. The session's memory check (memory_budget.h) is the
 // bound on what is allocated; these keep every loop and size product of the loader small.
 constexpr int64_t kMaxElements = int64_t(1) << 31;  // per tensor, batch excluded (8 GiB of float32)
-constexpr size_t kMaxRank = 8;
 constexpr size_t kMaxTensors = 1'000'000;
 constexpr size_t kMaxNodes = 100'000;
 constexpr size_t kMaxNodeInputs = 1'024;
@@ -41,14 +43,6 @@ constexpr size_t kMaxFileBytes = FLATBUFFERS_MAX_BUFFER_SIZE - 1;
 std::string quoted(const std::string& s) { return "'" + s + "'"; }
 
 std::string str_or_empty(const flatbuffers::String* s) { return s ? s->str() : std::string(); }
-
-// FlatBuffers 2.0.8's verifier checks a vector's 4-byte length prefix, not the alignment of 8-byte
-// elements, and reading a misaligned int64 in place is undefined behaviour: check before reading.
-// (The file itself starts 8-byte aligned: load_graph copies it otherwise.)
-void check_aligned(const flatbuffers::Vector<int64_t>* v, const std::string& where) {
-  if (v && reinterpret_cast<uintptr_t>(v->Data()) % alignof(int64_t) != 0)
-    throw Error(where + " is not 8-byte aligned in the file (the file is corrupt)");
-}
 
 class Loader {
  public:
@@ -93,200 +87,7 @@ class Loader {
   void read_inputs();
   void read_nodes();
   void read_outputs();
-  OpParams read_options(const fb::Node& node, const std::string& where) const;
 };
-
-// ---- op options: flatbuffers tables -> OpParams ---------------------------------------------------
-
-// The parameter values (finite, Clip's min <= max) are checked by shape inference's check_activation,
-// which also guards graphs built in memory.
-Activation read_activation(fb::ActivationKind kind, float alpha, float beta, const std::string& where,
-                           const std::string& field) {
-  static_assert(static_cast<int>(fb::ActivationKind::MAX) == kNumActivationKinds - 1,
-                "schema/model.fbs and infer/ops.h disagree on the activation kinds");
-  const int k = static_cast<int>(kind);
-  if (k < static_cast<int>(fb::ActivationKind::MIN) || k > static_cast<int>(fb::ActivationKind::MAX))
-    throw Error(where + ": field " + field + " has unknown value " + std::to_string(k));
-  return Activation{static_cast<ActivationKind>(k), alpha, beta};
-}
-
-Padding2D read_padding(const fb::Padding* p) {
-  Padding2D out;
-  if (p) {
-    out.top = p->top();
-    out.left = p->left();
-    out.bottom = p->bottom();
-    out.right = p->right();
-  }
-  return out;
-}
-
-// An absent conv table (ConvPool2D.conv) means all defaults, as an absent field would.
-Conv2DParams read_conv(const fb::Conv2D* c, const std::string& where, const std::string& prefix) {
-  Conv2DParams p;
-  if (!c) return p;
-  p.stride_h = c->stride_h();
-  p.stride_w = c->stride_w();
-  p.pad = read_padding(c->padding());
-  p.dilation_h = c->dilation_h();
-  p.dilation_w = c->dilation_w();
-  p.activation = read_activation(c->activation(), c->activation_alpha(), c->activation_beta(), where,
-                                 prefix + "activation");
-  p.groups = c->groups();
-  return p;
-}
-
-OpParams Loader::read_options(const fb::Node& node, const std::string& where) const {
-  switch (node.options_type()) {
-    case fb::Op::Conv2D: return read_conv(node.options_as_Conv2D(), where, "");
-    case fb::Op::ConvTranspose2D: {
-      const fb::ConvTranspose2D* t = node.options_as_ConvTranspose2D();
-      ConvTranspose2DParams p;
-      p.stride_h = t->stride_h();
-      p.stride_w = t->stride_w();
-      p.pad = read_padding(t->padding());
-      p.output_padding_h = t->output_padding_h();
-      p.output_padding_w = t->output_padding_w();
-      p.dilation_h = t->dilation_h();
-      p.dilation_w = t->dilation_w();
-      p.activation =
-          read_activation(t->activation(), t->activation_alpha(), t->activation_beta(), where, "activation");
-      p.groups = t->groups();  // absent in older files: 1
-      return p;
-    }
-    case fb::Op::Pool2D: {
-      const fb::Pool2D* t = node.options_as_Pool2D();
-      const int kind = static_cast<int>(t->kind());
-      if (kind < static_cast<int>(fb::PoolKind::MIN) || kind > static_cast<int>(fb::PoolKind::MAX))
-        throw Error(where + ": field kind has unknown value " + std::to_string(kind));
-      Pool2DParams p;
-      p.kind = static_cast<PoolKind>(kind);
-      p.kernel_h = t->kernel_h();
-      p.kernel_w = t->kernel_w();
-      p.stride_h = t->stride_h();
-      p.stride_w = t->stride_w();
-      p.pad = read_padding(t->padding());
-      p.count_include_pad = t->count_include_pad();
-      p.ceil_mode = t->ceil_mode();
-      return p;
-    }
-    case fb::Op::Dense: {
-      const fb::Dense* t = node.options_as_Dense();
-      DenseParams p;
-      p.activation =
-          read_activation(t->activation(), t->activation_alpha(), t->activation_beta(), where, "activation");
-      return p;
-    }
-    case fb::Op::BatchNorm: {
-      const fb::BatchNorm* t = node.options_as_BatchNorm();
-      BatchNormParams p;
-      p.epsilon = t->epsilon();
-      p.activation =
-          read_activation(t->activation(), t->activation_alpha(), t->activation_beta(), where, "activation");
-      return p;
-    }
-    case fb::Op::Activation: {
-      const fb::Activation* t = node.options_as_Activation();
-      ActivationParams p;
-      p.activation = read_activation(t->kind(), t->alpha(), t->beta(), where, "kind");
-      return p;
-    }
-    case fb::Op::Flatten: return FlattenParams{node.options_as_Flatten()->axis()};
-    case fb::Op::Reshape: {
-      const fb::Reshape* t = node.options_as_Reshape();
-      ReshapeParams p;
-      if (t->shape()) {
-        check_aligned(t->shape(), where + ": field shape");
-        if (t->shape()->size() > kMaxRank)
-          throw Error(where + ": field shape has " + std::to_string(t->shape()->size()) +
-                      " dims (at most " + std::to_string(kMaxRank) + ")");
-        p.shape.assign(t->shape()->begin(), t->shape()->end());
-      }
-      return p;
-    }
-    case fb::Op::Softmax: return SoftmaxParams{node.options_as_Softmax()->axis()};
-    case fb::Op::Add: {
-      const fb::Add* t = node.options_as_Add();
-      AddParams p;
-      p.activation =
-          read_activation(t->activation(), t->activation_alpha(), t->activation_beta(), where, "activation");
-      return p;
-    }
-    case fb::Op::Concat: return ConcatParams{node.options_as_Concat()->axis()};
-    case fb::Op::ConvPool2D: {
-      const fb::ConvPool2D* t = node.options_as_ConvPool2D();
-      ConvPool2DParams p;
-      p.conv = read_conv(t->conv(), where, "conv.");
-      p.pool = t->pool();
-      return p;
-    }
-    case fb::Op::Binary: {
-      const fb::Binary* t = node.options_as_Binary();
-      const int kind = static_cast<int>(t->kind());
-      if (kind < static_cast<int>(fb::BinaryKind::MIN) || kind > static_cast<int>(fb::BinaryKind::MAX))
-        throw Error(where + ": field kind has unknown value " + std::to_string(kind));
-      BinaryParams p;
-      p.kind = static_cast<BinaryKind>(kind);
-      p.activation =
-          read_activation(t->activation(), t->activation_alpha(), t->activation_beta(), where, "activation");
-      return p;
-    }
-    case fb::Op::Pad2D: {
-      const fb::Pad2D* t = node.options_as_Pad2D();
-      const int mode = static_cast<int>(t->mode());
-      if (mode < static_cast<int>(fb::PadMode::MIN) || mode > static_cast<int>(fb::PadMode::MAX))
-        throw Error(where + ": field mode has unknown value " + std::to_string(mode));
-      Pad2DParams p;
-      p.mode = static_cast<PadMode>(mode);
-      p.pad = read_padding(t->padding());
-      p.value = t->value();
-      return p;
-    }
-    case fb::Op::InstanceNorm: {
-      const fb::InstanceNorm* t = node.options_as_InstanceNorm();
-      InstanceNormParams p;
-      p.epsilon = t->epsilon();
-      p.activation =
-          read_activation(t->activation(), t->activation_alpha(), t->activation_beta(), where, "activation");
-      return p;
-    }
-    case fb::Op::ChannelShuffle: return ChannelShuffleParams{node.options_as_ChannelShuffle()->groups()};
-    case fb::Op::Slice: {
-      const fb::Slice* t = node.options_as_Slice();
-      return SliceParams{t->axis(), t->start(), t->end()};
-    }
-    case fb::Op::Resize: {  // enum ranges are checked by shape inference, with the node's name
-      const fb::Resize* t = node.options_as_Resize();
-      ResizeParams p;
-      p.mode = static_cast<ResizeMode>(t->mode());
-      p.coord = static_cast<ResizeCoord>(t->coord());
-      p.nearest = static_cast<ResizeNearest>(t->nearest());
-      p.out_h = t->out_h();
-      p.out_w = t->out_w();
-      p.scale_h = t->scale_h();
-      p.scale_w = t->scale_w();
-      return p;
-    }
-    case fb::Op::DepthToSpace: {  // mode's range is checked by shape inference
-      const fb::DepthToSpace* t = node.options_as_DepthToSpace();
-      return DepthToSpaceParams{t->block(), static_cast<DepthToSpaceMode>(t->mode())};
-    }
-    case fb::Op::NONE: break;
-  }
-  throw Error(where + ": options are missing");
-}
-
-// Ops whose inputs may each be a constant or an activation (binary: a per-channel scale may come first
-// or second); the shape rule then checks how constants broadcast.
-bool any_input_kind(OpType op) { return op == OpType::Binary; }
-
-const char* parameter_role(OpType op, size_t i) {
-  static const char* const conv[] = {"input", "weight", "bias"};
-  static const char* const bn[] = {"input", "scale", "bias", "mean", "var"};
-  if (op == OpType::BatchNorm) return i < 5 ? bn[i] : "extra";
-  if (op == OpType::InstanceNorm) return i < 3 ? bn[i] : "extra";
-  return i < 3 ? conv[i] : "extra";
-}
 
 // ---- the steps -----------------------------------------------------------------------------------
 
@@ -439,7 +240,7 @@ void Loader::read_nodes() {
     Node node;
     node.name = str_or_empty(fn->name());
     if (node.name.empty()) node.name = "node " + std::to_string(k);
-    node.params = read_options(*fn, where);
+    node.params = op_def(op).read(*fn, where);  // every op a file can hold has a read
 
     const auto* ins = fn->inputs();
     const size_t num_inputs = ins ? ins->size() : 0;
@@ -449,7 +250,8 @@ void Loader::read_nodes() {
     for (size_t i = 0; i < num_inputs; ++i) {
       const bool parameter = is_parameter_input(op, i);
       const std::string what = where + ": input " + std::to_string(i) +
-                               (parameter ? std::string(" (") + parameter_role(op, i) + ")" : "");
+                               (parameter ? std::string(" (") + (input_role(op, i) ? input_role(op, i) : "extra") + ")"
+                                          : "");
       const uint32_t index = ins->Get(static_cast<flatbuffers::uoffset_t>(i));
       if (index >= num_tensors_)
         throw Error(what + " is tensor " + std::to_string(index) + " but the model has " +

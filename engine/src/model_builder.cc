@@ -13,6 +13,7 @@
 #include <set>
 #include <system_error>
 
+#include "engine/ops/op_def.h"
 #include "half.h"
 #include "infer/error.h"
 #include "infer/model.h"
@@ -64,130 +65,6 @@ int64_t check_shape(const std::string& what, const Shape& s, bool allow_batch) {
   }
   return n;
 }
-
-// ---- OpParams -> flatbuffers tables ---------------------------------------------------------------
-
-fb::ActivationKind fb_kind(ActivationKind k) { return static_cast<fb::ActivationKind>(k); }
-
-fb::Padding fb_padding(const Padding2D& p) { return fb::Padding(p.top, p.left, p.bottom, p.right); }
-
-flatbuffers::Offset<fb::Conv2D> fb_conv(flatbuffers::FlatBufferBuilder& fbb, const Conv2DParams& p) {
-  if (p.add_residual)
-    throw Error("conv2d add_residual is engine-internal (the fuse_conv_residual pass) and has no file form");
-  const fb::Padding pad = fb_padding(p.pad);
-  return fb::CreateConv2D(fbb, p.stride_h, p.stride_w, &pad, p.dilation_h, p.dilation_w,
-                          fb_kind(p.activation.kind), p.activation.alpha, p.activation.beta, p.groups);
-}
-
-// The union value of a node's options (type + table).
-std::pair<fb::Op, flatbuffers::Offset<void>> fb_options(flatbuffers::FlatBufferBuilder& fbb,
-                                                        const OpParams& params) {
-  switch (op_type(params)) {
-    case OpType::Conv2D:
-      return {fb::Op::Conv2D, fb_conv(fbb, std::get<Conv2DParams>(params)).Union()};
-    case OpType::ConvTranspose2D: {
-      const auto& p = std::get<ConvTranspose2DParams>(params);
-      const fb::Padding pad = fb_padding(p.pad);
-      return {fb::Op::ConvTranspose2D,
-              fb::CreateConvTranspose2D(fbb, p.stride_h, p.stride_w, &pad, p.output_padding_h,
-                                        p.output_padding_w, p.dilation_h, p.dilation_w,
-                                        fb_kind(p.activation.kind), p.activation.alpha, p.activation.beta,
-                                        p.groups)
-                  .Union()};
-    }
-    case OpType::Pool2D: {
-      const auto& p = std::get<Pool2DParams>(params);
-      const fb::Padding pad = fb_padding(p.pad);
-      return {fb::Op::Pool2D,
-              fb::CreatePool2D(fbb, static_cast<fb::PoolKind>(p.kind), p.kernel_h, p.kernel_w,
-                               p.stride_h, p.stride_w, &pad, p.count_include_pad, p.ceil_mode)
-                  .Union()};
-    }
-    case OpType::Dense: {
-      const auto& a = std::get<DenseParams>(params).activation;
-      return {fb::Op::Dense, fb::CreateDense(fbb, fb_kind(a.kind), a.alpha, a.beta).Union()};
-    }
-    case OpType::BatchNorm: {
-      const auto& p = std::get<BatchNormParams>(params);
-      return {fb::Op::BatchNorm,
-              fb::CreateBatchNorm(fbb, p.epsilon, fb_kind(p.activation.kind), p.activation.alpha,
-                                  p.activation.beta)
-                  .Union()};
-    }
-    case OpType::Activation: {
-      const auto& a = std::get<ActivationParams>(params).activation;
-      return {fb::Op::Activation, fb::CreateActivation(fbb, fb_kind(a.kind), a.alpha, a.beta).Union()};
-    }
-    case OpType::Flatten:
-      return {fb::Op::Flatten, fb::CreateFlatten(fbb, std::get<FlattenParams>(params).axis).Union()};
-    case OpType::Reshape: {
-      const auto shape = fbb.CreateVector(std::get<ReshapeParams>(params).shape);
-      return {fb::Op::Reshape, fb::CreateReshape(fbb, shape).Union()};
-    }
-    case OpType::Softmax:
-      return {fb::Op::Softmax, fb::CreateSoftmax(fbb, std::get<SoftmaxParams>(params).axis).Union()};
-    case OpType::Add: {
-      const auto& a = std::get<AddParams>(params).activation;
-      return {fb::Op::Add, fb::CreateAdd(fbb, fb_kind(a.kind), a.alpha, a.beta).Union()};
-    }
-    case OpType::Concat:
-      return {fb::Op::Concat, fb::CreateConcat(fbb, std::get<ConcatParams>(params).axis).Union()};
-    case OpType::ConvPool2D: {
-      const auto& p = std::get<ConvPool2DParams>(params);
-      const auto conv = fb_conv(fbb, p.conv);
-      return {fb::Op::ConvPool2D, fb::CreateConvPool2D(fbb, conv, p.pool).Union()};
-    }
-    case OpType::Binary: {
-      const auto& p = std::get<BinaryParams>(params);
-      return {fb::Op::Binary, fb::CreateBinary(fbb, static_cast<fb::BinaryKind>(p.kind),
-                                               fb_kind(p.activation.kind), p.activation.alpha,
-                                               p.activation.beta)
-                                  .Union()};
-    }
-    case OpType::Pad2D: {
-      const auto& p = std::get<Pad2DParams>(params);
-      const fb::Padding pad = fb_padding(p.pad);
-      return {fb::Op::Pad2D,
-              fb::CreatePad2D(fbb, static_cast<fb::PadMode>(p.mode), &pad, p.value).Union()};
-    }
-    case OpType::InstanceNorm: {
-      const auto& p = std::get<InstanceNormParams>(params);
-      return {fb::Op::InstanceNorm,
-              fb::CreateInstanceNorm(fbb, p.epsilon, fb_kind(p.activation.kind), p.activation.alpha,
-                                     p.activation.beta)
-                  .Union()};
-    }
-    case OpType::ChannelShuffle:
-      return {fb::Op::ChannelShuffle,
-              fb::CreateChannelShuffle(fbb, std::get<ChannelShuffleParams>(params).groups).Union()};
-    case OpType::Slice: {
-      const auto& p = std::get<SliceParams>(params);
-      return {fb::Op::Slice, fb::CreateSlice(fbb, p.axis, p.start, p.end).Union()};
-    }
-    case OpType::Resize: {
-      const auto& p = std::get<ResizeParams>(params);
-      return {fb::Op::Resize,
-              fb::CreateResize(fbb, static_cast<fb::ResizeMode>(p.mode), static_cast<fb::ResizeCoord>(p.coord),
-                               static_cast<fb::ResizeNearest>(p.nearest), p.out_h, p.out_w, p.scale_h,
-                               p.scale_w)
-                  .Union()};
-    }
-    case OpType::DepthToSpace: {
-      const auto& p = std::get<DepthToSpaceParams>(params);
-      return {fb::Op::DepthToSpace,
-              fb::CreateDepthToSpace(fbb, p.block, static_cast<fb::DepthToSpaceMode>(p.mode)).Union()};
-    }
-    case OpType::Layout:
-      throw Error("layout nodes are engine-internal (the channels_last pass) and have no file form");
-    case OpType::SqueezeExcite:
-      throw Error("squeeze_excite nodes are engine-internal (the fuse_squeeze_excite pass) and have no "
-                  "file form");
-  }
-  throw Error("unknown op");
-}
-
-// Ops whose inputs may each be a constant or an activation (binary).
-bool any_input_kind(OpType op) { return op == OpType::Binary; }
 
 std::string sys_error(int err) { return std::generic_category().message(err); }
 
@@ -291,7 +168,7 @@ int ModelBuilder::node(const std::string& name, OpParams params, std::vector<int
     if (parameter && !t.constant)
       throw Error(where + ": input " + std::to_string(i) + " '" + t.name +
                   "' is an activation; it must be a constant");
-    if (!parameter && t.constant && !any_input_kind(op))
+    if (!parameter && t.constant && !detail::any_input_kind(op))
       throw Error(where + ": input " + std::to_string(i) + " '" + t.name +
                   "' is a constant; it must be an activation");
     Shape s = t.shape;
@@ -364,7 +241,8 @@ std::vector<uint8_t> ModelBuilder::finish() const {
     std::vector<uint32_t> ins(n.inputs.begin(), n.inputs.end());
     const auto inputs = fbb.CreateVector(ins);
     const auto outputs = fbb.CreateVector(std::vector<uint32_t>{static_cast<uint32_t>(n.output)});
-    const auto options = fb_options(fbb, n.params);
+    // node() admits only ops with a file form (OpType below kNumFileOpTypes): each has a write.
+    const auto options = detail::op_def(op_type(n.params)).write(fbb, n.params);
     nodes.push_back(fb::CreateNode(fbb, name, inputs, outputs, options.first, options.second));
   }
 

@@ -1,37 +1,21 @@
-// Names and small helpers for the op vocabulary of infer/ops.h.
+// Names and small helpers for the op vocabulary of infer/ops.h. Op names come from INFER_OPS, an op's
+// fused activation from its OpDef (engine/ops/).
 #include "infer/ops.h"
 
+#include <iterator>
 #include <limits>
 
+#include "engine/ops/op_def.h"
 #include "infer/error.h"
 
 namespace infer {
 
 const char* op_name(OpType op) {
-  switch (op) {
-    case OpType::Conv2D: return "conv2d";
-    case OpType::ConvTranspose2D: return "conv_transpose2d";
-    case OpType::Pool2D: return "pool2d";
-    case OpType::Dense: return "dense";
-    case OpType::BatchNorm: return "batchnorm";
-    case OpType::Activation: return "activation";
-    case OpType::Flatten: return "flatten";
-    case OpType::Reshape: return "reshape";
-    case OpType::Softmax: return "softmax";
-    case OpType::Add: return "add";
-    case OpType::Concat: return "concat";
-    case OpType::ConvPool2D: return "conv_pool2d";
-    case OpType::Binary: return "binary";
-    case OpType::Pad2D: return "pad2d";
-    case OpType::InstanceNorm: return "instance_norm";
-    case OpType::ChannelShuffle: return "channel_shuffle";
-    case OpType::Slice: return "slice";
-    case OpType::Resize: return "resize";
-    case OpType::DepthToSpace: return "depth_to_space";
-    case OpType::Layout: return "layout";
-    case OpType::SqueezeExcite: return "squeeze_excite";
-  }
-  return "unknown";
+#define INFER_OP_NAME(type, params, name) #name,
+  static constexpr const char* kNames[] = {INFER_OPS(INFER_OP_NAME)};
+#undef INFER_OP_NAME
+  const size_t i = static_cast<size_t>(op);
+  return i < std::size(kNames) ? kNames[i] : "unknown";
 }
 
 const char* layout_name(Layout layout) { return layout == Layout::NHWC ? "nhwc" : "nchw"; }
@@ -81,16 +65,8 @@ const char* dtype_name(DType dtype) { return dtype == DType::F16 ? "f16" : "f32"
 size_t dtype_size(DType dtype) { return dtype == DType::F16 ? 2 : 4; }
 
 Activation fused_activation(const OpParams& p) {
-  if (auto* c = std::get_if<Conv2DParams>(&p)) return c->activation;
-  if (auto* t = std::get_if<ConvTranspose2DParams>(&p)) return t->activation;
-  if (auto* d = std::get_if<DenseParams>(&p)) return d->activation;
-  if (auto* b = std::get_if<BatchNormParams>(&p)) return b->activation;
-  if (auto* a = std::get_if<AddParams>(&p)) return a->activation;
-  if (auto* cp = std::get_if<ConvPool2DParams>(&p)) return cp->conv.activation;
-  if (auto* bi = std::get_if<BinaryParams>(&p)) return bi->activation;
-  if (auto* in = std::get_if<InstanceNormParams>(&p)) return in->activation;
-  if (auto* se = std::get_if<SqueezeExciteParams>(&p)) return se->activation;
-  return {};
+  const detail::OpDef& def = detail::op_def(op_type(p));
+  return def.activation ? def.activation(p) : Activation{};
 }
 
 const char* precision_name(Precision p) {

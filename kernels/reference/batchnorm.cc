@@ -3,6 +3,7 @@
 // activation. Element-wise per index, so it may run in place.
 #include <cmath>
 
+#include "engine/ops/op_def.h"
 #include "kernels/reference/common.h"
 #include "kernels/reference/reference.h"
 
@@ -25,6 +26,14 @@ void batchnorm(const BatchNormParams& p, const float* x, const Shape& shape, con
       for (int64_t i = 0; i < inner; ++i)
         y[base + i] = float(activate(p.activation, (double(x[base + i]) - m) * inv_std * s + b));
     }
+}
+
+
+// The reference variant (ref::run_<op>, engine/ops/op_def.h): the KernelCall unpacked into the
+// function above; registered from the op table by register.cc.
+void run_batchnorm(const KernelCall& c) {  // x, scale, bias, mean, var
+  batchnorm(std::get<BatchNormParams>(c.node.params), c.inputs[0], c.node.input_shapes[0], c.inputs[1],
+            c.inputs[2], c.inputs[3], c.inputs[4], c.outputs[0]);
 }
 
 }  // namespace infer::ref

@@ -3,6 +3,7 @@
 // broadcast (size-1 or missing leading) dims pinned to 0. Arithmetic in double, rounded once.
 #include <vector>
 
+#include "engine/ops/op_def.h"
 #include "kernels/reference/common.h"
 #include "kernels/reference/reference.h"
 
@@ -56,6 +57,15 @@ void binary(const BinaryParams& p, const float* a, const Shape& a_shape, const f
       index[d] = 0;
     }
   }
+}
+
+
+// The reference variant (ref::run_<op>, engine/ops/op_def.h): the KernelCall unpacked into the
+// function above; registered from the op table by register.cc.
+void run_binary(const KernelCall& c) {
+  const auto& s = c.node.input_shapes;
+  binary(std::get<BinaryParams>(c.node.params), c.inputs[0], s[0], c.inputs[1], s[1], c.outputs[0],
+         c.node.output_shapes[0]);
 }
 
 }  // namespace infer::ref

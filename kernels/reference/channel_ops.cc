@@ -1,6 +1,7 @@
 // Reference channel_shuffle and slice: plain index loops that copy elements (no arithmetic).
 // channel_shuffle: output channel j*g + i of [N,C,H,W] is input channel i*(C/g) + j. slice: the
 // tensor viewed as [outer, dim, inner] keeps rows start..end-1 of the middle axis. Not in place.
+#include "engine/ops/op_def.h"
 #include "kernels/reference/common.h"
 #include "kernels/reference/reference.h"
 
@@ -36,6 +37,19 @@ void slice(const SliceParams& p, const float* x, const Shape& x_shape, float* y,
     for (int64_t r = 0; r < len; ++r)
       for (int64_t k = 0; k < inner; ++k)
         y[(o * len + r) * inner + k] = x[(o * dim + p.start + r) * inner + k];
+}
+
+
+// The reference variants (ref::run_<op>, engine/ops/op_def.h): the KernelCall unpacked into the
+// functions above; registered from the op table by register.cc.
+void run_channel_shuffle(const KernelCall& c) {
+  channel_shuffle(std::get<ChannelShuffleParams>(c.node.params), c.inputs[0], c.node.input_shapes[0],
+                  c.outputs[0]);
+}
+
+void run_slice(const KernelCall& c) {
+  slice(std::get<SliceParams>(c.node.params), c.inputs[0], c.node.input_shapes[0], c.outputs[0],
+        c.node.output_shapes[0]);
 }
 
 }  // namespace infer::ref

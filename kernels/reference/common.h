@@ -7,10 +7,16 @@
 #include <cstdint>
 #include <string>
 
+#include "engine/src/kernel_api.h"
 #include "infer/error.h"
 #include "infer/ops.h"
 
 namespace infer::ref::detail {
+
+// Input i of a kernel call, nullptr when the call has fewer inputs (an optional bias).
+inline const float* optional_input(const KernelCall& call, size_t i) {
+  return i < call.inputs.size() ? call.inputs[i] : nullptr;
+}
 
 // NaN in, NaN out for every kind: the clamps are written as v < lo ? lo : v, which keeps a NaN.
 inline double clamp_nan(double v, double lo, double hi) {

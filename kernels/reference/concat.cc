@@ -3,6 +3,7 @@
 // Shapes are checked against the output first so no copy can leave a buffer.
 #include <algorithm>
 
+#include "engine/ops/op_def.h"
 #include "kernels/reference/common.h"
 #include "kernels/reference/reference.h"
 
@@ -45,6 +46,14 @@ void concat(const ConcatParams& p, const std::vector<const float*>& xs,
       const float* src = xs[k] + o * block;
       out = std::copy(src, src + block, out);
     }
+}
+
+
+// The reference variant (ref::run_<op>, engine/ops/op_def.h): the KernelCall unpacked into the
+// function above; registered from the op table by register.cc.
+void run_concat(const KernelCall& c) {
+  concat(std::get<ConcatParams>(c.node.params), c.inputs, c.node.input_shapes, c.outputs[0],
+         c.node.output_shapes[0]);
 }
 
 }  // namespace infer::ref

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "engine/ops/op_def.h"
 #include "kernels/reference/common.h"
 #include "kernels/reference/reference.h"
 
@@ -84,6 +85,18 @@ void conv2d(const Conv2DParams& p, const float* x, const Shape& x_shape, const f
       }
       for (int64_t i = 0; i < HO * WO; ++i) yp[i] = float(activate(p.activation, acc[i]));
     }
+}
+
+
+// The reference variant (ref::run_<op>, engine/ops/op_def.h): the KernelCall unpacked into the
+// function above; registered from the op table by register.cc.
+// conv2d: x, weight, optional bias; with add_residual (the fuse_conv_residual pass) always x, weight,
+// bias and the residual of the output's shape (shape inference checks both forms).
+void run_conv2d(const KernelCall& c) {
+  const auto& p = std::get<Conv2DParams>(c.node.params);
+  const auto& s = c.node.input_shapes;
+  conv2d(p, c.inputs[0], s[0], c.inputs[1], s[1], detail::optional_input(c, 2), c.outputs[0],
+         c.node.output_shapes[0], p.add_residual ? c.inputs[3] : nullptr);
 }
 
 }  // namespace infer::ref

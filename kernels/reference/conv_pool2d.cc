@@ -3,6 +3,7 @@
 // last window is dropped, no padding), then the activation. No rounding to float between the steps.
 #include <vector>
 
+#include "engine/ops/op_def.h"
 #include "kernels/reference/common.h"
 #include "kernels/reference/reference.h"
 
@@ -53,6 +54,15 @@ void conv_pool2d(const ConvPool2DParams& p, const float* x, const Shape& x_shape
           yp[oy * WO + ox] = float(activate(c.activation, sum / area));
         }
     }
+}
+
+
+// The reference variant (ref::run_<op>, engine/ops/op_def.h): the KernelCall unpacked into the
+// function above; registered from the op table by register.cc.
+void run_conv_pool2d(const KernelCall& c) {  // x, weight, optional bias
+  const auto& s = c.node.input_shapes;
+  conv_pool2d(std::get<ConvPool2DParams>(c.node.params), c.inputs[0], s[0], c.inputs[1], s[1],
+              detail::optional_input(c, 2), c.outputs[0], c.node.output_shapes[0]);
 }
 
 }  // namespace infer::ref

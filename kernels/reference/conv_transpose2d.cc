@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "engine/ops/op_def.h"
 #include "kernels/reference/common.h"
 #include "kernels/reference/reference.h"
 
@@ -68,6 +69,15 @@ void conv_transpose2d(const ConvTranspose2DParams& p, const float* x, const Shap
       for (int64_t i = 0; i < HO * WO; ++i) yp[i] = float(activate(p.activation, acc[i * CO + co] + b));
     }
   }
+}
+
+
+// The reference variant (ref::run_<op>, engine/ops/op_def.h): the KernelCall unpacked into the
+// function above; registered from the op table by register.cc.
+void run_conv_transpose2d(const KernelCall& c) {  // x, weight, optional bias
+  const auto& s = c.node.input_shapes;
+  conv_transpose2d(std::get<ConvTranspose2DParams>(c.node.params), c.inputs[0], s[0], c.inputs[1], s[1],
+                   detail::optional_input(c, 2), c.outputs[0], c.node.output_shapes[0]);
 }
 
 }  // namespace infer::ref

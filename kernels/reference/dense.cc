@@ -1,5 +1,6 @@
 // Reference fully connected layer: y[n][o] = bias[o] + sum_i x[n][i] * w[o][i] (weight [F_out,F_in],
 // PyTorch's layout), each dot product accumulated in double, then the fused activation.
+#include "engine/ops/op_def.h"
 #include "kernels/reference/common.h"
 #include "kernels/reference/reference.h"
 
@@ -25,6 +26,15 @@ void dense(const DenseParams& p, const float* x, const Shape& x_shape, const flo
       y[n * FO + o] = float(activate(p.activation, acc));
     }
   }
+}
+
+
+// The reference variant (ref::run_<op>, engine/ops/op_def.h): the KernelCall unpacked into the
+// function above; registered from the op table by register.cc.
+void run_dense(const KernelCall& c) {  // x, weight, optional bias
+  const auto& s = c.node.input_shapes;
+  dense(std::get<DenseParams>(c.node.params), c.inputs[0], s[0], c.inputs[1], s[1], detail::optional_input(c, 2),
+        c.outputs[0], c.node.output_shapes[0]);
 }
 
 }  // namespace infer::ref

@@ -1,5 +1,6 @@
 // Reference DepthToSpace (PixelShuffle) over NCHW, DCR and CRD: the definition as a loop over output
 // elements, each copying the one input element its (channel, row phase, column phase) names.
+#include "engine/ops/op_def.h"
 #include "kernels/reference/common.h"
 #include "kernels/reference/reference.h"
 
@@ -23,6 +24,14 @@ void depth_to_space(const DepthToSpaceParams& p, const float* x, const Shape& x_
           const int64_t ic = p.mode == DepthToSpaceMode::DCR ? (i * b + j) * CO + c : c * b * b + i * b + j;
           y[((n * CO + c) * HO + oy) * WO + ox] = x[((n * C + ic) * H + oy / b) * W + ox / b];
         }
+}
+
+
+// The reference variant (ref::run_<op>, engine/ops/op_def.h): the KernelCall unpacked into the
+// function above; registered from the op table by register.cc.
+void run_depth_to_space(const KernelCall& c) {
+  depth_to_space(std::get<DepthToSpaceParams>(c.node.params), c.inputs[0], c.node.input_shapes[0], c.outputs[0],
+                 c.node.output_shapes[0]);
 }
 
 }  // namespace infer::ref

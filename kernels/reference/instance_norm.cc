@@ -3,6 +3,7 @@
 // the fused activation, rounded once. Each plane is read completely before it is written: y may be x.
 #include <cmath>
 
+#include "engine/ops/op_def.h"
 #include "kernels/reference/common.h"
 #include "kernels/reference/reference.h"
 
@@ -30,6 +31,14 @@ void instance_norm(const InstanceNormParams& p, const float* x, const Shape& sha
       for (int64_t i = 0; i < inner; ++i)
         y[base + i] = float(activate(p.activation, (double(x[base + i]) - mean) * a + double(bias[c])));
     }
+}
+
+
+// The reference variant (ref::run_<op>, engine/ops/op_def.h): the KernelCall unpacked into the
+// function above; registered from the op table by register.cc.
+void run_instance_norm(const KernelCall& c) {  // x, scale, bias
+  instance_norm(std::get<InstanceNormParams>(c.node.params), c.inputs[0], c.node.input_shapes[0], c.inputs[1],
+                c.inputs[2], c.outputs[0]);
 }
 
 }  // namespace infer::ref

@@ -1,6 +1,7 @@
 // Reference layout conversion: copies a 4-D tensor [N,C,H,W] between NCHW and NHWC memory order (the
 // engine-internal `layout` node of the channels_last pass). Same values, other order; the CUDA
 // conversion kernels are checked against it. Never in place (the planner gives distinct buffers).
+#include "engine/ops/op_def.h"
 #include "kernels/reference/common.h"
 #include "kernels/reference/reference.h"
 
@@ -20,6 +21,13 @@ void layout(const LayoutParams& p, const float* x, const Shape& shape, float* y)
           const int64_t out = p.to == Layout::NHWC ? nhwc : nchw;
           y[out] = x[in];
         }
+}
+
+
+// The reference variant (ref::run_<op>, engine/ops/op_def.h): the KernelCall unpacked into the
+// function above; registered from the op table by register.cc.
+void run_layout(const KernelCall& c) {
+  layout(std::get<LayoutParams>(c.node.params), c.inputs[0], c.node.input_shapes[0], c.outputs[0]);
 }
 
 }  // namespace infer::ref

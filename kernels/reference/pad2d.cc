@@ -4,6 +4,7 @@
 // Not in place (y != x): the output is larger.
 #include <algorithm>
 
+#include "engine/ops/op_def.h"
 #include "kernels/reference/common.h"
 #include "kernels/reference/reference.h"
 
@@ -43,6 +44,14 @@ void pad2d(const Pad2DParams& p, const float* x, const Shape& x_shape, float* y,
         y[(nc * HO + oy) * WO + ox] = iy < 0 || ix < 0 ? p.value : x[(nc * H + iy) * W + ix];
       }
     }
+}
+
+
+// The reference variant (ref::run_<op>, engine/ops/op_def.h): the KernelCall unpacked into the
+// function above; registered from the op table by register.cc.
+void run_pad2d(const KernelCall& c) {
+  pad2d(std::get<Pad2DParams>(c.node.params), c.inputs[0], c.node.input_shapes[0], c.outputs[0],
+        c.node.output_shapes[0]);
 }
 
 }  // namespace infer::ref

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "engine/ops/op_def.h"
 #include "kernels/reference/common.h"
 #include "kernels/reference/reference.h"
 
@@ -61,6 +62,14 @@ void pool2d(const Pool2DParams& p, const float* x, const Shape& x_shape, float* 
         yp[oy * WO + ox] = float(out);
       }
   }
+}
+
+
+// The reference variant (ref::run_<op>, engine/ops/op_def.h): the KernelCall unpacked into the
+// function above; registered from the op table by register.cc.
+void run_pool2d(const KernelCall& c) {
+  pool2d(std::get<Pool2DParams>(c.node.params), c.inputs[0], c.node.input_shapes[0], c.outputs[0],
+         c.node.output_shapes[0]);
 }
 
 }  // namespace infer::ref

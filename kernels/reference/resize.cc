@@ -1,6 +1,7 @@
 // Reference resize (nearest / bilinear) over NCHW: every output pixel maps its row and column to
 // source coordinates with kernels/resize_coords.h (in float, as PyTorch, so every backend picks the
 // same pixels), then copies the nearest pixel or blends the four neighbours in double.
+#include "engine/ops/op_def.h"
 #include "kernels/reference/common.h"
 #include "kernels/reference/reference.h"
 #include "kernels/resize_coords.h"
@@ -34,6 +35,14 @@ void resize(const ResizeParams& p, const float* x, const Shape& x_shape, float* 
         yp[oy * WO + ox] = float(v);
       }
   }
+}
+
+
+// The reference variant (ref::run_<op>, engine/ops/op_def.h): the KernelCall unpacked into the
+// function above; registered from the op table by register.cc.
+void run_resize(const KernelCall& c) {
+  resize(std::get<ResizeParams>(c.node.params), c.inputs[0], c.node.input_shapes[0], c.outputs[0],
+         c.node.output_shapes[0]);
 }
 
 }  // namespace infer::ref

@@ -3,6 +3,7 @@
 // The element counts must agree; the target shape itself is the shape inference's business.
 #include <cstring>
 
+#include "engine/ops/op_def.h"
 #include "kernels/reference/common.h"
 #include "kernels/reference/reference.h"
 
@@ -28,6 +29,19 @@ void flatten(const FlattenParams&, const float* x, const Shape& x_shape, float* 
 void reshape(const ReshapeParams&, const float* x, const Shape& x_shape, float* y,
              const Shape& y_shape) {
   copy_relabelled("reshape", x, x_shape, y, y_shape);
+}
+
+
+// The reference variants (ref::run_<op>, engine/ops/op_def.h): the KernelCall unpacked into the
+// functions above; registered from the op table by register.cc.
+void run_flatten(const KernelCall& c) {
+  flatten(std::get<FlattenParams>(c.node.params), c.inputs[0], c.node.input_shapes[0], c.outputs[0],
+          c.node.output_shapes[0]);
+}
+
+void run_reshape(const KernelCall& c) {
+  reshape(std::get<ReshapeParams>(c.node.params), c.inputs[0], c.node.input_shapes[0], c.outputs[0],
+          c.node.output_shapes[0]);
 }
 
 }  // namespace infer::ref

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 
+#include "engine/ops/op_def.h"
 #include "kernels/reference/common.h"
 #include "kernels/reference/reference.h"
 
@@ -35,6 +36,13 @@ void softmax(const SoftmaxParams& p, const float* x, const Shape& shape, float* 
       for (int64_t k = 0; k < len; ++k)
         y[base + k * inner] = float(std::exp(double(x[base + k * inner]) - max) / sum);
     }
+}
+
+
+// The reference variant (ref::run_<op>, engine/ops/op_def.h): the KernelCall unpacked into the
+// function above; registered from the op table by register.cc.
+void run_softmax(const KernelCall& c) {
+  softmax(std::get<SoftmaxParams>(c.node.params), c.inputs[0], c.node.input_shapes[0], c.outputs[0]);
 }
 
 }  // namespace infer::ref

@@ -3,6 +3,7 @@
 // every element of x times its channel's gate, all in double. The oracle for the fast kernels.
 #include <vector>
 
+#include "engine/ops/op_def.h"
 #include "kernels/reference/common.h"
 #include "kernels/reference/reference.h"
 
@@ -33,6 +34,14 @@ void squeeze_excite(const SqueezeExciteParams& p, const float* x, const Shape& x
         y[(n * C + c) * HW + i] = float(detail::activate(p.activation, double(xn[c * HW + i]) * gate));
     }
   }
+}
+
+
+// The reference variant (ref::run_<op>, engine/ops/op_def.h): the KernelCall unpacked into the
+// function above; registered from the op table by register.cc.
+void run_squeeze_excite(const KernelCall& c) {  // x, w1, b1, w2, b2
+  squeeze_excite(std::get<SqueezeExciteParams>(c.node.params), c.inputs[0], c.node.input_shapes[0], c.inputs[1],
+                 c.inputs[2], c.inputs[3], c.inputs[4], c.node.input_shapes[1][0], c.outputs[0]);
 }
 
 }  // namespace infer::ref
