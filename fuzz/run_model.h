@@ -7,29 +7,12 @@
 #include <cstdint>
 #include <vector>
 
-#include "cost.h"
-#include "graph.h"
 #include "infer/infer.h"
-#include "shape_inference.h"
 
 namespace infer::fuzz {
 
-inline double flops_at_batch1(const Model& model) {
-  const detail::Graph& g = model.graph();
-  const std::vector<Shape> shapes = detail::infer_shapes(g, 1);
-  double total = 0;
-  for (const detail::Node& node : g.nodes) {
-    NodeDesc d;
-    d.params = node.params;
-    for (int id : node.inputs) d.input_shapes.push_back(shapes[static_cast<size_t>(id)]);
-    for (int id : node.outputs) d.output_shapes.push_back(shapes[static_cast<size_t>(id)]);
-    total += detail::node_cost(d).flops;
-  }
-  return total;
-}
-
 inline void run_small_model(const Model& model) {
-  if (flops_at_batch1(model) > 2e7) return;
+  if (model.flops(1) > 2e7) return;
   SessionOptions options;
   options.backend = "reference";
   options.max_memory_bytes = uint64_t(64) << 20;

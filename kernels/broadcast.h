@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-#include "engine/src/kernel_api.h"
+#include "infer/kernel.h"
 
 namespace infer {
 

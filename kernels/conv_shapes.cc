@@ -164,4 +164,82 @@ void krsc_from_kcrs(const float* kcrs, int64_t K, int64_t C, int64_t R, int64_t 
         for (int64_t s = 0; s < S; ++s) krsc[((k * R + r) * S + s) * C + c] = kcrs[((k * C + c) * R + r) * S + s];
 }
 
+ConvProblem conv_pool2d_conv_problem(const ConvPool2DDims& d, int64_t HO, int64_t WO) {
+  return {.N = d.N, .C = d.CI, .H = d.H, .W = d.W, .K = d.CO, .KH = d.KH, .KW = d.KW, .stride_h = d.sh,
+          .stride_w = d.sw, .pad_top = d.pt, .pad_left = d.pl, .HO = HO, .WO = WO};
+}
+
+ConvProblem conv_pool2d_fused_problem(const ConvPool2DDims& d) {
+  ConvProblem g = conv_pool2d_conv_problem(d, d.PH, d.PW);
+  g.KH = (d.P - 1) * d.sh + d.KH;
+  g.KW = (d.P - 1) * d.sw + d.KW;
+  g.stride_h = d.P * d.sh;
+  g.stride_w = d.P * d.sw;
+  return g;
+}
+
+ConvProblem conv_pool2d_sum_problem(const ConvPool2DDims& d) {
+  ConvProblem g = conv_pool2d_conv_problem(d, d.PH, d.PW);
+  g.stride_h = d.P * d.sh;
+  g.stride_w = d.P * d.sw;
+  g.box = d.P;
+  g.box_stride_h = d.sh;
+  g.box_stride_w = d.sw;
+  return g;
+}
+
+ConvProblem conv_transpose2d_flipped_problem(const ConvTranspose2DDims& d, int64_t kh, int64_t kw,
+                                             int64_t pad_top, int64_t pad_left, int64_t ho, int64_t wo) {
+  return {.N = d.N, .C = d.CI, .H = d.H, .W = d.W, .K = d.CO, .KH = kh, .KW = kw, .pad_top = pad_top,
+          .pad_left = pad_left, .HO = ho, .WO = wo};
+}
+
+// ---- infer/kernel.h: the convolution problem --------------------------------------------------------
+
+ConvProblem conv2d_problem(const Conv2DParams& p, const Shape& x_shape, const Shape& w_shape,
+                           const Shape& y_shape) {
+  if (x_shape.size() != 4 || w_shape.size() != 4 || y_shape.size() != 4)
+    throw Error("conv2d: expected rank-4 input, weight and output (got " + shape_str(x_shape) + ", " +
+                shape_str(w_shape) + ", " + shape_str(y_shape) + ")");
+  if (p.stride_h <= 0 || p.stride_w <= 0 || p.dilation_h <= 0 || p.dilation_w <= 0 || p.groups <= 0)
+    throw Error("conv2d: stride, dilation and groups must be > 0");
+  if (w_shape[1] * p.groups != x_shape[1] || y_shape[1] != w_shape[0] ||
+      w_shape[0] % p.groups != 0 || y_shape[0] != x_shape[0])
+    throw Error("conv2d: inconsistent shapes input " + shape_str(x_shape) + ", weight " +
+                shape_str(w_shape) + ", output " + shape_str(y_shape));
+  return {.N = x_shape[0], .C = w_shape[1], .H = x_shape[2], .W = x_shape[3], .K = w_shape[0],
+          .groups = p.groups, .KH = w_shape[2], .KW = w_shape[3], .stride_h = p.stride_h,
+          .stride_w = p.stride_w, .pad_top = p.pad.top, .pad_left = p.pad.left, .HO = y_shape[2],
+          .WO = y_shape[3], .dilation_h = p.dilation_h, .dilation_w = p.dilation_w};
+}
+
+ConvProblem conv2d_problem(const NodeDesc& node) {
+  if (node.input_shapes.size() < 2 || node.output_shapes.empty())
+    throw Error("conv2d: expected an input, a weight and an output");
+  return conv2d_problem(std::get<Conv2DParams>(node.params), node.input_shapes[0], node.input_shapes[1],
+                        node.output_shapes[0]);
+}
+
+bool im2col_is_identity(const ConvProblem& g) {
+  return g.KH == 1 && g.KW == 1 && g.stride_h == 1 && g.stride_w == 1 && g.pad_top == 0 &&
+         g.pad_left == 0 && g.HO == g.H && g.WO == g.W && g.box <= 1;
+}
+
+// The conventional method's input: x upsampled by the stride and padded by (dilated kernel - 1 - pad)
+// on each side, HO + (KH-1)*dh + 1 - 1 rows (a valid stride-1 convolution of it yields HO rows).
+uint64_t conv_transpose2d_upsampled_bytes(const ConvTranspose2DParams& p, const Shape& x_shape,
+                                          const Shape& w_shape) {
+  if (x_shape.size() != 4 || w_shape.size() != 4)
+    throw Error("conv_transpose2d_upsampled_bytes: expected rank-4 input and weight shapes");
+  if (p.stride_h <= 0 || p.stride_w <= 0 || p.dilation_h <= 0 || p.dilation_w <= 0)
+    throw Error("conv_transpose2d_upsampled_bytes: stride and dilation must be > 0");
+  const int64_t ekh = int64_t(p.dilation_h) * (w_shape[2] - 1) + 1;
+  const int64_t ekw = int64_t(p.dilation_w) * (w_shape[3] - 1) + 1;
+  if (p.pad.top >= ekh || p.pad.bottom >= ekh || p.pad.left >= ekw || p.pad.right >= ekw)
+    throw Error("conv_transpose2d_upsampled_bytes: padding must be smaller than the (dilated) kernel");
+  const int64_t ho = (x_shape[2] - 1) * p.stride_h - p.pad.top - p.pad.bottom + ekh + p.output_padding_h;
+  const int64_t wo = (x_shape[3] - 1) * p.stride_w - p.pad.left - p.pad.right + ekw + p.output_padding_w;
+  return static_cast<uint64_t>(x_shape[1] * (ho + ekh - 1) * (wo + ekw - 1)) * sizeof(float);
+}
+
 }  // namespace infer

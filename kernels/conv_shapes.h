@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "engine/src/kernel_api.h"
+#include "infer/kernel.h"
 
 namespace infer {
 
@@ -37,6 +37,35 @@ ConvPool2DDims conv_pool2d_dims(const NodeDesc& node, const char* backend);
 // F[u][v] = (1/p^2) * sum w[u - dy*s][v - dx*s], applied at stride p*s with the conv's own padding.
 // w is the node's [CO][CI][KH][KW] weight; returns F as [CO][CI][kh][kw] (summed in double).
 std::vector<float> conv_pool2d_fused_filter(const ConvPool2DDims& d, const float* w, int64_t& kh, int64_t& kw);
+
+// A conv-like call unpacked (conv_transpose2d, conv_pool2d): the node's validated sizes and the input,
+// weight, optional bias and output pointers (check_kernel_call has checked they are there). T is
+// float on cpu, void on cuda (half or float data by the session's precision).
+template <class Dims, class T>
+struct ConvLikeCall {
+  Dims d;
+  const T *x, *w, *bias;
+  T* y;
+};
+template <class T, class Dims>
+ConvLikeCall<Dims, T> conv_like_call(const KernelCall& call, const Dims& d) {
+  return {d, call.inputs[0], call.inputs[1], call.inputs.size() == 3 ? call.inputs[2] : nullptr,
+          call.outputs[0]};
+}
+
+// The convolutions a conv_pool2d node is computed as, on every backend:
+//  conv: the node's own convolution (stride, padding) of the CI input planes, output HO x WO (the
+//        conv's outputs the pooling reads);
+//  fused: the fused filter ((P-1)*s + K taps, conv_pool2d_fused_filter) at stride P*s, output PH x PW;
+//  sum: the node's kernel at stride P*s over the p x p box sums of the input (box = P cells s apart),
+//       output PH x PW (conv_pool2d.direct_sum).
+ConvProblem conv_pool2d_conv_problem(const ConvPool2DDims& d, int64_t HO, int64_t WO);
+ConvProblem conv_pool2d_fused_problem(const ConvPool2DDims& d);
+ConvProblem conv_pool2d_sum_problem(const ConvPool2DDims& d);
+// A stride-1 convolution over a conv_transpose2d node's CI input planes (its flipped kernel, or one
+// phase's sub-kernel): kernel kh x kw, top/left padding (negative: an offset into x), output ho x wo.
+ConvProblem conv_transpose2d_flipped_problem(const ConvTranspose2DDims& d, int64_t kh, int64_t kw,
+                                             int64_t pad_top, int64_t pad_left, int64_t ho, int64_t wo);
 
 // True when the *_dims function above accepts the node (for the variants' applicable()).
 bool conv_transpose2d_valid(const NodeDesc& node);

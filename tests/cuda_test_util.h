@@ -25,7 +25,7 @@
 
 #include "infer/error.h"
 #include "kernels/cuda/context.h"
-#include "engine/src/kernel_api.h"
+#include "infer/kernel.h"
 #include "test_util.h"
 
 namespace infer::test {

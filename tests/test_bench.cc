@@ -21,7 +21,7 @@
 #include "cli_test_util.h"
 #include "graph.h"
 #include "infer/infer.h"
-#include "engine/src/kernel_api.h"
+#include "infer/kernel.h"
 #include "npy.h"
 #include "test_util.h"
 #include "zoo.h"

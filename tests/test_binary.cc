@@ -10,7 +10,7 @@
 
 #include "infer/error.h"
 #include "infer/infer.h"
-#include "engine/src/kernel_api.h"
+#include "infer/kernel.h"
 #include "model_generated.h"
 #include "shape_inference.h"
 #include "test_util.h"

@@ -31,7 +31,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/src/kernel_api.h"
+#include "infer/kernel.h"
 #include "infer/cpu_isa.h"
 #include "kernels/cpu/activation_simd.h"
 #include "kernels/reference/common.h"

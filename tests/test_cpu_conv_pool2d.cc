@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "infer/error.h"
-#include "engine/src/kernel_api.h"
+#include "infer/kernel.h"
 #include "kernels/reference/reference.h"
 #include "test_util.h"
 

@@ -18,7 +18,7 @@
 #include "infer/error.h"
 #include "kernels/cpu/conv_transpose2d.h"
 #include "kernels/cpu/conv_transpose2d_unified.h"
-#include "engine/src/kernel_api.h"
+#include "infer/kernel.h"
 #include "kernels/reference/reference.h"
 #include "test_util.h"
 
@@ -407,14 +407,14 @@ TEST_CASE("Table 4 memory column: the conventional upsampled buffer") {
   p.stride_h = p.stride_w = 2;
   p.pad = {1, 1, 1, 1};
   // DCGAN layer 2: 4x4x1024 input, 4x4 kernel -> 11x11x1024 floats
-  CHECK(cpu::conv_transpose2d_upsampled_bytes(p, {1, 1024, 4, 4}, {1024, 512, 4, 4}) == 495616);
+  CHECK(conv_transpose2d_upsampled_bytes(p, {1, 1024, 4, 4}, {1024, 512, 4, 4}) == 495616);
   // EB-GAN: (N, C_in, C_out) = (4,2048,1024) (8,1024,512) (16,512,256) (32,256,128) (64,128,64)
   // (128,64,64)
   const int64_t layers[][3] = {{4, 2048, 1024}, {8, 1024, 512}, {16, 512, 256},
                                {32, 256, 128},  {64, 128, 64},  {128, 64, 64}};
   uint64_t total = 0;
   for (const auto& l : layers)
-    total += cpu::conv_transpose2d_upsampled_bytes(p, {1, l[1], l[0], l[0]}, {l[1], l[2], 4, 4});
+    total += conv_transpose2d_upsampled_bytes(p, {1, l[1], l[0], l[0]}, {l[1], l[2], 4, 4});
   CHECK(total == 35534592);
 
   // the conventional variant's workspace holds that buffer; segregated_unified needs none
@@ -474,8 +474,8 @@ TEST_CASE("bad nodes are not applicable and bad calls throw infer::Error") {
     KernelCall bad_node{wrong_out, {x.data(), w.data(), b.data()}, {y.data()}, ws.data(), nullptr};
     CHECK_THROWS_AS(col2im.run(bad_node), Error);
   }
-  CHECK_THROWS_AS(cpu::conv_transpose2d_upsampled_bytes(c.p, {1, 3, 4}, c.w), Error);
+  CHECK_THROWS_AS(conv_transpose2d_upsampled_bytes(c.p, {1, 3, 4}, c.w), Error);
   ConvTranspose2DParams big_pad = c.p;
   big_pad.pad = {3, 3, 3, 3};
-  CHECK_THROWS_AS(cpu::conv_transpose2d_upsampled_bytes(big_pad, c.x, c.w), Error);
+  CHECK_THROWS_AS(conv_transpose2d_upsampled_bytes(big_pad, c.x, c.w), Error);
 }

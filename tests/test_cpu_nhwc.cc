@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/src/kernel_api.h"
+#include "infer/kernel.h"
 #include "infer/error.h"
 #include "infer/infer.h"
 #include "shape_inference.h"

@@ -18,7 +18,7 @@
 #include "cuda_test_util.h"
 #include "infer/error.h"
 #include "kernels/cpu/conv_transpose2d.h"
-#include "engine/src/kernel_api.h"
+#include "infer/kernel.h"
 
 using namespace infer;
 using infer::test::check_case;
@@ -412,7 +412,7 @@ CUDA_TEST_CASE("Table 4 memory column: the conventional workspace is the upsampl
         continue;
       }
       const uint64_t want = uint64_t(c.inputs[0][0]) *
-                            cpu::conv_transpose2d_upsampled_bytes(cp, c.inputs[0], c.inputs[1]) / 4 *
+                            conv_transpose2d_upsampled_bytes(cp, c.inputs[0], c.inputs[1]) / 4 *
                             cuda::element_size(prec);
       CHECK_MESSAGE(conventional->workspace_bytes(node) == want, test::describe(c));
     }

@@ -17,7 +17,7 @@
 
 #include "cuda_test_util.h"
 #include "infer/error.h"
-#include "engine/src/kernel_api.h"
+#include "infer/kernel.h"
 
 using namespace infer;
 using infer::test::check_case;

@@ -16,7 +16,7 @@
 
 #include "cuda_test_util.h"
 #include "infer/infer.h"
-#include "engine/src/kernel_api.h"
+#include "infer/kernel.h"
 #include "npy.h"
 #include "test_util.h"
 #include "zoo.h"

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/src/kernel_api.h"
+#include "infer/kernel.h"
 #include "infer/ops.h"
 
 using namespace infer;

@@ -13,7 +13,7 @@
 
 #include "infer/error.h"
 #include "infer/infer.h"
-#include "engine/src/kernel_api.h"
+#include "infer/kernel.h"
 #include "kernels/reference/reference.h"
 #include "shape_inference.h"
 #include "test_util.h"

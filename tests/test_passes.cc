@@ -22,7 +22,7 @@
 
 #include "graph.h"
 #include "infer/infer.h"
-#include "engine/src/kernel_api.h"
+#include "infer/kernel.h"
 #include "models/zoo.h"
 #include "passes.h"
 #include "test_util.h"

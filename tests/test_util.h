@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/src/kernel_api.h"
+#include "infer/kernel.h"
 #include "engine/src/shape_inference.h"
 #include "infer/error.h"
 

@@ -20,7 +20,7 @@
 #include <fmt/format.h>
 
 #include "npy.h"
-#include "engine/src/kernel_api.h"
+#include "infer/kernel.h"
 
 namespace infer::bench {
 

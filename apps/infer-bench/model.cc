@@ -9,7 +9,6 @@
 #include <set>
 
 #include "bench.h"
-#include "graph.h"  // engine/src: the constants of a loaded model (the dump only)
 #include "npy.h"
 
 namespace infer::bench {
@@ -94,8 +93,7 @@ int dump_weights(const std::string& file, const std::string& dir) {
   const Model model = Model::load(file);
   std::filesystem::create_directories(dir);
   int count = 0;
-  for (const detail::Value& v : model.graph().values) {
-    if (!v.is_constant()) continue;
+  for (const ModelConstant& v : model.constants()) {
     std::string name = v.name;
     for (char& c : name)
       if (c == '/' || c == '\\') c = '_';  // a tensor name never escapes the directory

@@ -4,7 +4,7 @@
 // --precision): per-layer median time, speedup of each
 // variant over `conventional`, per-model totals, and the memory column: the bytes of the zero-upsampled
 // and padded input the conventional method allocates (segregated variants allocate none of it), as the
-// conventional kernel sizes it (cpu::conv_transpose2d_upsampled_bytes), checked against the paper's
+// conventional kernel sizes it (conv_transpose2d_upsampled_bytes), checked against the paper's
 // formula (one float32 sample, whatever the backend and precision: the paper's column); the whole
 // workspace each variant asks for (on this backend, in this precision) is reported beside it.
 #include <algorithm>
@@ -16,8 +16,7 @@
 
 #include "bench.h"
 #include "infer/cpu_isa.h"
-#include "kernels/cpu/conv_transpose2d.h"
-#include "engine/src/kernel_api.h"
+#include "infer/kernel.h"
 
 namespace infer::bench {
 
@@ -54,7 +53,7 @@ uint64_t kernel_upsampled_bytes(const OpSpec& s) {
   p.stride_h = p.stride_w = s.stride;
   p.pad = {s.padding, s.padding, s.padding, s.padding};
   p.output_padding_h = p.output_padding_w = s.output_padding;
-  return cpu::conv_transpose2d_upsampled_bytes(p, s.input, {s.input[1], s.out_channels, s.kernel, s.kernel});
+  return conv_transpose2d_upsampled_bytes(p, s.input, {s.input[1], s.out_channels, s.kernel, s.kernel});
 }
 
 // --memory-only: what the variant's workspace_bytes() asks for on this layer, straight from the

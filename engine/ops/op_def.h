@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "engine/ops/op_list.h"
-#include "engine/src/kernel_api.h"
+#include "infer/kernel.h"
 #include "infer/ops.h"
 #include "model_generated.h"
 

@@ -4,6 +4,19 @@
 #include <fmt/format.h>
 
 #include "backend.h"
+#include "infer/session.h"
+
+namespace infer {
+
+bool cuda_available() {
+#ifdef INFER_WITH_CUDA
+  return detail::cuda_device_available();
+#else
+  return false;
+#endif
+}
+
+}  // namespace infer
 
 namespace infer::detail {
 

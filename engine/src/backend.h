@@ -1,8 +1,8 @@
 // The backend interface (ggml style): what the session needs from a device, and nothing more. A
 // backend allocates the one activation arena, makes constants visible to its kernels, copies tensors
-// between the host and the arena, synchronizes, and times nodes. The CPU backend is cpu_backend.cc;
-// a CUDA backend implements the same interface (device memory, uploads, streams, events);
-// open_backend (backend.cc) opens one by the name a session is given.
+// between the host and the arena, synchronizes, and times nodes. Each backend's implementation lives
+// with its kernels (kernels/cpu/backend.cc, kernels/cuda/backend.cc: the engine includes nothing from
+// kernels/); open_backend (backend.cc) opens one by the name a session is given.
 #pragma once
 
 #include <algorithm>
@@ -116,9 +116,9 @@ class Backend {
   }
 };
 
-std::unique_ptr<Backend> make_cpu_backend();
+std::unique_ptr<Backend> make_cpu_backend();  // kernels/cpu/backend.cc
 #ifdef INFER_WITH_CUDA
-// The CUDA backend (cuda_backend.cc) for a session of the given precision; Error if no GPU.
+// The CUDA backend (kernels/cuda/backend.cc) for a session of the given precision; Error if no GPU.
 std::unique_ptr<Backend> make_cuda_backend(Precision precision);
 bool cuda_device_available();
 #endif

@@ -3,7 +3,7 @@
 // compares variants fairly). Conventions are documented in cost.cc.
 #pragma once
 
-#include "engine/src/kernel_api.h"
+#include "infer/kernel.h"
 
 namespace infer::detail {
 

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "backend.h"
-#include "engine/src/kernel_api.h"
+#include "infer/kernel.h"
 #include "graph.h"
 #include "plan.h"
 

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "infer/error.h"
-#include "kernel_api.h"
+#include "infer/kernel.h"
 #include "shape_inference.h"
 
 namespace infer {

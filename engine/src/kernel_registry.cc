@@ -1,20 +1,43 @@
-// KernelRegistry: the list of kernel variants of every built backend. Filled once, on first use, by
-// each kernel folder's register_*_kernels() (explicit calls: static-initialiser registration is
-// silently dropped by linkers). Every variant's run goes through check_kernel_call first.
+// KernelRegistry: the list of kernel variants of every built backend. Filled once, on first use: the
+// reference kernels first (register_reference_kernels), then every registration the cpu and cuda
+// kernel files queued while libinfer was loaded (INFER_REGISTER_KERNELS, infer/kernel.h), in the order
+// of their source paths. Every variant's run goes through check_kernel_call first.
 #include <algorithm>
+#include <cstring>
+#include <utility>
 
-#include "engine/src/kernel_api.h"
+#include "infer/kernel.h"
 
 namespace infer {
+namespace {
+
+struct QueuedRegistration {
+  const char* file;
+  KernelRegistrar registrar;
+};
+// A function-local static: the kernel files' static objects may be constructed before anything else
+// of this file is.
+std::vector<QueuedRegistration>& queued_registrations() {
+  static std::vector<QueuedRegistration> queue;
+  return queue;
+}
+
+}  // namespace
+
+KernelRegistration::KernelRegistration(const char* source_file, KernelRegistrar registrar) {
+  queued_registrations().push_back({source_file, registrar});
+}
 
 const KernelRegistry& KernelRegistry::global() {
   static const KernelRegistry registry = [] {
     KernelRegistry r;
     register_reference_kernels(r);
-    register_cpu_kernels(r);
-#ifdef INFER_WITH_CUDA
-    register_cuda_kernels(r);
-#endif
+    // By path, not by load order (the linker's); stable, so one file's registrations keep theirs.
+    std::vector<QueuedRegistration> queue = queued_registrations();
+    std::stable_sort(queue.begin(), queue.end(), [](const QueuedRegistration& a, const QueuedRegistration& b) {
+      return std::strcmp(a.file, b.file) < 0;
+    });
+    for (const QueuedRegistration& q : queue) q.registrar(r);
     return r;
   }();
   return registry;

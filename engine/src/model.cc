@@ -2,8 +2,10 @@
 // verification and validation); from_bytes() keeps the caller's bytes alive for in-place weights.
 #include "infer/model.h"
 
+#include "cost.h"
 #include "graph.h"
 #include "loader.h"
+#include "shape_inference.h"
 
 namespace infer {
 
@@ -44,5 +46,26 @@ std::vector<ModelNode> Model::nodes() const {
 }
 uint64_t Model::weight_bytes() const { return graph_->weight_bytes; }
 const detail::Graph& Model::graph() const { return *graph_; }
+const std::string& Model::origin() const { return graph_->origin; }
+
+std::vector<ModelConstant> Model::constants() const {
+  std::vector<ModelConstant> out;
+  for (const detail::Value& v : graph_->values)
+    if (v.is_constant()) out.push_back({v.name, v.shape, v.data});
+  return out;
+}
+
+double Model::flops(int64_t batch) const {
+  const std::vector<Shape> shapes = detail::infer_shapes(*graph_, batch);
+  double total = 0;
+  for (const detail::Node& node : graph_->nodes) {
+    NodeDesc d;
+    d.params = node.params;
+    for (int id : node.inputs) d.input_shapes.push_back(shapes[static_cast<size_t>(id)]);
+    for (int id : node.outputs) d.output_shapes.push_back(shapes[static_cast<size_t>(id)]);
+    total += detail::node_cost(d).flops;
+  }
+  return total;
+}
 
 }  // namespace infer

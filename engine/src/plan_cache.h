@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/src/kernel_api.h"
+#include "infer/kernel.h"
 #include "graph.h"
 #include "infer/session.h"
 

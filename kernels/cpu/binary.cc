@@ -7,7 +7,7 @@
 
 #include "kernels/broadcast.h"
 #include "infer/error.h"
-#include "kernels/cpu/cpu_kernels.h"
+#include "infer/kernel.h"
 #include "kernels/cpu/im2col.h"
 
 namespace infer::cpu {
@@ -83,7 +83,7 @@ void binary_run(const KernelCall& call) {
 
 }  // namespace
 
-void register_binary(KernelRegistry& registry) {
+INFER_REGISTER_KERNELS(binary) {
   registry.add("cpu", {
       // every broadcast pattern in either layout (plan_broadcast knows NHWC operands' strides)
       {.op = "binary", .name = "broadcast", .priority = 10, .layouts = {Layout::NCHW, Layout::NHWC},

@@ -4,7 +4,7 @@
 // (end-start)*inner run with one memcpy, OpenMP over outer. float32, NCHW, not in place.
 #include <cstring>
 
-#include "kernels/cpu/cpu_kernels.h"
+#include "infer/kernel.h"
 
 namespace infer::cpu {
 namespace {
@@ -40,7 +40,7 @@ void slice_run(const KernelCall& call) {
 
 }  // namespace
 
-void register_channel_ops(KernelRegistry& registry) {
+INFER_REGISTER_KERNELS(channel_ops) {
   registry.add("cpu", {
       {.op = "channel_shuffle", .name = "direct", .priority = 10, .run = channel_shuffle_run},
       {.op = "slice", .name = "direct", .priority = 10, .run = slice_run},

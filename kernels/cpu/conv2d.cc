@@ -22,7 +22,7 @@
 
 #include "infer/error.h"
 #include "kernels/cpu/activation_simd.h"
-#include "kernels/cpu/cpu_kernels.h"
+#include "infer/kernel.h"
 #include "kernels/cpu/im2col.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/conv_shapes.h"
@@ -31,20 +31,20 @@ namespace infer::cpu {
 namespace {
 
 size_t conv2d_workspace(const NodeDesc& node) {
-  const ConvGeometry g = conv_geometry(std::get<Conv2DParams>(node.params), node.input_shapes[0],
+  const ConvProblem g = conv2d_problem(std::get<Conv2DParams>(node.params), node.input_shapes[0],
                                        node.input_shapes[1], node.output_shapes[0]);
-  return im2col_is_identity(g) ? 0 : g.col_floats() * sizeof(float);
+  return im2col_is_identity(g) ? 0 : static_cast<size_t>(g.col_elements()) * sizeof(float);
 }
 
 void conv2d_run(const KernelCall& call) {
   const auto& p = std::get<Conv2DParams>(call.node.params);
   const Shape &xs = call.node.input_shapes[0], &ws = call.node.input_shapes[1];
   const Shape& ys = call.node.output_shapes[0];
-  const ConvGeometry g = conv_geometry(p, xs, ws, ys);
+  const ConvProblem g = conv2d_problem(p, xs, ws, ys);
   const bool identity = im2col_is_identity(g);
-  if (!identity && !call.workspace && g.col_floats() > 0)
+  if (!identity && !call.workspace && static_cast<size_t>(g.col_elements()) > 0)
     throw Error("cpu conv2d: im2col_gemm needs a workspace of " +
-                std::to_string(g.col_floats() * sizeof(float)) + " bytes, got none");
+                std::to_string(static_cast<size_t>(g.col_elements()) * sizeof(float)) + " bytes, got none");
 
   const float* x = call.inputs[0];
   const float* w = call.inputs[1];
@@ -300,7 +300,7 @@ void depthwise_run(const KernelCall& call) {
 
 }  // namespace
 
-void register_conv2d(KernelRegistry& registry) {
+INFER_REGISTER_KERNELS(conv2d) {
   registry.add("cpu", {
       {.op = "conv2d", .name = "im2col_gemm", .priority = 10, .isa = KernelVariant::Isa::OpenBlas,
        .workspace_bytes = conv2d_workspace,

@@ -22,7 +22,7 @@
 
 #include "infer/error.h"
 #include "kernels/conv_shapes.h"
-#include "kernels/cpu/cpu_kernels.h"
+#include "infer/kernel.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/nhwc.h"
 #include "kernels/cpu/thread_pool.h"
@@ -322,7 +322,7 @@ bool dw_applicable(const NodeDesc& node) {
 
 }  // namespace
 
-void register_conv2d_depthwise_nhwc(KernelRegistry& registry) {
+INFER_REGISTER_KERNELS(conv2d_depthwise_nhwc) {
   // Priority 25, above the NCHW depthwise (20): the channels_last pass switches a graph to NHWC at its
   // first depthwise convolution (docs/kernels.md "CPU: the channels-last path": measured faster).
   registry.add("cpu", {

@@ -27,7 +27,7 @@
 #include "infer/error.h"
 #include "kernels/conv_shapes.h"
 #include "kernels/cpu/conv_call.h"
-#include "kernels/cpu/cpu_kernels.h"
+#include "infer/kernel.h"
 #include "kernels/cpu/gemm_microkernel.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/nhwc.h"
@@ -324,7 +324,7 @@ size_t nhwc_workspace(const NodeDesc& node) { return nhwc_dims(node).ws_floats()
 
 }  // namespace
 
-void register_conv2d_nhwc(KernelRegistry& registry) {
+INFER_REGISTER_KERNELS(conv2d_nhwc) {
   registry.add("cpu", {
       {.op = "conv2d", .name = "gemm_nhwc", .priority = 12, .priority_for = nhwc_priority,
        .layouts = {Layout::NHWC}, .isa = KernelVariant::Isa::PerIsa,

@@ -25,7 +25,7 @@
 #include "kernels/conv_shapes.h"
 #include "kernels/cpu/activation_simd.h"
 #include "kernels/cpu/conv_call.h"
-#include "kernels/cpu/cpu_kernels.h"
+#include "infer/kernel.h"
 #include "kernels/cpu/gemm_microkernel.h"
 #include "kernels/cpu/im2col.h"
 #include "kernels/cpu/isa.h"
@@ -47,7 +47,7 @@ constexpr int64_t kColBlockBytesWeightHeavy = 960 << 10;
 constexpr int64_t kParallelMin = int64_t(1) << 15;  // multiply-adds below which one thread runs
 
 struct PackedDims {
-  ConvGeometry g;
+  ConvProblem g;
   isa::Shape s;         // the register tile of the node's ISA level
   int64_t N, CO, K, P;  // P = HO*WO columns
   int64_t COB;          // blocks of s.mr output channels
@@ -61,7 +61,7 @@ struct PackedDims {
 PackedDims packed_dims(const NodeDesc& node) {
   const auto& p = std::get<Conv2DParams>(node.params);
   PackedDims d;
-  d.g = conv_geometry(p, node.input_shapes[0], node.input_shapes[1], node.output_shapes[0]);
+  d.g = conv2d_problem(p, node.input_shapes[0], node.input_shapes[1], node.output_shapes[0]);
   d.s = isa::shape(node.isa);
   const int64_t lanes = d.s.lanes;
   d.N = node.input_shapes[0][0], d.CO = node.input_shapes[1][0];
@@ -303,7 +303,7 @@ size_t packed_workspace(const NodeDesc& node) {
 // size (stride 2: sh*sw = 4 phases of a quarter each), where im2col writes KH*KW/(sh*sw) times that.
 
 struct ImplicitDims {
-  ConvGeometry g;
+  ConvProblem g;
   isa::Shape s;    // the register tile of the node's ISA level
   int64_t N, CO, K, COB;
   int64_t PH, PW;  // phases per axis that a tap reads: min(stride, kernel)
@@ -319,8 +319,8 @@ struct ImplicitDims {
 ImplicitDims implicit_dims(const NodeDesc& node) {
   const auto& p = std::get<Conv2DParams>(node.params);
   ImplicitDims d;
-  d.g = conv_geometry(p, node.input_shapes[0], node.input_shapes[1], node.output_shapes[0]);
-  const ConvGeometry& g = d.g;
+  d.g = conv2d_problem(p, node.input_shapes[0], node.input_shapes[1], node.output_shapes[0]);
+  const ConvProblem& g = d.g;
   d.s = isa::shape(node.isa);
   const int64_t lanes = d.s.lanes;
   d.N = node.input_shapes[0][0], d.CO = node.input_shapes[1][0];
@@ -350,7 +350,7 @@ struct ImplicitPrepared {
 
 std::shared_ptr<void> implicit_prepare(const NodeDesc& node) {
   const ImplicitDims d = implicit_dims(node);
-  const ConvGeometry& g = d.g;
+  const ConvProblem& g = d.g;
   const float* w = node.constants.size() >= 2 ? node.constants[1] : nullptr;
   if (!w) throw Error("cpu conv2d.packed_implicit: the weight must be a constant");
   auto prep = std::make_shared<ImplicitPrepared>();
@@ -369,7 +369,7 @@ std::shared_ptr<void> implicit_prepare(const NodeDesc& node) {
 
 // Phase-plane row `row` (of C * PH * PW * HV) of one sample: zeros where it falls in the padding.
 void phase_row(const ImplicitDims& d, const float* x, float* ph, int64_t row) {
-  const ConvGeometry& g = d.g;
+  const ConvProblem& g = d.g;
   const int64_t i = row % d.HV, phase = row / d.HV;
   const int64_t px = phase % d.PW, py = phase / d.PW % d.PH, c = phase / (d.PW * d.PH);
   float* dst = ph + row * d.WV;
@@ -517,7 +517,7 @@ void implicit_run(const KernelCall& call) {
   const Activation act = io.act;
   const float* a = io.prep->a.data();
   const int64_t* off = io.prep->off.data();
-  const ConvGeometry& g = d.g;
+  const ConvProblem& g = d.g;
   const int64_t xs = g.C * g.H * g.W, P = g.HO * g.WO, ys = d.CO * P;
   const int64_t phase_rows = g.C * d.PH * d.PW * d.HV;
   const bool parallel = d.CO * d.K * P >= kParallelMin;
@@ -562,7 +562,7 @@ void implicit_run(const KernelCall& call) {
 int implicit_priority(const NodeDesc& node) {
   if (!packed_applicable(node)) return 7;
   const ImplicitDims d = implicit_dims(node);
-  const ConvGeometry& g = d.g;
+  const ConvProblem& g = d.g;
   const int64_t dropped = d.WV - g.WO, taps = g.KH * g.KW, phases = g.stride_h * g.stride_w;
   const bool few_dropped = dropped * 32 <= d.WV || (taps >= 6 * phases && dropped * 12 <= d.WV);
   return taps > 1 && few_dropped && d.N * d.CO * d.K * g.HO * g.WO >= kMinMacs ? 13 : 7;
@@ -572,7 +572,7 @@ size_t implicit_workspace(const NodeDesc& node) { return implicit_dims(node).ws_
 
 }  // namespace
 
-void register_conv2d_packed(KernelRegistry& registry) {
+INFER_REGISTER_KERNELS(conv2d_packed) {
   registry.add("cpu", {
       {.op = "conv2d", .name = "packed_gemm", .priority = 12, .priority_for = packed_priority,
        .isa = KernelVariant::Isa::PerIsa,

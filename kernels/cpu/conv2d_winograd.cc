@@ -23,7 +23,7 @@
 #include "kernels/conv_shapes.h"
 #include "kernels/cpu/activation_simd.h"
 #include "kernels/cpu/conv_call.h"
-#include "kernels/cpu/cpu_kernels.h"
+#include "infer/kernel.h"
 #include "kernels/cpu/gemm_microkernel.h"
 #include "kernels/cpu/im2col.h"
 #include "kernels/cpu/isa.h"
@@ -495,7 +495,7 @@ size_t winograd_workspace(const NodeDesc& node) {
 
 }  // namespace
 
-void register_conv2d_winograd(KernelRegistry& registry) {
+INFER_REGISTER_KERNELS(conv2d_winograd) {
   registry.add("cpu", {
       {.op = "conv2d", .name = "winograd_f4x4", .priority = 5,
        .priority_for = [](const NodeDesc& n) { return winograd_priority(n, 4); },

@@ -7,7 +7,7 @@
 #include <string>
 #include <variant>
 
-#include "engine/src/kernel_api.h"
+#include "infer/kernel.h"
 #include "infer/error.h"
 #include "infer/ops.h"
 

@@ -17,7 +17,7 @@
 #include "infer/error.h"
 #include "kernels/conv_shapes.h"
 #include "kernels/cpu/conv_transpose2d.h"
-#include "kernels/cpu/cpu_kernels.h"
+#include "infer/kernel.h"
 #include "kernels/cpu/im2col.h"
 
 namespace infer::cpu {
@@ -30,44 +30,19 @@ constexpr int64_t kParallelMin = int64_t(1) << 15;
 using PoolDims = ConvPool2DDims;
 PoolDims pool_dims(const NodeDesc& node) { return conv_pool2d_dims(node, "cpu"); }
 
-struct PoolCall {
-  PoolDims d;
-  const float *x, *w, *bias;
-  float* y;
-};
-
-PoolCall pool_call(const KernelCall& call) {
-  PoolCall c{pool_dims(call.node), nullptr, nullptr, nullptr, nullptr};
-  c.x = call.inputs[0];
-  c.w = call.inputs[1];
-  c.bias = call.inputs.size() == 3 ? call.inputs[2] : nullptr;
-  c.y = call.outputs[0];
-  return c;
-}
+using PoolCall = ConvLikeCall<PoolDims, float>;
+PoolCall pool_call(const KernelCall& call) { return conv_like_call<float>(call, pool_dims(call.node)); }
 
 size_t round_up64(size_t floats) { return (floats + 63) / 64 * 64; }
 
 // ---- unfused ------------------------------------------------------------------------------------
 
-ConvGeometry plain_geometry(const PoolDims& d) {
-  ConvGeometry g;
-  g.C = d.CI;
-  g.H = d.H;
-  g.W = d.W;
-  g.KH = d.KH;
-  g.KW = d.KW;
-  g.stride_h = d.sh;
-  g.stride_w = d.sw;
-  g.pad_top = d.pt;
-  g.pad_left = d.pl;
-  g.HO = d.HC;
-  g.WO = d.WC;
-  return g;
-}
+ConvProblem plain_geometry(const PoolDims& d) { return conv_pool2d_conv_problem(d, d.HC, d.WC); }
+
 
 size_t unfused_workspace_bytes(const NodeDesc& node) {
   const PoolDims d = pool_dims(node);
-  const ConvGeometry g = plain_geometry(d);
+  const ConvProblem g = plain_geometry(d);
   return (round_up64(static_cast<size_t>(d.CO * d.HC * d.WC)) + conv_band_col_floats(g, d.CO)) *
          sizeof(float);
 }
@@ -77,7 +52,7 @@ void run_unfused(const KernelCall& call) {
   const PoolDims& d = c.d;
   if (!call.workspace && unfused_workspace_bytes(call.node) > 0)
     throw Error("cpu conv_pool2d.unfused: missing workspace");
-  const ConvGeometry g = plain_geometry(d);
+  const ConvProblem g = plain_geometry(d);
   float* conv = static_cast<float*>(call.workspace);
   float* col = conv + round_up64(static_cast<size_t>(d.CO * d.HC * d.WC));
   const float inv_area = 1.f / float(d.P * d.P);
@@ -117,22 +92,12 @@ std::shared_ptr<void> prepare_fused_filter(const NodeDesc& node) {
   return f;
 }
 
-ConvGeometry fused_geometry(const PoolDims& d, int64_t kh, int64_t kw) {
-  ConvGeometry g = plain_geometry(d);
-  g.KH = kh;
-  g.KW = kw;
-  g.stride_h = d.P * d.sh;
-  g.stride_w = d.P * d.sw;
-  g.HO = d.PH;
-  g.WO = d.PW;
-  return g;
-}
+// The prepared filter is kh x kw = (P-1)*s + K (checked before use).
+ConvProblem fused_geometry(const PoolDims& d) { return conv_pool2d_fused_problem(d); }
 
 size_t fused_filter_workspace_bytes(const NodeDesc& node) {
   const PoolDims d = pool_dims(node);
-  return conv_band_col_floats(fused_geometry(d, (d.P - 1) * d.sh + d.KH, (d.P - 1) * d.sw + d.KW),
-                              d.CO) *
-         sizeof(float);
+  return conv_band_col_floats(fused_geometry(d), d.CO) * sizeof(float);
 }
 
 void run_fused_filter(const KernelCall& call) {
@@ -141,7 +106,7 @@ void run_fused_filter(const KernelCall& call) {
   const auto* f = static_cast<const Weights*>(call.prepared);
   if (!f || f->kh != (d.P - 1) * d.sh + d.KH || f->kw != (d.P - 1) * d.sw + d.KW)
     throw Error("cpu conv_pool2d.fused_filter: not prepared for this node");
-  const ConvGeometry g = fused_geometry(d, f->kh, f->kw);
+  const ConvProblem g = fused_geometry(d);
   if (!call.workspace && conv_band_col_floats(g, d.CO) > 0)
     throw Error("cpu conv_pool2d.fused_filter: missing workspace");
   for (int64_t n = 0; n < d.N; ++n)
@@ -167,17 +132,13 @@ BoxGeometry box_geometry(const PoolDims& d) {
   return {(d.PH - 1) * d.P * d.sh + d.KH, bw, bw + (d.P - 1) * d.sw};
 }
 
-ConvGeometry sum_geometry(const PoolDims& d, const BoxGeometry& b) {
-  ConvGeometry g;
-  g.C = d.CI;
+// The strided convolution over the stored box sums B (BH x BWp, already padded): no box, no padding.
+ConvProblem sum_geometry(const PoolDims& d, const BoxGeometry& b) {
+  ConvProblem g = conv_pool2d_sum_problem(d);
   g.H = b.BH;
   g.W = b.BWp;
-  g.KH = d.KH;
-  g.KW = d.KW;
-  g.stride_h = d.P * d.sh;
-  g.stride_w = d.P * d.sw;
-  g.HO = d.PH;
-  g.WO = d.PW;
+  g.pad_top = g.pad_left = 0;
+  g.box = 1;
   return g;
 }
 
@@ -214,7 +175,7 @@ void run_direct_sum(const KernelCall& call) {
   if (!call.workspace) throw Error("cpu conv_pool2d.direct_sum: missing workspace");
   float* box = static_cast<float*>(call.workspace);
   float* col = box + round_up64(static_cast<size_t>(d.CI * b.BH * b.BWp));
-  const ConvGeometry g = sum_geometry(d, b);
+  const ConvProblem g = sum_geometry(d, b);
   const int64_t col_lo = d.pl, col_hi = std::min(b.BWp, d.W + d.pl);  // B columns over real x
   for (int64_t n = 0; n < d.N; ++n) {
     const float* xn = c.x + n * d.CI * d.H * d.W;
@@ -248,7 +209,7 @@ bool valid_with_constant_weight(const NodeDesc& node) { return valid_node(node) 
 
 }  // namespace
 
-void register_conv_pool2d(KernelRegistry& registry) {
+INFER_REGISTER_KERNELS(conv_pool2d) {
   // Heuristic (measured, see docs/kernels.md): direct_sum, then fused_filter, then unfused.
   registry.add("cpu", {
       {.op = "conv_pool2d", .name = "direct_sum", .priority = 20, .isa = KernelVariant::Isa::OpenBlas,

@@ -26,7 +26,7 @@
 
 #include "infer/error.h"
 #include "kernels/cpu/conv_transpose2d_unified.h"
-#include "kernels/cpu/cpu_kernels.h"
+#include "infer/kernel.h"
 #include "kernels/cpu/im2col.h"
 
 namespace infer::cpu {
@@ -42,20 +42,8 @@ using TconvDims = ConvTranspose2DDims;
 TconvDims tconv_dims(const NodeDesc& node) { return conv_transpose2d_dims(node, "cpu"); }
 
 // Run-time unpacking: dims plus the call's pointers (checked non-null by check_kernel_call).
-struct TconvCall {
-  TconvDims d;
-  const float *x, *w, *bias;
-  float* y;
-};
-
-TconvCall tconv_call(const KernelCall& call) {
-  TconvCall c{tconv_dims(call.node), nullptr, nullptr, nullptr, nullptr};
-  c.x = call.inputs[0];
-  c.w = call.inputs[1];
-  c.bias = call.inputs.size() == 3 ? call.inputs[2] : nullptr;
-  c.y = call.outputs[0];
-  return c;
-}
+using TconvCall = ConvLikeCall<TconvDims, float>;
+TconvCall tconv_call(const KernelCall& call) { return conv_like_call<float>(call, tconv_dims(call.node)); }
 
 // ---- the phase decomposition --------------------------------------------------------------------
 // Output row oy receives x[iy] * w[ky] exactly when iy*s - pad + ky = oy, i.e. ky = r + s*j with
@@ -107,19 +95,10 @@ std::shared_ptr<PhasePlan> make_phases(const TconvDims& d, const float* w, int s
 }
 
 // The stride-1 convolution that phase (rh, rw) is, over one sample of x.
-ConvGeometry phase_geometry(const TconvDims& d, const Phase& ph, const PhaseAxis& ah,
+ConvProblem phase_geometry(const TconvDims& d, const Phase& ph, const PhaseAxis& ah,
                             const PhaseAxis& aw) {
-  ConvGeometry g;
-  g.C = d.CI;
-  g.H = d.H;
-  g.W = d.W;
-  g.KH = ph.nj;
-  g.KW = ph.ni;
-  g.pad_top = ph.nj - 1 - ah.q0;
-  g.pad_left = ph.ni - 1 - aw.q0;
-  g.HO = ah.count;
-  g.WO = aw.count;
-  return g;
+  return conv_transpose2d_flipped_problem(d, ph.nj, ph.ni, ph.nj - 1 - ah.q0, ph.ni - 1 - aw.q0, ah.count,
+                                          aw.count);
 }
 
 size_t round_up64(size_t floats) { return (floats + 63) / 64 * 64; }
@@ -131,7 +110,7 @@ size_t round_up64(size_t floats) { return (floats + 63) / 64 * 64; }
 void phase_workspace(const TconvDims& d, const Phase& ph, const PhaseAxis& ah, const PhaseAxis& aw,
                      bool contiguous, size_t& col, size_t& tile) {
   if (ph.nj == 0 || ph.ni == 0 || ah.count == 0 || aw.count == 0) return;
-  const ConvGeometry g = phase_geometry(d, ph, ah, aw);
+  const ConvProblem g = phase_geometry(d, ph, ah, aw);
   if (contiguous) {
     col = std::max(col, conv_band_col_floats(g, d.CO));
     return;
@@ -201,7 +180,7 @@ void run_segregated_gemm(const KernelCall& call) {
           fill_tapless_phase(c, yn, ah, aw);
           continue;
         }
-        const ConvGeometry g = phase_geometry(d, ph, ah, aw);
+        const ConvProblem g = phase_geometry(d, ph, ah, aw);
         if (contiguous) {  // stride 1: the one phase is the whole output, GEMM writes y directly
           conv_gemm_banded(g, ph.a.data(), d.CO, xn, col, yn, d.HO * d.WO, c.bias, act);
           continue;
@@ -214,7 +193,7 @@ void run_segregated_gemm(const KernelCall& call) {
         const int64_t K = g.col_rows(), band = conv_band_rows(g, d.CO);
         for (int64_t m0 = 0; m0 < g.HO; m0 += band) {
           const int64_t rows = std::min(band, g.HO - m0), cols = rows * g.WO;
-          ConvGeometry gb = g;
+          ConvProblem gb = g;
           gb.HO = rows;
           gb.pad_top = g.pad_top - m0;
           im2col(gb, xn, col);
@@ -240,13 +219,13 @@ void run_segregated_gemm(const KernelCall& call) {
 // The upsampled buffer's geometry: x[iy][ix] sits at U[(KH-1-pad_top) + iy*s_h][(KW-1-pad_left) +
 // ix*s_w]; U has HO + KH - 1 rows (so a valid stride-1 KHxKW convolution yields HO rows), i.e.
 // (H-1)*s + 1 + (KH-1-pad_top) + (KH-1-pad_bottom) + output_padding.
-ConvGeometry upsampled_geometry(const TconvDims& d) {
+ConvProblem upsampled_geometry(const TconvDims& d) {
   if (d.G != 1 || d.dh != 1 || d.dw != 1)
     throw Error("cpu conv_transpose2d.conventional: groups and dilation must be 1");
   if (d.pt > d.KH - 1 || d.pl > d.KW - 1 || d.p->pad.bottom > d.KH - 1 ||
       d.p->pad.right > d.KW - 1)
     throw Error("cpu conv_transpose2d.conventional: padding must be smaller than the kernel");
-  ConvGeometry g;
+  ConvProblem g;
   g.C = d.CI;
   g.H = d.HO + d.KH - 1;
   g.W = d.WO + d.KW - 1;
@@ -259,7 +238,7 @@ ConvGeometry upsampled_geometry(const TconvDims& d) {
 
 size_t conventional_workspace_bytes(const NodeDesc& node) {
   const TconvDims d = tconv_dims(node);
-  const ConvGeometry g = upsampled_geometry(d);
+  const ConvProblem g = upsampled_geometry(d);
   return (round_up64(static_cast<size_t>(g.C * g.H * g.W)) + conv_band_col_floats(g, d.CO)) *
          sizeof(float);
 }
@@ -271,7 +250,7 @@ void run_conventional(const KernelCall& call) {
   if (!plan || plan->sh != 1 || plan->sw != 1)
     throw Error("cpu conv_transpose2d.conventional: not prepared for this node");
   if (!call.workspace) throw Error("cpu conv_transpose2d.conventional: missing workspace");
-  const ConvGeometry g = upsampled_geometry(d);
+  const ConvProblem g = upsampled_geometry(d);
   float* up = static_cast<float*>(call.workspace);
   float* col = up + round_up64(static_cast<size_t>(g.C * g.H * g.W));
   const int64_t top = d.KH - 1 - d.pt, left = d.KW - 1 - d.pl;
@@ -432,33 +411,17 @@ int col2im_priority(const NodeDesc& node) {
 
 }  // namespace
 
-uint64_t conv_transpose2d_upsampled_bytes(const ConvTranspose2DParams& p, const Shape& x_shape,
-                                          const Shape& w_shape) {
-  if (x_shape.size() != 4 || w_shape.size() != 4)
-    throw Error("conv_transpose2d_upsampled_bytes: expected rank-4 input and weight shapes");
-  NodeDesc node;
-  node.params = p;
-  const int64_t ho = (x_shape[2] - 1) * p.stride_h - p.pad.top - p.pad.bottom + w_shape[2] +
-                     p.output_padding_h;
-  const int64_t wo = (x_shape[3] - 1) * p.stride_w - p.pad.left - p.pad.right + w_shape[3] +
-                     p.output_padding_w;
-  node.input_shapes = {{1, x_shape[1], x_shape[2], x_shape[3]}, w_shape};
-  node.output_shapes = {{1, w_shape[1], ho, wo}};
-  const ConvGeometry g = upsampled_geometry(tconv_dims(node));
-  return static_cast<uint64_t>(g.C * g.H * g.W) * sizeof(float);
-}
-
-int64_t conv_band_rows(const ConvGeometry& g, int64_t M) {
+int64_t conv_band_rows(const ConvProblem& g, int64_t M) {
   const int64_t per_row = std::max<int64_t>(1, std::max(g.col_rows(), M) * g.WO);
   return std::max<int64_t>(1, std::min(g.HO, kTileFloats / per_row));
 }
 
-size_t conv_band_col_floats(const ConvGeometry& g, int64_t M) {
+size_t conv_band_col_floats(const ConvProblem& g, int64_t M) {
   if (im2col_is_identity(g)) return 0;
   return static_cast<size_t>(g.col_rows() * conv_band_rows(g, M) * g.WO);
 }
 
-void conv_gemm_banded(const ConvGeometry& g, const float* A, int64_t M, const float* x, float* col,
+void conv_gemm_banded(const ConvProblem& g, const float* A, int64_t M, const float* x, float* col,
                       float* y, int64_t ldy, const float* bias, const Activation& act) {
   const int64_t K = g.col_rows();
   if (im2col_is_identity(g)) {  // x [C, H*W] already is the column matrix
@@ -469,7 +432,7 @@ void conv_gemm_banded(const ConvGeometry& g, const float* A, int64_t M, const fl
   const int64_t band = conv_band_rows(g, M);
   for (int64_t m0 = 0; m0 < g.HO; m0 += band) {
     const int64_t rows = std::min(band, g.HO - m0), cols = rows * g.WO;
-    ConvGeometry gb = g;
+    ConvProblem gb = g;
     gb.HO = rows;
     gb.pad_top = g.pad_top - m0 * g.stride_h;
     im2col(gb, x, col);
@@ -510,7 +473,7 @@ bool conventional_applicable(const NodeDesc& node) {
 
 }  // namespace
 
-void register_conv_transpose2d(KernelRegistry& registry) {
+INFER_REGISTER_KERNELS(conv_transpose2d) {
   // Heuristic (priorities measured, see docs/kernels.md and unified_priority / col2im_priority):
   // segregated_unified wherever it applies, except at a level capped below the CPU's (then: a 1x1
   // input -> segregated_unified, and 4x4 stride-2 inputs when capped at AVX2; other stride 1 ->

@@ -1,6 +1,4 @@
-// CPU transposed convolution (kernels/cpu/conv_transpose2d.cc) as seen from outside the kernel:
-// the size of the conventional method's zero-upsampled, padded input buffer (the memory column of
-// Table 4 of the unified kernel-segregation paper, which infer-bench --table4 reports), and the
+// CPU transposed convolution (kernels/cpu/conv_transpose2d.cc) as seen from outside the kernel: the
 // banded im2col + sgemm driver that every GEMM-based transposed-conv and conv+pool variant shares,
 // so their timings compare like with like. No allocation here; callers pass workspace.
 #pragma once
@@ -13,26 +11,18 @@
 
 namespace infer::cpu {
 
-// Bytes of the conventional method's (Algorithm 1) upsampled buffer for ONE sample: C_in planes of
-// ((H-1)*s_h + 1 + (KH-1-pad_top) + (KH-1-pad_bottom) + output_padding_h) x (likewise W) floats.
-// x_shape [N,C_in,H,W] (N ignored), w_shape [C_in,C_out,KH,KW]. DCGAN layer 2 (4x4x1024, k4 s2 p1):
-// 11*11*1024*4 = 495,616. Throws infer::Error for shapes/parameters the conventional variant cannot
-// run (padding >= kernel, stride <= 0, rank != 4).
-uint64_t conv_transpose2d_upsampled_bytes(const ConvTranspose2DParams& p, const Shape& x_shape,
-                                          const Shape& w_shape);
-
 // Output rows per band so that a band's column matrix (K x rows*WO floats) and GEMM tile (M x
 // rows*WO) stay within ~4 MiB (L2/L3 resident on this machine), at least 1 and at most g.HO.
-int64_t conv_band_rows(const ConvGeometry& g, int64_t M);
+int64_t conv_band_rows(const ConvProblem& g, int64_t M);
 
 // Floats of column-matrix workspace conv_gemm_banded needs for g with M output channels.
-size_t conv_band_col_floats(const ConvGeometry& g, int64_t M);
+size_t conv_band_col_floats(const ConvProblem& g, int64_t M);
 
 // Convolution of one sample as banded im2col + sgemm: y[m][oy*WO + ox] (row m at y + m*ldy) =
 // sum_k A[m][k] * col[k][oy*WO + ox] for every output row, A [M, C*KH*KW] row-major. `col` holds
 // conv_band_col_floats(g, M) floats. After each band, bias + act is applied to that band (bias may
 // be nullptr) while it is still in cache. Call outside any OpenMP parallel region.
-void conv_gemm_banded(const ConvGeometry& g, const float* A, int64_t M, const float* x, float* col,
+void conv_gemm_banded(const ConvProblem& g, const float* A, int64_t M, const float* x, float* col,
                       float* y, int64_t ldy, const float* bias, const Activation& act);
 
 }  // namespace infer::cpu

@@ -5,7 +5,7 @@
 
 #include <memory>
 
-#include "engine/src/kernel_api.h"
+#include "infer/kernel.h"
 
 namespace infer::cpu {
 

@@ -8,7 +8,7 @@
 
 #include <cblas.h>
 
-#include "kernels/cpu/cpu_kernels.h"
+#include "infer/kernel.h"
 #include "kernels/cpu/im2col.h"
 
 namespace infer::cpu {
@@ -42,7 +42,7 @@ void dense_run(const KernelCall& call) {
 
 }  // namespace
 
-void register_dense(KernelRegistry& registry) {
+INFER_REGISTER_KERNELS(dense) {
   registry.add("cpu", {
       {.op = "dense", .name = "gemm", .priority = 10, .isa = KernelVariant::Isa::OpenBlas,
        .applicable = dense_applicable,

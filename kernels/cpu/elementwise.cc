@@ -9,7 +9,7 @@
 #include <algorithm>
 
 #include "kernels/cpu/activation_simd.h"
-#include "kernels/cpu/cpu_kernels.h"
+#include "infer/kernel.h"
 #include "kernels/cpu/im2col.h"
 #include "kernels/cpu/isa.h"
 
@@ -72,7 +72,7 @@ void batchnorm_run(const KernelCall& call) {
 
 }  // namespace
 
-void register_elementwise(KernelRegistry& registry) {
+INFER_REGISTER_KERNELS(elementwise) {
   registry.add("cpu", {
       // element by element (add: equal shapes, so equal layouts): either layout
       {.op = "activation", .name = "direct", .priority = 10, .layouts = {Layout::NCHW, Layout::NHWC},

@@ -39,46 +39,13 @@ void check_blas_dim(int64_t v, const char* what) {
 
 }  // namespace
 
-ConvGeometry conv_geometry(const Conv2DParams& p, const Shape& x_shape, const Shape& w_shape,
-                           const Shape& y_shape) {
-  if (x_shape.size() != 4 || w_shape.size() != 4 || y_shape.size() != 4)
-    throw Error("conv2d: expected rank-4 input, weight and output (got " + shape_str(x_shape) + ", " +
-                shape_str(w_shape) + ", " + shape_str(y_shape) + ")");
-  if (p.stride_h <= 0 || p.stride_w <= 0 || p.dilation_h <= 0 || p.dilation_w <= 0 || p.groups <= 0)
-    throw Error("conv2d: stride, dilation and groups must be > 0");
-  if (w_shape[1] * p.groups != x_shape[1] || y_shape[1] != w_shape[0] ||
-      w_shape[0] % p.groups != 0 || y_shape[0] != x_shape[0])
-    throw Error("conv2d: inconsistent shapes input " + shape_str(x_shape) + ", weight " +
-                shape_str(w_shape) + ", output " + shape_str(y_shape));
-  ConvGeometry g;
-  g.C = w_shape[1];
-  g.H = x_shape[2];
-  g.W = x_shape[3];
-  g.KH = w_shape[2];
-  g.KW = w_shape[3];
-  g.stride_h = p.stride_h;
-  g.stride_w = p.stride_w;
-  g.pad_top = p.pad.top;
-  g.pad_left = p.pad.left;
-  g.HO = y_shape[2];
-  g.WO = y_shape[3];
-  g.dilation_h = p.dilation_h;
-  g.dilation_w = p.dilation_w;
-  return g;
-}
-
-bool im2col_is_identity(const ConvGeometry& g) {
-  return g.KH == 1 && g.KW == 1 && g.stride_h == 1 && g.stride_w == 1 && g.pad_top == 0 &&
-         g.pad_left == 0 && g.HO == g.H && g.WO == g.W;
-}
-
-void im2col(const ConvGeometry& g, const float* x, float* col) {
+void im2col(const ConvProblem& g, const float* x, float* col) {
   const int64_t rows = g.col_rows(), cols = g.col_cols();
 #pragma omp parallel for schedule(static) if (rows * cols >= kParallelMin)
   for (int64_t r = 0; r < rows; ++r) im2col_row(g, x, col, r);
 }
 
-void im2col_row(const ConvGeometry& g, const float* x, float* col, int64_t r) {
+void im2col_row(const ConvProblem& g, const float* x, float* col, int64_t r) {
   const int64_t cols = g.col_cols();
   const int64_t c = r / (g.KH * g.KW), ky = (r / g.KW) % g.KH, kx = r % g.KW;
   const float* xp = x + c * g.H * g.W;

@@ -1,52 +1,27 @@
 // Shared CPU building blocks for the GEMM-based convolutions (conv2d and the GEMM variants of
-// conv_transpose2d and conv_pool2d): im2col of one NCHW sample, a row-major sgemm wrapper over
-// OpenBLAS, and the per-channel bias + activation epilogue. This API is stable; callers own all
-// memory (no allocation here). sgemm must not be called inside an OpenMP parallel region: OpenBLAS
-// threads itself.
+// conv_transpose2d and conv_pool2d): im2col of one NCHW sample (the geometry is infer/kernel.h's
+// ConvProblem), a row-major sgemm wrapper over OpenBLAS, and the per-channel bias + activation
+// epilogue. Callers own all memory (no allocation here). sgemm must not be called inside an OpenMP
+// parallel region: OpenBLAS threads itself.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
+#include "infer/kernel.h"  // ConvProblem, conv2d_problem, im2col_is_identity
 #include "infer/ops.h"
 
 namespace infer::cpu {
-
-// The geometry of a 2-D convolution over one sample and one group (C is the group's input channels).
-// Output size HO x WO is given, not derived, so callers with output_padding or cropped phases
-// describe exactly the outputs they want.
-struct ConvGeometry {
-  int64_t C = 0, H = 0, W = 0;              // input channels and spatial size
-  int64_t KH = 1, KW = 1;                   // kernel size
-  int64_t stride_h = 1, stride_w = 1;       // > 0
-  int64_t pad_top = 0, pad_left = 0;        // may be negative (an offset into the input)
-  int64_t HO = 0, WO = 0;                   // output size
-  int64_t dilation_h = 1, dilation_w = 1;   // > 0; tap ky reads input row oy*stride_h - pad_top + ky*dilation_h
-
-  int64_t col_rows() const { return C * KH * KW; }  // GEMM K
-  int64_t col_cols() const { return HO * WO; }      // GEMM N
-  size_t col_floats() const { return static_cast<size_t>(col_rows() * col_cols()); }
-};
-
-// The geometry of a conv2d node's convolution of one group: x [N,C_in,H,W], w [CO,C_in/groups,KH,KW],
-// y [N,CO,HO,WO]; g.C = C_in/groups (group gi reads input channels gi*g.C ... and writes output channels
-// gi*CO/groups ...).
-ConvGeometry conv_geometry(const Conv2DParams& p, const Shape& x_shape, const Shape& w_shape,
-                           const Shape& y_shape);
-
-// True when im2col is the identity (1x1 kernel, stride 1, no padding, output = input size): the
-// sample x [C, H*W] is then already the column matrix.
-bool im2col_is_identity(const ConvGeometry& g);
 
 // Writes the column matrix of one sample x [C,H,W] into col [C*KH*KW, HO*WO] (row-major, row
 // (c*KH + ky)*KW + kx, column oy*WO + ox): col = x[c][oy*stride_h - pad_top + ky*dilation_h]
 // [ox*stride_w - pad_left + kx*dilation_w], 0 outside the image. OpenMP-parallel over rows; call it outside any
 // parallel region.
-void im2col(const ConvGeometry& g, const float* x, float* col);
+void im2col(const ConvProblem& g, const float* x, float* col);
 
 // Row r of that column matrix only, single-threaded: for callers that split the rows over their own
 // OpenMP loop (conv2d.packed_gemm fills col and runs its GEMM in one parallel region).
-void im2col_row(const ConvGeometry& g, const float* x, float* col, int64_t r);
+void im2col_row(const ConvProblem& g, const float* x, float* col, int64_t r);
 
 // C[M,N] = alpha * op(A)[M,K] * op(B)[K,N] + beta * C, row-major, leading dimensions in elements;
 // op(X) = X^T when trans_x. cblas_sgemm underneath (threads itself). No-op when M, N or K is 0

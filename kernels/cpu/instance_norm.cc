@@ -8,7 +8,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "kernels/cpu/cpu_kernels.h"
+#include "infer/kernel.h"
 #include "kernels/cpu/im2col.h"
 #include "kernels/cpu/isa.h"
 
@@ -87,7 +87,7 @@ void instance_norm_run(const KernelCall& call) {
 
 }  // namespace
 
-void register_instance_norm(KernelRegistry& registry) {
+INFER_REGISTER_KERNELS(instance_norm) {
   registry.add("cpu", {{.op = "instance_norm", .name = "direct", .priority = 10,
                         .isa = KernelVariant::Isa::PerIsa, .run = instance_norm_run}});
 }

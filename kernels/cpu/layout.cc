@@ -13,7 +13,7 @@
 #include <utility>
 
 #include "infer/error.h"
-#include "kernels/cpu/cpu_kernels.h"
+#include "infer/kernel.h"
 #include "kernels/cpu/gemm_microkernel.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/nhwc.h"
@@ -204,7 +204,7 @@ void layout_run(const KernelCall& call) {
 
 }  // namespace
 
-void register_layout(KernelRegistry& registry) {
+INFER_REGISTER_KERNELS(layout) {
   registry.add("cpu", {
       // reads `from` and writes `to` (the node's layout): offered in either
       {.op = "layout", .name = "transpose_tiled", .priority = 10, .layouts = {Layout::NCHW, Layout::NHWC},

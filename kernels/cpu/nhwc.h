@@ -17,7 +17,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "engine/src/kernel_api.h"
+#include "infer/kernel.h"
 #include "kernels/cpu/activation_simd.h"
 #include "kernels/cpu/gemm_microkernel.h"
 #include "kernels/cpu/im2col.h"

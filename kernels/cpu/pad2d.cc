@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "kernels/cpu/cpu_kernels.h"
+#include "infer/kernel.h"
 
 namespace infer::cpu {
 namespace {
@@ -51,7 +51,7 @@ void pad2d_run(const KernelCall& call) {
 
 }  // namespace
 
-void register_pad2d(KernelRegistry& registry) {
+INFER_REGISTER_KERNELS(pad2d) {
   registry.add("cpu", {{.op = "pad2d", .name = "direct", .priority = 10, .run = pad2d_run}});
 }
 

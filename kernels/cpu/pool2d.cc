@@ -14,7 +14,7 @@
 #include <limits>
 #include <string>
 
-#include "kernels/cpu/cpu_kernels.h"
+#include "infer/kernel.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/omp_last.h"
 
@@ -209,7 +209,7 @@ void separable_run(const KernelCall& call) {
 
 }  // namespace
 
-void register_pool2d(KernelRegistry& registry) {
+INFER_REGISTER_KERNELS(pool2d) {
   registry.add("cpu", {
       {.op = "pool2d", .name = "separable", .priority = 20, .priority_for = separable_priority,
        .isa = KernelVariant::Isa::PerIsa,

@@ -10,7 +10,7 @@
 #include <algorithm>
 #include <limits>
 
-#include "kernels/cpu/cpu_kernels.h"
+#include "infer/kernel.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/nhwc.h"
 #include "kernels/cpu/thread_pool.h"
@@ -82,7 +82,7 @@ void pool_run(const KernelCall& call) {
 
 }  // namespace
 
-void register_pool2d_nhwc(KernelRegistry& registry) {
+INFER_REGISTER_KERNELS(pool2d_nhwc) {
   registry.add("cpu", {
       // the node's NCHW priority: pooling follows its input's layout
       {.op = "pool2d", .name = "direct_nhwc", .priority = 10, .priority_for = nchw_priority,

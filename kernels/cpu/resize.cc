@@ -5,7 +5,7 @@
 // gather from its b input channels (one per column phase) of one input row.
 #include <vector>
 
-#include "kernels/cpu/cpu_kernels.h"
+#include "infer/kernel.h"
 #include "kernels/resize_coords.h"
 
 namespace infer::cpu {
@@ -70,7 +70,7 @@ void depth_to_space_run(const KernelCall& call) {
 
 }  // namespace
 
-void register_resize(KernelRegistry& registry) {
+INFER_REGISTER_KERNELS(resize) {
   registry.add("cpu", {
       {.op = "resize", .name = "direct", .priority = 10, .run = resize_run},
       {.op = "depth_to_space", .name = "direct", .priority = 10, .run = depth_to_space_run},

@@ -8,7 +8,7 @@
 #include <algorithm>
 
 #include "kernels/cpu/activation_simd.h"
-#include "kernels/cpu/cpu_kernels.h"
+#include "infer/kernel.h"
 #include "kernels/cpu/im2col.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/omp_last.h"
@@ -110,7 +110,7 @@ void squeeze_excite_run(const KernelCall& call) {
 
 }  // namespace
 
-void register_squeeze_excite(KernelRegistry& registry) {
+INFER_REGISTER_KERNELS(squeeze_excite) {
   registry.add("cpu", {{.op = "squeeze_excite", .name = "direct", .priority = 10,
                         .isa = KernelVariant::Isa::PerIsa, .workspace_bytes = se_workspace, .run = squeeze_excite_run}});
 }

@@ -17,7 +17,7 @@
 
 #include "infer/error.h"
 
-#include "kernels/cpu/cpu_kernels.h"
+#include "infer/kernel.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/nhwc.h"
 #include "kernels/cpu/omp_last.h"
@@ -208,7 +208,7 @@ void se_run(const KernelCall& call) {
 
 }  // namespace
 
-void register_squeeze_excite_nhwc(KernelRegistry& registry) {
+INFER_REGISTER_KERNELS(squeeze_excite_nhwc) {
   registry.add("cpu", {
       // the node's NCHW priority: squeeze-excitation follows its input's layout
       {.op = "squeeze_excite", .name = "direct_nhwc", .priority = 10, .priority_for = nchw_priority,

@@ -8,7 +8,7 @@
 #include <limits>
 #include <string>
 
-#include "kernels/cpu/cpu_kernels.h"
+#include "infer/kernel.h"
 
 namespace infer::cpu {
 namespace {
@@ -74,7 +74,7 @@ void concat_run(const KernelCall& call) {
 
 }  // namespace
 
-void register_tensor_ops(KernelRegistry& registry) {
+INFER_REGISTER_KERNELS(tensor_ops) {
   registry.add("cpu", {
       {.op = "flatten", .name = "direct", .priority = 10, .run = copy_relabelled},
       {.op = "reshape", .name = "direct", .priority = 10, .run = copy_relabelled},

@@ -10,7 +10,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "kernels/cpu/cpu_kernels.h"
+#include "infer/kernel.h"
 #include "kernels/cpu/nhwc.h"
 #include "kernels/cpu/thread_pool.h"
 
@@ -112,7 +112,7 @@ void copy_relabelled(const KernelCall& call) {
 
 }  // namespace
 
-void register_tensor_ops_nhwc(KernelRegistry& registry) {
+INFER_REGISTER_KERNELS(tensor_ops_nhwc) {
   // Each at the node's NCHW priority: these ops follow their input's layout.
   registry.add("cpu", {
       {.op = "concat", .name = "direct_nhwc", .priority = 10, .priority_for = nchw_priority,

@@ -10,7 +10,7 @@
 #include "kernels/broadcast.h"
 #include "infer/error.h"
 #include "kernels/cuda/common.cuh"
-#include "kernels/cuda/cuda_kernels.h"
+#include "infer/kernel.h"
 
 namespace infer::cuda {
 namespace {
@@ -72,7 +72,7 @@ void binary_run(const KernelCall& call) {
 
 }  // namespace
 
-void register_binary(KernelRegistry& registry) {
+INFER_REGISTER_KERNELS(binary) {
   registry.add("cuda", {
       // every broadcast pattern in either layout
       {.op = "binary", .name = "broadcast", .priority = 10, .layouts = {Layout::NCHW, Layout::NHWC},

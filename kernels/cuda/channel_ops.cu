@@ -5,7 +5,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/common.cuh"
-#include "kernels/cuda/cuda_kernels.h"
+#include "infer/kernel.h"
 
 namespace infer::cuda {
 namespace {
@@ -64,7 +64,7 @@ void slice_run(const KernelCall& call) {
 
 }  // namespace
 
-void register_channel_ops(KernelRegistry& registry) {
+INFER_REGISTER_KERNELS(channel_ops) {
   registry.add("cuda", {
       {.op = "channel_shuffle", .name = "direct", .priority = 10, .run = channel_shuffle_run},
       {.op = "slice", .name = "direct", .priority = 10, .run = slice_run},

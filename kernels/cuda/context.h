@@ -12,7 +12,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
-#include "engine/src/kernel_api.h"
+#include "infer/kernel.h"
 
 struct cudnnContext;  // cudnnHandle_t, without cudnn.h here (kernels/cuda/cudnn.h)
 

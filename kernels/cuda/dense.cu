@@ -12,7 +12,7 @@
 
 #include "infer/error.h"
 #include "kernels/cuda/context.h"
-#include "kernels/cuda/cuda_kernels.h"
+#include "infer/kernel.h"
 #include "kernels/cuda/epilogue.h"
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/gemv.h"
@@ -57,7 +57,7 @@ void run_gemv(const KernelCall& call) {
 
 }  // namespace
 
-void register_dense(KernelRegistry& registry) {
+INFER_REGISTER_KERNELS(dense) {
   registry.add("cuda", {
       {.op = "dense", .name = "gemm", .priority = 10, .applicable = dense_applicable,
        .run = run_dense},

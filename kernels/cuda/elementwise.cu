@@ -7,7 +7,7 @@
 #include <string>
 
 #include "kernels/cuda/common.cuh"
-#include "kernels/cuda/cuda_kernels.h"
+#include "infer/kernel.h"
 
 namespace infer::cuda {
 namespace {
@@ -165,7 +165,7 @@ void batchnorm_run(const KernelCall& call) {
 
 }  // namespace
 
-void register_elementwise(KernelRegistry& registry) {
+INFER_REGISTER_KERNELS(elementwise) {
   // activation and add go element by element (add: equal shapes and layouts), so either layout;
   // batchnorm is per channel: NCHW only.
   const std::vector<Layout> any_layout{Layout::NCHW, Layout::NHWC};

@@ -22,7 +22,7 @@ constexpr int kThreads = 256;
 // One column element: the input cell (iy, ix) of the plane at xp, 0 in the padding; with BOX the sum
 // of the g.box x g.box cells from there at the box strides (conv_pool2d direct_sum).
 template <class T, bool BOX>
-__device__ __forceinline__ T gather(const T* __restrict__ xp, const ConvGeometry& g, int64_t iy, int64_t ix) {
+__device__ __forceinline__ T gather(const T* __restrict__ xp, const ConvProblem& g, int64_t iy, int64_t ix) {
   if constexpr (!BOX) {
     return (iy >= 0 && iy < g.H && ix >= 0 && ix < g.W) ? xp[iy * g.W + ix] : from_float<T>(0.f);
   } else {
@@ -44,7 +44,7 @@ __device__ __forceinline__ T gather(const T* __restrict__ xp, const ConvGeometry
 // held VGG's 224x224 gather (58 MB of fp16 columns) to ~0.75 TB/s.
 template <class T, bool BOX, int V>
 __global__ void im2col_kernel(const T* __restrict__ x, int64_t x_image_stride, T* __restrict__ col,
-                              ConvGeometry g, int64_t planes) {
+                              ConvProblem g, int64_t planes) {
   const int P = static_cast<int>(g.HO * g.WO);  // <= INT_MAX (checked by the host)
   const int j = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x) * V;  // first of V pixels
   if (j >= P) return;
@@ -74,7 +74,7 @@ __global__ void im2col_kernel(const T* __restrict__ x, int64_t x_image_stride, T
 // col. The caller guarantees planes * KH * KW * P <= INT_MAX.
 template <class T, bool BOX>
 __global__ void im2col_element_kernel(const T* __restrict__ x, int64_t x_image_stride,
-                                      T* __restrict__ col, ConvGeometry g, int total) {
+                                      T* __restrict__ col, ConvProblem g, int total) {
   const int idx = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
   if (idx >= total) return;
   const int WO = static_cast<int>(g.WO), P = static_cast<int>(g.HO) * WO;
@@ -114,11 +114,6 @@ constexpr int64_t kPerElementBelowThreads = 32768;
 
 }  // namespace
 
-bool im2col_is_identity(const ConvGeometry& g) {
-  return g.KH == 1 && g.KW == 1 && g.stride_h == 1 && g.stride_w == 1 && g.pad_top == 0 &&
-         g.pad_left == 0 && g.HO == g.H && g.WO == g.W && g.box <= 1;
-}
-
 int64_t images_per_chunk(int64_t images, size_t per_image_bytes, size_t budget) {
   if (images <= 0) return 0;
   if (per_image_bytes == 0) return images;
@@ -126,18 +121,18 @@ int64_t images_per_chunk(int64_t images, size_t per_image_bytes, size_t budget) 
   return std::max<int64_t>(1, std::min(images, fit));
 }
 
-int64_t conv_gemm_chunk(const ConvGeometry& g, int64_t images, Precision p) {
+int64_t conv_gemm_chunk(const ConvProblem& g, int64_t images, Precision p) {
   if (im2col_is_identity(g)) return images;
   return images_per_chunk(images, static_cast<size_t>(g.col_elements()) * element_size(p));
 }
 
-size_t conv_gemm_workspace_bytes(const ConvGeometry& g, int64_t images, Precision p) {
+size_t conv_gemm_workspace_bytes(const ConvProblem& g, int64_t images, Precision p) {
   if (im2col_is_identity(g)) return 0;
   return static_cast<size_t>(conv_gemm_chunk(g, images, p)) * static_cast<size_t>(g.col_elements()) *
          element_size(p);
 }
 
-void im2col(Context& ctx, Precision p, const ConvGeometry& g, const void* x, int64_t x_image_stride,
+void im2col(Context& ctx, Precision p, const ConvProblem& g, const void* x, int64_t x_image_stride,
             void* col, int64_t images) {
   const int64_t P = g.col_cols(), planes = images * g.C;
   if (P <= 0 || planes <= 0 || g.KH * g.KW <= 0) return;
@@ -184,7 +179,7 @@ void im2col(Context& ctx, Precision p, const ConvGeometry& g, const void* x, int
   INFER_CUDA_CHECK_LAUNCH();
 }
 
-void conv_gemm(Context& ctx, Precision p, const ConvGeometry& g, const void* a, int64_t M,
+void conv_gemm(Context& ctx, Precision p, const ConvProblem& g, const void* a, int64_t M,
                const void* x, int64_t x_image_stride, void* y, int64_t y_image_stride, int64_t images,
                void* col, int64_t chunk, float alpha) {
   const int64_t K = g.col_rows(), P = g.col_cols();

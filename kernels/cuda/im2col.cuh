@@ -9,28 +9,10 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "infer/kernel.h"  // ConvProblem (dilation 1 here), im2col_is_identity
 #include "kernels/cuda/context.h"
 
 namespace infer::cuda {
-
-// One image's convolution (dilation 1). HO x WO is given, not derived, so callers can ask for a
-// cropped output (conv_pool2d computes only the rows its pooling windows read).
-struct ConvGeometry {
-  int64_t C = 0, H = 0, W = 0;          // input channels and spatial size
-  int64_t KH = 1, KW = 1;               // kernel size
-  int64_t stride_h = 1, stride_w = 1;   // > 0
-  int64_t pad_top = 0, pad_left = 0;    // may be negative (an offset into the input)
-  int64_t HO = 0, WO = 0;               // output size
-  // box > 1: every column element is the sum of box x box input cells box_stride_h / box_stride_w
-  // apart, starting at the cell plain im2col would read (conv_pool2d's direct_sum: the box sums of the
-  // p x p average pool gathered straight from the input, no box-sum buffer). 1: plain im2col.
-  int64_t box = 1;
-  int64_t box_stride_h = 1, box_stride_w = 1;
-
-  int64_t col_rows() const { return C * KH * KW; }  // GEMM K
-  int64_t col_cols() const { return HO * WO; }      // GEMM N
-  int64_t col_elements() const { return col_rows() * col_cols(); }
-};
 
 // The column workspace of every driver below is at most this many bytes (but always one image).
 // 1 GiB: VGG16 conv1_2 at 224x224 needs 116 MB of fp32 columns per image, so 256 MiB held only 2
@@ -39,18 +21,14 @@ constexpr size_t kMaxColumnBytes = size_t(1) << 30;
 
 inline size_t align256(size_t bytes) { return (bytes + 255) / 256 * 256; }
 
-// True when im2col is the identity (1x1 kernel, stride 1, no padding, output = input size, no box): the
-// image x [C, H*W] is then already the column matrix and no workspace is needed.
-bool im2col_is_identity(const ConvGeometry& g);
-
 // How many of `images` images to process per chunk when each needs `per_image_bytes` of workspace:
 // all of them when they fit in `budget`, else as many as fit, but at least 1 (0 when images == 0).
 int64_t images_per_chunk(int64_t images, size_t per_image_bytes, size_t budget = kMaxColumnBytes);
 
 // Chunk size and column workspace of conv_gemm() for `images` images of geometry g (0 bytes when
 // im2col is the identity): images_per_chunk(images, one column matrix) column matrices.
-int64_t conv_gemm_chunk(const ConvGeometry& g, int64_t images, Precision p);
-size_t conv_gemm_workspace_bytes(const ConvGeometry& g, int64_t images, Precision p);
+int64_t conv_gemm_chunk(const ConvProblem& g, int64_t images, Precision p);
+size_t conv_gemm_workspace_bytes(const ConvProblem& g, int64_t images, Precision p);
 
 // Column matrices of `images` images: image i is x + i*x_image_stride (elements) [C][H][W]; its
 // matrix is col + i*col_elements() [C*KH*KW][HO*WO], row (c*KH + ky)*KW + kx, column oy*WO + ox,
@@ -58,7 +36,7 @@ size_t conv_gemm_workspace_bytes(const ConvGeometry& g, int64_t images, Precisio
 // the sum over dy, dx < box of x[.. + dy*box_stride_h][.. + dx*box_stride_w], cells outside the image
 // 0, summed in float and rounded once). Every element is written. Elements are p's storage type.
 // Asynchronous on ctx.stream. HO*WO must be <= INT_MAX (as the GEMM's n).
-void im2col(Context& ctx, Precision p, const ConvGeometry& g, const void* x, int64_t x_image_stride,
+void im2col(Context& ctx, Precision p, const ConvProblem& g, const void* x, int64_t x_image_stride,
             void* col, int64_t images);
 
 // For i < images: y_i [M][HO*WO] (at y + i*y_image_stride elements, rows HO*WO apart) =
@@ -66,7 +44,7 @@ void im2col(Context& ctx, Precision p, const ConvGeometry& g, const void* x, int
 // holds `chunk` column matrices; unused when im2col is the identity), then one strided-batched GEMM,
 // per chunk of `chunk` images. Every output element is written (zeros when C*KH*KW == 0). No bias or
 // activation: callers follow with bias_activation (epilogue.h) or their own epilogue.
-void conv_gemm(Context& ctx, Precision p, const ConvGeometry& g, const void* a, int64_t M,
+void conv_gemm(Context& ctx, Precision p, const ConvProblem& g, const void* a, int64_t M,
                const void* x, int64_t x_image_stride, void* y, int64_t y_image_stride, int64_t images,
                void* col, int64_t chunk, float alpha = 1.f);
 

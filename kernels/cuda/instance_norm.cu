@@ -7,7 +7,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/common.cuh"
-#include "kernels/cuda/cuda_kernels.h"
+#include "infer/kernel.h"
 
 namespace infer::cuda {
 namespace {
@@ -73,7 +73,7 @@ void instance_norm_run(const KernelCall& call) {
 
 }  // namespace
 
-void register_instance_norm(KernelRegistry& registry) {
+INFER_REGISTER_KERNELS(instance_norm) {
   registry.add("cuda", {{.op = "instance_norm", .name = "direct", .priority = 10,
                          .run = instance_norm_run}});
 }

@@ -9,7 +9,7 @@
 #include <string>
 
 #include "kernels/cuda/common.cuh"
-#include "kernels/cuda/cuda_kernels.h"
+#include "infer/kernel.h"
 
 namespace infer::cuda {
 namespace {
@@ -156,7 +156,7 @@ void layout_run(const KernelCall& call) {
 
 }  // namespace
 
-void register_layout(KernelRegistry& registry) {
+INFER_REGISTER_KERNELS(layout) {
   registry.add("cuda", {
       {.op = "layout", .name = "transpose_tiled", .priority = 10,
        .layouts = {Layout::NCHW, Layout::NHWC}, .applicable = layout_applicable, .run = layout_run},

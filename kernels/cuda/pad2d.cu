@@ -5,7 +5,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/common.cuh"
-#include "kernels/cuda/cuda_kernels.h"
+#include "infer/kernel.h"
 
 namespace infer::cuda {
 namespace {
@@ -79,7 +79,7 @@ void pad2d_run(const KernelCall& call) {
 
 }  // namespace
 
-void register_pad2d(KernelRegistry& registry) {
+INFER_REGISTER_KERNELS(pad2d) {
   registry.add("cuda", {{.op = "pad2d", .name = "direct", .priority = 10,
                          .layouts = {Layout::NCHW, Layout::NHWC}, .run = pad2d_run}});
 }

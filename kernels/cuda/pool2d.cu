@@ -18,7 +18,7 @@
 #include <type_traits>
 
 #include "kernels/cuda/common.cuh"
-#include "kernels/cuda/cuda_kernels.h"
+#include "infer/kernel.h"
 
 namespace infer::cuda {
 namespace {
@@ -287,7 +287,7 @@ void pool2d_run(const KernelCall& call) {
 
 }  // namespace
 
-void register_pool2d(KernelRegistry& registry) {
+INFER_REGISTER_KERNELS(pool2d) {
   registry.add("cuda", {
       {.op = "pool2d", .name = "global", .priority = 20, .layouts = {Layout::NCHW, Layout::NHWC},
        .applicable = global_applicable, .run = global_run},

@@ -4,7 +4,7 @@
 // Each thread maps its row and column with kernels/resize_coords.h, as the CPU kernel does.
 // Also depth_to_space "direct" (DCR / CRD, NCHW only): one thread per output element, a gather.
 #include "kernels/cuda/common.cuh"
-#include "kernels/cuda/cuda_kernels.h"
+#include "infer/kernel.h"
 #include "kernels/resize_coords.h"
 
 namespace infer::cuda {
@@ -113,7 +113,7 @@ void depth_to_space_run(const KernelCall& call) {
 
 }  // namespace
 
-void register_resize(KernelRegistry& registry) {
+INFER_REGISTER_KERNELS(resize) {
   registry.add("cuda", {
       {.op = "resize", .name = "direct", .priority = 10, .layouts = {Layout::NCHW, Layout::NHWC},
        .applicable = resize_applicable, .run = resize_run},

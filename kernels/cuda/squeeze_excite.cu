@@ -11,7 +11,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/common.cuh"
-#include "kernels/cuda/cuda_kernels.h"
+#include "infer/kernel.h"
 
 namespace infer::cuda {
 namespace {
@@ -262,7 +262,7 @@ void se_run(const KernelCall& call) {
 
 }  // namespace
 
-void register_squeeze_excite(KernelRegistry& registry) {
+INFER_REGISTER_KERNELS(squeeze_excite) {
   registry.add("cuda", {{.op = "squeeze_excite", .name = "direct", .priority = 10,
                          .layouts = {Layout::NCHW, Layout::NHWC}, .applicable = se_applicable,
                          .workspace_bytes = se_workspace, .run = se_run}});

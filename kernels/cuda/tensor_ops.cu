@@ -8,7 +8,7 @@
 #include <string>
 
 #include "kernels/cuda/common.cuh"
-#include "kernels/cuda/cuda_kernels.h"
+#include "infer/kernel.h"
 
 namespace infer::cuda {
 namespace {
@@ -225,7 +225,7 @@ void concat_run(const KernelCall& call) {
 
 }  // namespace
 
-void register_tensor_ops(KernelRegistry& registry) {
+INFER_REGISTER_KERNELS(tensor_ops) {
   registry.add("cuda", {
       {.op = "flatten", .name = "direct", .priority = 10, .run = copy_relabelled},
       {.op = "reshape", .name = "direct", .priority = 10, .run = copy_relabelled},

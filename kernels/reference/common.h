@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <string>
 
-#include "engine/src/kernel_api.h"
+#include "infer/kernel.h"
 #include "infer/error.h"
 #include "infer/ops.h"
 

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "engine/ops/op_def.h"
-#include "engine/src/kernel_api.h"
+#include "infer/kernel.h"
 
 namespace infer {
 

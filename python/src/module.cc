@@ -17,8 +17,6 @@
 #include "app_metadata.h"
 #include "arrays.h"
 #include "dlpack.h"
-#include "backend.h"
-#include "graph.h"
 #include "image_io.h"
 #include "infer/infer.h"
 #include "onnx_import.h"
@@ -50,8 +48,6 @@ py::list infos(const std::vector<TensorInfo>& list) {
   for (const TensorInfo& t : list) out.append(py::cast(t));
   return out;
 }
-
-std::string model_origin(const Model& m) { return m.graph().origin; }
 
 // The bytes of any buffer-protocol object, in logical order (PyBytes_FromObject copies strided
 // buffers correctly).
@@ -171,7 +167,7 @@ struct PySession {
   }
 
   std::vector<Tensor> random(uint64_t seed) const {
-    const bool latent = cli::read_metadata(model, model_origin(model)).task == "generator";
+    const bool latent = cli::read_metadata(model, model.origin()).task == "generator";
     return random_inputs(session.inputs(), latent, seed);
   }
 };
@@ -187,13 +183,7 @@ PYBIND11_MODULE(_infer, m) {
   py::register_exception<Error>(m, "Error", PyExc_ValueError);
   bind_device_array(m);
 
-  m.def("cuda_available", []() {
-#ifdef INFER_WITH_CUDA
-    return detail::cuda_device_available();
-#else
-    return false;
-#endif
-  }, "Whether this build has the CUDA backend and a GPU is present.");
+  m.def("cuda_available", []() { return cuda_available(); }, "Whether this build has the CUDA backend and a GPU is present.");
 
   py::class_<TensorInfo>(m, "TensorInfo", "A model input or output: name, shape (-1 = batch), dtype.")
       .def_property_readonly("name", [](const TensorInfo& t) { return t.name; })
@@ -226,17 +216,17 @@ PYBIND11_MODULE(_infer, m) {
         return out;
       }, "The nodes in execution order, as stored: dicts of name, op, inputs, outputs.")
       .def_property_readonly("task", [](const Model& md) {
-        return cli::read_metadata(md, model_origin(md)).task;
+        return cli::read_metadata(md, md.origin()).task;
       }, "metadata 'task' as the apps read it: 'classifier', 'generator' or ''.")
       .def_property_readonly("labels", [](const Model& md) {
-        return cli::read_metadata(md, model_origin(md)).labels;
+        return cli::read_metadata(md, md.origin()).labels;
       }, "metadata 'labels', one per class (empty when absent).")
       .def_property_readonly("output_range", [](const Model& md) {
-        const cli::AppMetadata meta = cli::read_metadata(md, model_origin(md));
+        const cli::AppMetadata meta = cli::read_metadata(md, md.origin());
         return py::make_tuple(meta.range_lo, meta.range_hi);
       }, "metadata 'output.range' as (lo, hi); (-1.0, 1.0) when absent.")
       .def("__repr__", [](const Model& md) {
-        return "<infer.Model '" + md.name() + "' from " + model_origin(md) + ", " +
+        return "<infer.Model '" + md.name() + "' from " + md.origin() + ", " +
                std::to_string(md.num_nodes()) + " nodes>";
       });
 
@@ -323,7 +313,7 @@ PYBIND11_MODULE(_infer, m) {
     const std::vector<TensorInfo>& in = model.inputs();
     if (in.size() != 1 || in[0].shape.size() != 4)
       throw Error("load_image: model '" + model.name() + "' needs one 4-D NCHW input to take an image");
-    const cli::AppMetadata meta = cli::read_metadata(model, model_origin(model));
+    const cli::AppMetadata meta = cli::read_metadata(model, model.origin());
     const Shape& s = in[0].shape;
     if (s[1] != 1 && s[1] != 3)
       throw Error("load_image: model input '" + in[0].name + "' has " + std::to_string(s[1]) +

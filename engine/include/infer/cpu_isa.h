@@ -26,4 +26,10 @@ CpuIsa cpu_isa_supported();
 // use and then fixed; an INFER_CPU_ISA that does not parse is an Error (on every call).
 CpuIsa cpu_isa_default();
 
+// The fp32 multiply-add peak of `threads` OpenMP threads at level `isa` (<= cpu_isa_supported()), in
+// GFLOP/s (a multiply-add counts 2): the best of `repeats` runs of a register-only loop of independent
+// vector FMAs, `iters` iterations per thread (20M: ~0.1-0.5 s). *sink (may be null) accumulates the
+// loop's results so that nothing is optimised away. What infer-bench peak reports.
+double cpu_fma_peak_gflops(CpuIsa isa, int threads, int64_t iters, int repeats, float* sink);
+
 }  // namespace infer

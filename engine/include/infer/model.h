@@ -36,6 +36,14 @@ struct ModelNode {
   std::vector<std::string> outputs;
 };
 
+// One constant (weight) of the model file as stored: float32 data that stays valid as long as the
+// Model (or a copy of it) does.
+struct ModelConstant {
+  std::string name;
+  Shape shape;
+  const float* data = nullptr;  // shape_numel(shape) floats
+};
+
 // The format version this build writes and the newest it reads.
 constexpr uint32_t kFormatVersion = 1;
 
@@ -58,6 +66,13 @@ class Model {
   size_t num_nodes() const;
   std::vector<ModelNode> nodes() const;  // in execution order
   uint64_t weight_bytes() const;  // bytes of all constants as stored in the file
+  std::vector<ModelConstant> constants() const;  // in value order
+  // The file path load() was given, or from_bytes()'s `origin`: how messages name the model.
+  const std::string& origin() const;
+  // Floating-point operations of one forward pass at `batch` (a multiply-add counts 2), as the
+  // profile's cost model counts them, over the graph as stored (before any graph pass). An Error when
+  // the graph cannot take that batch.
+  double flops(int64_t batch = 1) const;
 
   // The engine's view of the model; not part of the stable API.
   const detail::Graph& graph() const;

@@ -66,6 +66,10 @@ struct PassOptions {
   bool enabled(const std::string& name) const;  // false for an unknown name
 };
 
+// True when this build has the CUDA backend and a CUDA device is present: what backend "auto" picks
+// cuda by.
+bool cuda_available();
+
 struct SessionOptions {
   // "cpu", "cuda", "reference" (cpu with reference kernels only), or "auto" (cuda when this build has
   // the CUDA backend and a GPU is present, else cpu).

@@ -22,35 +22,16 @@ inline bool gemm_1x1_applicable(const NodeDesc& node) {
          p.pad.left == 0 && p.pad.bottom == 0 && p.pad.right == 0 && y[2] == x[2] && y[3] == x[3];
 }
 
-// The node's geometry (x [N,C,H,W], w [CO,C,KH,KW], y [N,CO,HO,WO]).
-inline ConvGeometry geometry(const NodeDesc& node) {
-  const auto* p = &std::get<Conv2DParams>(node.params);
-  const Shape &xs = node.input_shapes[0], &ws = node.input_shapes[1], &ys = node.output_shapes[0];
-  ConvGeometry g;
-  g.C = xs[1];
-  g.H = xs[2];
-  g.W = xs[3];
-  g.KH = ws[2];
-  g.KW = ws[3];
-  g.stride_h = p->stride_h;
-  g.stride_w = p->stride_w;
-  g.pad_top = p->pad.top;
-  g.pad_left = p->pad.left;
-  g.HO = ys[2];
-  g.WO = ys[3];
-  return g;
-}
-
 // The call's geometry and pointers.
 struct ConvCall {
-  ConvGeometry g;
+  ConvProblem g;
   int64_t N, CO;
   const void *x, *w, *bias, *residual;  // residual: input 3 (add_residual), else null
   void* y;
 };
 
 inline ConvCall conv_call(const KernelCall& call) {
-  ConvCall c{geometry(call.node), 0, 0, nullptr, nullptr, nullptr, nullptr, nullptr};
+  ConvCall c{conv2d_problem(call.node), 0, 0, nullptr, nullptr, nullptr, nullptr, nullptr};
   c.N = call.node.input_shapes[0][0];
   c.CO = call.node.input_shapes[1][0];
   c.x = call.inputs[0];

@@ -19,7 +19,7 @@
 
 #include "infer/error.h"
 #include "kernels/conv_shapes.h"
-#include "kernels/cuda/cuda_kernels.h"
+#include "infer/kernel.h"
 #include "kernels/cuda/cudnn.h"
 
 namespace infer::cuda {
@@ -239,7 +239,7 @@ void folded_run(const KernelCall& call) { run_prepared(call, "conv2d.cudnn_folde
 
 }  // namespace
 
-void register_conv2d_cudnn(KernelRegistry& registry) {
+INFER_REGISTER_KERNELS(conv2d_cudnn) {
   registry.add("cuda", {
       {.op = "conv2d", .name = "cudnn", .priority = 4, .priority_for = cudnn_priority,
        .layouts = {Layout::NCHW, Layout::NHWC}, .applicable = cudnn_applicable,

@@ -13,7 +13,7 @@
 
 #include "kernels/conv_shapes.h"
 #include "kernels/cuda/conv2d/common.h"
-#include "kernels/cuda/cuda_kernels.h"
+#include "infer/kernel.h"
 #include "kernels/cuda/cutlass_conv.cuh"
 
 namespace infer::cuda {
@@ -51,7 +51,7 @@ Problem problem_of(const NodeDesc& node) {
   for (const Shape* s : {&x, &w, &y})
     for (int64_t d : *s)
       if (d <= 0 || d > INT32_MAX) return pr;
-  const ConvGeometry g = conv::geometry(node);
+  const ConvProblem g = conv2d_problem(node);
   if (g.C % a != 0 || w[0] % a != 0 || g.pad_top < 0 || g.pad_left < 0) return pr;
   pr.size = cutlass::conv::Conv2dProblemSize(
       int(x[0]), int(g.H), int(g.W), int(g.C), int(w[0]), int(g.KH), int(g.KW), int(g.HO), int(g.WO),
@@ -127,9 +127,11 @@ int priority(const NodeDesc& node) { return problem_of(node).ok ? 3 : 0; }
 
 }  // namespace
 
-void register_conv2d_cutlass(KernelRegistry& registry) {
+INFER_REGISTER_KERNELS(conv2d_cutlass) {
   registry.add("cuda", {
-      {.op = "conv2d", .name = "cutlass", .priority = 3, .priority_for = priority, .layouts = {Layout::NHWC},
+      // Static priority 2: the registry's order (by file path) put cutlass.cu before small_cout_nhwc.cu,
+      // whose direct_small_cout_nhwc ties with it at 3; 2 keeps that variant first on the tie, as before.
+      {.op = "conv2d", .name = "cutlass", .priority = 2, .priority_for = priority, .layouts = {Layout::NHWC},
        .applicable = applicable, .prepare = prepare, .run = run},
   });
 }

@@ -10,7 +10,7 @@
 #include "infer/error.h"
 #include "kernels/conv_shapes.h"
 #include "kernels/cuda/common.cuh"
-#include "kernels/cuda/cuda_kernels.h"
+#include "infer/kernel.h"
 
 namespace infer::cuda {
 namespace {
@@ -128,7 +128,7 @@ void run_depthwise(const KernelCall& call) {
 
 }  // namespace
 
-void register_conv2d_depthwise(KernelRegistry& registry) {
+INFER_REGISTER_KERNELS(conv2d_depthwise) {
   registry.add("cuda", {
       {.op = "conv2d", .name = "depthwise", .priority = 20, .layouts = {Layout::NCHW, Layout::NHWC},
        .applicable = conv2d_depthwise, .run = run_depthwise},

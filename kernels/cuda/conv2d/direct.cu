@@ -10,7 +10,7 @@
 
 #include "infer/error.h"
 #include "kernels/cuda/common.cuh"
-#include "kernels/cuda/cuda_kernels.h"
+#include "infer/kernel.h"
 #include "kernels/cuda/epilogue.h"
 #include "kernels/cuda/gemm.h"
 #include "kernels/conv_shapes.h"
@@ -29,7 +29,7 @@ namespace infer::cuda::conv {
 template <class T>
 __global__ void conv2d_direct_kernel(const T* __restrict__ x, const T* __restrict__ w,
                                      const T* __restrict__ bias, const T* __restrict__ r,
-                                     T* __restrict__ y, ConvGeometry g,
+                                     T* __restrict__ y, ConvProblem g,
                                      int64_t CO, int64_t total, DeviceActivation act,
                                      int64_t groups, int64_t dh, int64_t dw) {
   const int64_t CG = g.C / groups, COG = CO / groups;  // input / output channels per group
@@ -94,7 +94,7 @@ constexpr int kScWarps = 8, kScThreads = 32 * kScWarps, kRows = 4;
 constexpr size_t kScSmemBytes = 48 * 1024;  // the default dynamic shared-memory limit
 
 struct SmallCoutArgs {
-  ConvGeometry g;
+  ConvProblem g;
   int64_t tiles_x = 0, tiles_y = 0;
   int groups = 1;     // channel groups (1, 2, 4 or 8); 8/groups row groups of kRows rows each
   int chunk = 1;      // channels whose weights are staged in shared memory at once
@@ -124,7 +124,7 @@ __global__ void __launch_bounds__(kScThreads)
     small_cout_kernel(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ bias,
                       T* __restrict__ y, SmallCoutArgs a) {
   extern __shared__ float smem[];
-  const ConvGeometry& g = a.g;
+  const ConvProblem& g = a.g;
   const int KH = K > 0 ? K : static_cast<int>(g.KH), KW = K > 0 ? K : static_cast<int>(g.KW);
   const int sh = S > 0 ? S : static_cast<int>(g.stride_h), sw = S > 0 ? S : static_cast<int>(g.stride_w);
   const int taps = KH * KW;
@@ -257,7 +257,7 @@ void run_small_cout(const KernelCall& call) {
   if (!small_cout_applicable(call.node))
     throw Error("cuda conv2d.direct_small_cout: needs C_out <= 8 and a kernel whose weights fit in "
                 "shared memory");
-  const ConvGeometry& g = c.g;
+  const ConvProblem& g = c.g;
   if (c.N == 0 || c.CO == 0 || g.HO == 0 || g.WO == 0) return;
   SmallCoutArgs a;
   a.g = g;

@@ -12,7 +12,7 @@
 
 #include "infer/error.h"
 #include "kernels/cuda/common.cuh"
-#include "kernels/cuda/cuda_kernels.h"
+#include "infer/kernel.h"
 #include "kernels/cuda/epilogue.h"
 #include "kernels/cuda/gemm.h"
 #include "kernels/conv_shapes.h"
@@ -31,7 +31,7 @@ namespace infer::cuda::conv {
 // fp16 0.287 -> 0.279 ms; AlexNet's 13x13 layers (K = 2304 / 3456) lost in fp16 (0.158 -> 0.163 ms),
 // hence K >= 4096. 1 (no split) above batch 1, when the tiles already fill an eighth of the GPU, or
 // where no split leaves slices of >= 256.
-int split_k(const ConvGeometry& g, int64_t N, int64_t CO) {
+int split_k(const ConvProblem& g, int64_t N, int64_t CO) {
   const int64_t K = g.col_rows(), P = g.col_cols();
   if (N != 1 || K < 4096) return 1;
   const int64_t tiles = ((CO + 127) / 128) * ((P + 127) / 128);
@@ -41,13 +41,13 @@ int split_k(const ConvGeometry& g, int64_t N, int64_t CO) {
   return s;
 }
 
-size_t split_bytes(const ConvGeometry& g, int64_t N, int64_t CO) {
+size_t split_bytes(const ConvProblem& g, int64_t N, int64_t CO) {
   const int s = split_k(g, N, CO);
   return s > 1 ? static_cast<size_t>(s) * static_cast<size_t>(CO * g.col_cols()) * sizeof(float) : 0;
 }
 
 size_t im2col_gemm_workspace(const NodeDesc& node) {
-  const ConvGeometry g = geometry(node);
+  const ConvProblem g = conv2d_problem(node);
   const int64_t N = node.input_shapes[0][0], CO = node.input_shapes[1][0];
   const size_t split = split_bytes(g, N, CO);
   return split ? align256(conv_gemm_workspace_bytes(g, N, node.precision)) + split
@@ -71,7 +71,7 @@ __global__ void split_k_sum_kernel(const float* __restrict__ part, int splits, i
 // The split-K GEMM of one image (N == 1): im2col unless the identity, then the sliced GEMM into the
 // partial sums after the columns, then split_k_sum_kernel.
 void run_split_k(Context& ctx, Precision p, const ConvCall& c, int splits, void* workspace, const Activation& act) {
-  const ConvGeometry& g = c.g;
+  const ConvProblem& g = c.g;
   const int64_t K = g.col_rows(), P = g.col_cols(), Ks = K / splits;
   const size_t col_bytes = conv_gemm_workspace_bytes(g, 1, p);
   const void* cols = c.x;
@@ -101,7 +101,7 @@ void run_gemm(const KernelCall& call, const char* variant) {
   const ConvCall c = conv_call(call);
   Context& ctx = context_of(call);
   const Precision p = call.node.precision;
-  const ConvGeometry& g = c.g;
+  const ConvProblem& g = c.g;
   if (!im2col_is_identity(g) && !call.workspace && g.col_elements() > 0 && c.N > 0)
     throw Error(std::string("cuda conv2d.") + variant + ": needs a workspace of " +
                 std::to_string(conv_gemm_workspace_bytes(g, c.N, p)) + " bytes, got none");

@@ -1,14 +1,14 @@
-// Registers the CUDA conv2d variants of gemm.cu and direct.cu (register_conv2d, declared in
-// kernels/cuda/cuda_kernels.h) in one table, in the order ties are broken by; the other files of this
+// Registers the CUDA conv2d variants of gemm.cu and direct.cu (INFER_REGISTER_KERNELS, infer/kernel.h)
+// in one table, in the order ties are broken by; the other files of this
 // folder (cudnn.cc, cutlass.cu, depthwise.cu, small_cout_nhwc.cu, small_cin_nhwc.cu) register their own. Host code.
 #include "kernels/cuda/conv2d/common.h"
-#include "kernels/cuda/cuda_kernels.h"
+#include "infer/kernel.h"
 
 namespace infer::cuda {
 
 using namespace conv;
 
-void register_conv2d(KernelRegistry& registry) {
+INFER_REGISTER_KERNELS(conv2d) {
   registry.add("cuda", {
       // priority is the static order; the heuristic uses priority_for
       {.op = "conv2d", .name = "direct_small_cout", .priority = 30,

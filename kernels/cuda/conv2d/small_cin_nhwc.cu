@@ -16,7 +16,7 @@
 #include "infer/error.h"
 #include "kernels/conv_shapes.h"
 #include "kernels/cuda/common.cuh"
-#include "kernels/cuda/cuda_kernels.h"
+#include "infer/kernel.h"
 #include "kernels/cuda/gemm_tiles.cuh"
 
 namespace infer::cuda {
@@ -364,7 +364,7 @@ void run(const KernelCall& call) {
 
 }  // namespace
 
-void register_conv2d_small_cin_nhwc(KernelRegistry& registry) {
+INFER_REGISTER_KERNELS(conv2d_small_cin_nhwc) {
   registry.add("cuda", {
       {.op = "conv2d", .name = "mma_small_cin_nhwc", .priority = 70, .priority_for = priority,
        .layouts = {Layout::NHWC}, .applicable = applicable, .prepare = prepare, .run = run},

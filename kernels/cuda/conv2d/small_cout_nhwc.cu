@@ -22,7 +22,7 @@
 #include "infer/error.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/conv_shapes.h"
-#include "kernels/cuda/cuda_kernels.h"
+#include "infer/kernel.h"
 #include "kernels/cuda/gemm_tiles.cuh"
 
 namespace infer::cuda {
@@ -454,7 +454,7 @@ void mma_run(const KernelCall& call) {
 
 }  // namespace
 
-void register_conv2d_small_cout_nhwc(KernelRegistry& registry) {
+INFER_REGISTER_KERNELS(conv2d_small_cout_nhwc) {
   registry.add("cuda", {
       {.op = "conv2d", .name = "direct_small_cout_nhwc", .priority = 3, .priority_for = priority,
        .layouts = {Layout::NHWC}, .applicable = applicable, .prepare = prepare, .run = run},

@@ -17,7 +17,7 @@
 #include "infer/error.h"
 #include "kernels/conv_shapes.h"
 #include "kernels/cuda/common.cuh"
-#include "kernels/cuda/cuda_kernels.h"
+#include "infer/kernel.h"
 #include "kernels/cuda/cudnn.h"
 #include "kernels/cuda/im2col.cuh"
 
@@ -227,7 +227,7 @@ void run(const KernelCall& call) {
 
 }  // namespace
 
-void register_conv_pool2d_cudnn(KernelRegistry& registry) {
+INFER_REGISTER_KERNELS(conv_pool2d_cudnn) {
   registry.add("cuda", {
       {.op = "conv_pool2d", .name = "cudnn_direct_sum", .priority = 3, .priority_for = direct_sum_priority,
        .layouts = {Layout::NCHW, Layout::NHWC}, .applicable = direct_sum_applicable,

@@ -13,7 +13,7 @@
 #include "infer/error.h"
 #include "kernels/conv_shapes.h"
 #include "kernels/cuda/common.cuh"
-#include "kernels/cuda/cuda_kernels.h"
+#include "infer/kernel.h"
 #include "kernels/cuda/epilogue.h"
 #include "kernels/cuda/im2col.cuh"
 
@@ -29,25 +29,9 @@ bool valid_node(const NodeDesc& node) { return conv_pool2d_valid(node); }
 
 bool valid_with_constant_weight(const NodeDesc& node) { return valid_node(node) && has_constant_weight(node); }
 
-struct PoolCall {
-  PoolDims d;
-  const void *x, *w, *bias;
-  void* y;
-};
-
-PoolCall pool_call(const KernelCall& call) {
-  PoolCall c{pool_dims(call.node), nullptr, nullptr, nullptr, nullptr};
-  if (call.inputs.size() != call.node.input_shapes.size() || call.outputs.size() != 1)
-    throw Error("cuda conv_pool2d: call has the wrong number of inputs or outputs");
-  for (const float* in : call.inputs)
-    if (!in) throw Error("cuda conv_pool2d: null input");
-  if (!call.outputs[0]) throw Error("cuda conv_pool2d: null output");
-  c.x = call.inputs[0];
-  c.w = call.inputs[1];
-  c.bias = call.inputs.size() == 3 ? call.inputs[2] : nullptr;
-  c.y = call.outputs[0];
-  return c;
-}
+// Counts and null pointers were checked by check_kernel_call.
+using PoolCall = ConvLikeCall<PoolDims, void>;
+PoolCall pool_call(const KernelCall& call) { return conv_like_call<void>(call, pool_dims(call.node)); }
 
 // ---- unfused ------------------------------------------------------------------------------------
 // Only the PH*p x PW*p conv outputs that some pooling window reads are computed (the floor-dropped
@@ -55,24 +39,11 @@ PoolCall pool_call(const KernelCall& call) {
 // activation deferred), then one thread per pooled output averages its p x p cells, adds the bias
 // and activates. The chunk keeps plane + columns <= kMaxColumnBytes (1 GiB; at least one image).
 
-ConvGeometry plain_geometry(const PoolDims& d) {
-  ConvGeometry g;
-  g.C = d.CI;
-  g.H = d.H;
-  g.W = d.W;
-  g.KH = d.KH;
-  g.KW = d.KW;
-  g.stride_h = d.sh;
-  g.stride_w = d.sw;
-  g.pad_top = d.pt;
-  g.pad_left = d.pl;
-  g.HO = d.PH * d.P;
-  g.WO = d.PW * d.P;
-  return g;
-}
+
+ConvProblem plain_geometry(const PoolDims& d) { return conv_pool2d_conv_problem(d, d.PH * d.P, d.PW * d.P); }
 
 struct UnfusedPlan {
-  ConvGeometry g;
+  ConvProblem g;
   int64_t chunk;
   size_t plane_bytes, col_bytes;  // per chunk; the column matrices start at align256(plane_bytes)
 };
@@ -165,21 +136,8 @@ std::shared_ptr<void> prepare_fused_filter(const NodeDesc& node) {
   return f;
 }
 
-ConvGeometry fused_geometry(const PoolDims& d) {
-  ConvGeometry g;
-  g.C = d.CI;
-  g.H = d.H;
-  g.W = d.W;
-  g.KH = (d.P - 1) * d.sh + d.KH;
-  g.KW = (d.P - 1) * d.sw + d.KW;
-  g.stride_h = d.P * d.sh;
-  g.stride_w = d.P * d.sw;
-  g.pad_top = d.pt;
-  g.pad_left = d.pl;
-  g.HO = d.PH;
-  g.WO = d.PW;
-  return g;
-}
+
+ConvProblem fused_geometry(const PoolDims& d) { return conv_pool2d_fused_problem(d); }
 
 size_t fused_filter_workspace_bytes(const NodeDesc& node) {
   if (!valid_node(node)) return 0;
@@ -192,7 +150,7 @@ void run_fused_filter(const KernelCall& call) {
   const PoolDims& d = c.d;
   const Precision p = call.node.precision;
   const auto* f = static_cast<const FusedFilter*>(call.prepared);
-  const ConvGeometry g = fused_geometry(d);
+  const ConvProblem g = fused_geometry(d);
   if (!f || !f->w || f->kh != g.KH || f->kw != g.KW || f->co != d.CO || f->ci != d.CI ||
       f->precision != p)
     throw Error("cuda conv_pool2d.fused_filter: not prepared for this node");
@@ -211,27 +169,11 @@ void run_fused_filter(const KernelCall& call) {
 // y[py][px] = bias + (1/p^2) * sum_{ci,ky,kx} w[ky][kx] * B[py*p*s + ky][px*p*s + kx]: the original
 // kernel at stride p*s over B, scaled through the GEMM's alpha (no prepared weight copy). B is never
 // stored: the column matrix of that strided conv is gathered straight from x, each element the float
-// sum of its p x p cells (im2col with ConvGeometry::box = p), so one launch and the box-sum buffer's
+// sum of its p x p cells (im2col with ConvProblem::box = p), so one launch and the box-sum buffer's
 // write + read are saved; cells of xpad outside the image are 0, as the convolution sees them.
 
-ConvGeometry sum_geometry(const PoolDims& d) {
-  ConvGeometry g;
-  g.C = d.CI;
-  g.H = d.H;
-  g.W = d.W;
-  g.KH = d.KH;
-  g.KW = d.KW;
-  g.stride_h = d.P * d.sh;
-  g.stride_w = d.P * d.sw;
-  g.pad_top = d.pt;
-  g.pad_left = d.pl;
-  g.HO = d.PH;
-  g.WO = d.PW;
-  g.box = d.P;
-  g.box_stride_h = d.sh;
-  g.box_stride_w = d.sw;
-  return g;
-}
+
+ConvProblem sum_geometry(const PoolDims& d) { return conv_pool2d_sum_problem(d); }
 
 size_t direct_sum_workspace_bytes(const NodeDesc& node) {
   if (!valid_node(node)) return 0;
@@ -244,7 +186,7 @@ void run_direct_sum(const KernelCall& call) {
   const PoolDims& d = c.d;
   const Precision p = call.node.precision;
   Context& ctx = context_of(call);
-  const ConvGeometry g = sum_geometry(d);
+  const ConvProblem g = sum_geometry(d);
   if (d.N == 0 || d.CO == 0 || d.PH == 0 || d.PW == 0) return;
   if (!call.workspace && conv_gemm_workspace_bytes(g, d.N, p) > 0)
     throw Error("cuda conv_pool2d.direct_sum: missing workspace");
@@ -265,7 +207,7 @@ int fused_filter_priority(const NodeDesc& node) {
 
 }  // namespace
 
-void register_conv_pool2d(KernelRegistry& registry) {
+INFER_REGISTER_KERNELS(conv_pool2d) {
   // Same order as the CPU backend: direct_sum (fewest FLOPs), fused_filter, unfused.
   registry.add("cuda", {
       {.op = "conv_pool2d", .name = "direct_sum", .priority = 20,

@@ -7,15 +7,6 @@
 
 namespace infer::cuda::tconv {
 
-TconvCall tconv_call(const KernelCall& call) {
-  TconvCall c{tconv_dims(call.node), nullptr, nullptr, nullptr, nullptr};
-  c.x = call.inputs[0];
-  c.w = call.inputs[1];
-  c.bias = call.inputs.size() == 3 ? call.inputs[2] : nullptr;
-  c.y = call.outputs[0];
-  return c;
-}
-
 std::shared_ptr<void> prepare_flipped(const NodeDesc& node) {
   const TconvDims d = tconv_dims(node);
   const float* w = host_weight(node, "flipped_conv");

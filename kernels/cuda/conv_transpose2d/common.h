@@ -25,13 +25,8 @@ using TconvDims = ConvTranspose2DDims;
 inline TconvDims tconv_dims(const NodeDesc& node) { return conv_transpose2d_dims(node, "cuda"); }
 
 // Run-time unpacking: dims plus non-null device pointers for every input the node declares.
-struct TconvCall {
-  TconvDims d;
-  const void *x, *w, *bias;
-  void* y;
-};
-
-TconvCall tconv_call(const KernelCall& call);
+using TconvCall = ConvLikeCall<TconvDims, void>;
+inline TconvCall tconv_call(const KernelCall& call) { return conv_like_call<void>(call, tconv_dims(call.node)); }
 
 inline bool valid(const NodeDesc& node) { return conv_transpose2d_valid(node); }
 // Valid with groups 1 and dilation 1: what every variant but gemm_col2im and conventional needs.

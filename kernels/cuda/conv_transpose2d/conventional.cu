@@ -5,7 +5,6 @@
 // d_h, d_w apart when dilated; output channel co reads its group's input planes) runs one thread per
 // output element, consecutive threads along ox, with bias + activation. Its workspace is the paper's
 // memory column.
-#include "kernels/cuda/conv_transpose2d/conv_transpose2d.h"
 
 #include "infer/error.h"
 #include "kernels/cuda/common.cuh"
@@ -127,13 +126,5 @@ void run_conventional(const KernelCall& call) {
 }
 
 }  // namespace tconv
-
-uint64_t conv_transpose2d_upsampled_bytes(const NodeDesc& desc) {
-  using namespace tconv;
-  const TconvDims d = tconv_dims(desc);
-  if (!pads_fit(d))
-    throw Error("cuda conv_transpose2d_upsampled_bytes: padding must be smaller than the dilated kernel");
-  return upsampled_elements(d) * element_size(desc.precision);
-}
 
 }  // namespace infer::cuda

@@ -19,7 +19,7 @@
 
 #include "infer/error.h"
 #include "kernels/conv_shapes.h"
-#include "kernels/cuda/cuda_kernels.h"
+#include "infer/kernel.h"
 #include "kernels/cuda/cudnn.h"
 #include "kernels/cuda/epilogue.h"
 
@@ -220,7 +220,7 @@ void folded_run(const KernelCall& call) {
 
 }  // namespace
 
-void register_conv_transpose2d_cudnn(KernelRegistry& registry) {
+INFER_REGISTER_KERNELS(conv_transpose2d_cudnn) {
   registry.add("cuda", {
       {.op = "conv_transpose2d", .name = "cudnn", .priority = 4, .priority_for = priority,
        .layouts = {Layout::NCHW, Layout::NHWC}, .applicable = applicable,

@@ -14,7 +14,7 @@
 #include "cutlass/conv/threadblock/threadblock_swizzle.h"
 
 #include "kernels/cuda/conv_transpose2d/common.h"
-#include "kernels/cuda/cuda_kernels.h"
+#include "infer/kernel.h"
 #include "kernels/cuda/cutlass_conv.cuh"
 
 namespace infer::cuda {
@@ -124,7 +124,7 @@ int priority(const NodeDesc& node) { return problem_of(node).ok ? 3 : 0; }
 
 }  // namespace
 
-void register_conv_transpose2d_cutlass(KernelRegistry& registry) {
+INFER_REGISTER_KERNELS(conv_transpose2d_cutlass) {
   registry.add("cuda", {
       {.op = "conv_transpose2d", .name = "cutlass", .priority = 3, .priority_for = priority,
        .layouts = {Layout::NHWC}, .applicable = applicable, .prepare = prepare, .run = run},

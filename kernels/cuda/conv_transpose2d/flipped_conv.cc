@@ -19,18 +19,8 @@ namespace infer::cuda::tconv {
 
 namespace {
 
-ConvGeometry flipped_geometry(const TconvDims& d) {
-  ConvGeometry g;
-  g.C = d.CI;
-  g.H = d.H;
-  g.W = d.W;
-  g.KH = d.KH;
-  g.KW = d.KW;
-  g.pad_top = d.KH - 1 - d.pt;
-  g.pad_left = d.KW - 1 - d.pl;
-  g.HO = d.HO;
-  g.WO = d.WO;
-  return g;
+ConvProblem flipped_geometry(const TconvDims& d) {
+  return conv_transpose2d_flipped_problem(d, d.KH, d.KW, d.KH - 1 - d.pt, d.KW - 1 - d.pl, d.HO, d.WO);
 }
 
 }  // namespace
@@ -46,7 +36,7 @@ void run_flipped_conv(const KernelCall& call) {
   if (d.sh != 1 || d.sw != 1) throw Error("cuda conv_transpose2d.flipped_conv: stride must be 1x1");
   require_plain(d, "flipped_conv");
   const FlippedWeights& f = flipped_of(call, d, "flipped_conv");
-  const ConvGeometry g = flipped_geometry(d);
+  const ConvProblem g = flipped_geometry(d);
   const Precision p = call.node.precision;
   if (!call.workspace && conv_gemm_workspace_bytes(g, d.N, p) > 0)
     throw Error("cuda conv_transpose2d.flipped_conv: missing workspace");

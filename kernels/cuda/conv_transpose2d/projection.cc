@@ -12,7 +12,7 @@
 
 #include "infer/error.h"
 #include "kernels/conv_shapes.h"
-#include "kernels/cuda/cuda_kernels.h"
+#include "infer/kernel.h"
 #include "kernels/cuda/epilogue.h"
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/gemv.h"
@@ -83,7 +83,7 @@ void run(const KernelCall& call) {
 
 }  // namespace
 
-void register_conv_transpose2d_projection(KernelRegistry& registry) {
+INFER_REGISTER_KERNELS(conv_transpose2d_projection) {
   registry.add("cuda", {
       {.op = "conv_transpose2d", .name = "projection", .priority = 60, .priority_for = priority,
        .layouts = {Layout::NCHW, Layout::NHWC}, .applicable = applicable, .prepare = prepare,

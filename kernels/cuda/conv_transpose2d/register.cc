@@ -1,14 +1,13 @@
-// Registers the CUDA conv_transpose2d variants of this folder (register_conv_transpose2d, declared in
-// kernels/cuda/cuda_kernels.h): names, priorities, applicability, workspace and prepare per variant;
-// the kernels are in one file per variant family. projection.cc, cudnn.cc, segregated_mma_nhwc.cu and
-// cutlass.cu register their own variants (register_conv_transpose2d_projection / _cudnn /
-// _segregated_mma / _cutlass). Host code only.
+// Registers the CUDA conv_transpose2d variants of this folder (INFER_REGISTER_KERNELS, infer/kernel.h):
+// names, priorities, applicability, workspace and prepare per variant; the kernels are in one file per
+// variant family. projection.cc, cudnn.cc, segregated_mma_nhwc.cu and cutlass.cu register their own
+// variants. Host code only.
 #include <climits>
 #include <string>
 #include <utility>
 
 #include "kernels/cuda/conv_transpose2d/common.h"
-#include "kernels/cuda/cuda_kernels.h"
+#include "infer/kernel.h"
 
 namespace infer::cuda {
 
@@ -39,7 +38,7 @@ bool unified_applicable(const NodeDesc& node) {
 
 }  // namespace
 
-void register_conv_transpose2d(KernelRegistry& registry) {
+INFER_REGISTER_KERNELS(conv_transpose2d) {
   registry.add("cuda", {
       {.op = "conv_transpose2d", .name = "flipped_conv", .priority = 30,
        .applicable = flipped_applicable, .workspace_bytes = flipped_workspace_bytes,

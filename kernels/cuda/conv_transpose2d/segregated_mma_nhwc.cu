@@ -20,7 +20,7 @@
 #include "infer/error.h"
 #include "kernels/conv_shapes.h"
 #include "kernels/cuda/common.cuh"
-#include "kernels/cuda/cuda_kernels.h"
+#include "infer/kernel.h"
 #include "kernels/cuda/gemm_tiles.cuh"
 
 namespace infer::cuda {
@@ -265,7 +265,7 @@ void run(const KernelCall& call) {
 
 }  // namespace
 
-void register_conv_transpose2d_segregated_mma(KernelRegistry& registry) {
+INFER_REGISTER_KERNELS(conv_transpose2d_segregated_mma) {
   registry.add("cuda", {
       {.op = "conv_transpose2d", .name = "segregated_mma_nhwc", .priority = 55, .priority_for = priority,
        .layouts = {Layout::NHWC}, .applicable = applicable, .prepare = prepare, .run = run},

@@ -11,7 +11,7 @@
 
 #include <fmt/format.h>
 
-#include "backend.h"
+#include "engine/src/backend.h"
 #include "infer/error.h"
 #include "kernels/cuda/context.h"
 #include "kernels/cuda/epilogue.h"

@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "backend.h"
+#include "engine/src/backend.h"
 #include "infer/error.h"
-#include "planner.h"
+#include "engine/src/planner.h"
 
 namespace infer::detail {
 namespace {
