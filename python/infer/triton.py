@@ -49,8 +49,9 @@ def _pow2_upto(n: int) -> List[int]:
 def model_config(model: "infer.Model", name: str, max_batch: int = 64,
                  preferred: Optional[Sequence[int]] = None, queue_delay_us: int = 500,
                  kind: str = "auto", gpus: Optional[Sequence[int]] = None, instances: int = 1,
-                 precision: str = "fp32") -> str:
-    """The config.pbtxt text for one model (see docs/serving.md for every knob)."""
+                 precision: str = "fp32", extra_params: Optional[Dict[str, str]] = None) -> str:
+    """The config.pbtxt text for one model (see docs/serving.md for every knob). `extra_params` go into
+    `parameters` beside precision and batch_buckets (the backend's model.py reads them)."""
     if precision not in PRECISIONS:
         raise UsageError(f"--precision must be one of {', '.join(PRECISIONS)}, got '{precision}'")
     if kind not in KINDS:
@@ -90,16 +91,21 @@ def model_config(model: "infer.Model", name: str, max_batch: int = 64,
     else:
         lines.append(f"instance_group [\n  {{\n    count: {instances}\n    kind: KIND_CPU\n  }}\n]")
     params = {"precision": precision, "batch_buckets": ",".join(str(b) for b in buckets)}
+    for k, v in (extra_params or {}).items():
+        if not re.fullmatch(r"[A-Za-z0-9_]+", k) or '"' in str(v) or "\\" in str(v):
+            raise UsageError(f"parameter {k}={v!r}: keys are letters, digits and '_'; values hold no quotes")
+        params[k] = str(v)
     lines.append("parameters [\n" + ",\n".join(
         f'  {{\n    key: "{k}"\n    value: {{ string_value: "{v}" }}\n  }}' for k, v in params.items()) + "\n]")
     return "\n".join(lines) + "\n"
 
 
 def write_repository(models: Sequence[str], out: str, names: Optional[Sequence[str]] = None,
-                     **config_args) -> List[str]:
+                     model_py: Optional[str] = None, **config_args) -> List[str]:
     """Writes a model repository for the .fb files `models` into `out` (created; existing model folders
     of the same names are replaced). Returns the model names (the file names without .fb unless
-    `names` gives them)."""
+    `names` gives them). `model_py`: another Python backend than infer's (bench/triton_torch_model.py
+    serves the same models through PyTorch)."""
     if not models:
         raise UsageError("no model given (repo MODEL.fb... --out DIR)")
     if names is not None and len(names) != len(models):
@@ -120,7 +126,7 @@ def write_repository(models: Sequence[str], out: str, names: Optional[Sequence[s
             shutil.rmtree(folder)
         os.makedirs(os.path.join(folder, "1"))
         shutil.copyfile(path, os.path.join(folder, "1", "model.fb"))
-        shutil.copyfile(_MODEL_PY, os.path.join(folder, "1", "model.py"))
+        shutil.copyfile(model_py or _MODEL_PY, os.path.join(folder, "1", "model.py"))
         with open(os.path.join(folder, "config.pbtxt"), "w") as f:
             f.write(config)
     return list(loaded)
