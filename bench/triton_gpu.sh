@@ -42,7 +42,7 @@ while [ $# -gt 0 ]; do
     --cpu) cpu=1 ;;
     --dry-run) dry=1 ;;
     --summarize) shift; summarize=("$@"); break ;;
-    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
     *) die "unknown argument '$1' (--help lists them)" ;;
   esac
   shift
