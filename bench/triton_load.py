@@ -20,7 +20,7 @@ import sys
 import time
 
 
-def stream(url, protocol, model, batch, seconds, warmup, seed, queue):
+def stream(url, protocol, model, batch, seconds, warmup, seed, queue, barrier):
     import numpy as np
     if protocol == "grpc":
         import tritonclient.grpc as client
@@ -36,6 +36,7 @@ def stream(url, protocol, model, batch, seconds, warmup, seed, queue):
             if time.time() > deadline:
                 print(f"error: stream {seed}: {e}", file=sys.stderr)
                 queue.put(([], 1))
+                _wait(barrier)
                 return
             time.sleep(1)
     if protocol == "grpc":
@@ -48,6 +49,7 @@ def stream(url, protocol, model, batch, seconds, warmup, seed, queue):
         i.set_data_from_numpy(rng.standard_normal(shape).astype(np.float32))
         inputs.append(i)
     lat, failed = [], 0
+    _wait(barrier)  # every stream starts its window together
     start = time.perf_counter()
     t_end = start + warmup + seconds
     while True:
@@ -69,11 +71,22 @@ def stream(url, protocol, model, batch, seconds, warmup, seed, queue):
     queue.put((lat, failed))
 
 
+def _wait(barrier):
+    try:
+        barrier.wait(timeout=300)
+    except Exception:  # noqa: BLE001 - a broken barrier: the others measure on
+        pass
+
+
 def level(a, n):
     import numpy as np
-    q = mp.Queue()
-    procs = [mp.Process(target=stream, args=(a.url, a.protocol, a.model, a.batch, a.seconds, a.warmup, k, q))
-             for k in range(n)]
+    # Spawned, not forked: gRPC's core is not fork-safe (a stream forked after the parent's own gRPC
+    # client, --save-output, hung in its first call).
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    barrier = ctx.Barrier(n)
+    procs = [ctx.Process(target=stream, args=(a.url, a.protocol, a.model, a.batch, a.seconds, a.warmup, k, q,
+                                              barrier)) for k in range(n)]
     for p in procs:
         p.start()
     results = [q.get() for _ in procs]
