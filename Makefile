@@ -10,7 +10,7 @@ BUILD_DIR := build
 ASAN_DIR := build-asan
 TSAN_DIR := build-tsan
 
-.PHONY: build test test-asan test-tsan fuzz sanitize-cuda demo deps clean bit-identical-data
+.PHONY: build test test-asan test-tsan fuzz sanitize-cuda demo deps clean bit-identical-data serve query
 
 deps:
 	scripts/install-deps.sh
@@ -68,6 +68,22 @@ demo:
 	scripts/install-deps.sh
 	$(MAKE) --no-print-directory build
 	./$(BUILD_DIR)/infer --model models/ebgan_fashion.fb --out img.png --batch 64 --seed 1
+
+# serve: Triton Inference Server (PyPI's nvidia-pytriton in .venv-triton) on a repository of the shipped
+# models in $(BUILD_DIR)/triton-repo, HTTP :8000, gRPC :8001, metrics :8002 (docs/serving.md).
+# query (another shell): EB-GAN latents in, img.png out; the sample ankle boot's top-5 from LeNet-5.
+TRITON_PY := PYTHONPATH=$(BUILD_DIR)/python .venv-triton/bin/python
+serve:
+	scripts/install-deps.sh
+	scripts/install-triton.sh
+	$(MAKE) --no-print-directory build
+	$(TRITON_PY) -m infer.triton repo models/ebgan_fashion.fb models/lenet5_fashion.fb --out $(BUILD_DIR)/triton-repo
+	$(TRITON_PY) -m infer.triton serve $(BUILD_DIR)/triton-repo
+
+query:
+	$(TRITON_PY) -m infer.triton query ebgan_fashion --fb models/ebgan_fashion.fb --batch 64 --out img.png
+	$(TRITON_PY) -m infer.triton query lenet5_fashion --fb models/lenet5_fashion.fb \
+	  --input models/samples/fashion_mnist_test_0000_ankle_boot.png
 
 clean:
 	rm -rf $(BUILD_DIR) $(ASAN_DIR) $(TSAN_DIR) build-fuzz img.png

@@ -644,3 +644,21 @@ TEST_CASE("session: bad extra outputs are errors naming the value") {
                        Error);
   CHECK_NOTHROW(make({}));
 }
+
+TEST_CASE("session: SessionOptions::device on cpu and reference: -1 or 0, anything else is one Error") {
+  const Model model = Model::load(std::string(INFER_SOURCE_DIR) + "/models/lenet5_fashion.fb");
+  for (const char* backend : {"cpu", "reference"}) {
+    CAPTURE(backend);
+    SessionOptions o;
+    o.backend = backend;
+    for (int ok : {-1, 0}) {
+      o.device = ok;
+      Session s(model, o);
+      CHECK(s.run({Tensor(s.inputs()[0].shape)})[0].shape == Shape{1, 10});
+    }
+    o.device = 1;
+    CHECK_THROWS_WITH_AS(Session(model, o), doctest::Contains("device 1 selects a GPU"), Error);
+    o.device = -2;
+    CHECK_THROWS_WITH_AS(Session(model, o), doctest::Contains("device must be >= 0"), Error);
+  }
+}

@@ -41,6 +41,7 @@ struct Options {
   bool verbose = false;
   uint64_t max_memory = 0;  // --max-memory (0: only the memory available is checked)
   std::string cpu_isa;      // --cpu-isa avx512|avx2|baseline ("": INFER_CPU_ISA or the CPU's best)
+  int device = -1;          // --device N: the GPU a cuda session runs on (-1: the current one, 0)
 
   bool profiling() const { return profile || !profile_json.empty() || !trace.empty(); }
 };

@@ -71,6 +71,9 @@ int main(int argc, char** argv) {
       ->option_text("FILE");
   infer::cli::add_max_memory_option(app, o.max_memory);
   infer::cli::add_cpu_isa_option(app, o.cpu_isa);
+  app.add_option("--device", o.device, "cuda: the GPU to run on, 0 to 65535 (default: 0, or the current one)")
+      ->check(CLI::Range(0, 65535).description(""))
+      ->option_text("N");
   auto* runs = app.add_option("--runs", o.runs, "Runs, 1 to 1000000 (default 1; profiling: 10)")
                    ->check(CLI::Range(1, 1000000).description(""))
                    ->option_text("N");

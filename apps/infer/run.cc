@@ -115,6 +115,7 @@ int run(const Options& o) {
   session_options.kernels = o.kernels;
   session_options.passes = o.passes;
   session_options.max_memory_bytes = o.max_memory;
+  session_options.device = o.device;
   if (!o.cpu_isa.empty()) session_options.cpu_isa = parse_cpu_isa(o.cpu_isa);
   start = std::chrono::steady_clock::now();
   Session session(model, session_options);

@@ -20,7 +20,7 @@ bool cuda_available() {
 
 namespace infer::detail {
 
-OpenedBackend open_backend(const std::string& name, Precision precision) {
+OpenedBackend open_backend(const std::string& name, Precision precision, int device) {
   std::string chosen = name;
   if (chosen == "auto") {
 #ifdef INFER_WITH_CUDA
@@ -31,8 +31,12 @@ OpenedBackend open_backend(const std::string& name, Precision precision) {
   }
   if (precision != Precision::FP32 && precision != Precision::TF32 && precision != Precision::FP16)
     throw Error("unknown precision value " + std::to_string(static_cast<int>(precision)));
+  if (device < -1) throw Error("device must be >= 0 (a GPU's ordinal) or -1 (the current one), got " +
+                               std::to_string(device));
   OpenedBackend opened;
   if (chosen == "cpu" || chosen == "reference") {
+    if (device > 0)
+      throw Error(fmt::format("device {} selects a GPU; backend {} has one device (0)", device, chosen));
     opened.name = chosen;
     opened.reference_only = chosen == "reference";
     if (precision != Precision::FP32)
@@ -42,7 +46,7 @@ OpenedBackend open_backend(const std::string& name, Precision precision) {
   } else if (chosen == "cuda") {
 #ifdef INFER_WITH_CUDA
     opened.name = "cuda";
-    opened.backend = make_cuda_backend(precision);
+    opened.backend = make_cuda_backend(precision, device);
 #else
     throw Error("this build of infer has no CUDA backend (built without a CUDA toolkit)");
 #endif

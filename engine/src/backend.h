@@ -92,6 +92,10 @@ class Backend {
     throw Error("device outputs need a cuda session (this one runs on " + name() + ")");
   }
   virtual int device_ordinal() const { return -1; }
+  // Makes this backend's device the calling thread's current one (cuda: cudaSetDevice, since a CUDA
+  // session may run on another GPU than the thread's) and returns the device to restore afterwards
+  // (-1: nothing to restore). DeviceScope pairs the two around every session call.
+  virtual int make_current() { return -1; }
 
   // Records the work issued between begin_capture() and end_capture() (cuda: a CUDA graph) so that
   // replay() re-issues it; a backend that cannot capture returns false from begin_capture() and the
@@ -118,10 +122,30 @@ class Backend {
 
 std::unique_ptr<Backend> make_cpu_backend();  // kernels/cpu/backend.cc
 #ifdef INFER_WITH_CUDA
-// The CUDA backend (kernels/cuda/backend.cc) for a session of the given precision; Error if no GPU.
-std::unique_ptr<Backend> make_cuda_backend(Precision precision);
+// The CUDA backend (kernels/cuda/backend.cc) for a session of the given precision on GPU `device`
+// (-1: the calling thread's current device); an Error if there is no GPU or no GPU `device`. The
+// thread's current device is left as it was.
+std::unique_ptr<Backend> make_cuda_backend(Precision precision, int device);
 bool cuda_device_available();
+void set_current_device(int ordinal);  // cudaSetDevice; never throws (restoring after a call)
 #endif
+
+// Holds a backend's device current for the calling thread while it lives (Backend::make_current),
+// then restores the previous one. Stores only that ordinal, so it may outlive the backend.
+class DeviceScope {
+ public:
+  explicit DeviceScope(Backend& backend) : previous_(backend.make_current()) {}
+  ~DeviceScope() {
+#ifdef INFER_WITH_CUDA
+    if (previous_ >= 0) set_current_device(previous_);
+#endif
+  }
+  DeviceScope(const DeviceScope&) = delete;
+  DeviceScope& operator=(const DeviceScope&) = delete;
+
+ private:
+  int previous_;
+};
 
 // A backend opened by SessionOptions::backend (backend.cc).
 struct OpenedBackend {
@@ -130,8 +154,9 @@ struct OpenedBackend {
   bool reference_only = false;  // "reference": the cpu backend offering only the reference variants
 };
 // "auto" is cuda when this build has it and a GPU is present, else cpu. An Error for an unknown name
-// or precision value, a precision the backend does not run (cpu and reference: fp32 only), or cuda in
-// a build without it.
-OpenedBackend open_backend(const std::string& name, Precision precision);
+// or precision value, a precision the backend does not run (cpu and reference: fp32 only), cuda in
+// a build without it, or a `device` (SessionOptions::device) the backend does not have (cpu and
+// reference: -1 or 0 only, their one device).
+OpenedBackend open_backend(const std::string& name, Precision precision, int device = -1);
 
 }  // namespace infer::detail

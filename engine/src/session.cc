@@ -130,10 +130,11 @@ Session::Impl::Impl(std::shared_ptr<const detail::Graph> model_graph, const Sess
       detail::run_passes(std::move(own), options.passes, &pass_log));
 
   precision = options.precision;
-  detail::OpenedBackend opened = detail::open_backend(options.backend, precision);
+  detail::OpenedBackend opened = detail::open_backend(options.backend, precision, options.device);
   backend_name = opened.name;
   executor = std::make_unique<detail::Executor>(std::move(opened.backend));
   detail::Backend& backend = executor->backend();
+  const detail::DeviceScope on_device(backend);  // uploads, plan and capture on the session's GPU
   element_bytes = precision == Precision::FP16 ? 2 : 4;
   cpu_isa = cpu_isa_default();
   if (options.cpu_isa) cpu_isa = std::min(cpu_isa, *options.cpu_isa);
@@ -223,11 +224,17 @@ std::vector<Tensor> Session::Impl::make_outputs() const {
 
 Session::Session(const Model& model, SessionOptions options)
     : impl_(std::make_unique<Impl>(std::make_shared<const detail::Graph>(model.graph()), options)) {}
-Session::~Session() = default;
+Session::~Session() {
+  if (impl_) {  // frees the session's device memory, streams and graphs on its own GPU
+    const detail::DeviceScope on_device(impl_->executor->backend());
+    impl_.reset();
+  }
+}
 Session::Session(Session&&) noexcept = default;
 Session& Session::operator=(Session&&) noexcept = default;
 
 std::vector<Tensor> Session::run(const std::vector<Tensor>& inputs) {
+  const detail::DeviceScope on_device(checked(impl_).executor->backend());
   Impl& s = checked(impl_).for_inputs(inputs, "run");
   std::vector<Tensor> out = s.make_outputs();
   s.executor->execute(inputs, out, nullptr);
@@ -236,6 +243,7 @@ std::vector<Tensor> Session::run(const std::vector<Tensor>& inputs) {
 
 Profile Session::profile(const std::vector<Tensor>& inputs, int runs) {
   if (runs < 1) throw Error("profile: runs must be >= 1, got " + std::to_string(runs));
+  const detail::DeviceScope on_device(checked(impl_).executor->backend());
   Impl& s = checked(impl_).for_inputs(inputs, "profile");
   std::vector<Tensor> out = s.make_outputs();
   const detail::RunTimes times = s.executor->profile(inputs, out, runs);
@@ -276,6 +284,7 @@ Profile Session::profile(const std::vector<Tensor>& inputs, int runs) {
 std::vector<double> Session::benchmark(const std::vector<Tensor>& inputs, int runs, int warmup) {
   if (runs < 1) throw Error("benchmark: runs must be >= 1, got " + std::to_string(runs));
   if (warmup < 0) throw Error("benchmark: warmup must be >= 0, got " + std::to_string(warmup));
+  const detail::DeviceScope on_device(checked(impl_).executor->backend());
   Impl& s = checked(impl_).for_inputs(inputs, "benchmark");
   std::vector<double> ms = s.executor->benchmark(inputs, runs, warmup);
   s.executor->note_device_memory(s.plan.report);
@@ -314,6 +323,7 @@ std::vector<int64_t> planned_batches(const Session& session) {
 // is the same replay as run().
 std::vector<DeviceTensor> Session::run_device(const std::vector<const float*>& inputs) {
   Impl& s = checked(impl_);
+  const detail::DeviceScope on_device(s.executor->backend());
   s.executor->forward_device(inputs, "run_device");
   detail::Backend& backend = s.executor->backend();
   std::vector<DeviceTensor> out;
@@ -331,6 +341,7 @@ std::vector<DeviceTensor> Session::run_device(const std::vector<const float*>& i
 
 std::vector<Tensor> Session::run_device_to_host(const std::vector<const float*>& inputs) {
   Impl& s = checked(impl_);
+  const detail::DeviceScope on_device(s.executor->backend());
   s.executor->forward_device(inputs, "run_device_to_host");
   std::vector<Tensor> out = s.make_outputs();
   detail::Backend& backend = s.executor->backend();

@@ -190,6 +190,13 @@ class CudaBackend final : public Backend {
                                        cudaMemcpyDeviceToDevice, stream()));
   }
   int device_ordinal() const override { return ordinal_; }
+  int make_current() override {
+    int current = -1;
+    INFER_CUDA_CHECK(cudaGetDevice(&current));
+    if (current == ordinal_) return -1;
+    INFER_CUDA_CHECK(cudaSetDevice(ordinal_));
+    return current;
+  }
 
   bool begin_capture() override {
     // Thread-local mode: CUDA calls of other threads (another session) do not break this capture.
@@ -273,10 +280,32 @@ class CudaBackend final : public Backend {
 
 bool cuda_device_available() { return cuda::device_available(); }
 
-std::unique_ptr<Backend> make_cuda_backend(Precision precision) {
+void set_current_device(int ordinal) {
+  if (cudaSetDevice(ordinal) != cudaSuccess) cudaGetLastError();
+}
+
+std::unique_ptr<Backend> make_cuda_backend(Precision precision, int device) {
   if (!cuda::device_available())
     throw Error("backend cuda: no CUDA device is available (use --backend cpu or auto)");
-  return std::make_unique<CudaBackend>(precision);
+  if (device < 0) return std::make_unique<CudaBackend>(precision);
+  int count = 0;
+  INFER_CUDA_CHECK(cudaGetDeviceCount(&count));
+  if (device >= count)
+    throw Error(fmt::format("backend cuda: no device {}: this machine has {} CUDA device(s) (0..{})", device,
+                            count, count - 1));
+  // The backend's stream, handles and memory belong to the device current while it is created.
+  int previous = 0;
+  INFER_CUDA_CHECK(cudaGetDevice(&previous));
+  INFER_CUDA_CHECK(cudaSetDevice(device));
+  std::unique_ptr<Backend> backend;
+  try {
+    backend = std::make_unique<CudaBackend>(precision);
+  } catch (...) {
+    set_current_device(previous);
+    throw;
+  }
+  set_current_device(previous);
+  return backend;
 }
 
 }  // namespace infer::detail

@@ -87,6 +87,18 @@ def test_bad_options(lenet, kwargs, match):
         infer.Session(lenet, **kwargs)
 
 
+def test_device_on_cpu(lenet, rng):
+    """device= (SessionOptions::device): the cpu backend has one device, 0; a GPU ordinal is an Error."""
+    x = lenet_input(rng)
+    want = infer.Session(lenet, backend="cpu").run(x)[0]
+    for device in (None, 0):
+        np.testing.assert_array_equal(infer.Session(lenet, backend="cpu", device=device).run(x)[0], want)
+    with pytest.raises(infer.Error, match="device 1 selects a GPU"):
+        infer.Session(lenet, backend="cpu", device=1)
+    with pytest.raises(infer.Error, match="device must be >= 0"):
+        infer.Session(lenet, backend="reference", device=-2)
+
+
 def test_fp16_needs_cuda(lenet):
     if infer.cuda_available():
         pytest.skip("a GPU is present: fp16 is valid on the auto backend")

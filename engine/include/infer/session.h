@@ -108,6 +108,12 @@ struct SessionOptions {
   // host inputs/outputs add up to more than this many bytes. 0: no limit of its own; the memory
   // available (host MemAvailable and cgroup limit, or the GPU's free memory) is always checked.
   uint64_t max_memory_bytes = 0;
+  // cuda: the GPU (CUDA device ordinal) the session runs on, whatever the calling thread's current
+  // device is (each call makes it current and restores the caller's afterwards): one session per GPU,
+  // e.g. one Triton instance each (docs/serving.md). -1: the device current when the session is
+  // created (0 unless the program chose another). cpu and reference: -1 or 0. An Error names a device
+  // the machine lacks.
+  int device = -1;
   // cpu: the highest instruction-set level its kernels may use (infer/cpu_isa.h), below the process's
   // (INFER_CPU_ISA, else the best the CPU supports); a cap above it changes nothing. Unset: the process's.
   std::optional<CpuIsa> cpu_isa;

@@ -1,0 +1,124 @@
+"""Triton Inference Server's Python backend over infer (issue 29): copied as model.py into every model
+of a repository that `python -m infer.triton repo` writes (docs/serving.md). One instance is one
+infer.Session on the instance's device (KIND_GPU: cuda on model_instance_device_id; KIND_CPU: cpu).
+Requests that the dynamic batcher hands over together are concatenated along the batch, padded with
+zero rows up to the next planned batch bucket (powers of two and the preferred sizes; every bucket is
+planned, and on cuda its CUDA graph captured, at load, so no request waits for planning), run once,
+and split back. Rows never mix, but a row may differ in float rounding from the same row run at
+another batch (kernels may pick another variant or summation order per batch). A request that cannot
+run gets its own error response; the others still run.
+"""
+import json
+import os
+import sys
+
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+# The backend's stub embeds Python without reading PYTHONPATH; `infer` may live there (a build's
+# python/ folder, as `python -m infer.triton serve` passes it) rather than in site-packages.
+for _p in reversed(os.environ.get("PYTHONPATH", "").split(os.pathsep)):
+    if _p and _p not in sys.path:
+        sys.path.insert(0, _p)
+
+import infer  # noqa: E402
+
+
+def _params(config):
+    return {k: v.get("string_value", "") for k, v in config.get("parameters", {}).items()}
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        config = json.loads(args["model_config"])
+        params = _params(config)
+        path = os.path.join(args["model_repository"], args["model_version"], "model.fb")
+        kind = args.get("model_instance_kind", "CPU")
+        device = int(args.get("model_instance_device_id", "0") or 0)
+        backend = "cuda" if kind == "GPU" else params.get("cpu_backend", "cpu")
+        self.precision = params.get("precision", "fp32")
+        self.inputs = [(i["name"], [int(d) for d in i["dims"]]) for i in config["input"]]
+        self.outputs = [o["name"] for o in config["output"]]
+        self.max_batch = int(config.get("max_batch_size", 0))
+        buckets = [int(b) for b in params.get("batch_buckets", "").split(",") if b.strip()]
+        self.buckets = sorted(set(b for b in buckets if 0 < b <= self.max_batch) | {self.max_batch}) \
+            if self.max_batch > 0 else []
+        on_gpu = {"device": device} if backend == "cuda" else {}  # this instance's GPU
+        self.session = infer.Session(infer.load(path), backend=backend, precision=self.precision,
+                                     batch=self.buckets[-1] if self.buckets else None, **on_gpu)
+        # Plan (and on cuda capture the CUDA graph of) every bucket now, the largest first.
+        for b in reversed(self.buckets):
+            self.session.run(*[np.zeros([b] + dims, np.float32) for _, dims in self.inputs])
+        pb_utils.Logger.log_info(
+            f"infer: '{args['model_name']}' instance {args.get('model_instance_name', '')} on "
+            f"{self.session.backend} ({self.session.device}), {self.precision}, batch buckets {self.buckets}")
+
+    def _bucket(self, n):
+        for b in self.buckets:
+            if b >= n:
+                return b
+        return n
+
+    def _run(self, arrays, n):
+        """Runs `n` rows (arrays: one per input, each [n, ...]) padded to a bucket; outputs [n, ...]."""
+        b = self._bucket(n)
+        if b > n:
+            arrays = [np.concatenate([a, np.zeros((b - n,) + a.shape[1:], np.float32)]) for a in arrays]
+        outs = self.session.run(*arrays)
+        return [o[:n] for o in outs] if b > n else outs
+
+    def execute(self, requests):
+        responses = [None] * len(requests)
+        batch = []  # (request index, [input arrays], rows)
+        for i, request in enumerate(requests):
+            try:
+                arrays = []
+                for name, _ in self.inputs:
+                    t = pb_utils.get_input_tensor_by_name(request, name)
+                    if t is None:
+                        raise ValueError(f"input '{name}' is missing")
+                    a = t.as_numpy()  # a view of the request's memory, no copy
+                    if a.dtype != np.float32:
+                        raise ValueError(f"input '{name}' is {a.dtype}, expected float32")
+                    arrays.append(a if self.max_batch > 0 else a[np.newaxis])
+                rows = {a.shape[0] for a in arrays}
+                if len(rows) != 1:
+                    raise ValueError(f"inputs have different batch sizes {sorted(rows)}")
+                batch.append((i, arrays, rows.pop()))
+            except Exception as e:  # noqa: BLE001 - each request gets its own error
+                responses[i] = pb_utils.InferenceResponse(error=pb_utils.TritonError(str(e)))
+        # Runs of at most the largest bucket (the batcher never forms more than max_batch_size rows).
+        limit = self.buckets[-1] if self.buckets else 1
+        group = []
+        for item in batch + [None]:
+            if item is not None and (not group or sum(g[2] for g in group) + item[2] <= limit):
+                group.append(item)
+                continue
+            if group:
+                self._execute_group(group, responses)
+            group = [item] if item is not None else []
+        return responses
+
+    def _execute_group(self, group, responses):
+        try:
+            n = sum(rows for _, _, rows in group)
+            arrays = [group[0][1][k] if len(group) == 1 else np.concatenate([g[1][k] for g in group])
+                      for k in range(len(self.inputs))]
+            outs = self._run(arrays, n)
+        except Exception as e:  # noqa: BLE001 - infer.Error and anything else: answered, not raised
+            for i, _, _ in group:
+                responses[i] = pb_utils.InferenceResponse(error=pb_utils.TritonError(str(e)))
+            return
+        offset = 0
+        for i, _, rows in group:
+            tensors = []
+            for name, out in zip(self.outputs, outs):
+                part = out[offset:offset + rows] if self.max_batch > 0 else out[0]
+                # Copied once into the response's shared memory. (pb_utils.Tensor.from_dlpack refuses
+                # NumPy's capsules in this Triton, 2.51: "PyCapsule_GetPointer called with incorrect name".)
+                tensors.append(pb_utils.Tensor(name, np.ascontiguousarray(part)))
+            responses[i] = pb_utils.InferenceResponse(output_tensors=tensors)
+            offset += rows
+
+    def finalize(self):
+        self.session = None
