@@ -32,7 +32,8 @@ __global__ void conv2d_direct_kernel(const T* __restrict__ x, const T* __restric
                                      T* __restrict__ y, ConvProblem g,
                                      int64_t CO, int64_t total, DeviceActivation act,
                                      int64_t groups, int64_t dh, int64_t dw) {
-  const int64_t CG = g.C / groups, COG = CO / groups;  // input / output channels per group
+  // ConvProblem's C is one group's input channels; an image holds C * groups of them.
+  const int64_t CG = g.C, CIN = g.C * groups, COG = CO / groups;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
        i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t ox = i % g.WO;
@@ -42,7 +43,7 @@ __global__ void conv2d_direct_kernel(const T* __restrict__ x, const T* __restric
     const int64_t iy0 = oy * g.stride_h - g.pad_top, ix0 = ox * g.stride_w - g.pad_left;
     float acc = 0.f;
     for (int64_t ci = 0; ci < CG; ++ci) {
-      const T* xp = x + (n * g.C + (co / COG) * CG + ci) * g.H * g.W;
+      const T* xp = x + (n * CIN + (co / COG) * CG + ci) * g.H * g.W;
       const T* wp = w + (co * CG + ci) * g.KH * g.KW;
       for (int64_t ky = 0; ky < g.KH; ++ky) {
         const int64_t iy = iy0 + ky * dh;
