@@ -47,8 +47,14 @@ def median(entry):
 
 
 def rel_command(cmd):
-    """The command as it would be typed in the repository root (absolute paths made relative)."""
-    return cmd.replace(REPO + "/", "").replace(REPO, ".")
+    """The command as it would be typed in the repository root: an absolute path into a checkout (any
+    checkout: the run may have been made in another one) made relative to it, so the table does not
+    depend on where the repository lies."""
+    out = []
+    for token in cmd.split(" "):
+        m = re.match(r"/\S*?/((?:bench|\.venv-bench|build[^/]*|models|scripts)/\S*)$", token)
+        out.append(m.group(1) if m else token.replace(REPO + "/", ""))
+    return " ".join(out)
 
 
 def cpu_table(res, source):
