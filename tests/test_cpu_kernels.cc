@@ -1,12 +1,14 @@
 // Tests of the fast CPU kernels (kernels/cpu: conv2d im2col_gemm, dense gemm, pool2d / activation /
-// add / batchnorm / softmax / concat / flatten / reshape direct): every variant against the
+// add / batchnorm / softmax / log_softmax / prelu / concat / flatten / reshape direct): every variant against the
 // reference kernel through KernelRegistry::global() on many seeded random shapes, outputs and
 // workspaces poisoned with NaN before each run, relative error <= 1e-5; the heuristic picks the
 // fast variants; malformed calls are Errors; and whole zoo models on backend "cpu" vs "reference".
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -854,6 +856,57 @@ TEST_CASE("softmax, concat, flatten and reshape direct match the reference") {
     rp.shape = {n / s[0]};  // per sample: the batch dimension stays
     check_against_reference("direct", make_node(rp, {s}, {s[0], n / s[0]}), x);
   }
+}
+
+// Issue 28 must 4: PRelu (per channel and shared slope, ranks 2-5, odd sizes, NaN and zero inputs) and
+// LogSoftmax (every axis but the batch, the NCHW channel axis included; logits large enough that the
+// max subtraction matters) against the reference, outputs poisoned by run_variant.
+TEST_CASE("prelu and log_softmax direct match the reference") {
+  std::mt19937_64 rng(28);
+  for (int t = 0; t < 200; ++t) {
+    const int rank = uniform(rng, 2, 5);
+    Shape s;
+    for (int d = 0; d < rank; ++d) s.push_back(uniform(rng, 1, d == rank - 1 ? 33 : 7));
+    CAPTURE(t);
+    const std::string shape = shape_str(s);
+    CAPTURE(shape);
+    const Shape slope{t % 3 == 0 ? 1 : s[1]};
+    auto in = random_inputs({s, slope}, 900 + t);
+    in[0][0] = 0.f;
+    if (in[0].size() > 2) in[0][2] = -0.f;
+    const std::vector<float> ref = run_variant("reference", make_node(PReluParams{}, {s, slope}, s), in);
+    const std::vector<float> got = run_variant("direct", make_node(PReluParams{}, {s, slope}, s), in);
+    CHECK(got == ref);  // one multiply, rounded once either way: bit-exact
+    for (size_t i = 0; i < ref.size(); ++i) {  // and the definition, element by element
+      const int64_t inner = shape_numel(s) / (s[0] * s[1]);
+      const float a = in[1][slope[0] == 1 ? 0 : (i / size_t(inner)) % size_t(s[1])];
+      const float x = in[0][i];
+      REQUIRE(ref[i] == (x < 0 ? a * x : x));
+    }
+    in[0][in[0].size() / 2] = std::numeric_limits<float>::quiet_NaN();  // NaN passes through
+    CHECK(std::isnan(run_variant("direct", make_node(PReluParams{}, {s, slope}, s), in)[in[0].size() / 2]));
+
+    LogSoftmaxParams lp;
+    lp.axis = t % 2 == 0 ? 1 : uniform(rng, 1, rank - 1);  // the channel axis half of the time
+    auto x = random_inputs({s}, 1900 + t);
+    for (float& v : x[0]) v *= 20.f;
+    const NodeDesc ln = make_node(lp, {s}, s);
+    check_against_reference("direct", ln, x);
+    // exp of the log-softmax sums to 1 along the axis (the reference agrees with the definition)
+    const std::vector<float> y = run_variant("reference", ln, x);
+    int64_t inner = 1;  // the first line: elements k * inner, k < len
+    for (int d = lp.axis + 1; d < rank; ++d) inner *= s[size_t(d)];
+    const int64_t len = s[size_t(lp.axis)];
+    double sum = 0;
+    for (int64_t k = 0; k < len; ++k) sum += std::exp(double(y[size_t(k * inner)]));
+    CHECK(sum == doctest::Approx(1.0).epsilon(1e-5));
+  }
+  // an input the kernel-call checks reject: a slope neither [C] nor [1]
+  const KernelVariant* pr = KernelRegistry::global().find("cpu", "prelu", "direct");
+  std::vector<float> a(6, 1.f), y(6);
+  CHECK_THROWS_AS(pr->run(KernelCall{make_node(PReluParams{}, {{2, 3}, {2}}, {2, 3}), {a.data(), a.data()},
+                                     {y.data()}}),
+                  Error);
 }
 
 TEST_CASE("malformed calls are Errors") {

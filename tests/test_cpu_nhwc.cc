@@ -393,6 +393,18 @@ TEST_CASE("activation, add and binary run in NHWC (binary broadcasting with NCHW
   }
 }
 
+TEST_CASE("prelu.direct runs NHWC: per-channel and shared slopes match the reference") {
+  std::mt19937_64 rng(2828);
+  for (int t = 0; t < 60; ++t) {
+    const Shape s{uniform(rng, 1, 3), uniform(rng, 1, 37), uniform(rng, 1, 9), uniform(rng, 1, 11)};
+    const Shape slope{t % 4 == 0 ? 1 : s[1]};
+    CAPTURE(t);
+    const NodeDesc node = make_node(PReluParams{}, {s, slope});
+    const auto in = random_inputs({s, slope}, 2800 + t);
+    check_nhwc("direct", node, in, {1}, 0.0);  // bit-exact: one multiply either way
+  }
+}
+
 TEST_CASE("priorities: NHWC outranks NCHW only at depthwise convolutions; 1x1 and the rest follow") {
   auto conv = [](int64_t c, int64_t co, int k, int groups, int64_t h) {
     Conv2DParams p;

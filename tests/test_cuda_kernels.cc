@@ -1,6 +1,7 @@
 // Tests of the CUDA kernels other than conv_transpose2d (kernels/cuda: conv2d im2col_gemm / gemm_1x1
 // / direct / direct_small_cout, dense gemm, conv_pool2d unfused / fused_filter / direct_sum, pool2d global,
-// squeeze_excite / pool2d / activation / add / batchnorm / softmax / concat / flatten / reshape direct): every registered cuda
+// squeeze_excite / pool2d / activation / add / batchnorm / softmax / log_softmax / prelu / concat /
+// flatten / reshape direct): every registered cuda
 // variant of each op, wherever it applies, against the cpu reference kernel on seeded random shapes
 // (kernel 1-7, strides 1-3, asymmetric padding, odd sizes, batch 1..3) in fp32 (rel. error <= 1e-5),
 // fp16 (<= 1e-2, the reference sees the half-rounded inputs) and tf32 for the GEMM ops (<= 5e-3);
@@ -151,6 +152,8 @@ const std::vector<std::pair<std::string, std::vector<std::string>>>& expected_va
       {"flatten", {"direct"}},
       {"reshape", {"direct"}},
       {"softmax", {"direct"}},
+      {"log_softmax", {"direct"}},
+      {"prelu", {"direct"}},
       {"concat", {"direct"}},
       {"pad2d", {"direct"}},
       {"instance_norm", {"direct"}},
@@ -755,6 +758,33 @@ CUDA_TEST_CASE("activation, add and batchnorm run in place (output == first inpu
         const std::vector<float> got = test::download(dev[0]->data(), want.size(), p);
         CHECK(test::rel_error(got, want) <= test::tolerance(p));
       }
+    }
+  }
+}
+
+// Issue 28 must 4: prelu (slope [C] and [1], NCHW and NHWC) and log_softmax (the channel axis of NCHW
+// tensors and the others) against the reference in every precision.
+CUDA_TEST_CASE("prelu (per channel, shared; both layouts) and log_softmax (axis 1 and inner axes)") {
+  for (Precision p : {Precision::FP32, Precision::TF32, Precision::FP16}) {
+    CAPTURE(test::precision_label(p));
+    std::mt19937_64 rng(28 + int(p));
+    uint64_t seed = 2800;
+    for (int t = 0; t < scaled(40); ++t) {
+      const int rank = t % 2 == 0 ? 4 : uniform(rng, 2, 5);
+      Shape s;
+      for (int d = 0; d < rank; ++d) s.push_back(uniform(rng, 1, d == rank - 1 ? 37 : 7));
+      CAPTURE(shape_str(s));
+      const Shape slope{t % 3 == 0 ? 1 : s[1]};
+      const OpCase pc = make_case(PReluParams{}, {s, slope}, {false, true}, s, seed++);
+      CHECK(check_case(pc, p, {}, t % 4 == 1).size() == 1);
+      if (rank == 4) CHECK(check_case_in_layout(pc, p, Layout::NHWC).size() == 1);
+      LogSoftmaxParams lp;
+      lp.axis = t % 2 == 0 ? 1 : uniform(rng, 1, rank - 1);
+      OpCase lc = make_case(lp, {s}, {false}, s, seed++);
+      lc.fill = [](std::vector<std::vector<float>>& in) {
+        for (float& v : in[0]) v *= 20.f;  // the max subtraction matters
+      };
+      CHECK(check_case(lc, p, {}, t % 4 == 3).size() == 1);
     }
   }
 }

@@ -294,6 +294,8 @@ std::vector<uint8_t> all_ops_model() {
                                       weights("dense.b", {10})});
   y = b.node("reshape", ReshapeParams{{2, 5}}, {y});
   y = b.node("softmax", SoftmaxParams{2}, {y});
+  y = b.node("prelu", PReluParams{}, {y, weights("prelu.slope", {2})});
+  y = b.node("log_softmax", LogSoftmaxParams{1}, {y});
   b.output(y);
   return b.finish();
 }
@@ -335,7 +337,7 @@ TEST_CASE("the valid models load") {
   const auto all = all_ops_model();
   write_case("valid_all_ops", all);
   const Model m = Model::from_bytes(all, "all_ops.fb");
-  CHECK(m.num_nodes() == 20);
+  CHECK(m.num_nodes() == 22);
   CHECK(m.outputs()[0].shape == Shape{-1, 2, 5});
   std::set<OpType> ops;
   for (const auto& n : m.graph().nodes) ops.insert(n.op());

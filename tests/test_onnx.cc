@@ -488,6 +488,49 @@ TEST_CASE("Clip: bounds from constant inputs, refused when not scalar constants 
   CHECK(import_error(computed).find("must be a constant") != std::string::npos);
 }
 
+TEST_CASE("PRelu: slopes [C], [C,1,1], [1,C,1,1], [1] and scalar import and run; others are refused") {
+  // x [1,2,6,6]: slope 0.5 everywhere (one_node's W); per channel the channels get 0.5 and -2.
+  const auto prelu = [](const std::vector<int64_t>& dims, bool per_channel) {
+    onnx::ModelProto m = one_node("PRelu", dims);
+    if (per_channel) {
+      onnx::TensorProto* w = m.mutable_graph()->mutable_initializer(0);
+      w->set_float_data(1, -2.f);
+    }
+    return m;
+  };
+  std::vector<float> xv(72);
+  for (size_t i = 0; i < xv.size(); ++i) xv[i] = float(i % 7) - 3.f;  // negatives, zero, positives
+  const Tensor x({1, 2, 6, 6}, xv);
+  struct Case {
+    std::vector<int64_t> dims;
+    bool per_channel;
+    Shape slope;  // as written to the file
+  };
+  for (const Case& c : {Case{{2, 1, 1}, true, {2}}, Case{{1, 2, 1, 1}, true, {2}}, Case{{1}, false, {1}},
+                        Case{{}, false, {1}}, Case{{1, 1, 1}, false, {1}}}) {
+    const std::string dims = shape_str(c.dims);
+    CAPTURE(dims);
+    const Model model = import_model(prelu(c.dims, c.per_channel));
+    REQUIRE(model.graph().nodes.size() == 1);
+    const auto& node = model.graph().nodes[0];
+    CHECK(node.op() == OpType::PRelu);
+    CHECK(model.graph().values.at(size_t(node.inputs.at(1))).shape == c.slope);
+    for (const char* backend : {"reference", "cpu"}) {
+      CAPTURE(backend);
+      Tensor y;
+      REQUIRE(run_on(model, backend, x, y));
+      for (size_t i = 0; i < xv.size(); ++i) {
+        const float a = c.per_channel && i >= 36 ? -2.f : 0.5f;
+        REQUIRE(y.data[i] == (xv[i] < 0 ? a * xv[i] : xv[i]));
+      }
+    }
+  }
+  // a slope along W (valid ONNX broadcasting, not per channel) and a 2-D one: named, refused
+  CHECK(import_error(one_node("PRelu", {6})).find("slope of shape [6]") != std::string::npos);
+  CHECK(import_error(one_node("PRelu", {2, 6, 6})).find("only one value or one per channel") !=
+        std::string::npos);
+}
+
 TEST_CASE("Split along channels imports as one slice node per part") {
   const auto split = [](const std::vector<int64_t>& sizes, int64_t axis, int outputs) {
     onnx::ModelProto m = one_node("Split", {1});

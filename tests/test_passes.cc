@@ -371,6 +371,46 @@ TEST_CASE("fuse_activation: into dense, add and a BatchNorm that follows a pool 
   check_on_equals_off(m, "reference", 2);
 }
 
+// Issue 28 must 4: a PRelu whose slopes are one value ([1], or [C] all equal) becomes a LeakyRelu
+// epilogue of the conv2d, conv_transpose2d or dense before it, so every variant of every backend runs
+// it fused; a per-channel one (distinct slopes) stays a prelu node. Both compute what the unfused graph
+// does on the reference and the cpu backend, in NCHW and where channels_last makes the graph NHWC.
+TEST_CASE("fuse_activation: PRelu with one slope fuses as LeakyRelu into conv2d, conv_transpose2d, dense") {
+  ModelBuilder b("prelu_fusion");
+  int x = b.input("x", {-1, 3, 7, 6});
+  int c1 = conv(b, "c1", x, 3, 5, 3, 1, true, 60);
+  c1 = b.node("p1", PReluParams{}, {c1, b.constant("p1.slope", {1}, {0.25f})});
+  int c2 = conv(b, "c2", c1, 5, 4, 3, 1, true, 62);
+  c2 = b.node("p2", PReluParams{}, {c2, b.constant("p2.slope", {4}, {0.1f, 0.2f, -0.3f, 1.5f})});
+  ConvTranspose2DParams tp;
+  tp.stride_h = tp.stride_w = 2;
+  tp.pad = {1, 1, 1, 1};
+  int t = b.node("t", tp, {c2, b.constant("t.w", {4, 3, 4, 4}, random_vector(4 * 3 * 16, 64)),
+                          b.constant("t.b", {3}, random_vector(3, 65))});
+  t = b.node("p3", PReluParams{}, {t, b.constant("p3.slope", {3}, {0.5f, 0.5f, 0.5f})});
+  int f = b.node("flatten", FlattenParams{}, {t});
+  int d = b.node("fc", DenseParams{}, {f, b.constant("fc.w", {6, 3 * 14 * 12}, random_vector(6 * 3 * 14 * 12, 66))});
+  d = b.node("p4", PReluParams{}, {d, b.constant("p4.slope", {6}, {0.1f, 0.2f, 0.3f, 0.4f, 0.5f, 0.6f})});
+  b.output(d);
+  Model m = Model::from_bytes(b.finish(), "prelu_fusion.fb");
+
+  std::vector<std::string> log;
+  detail::Graph g = passed(m, &log);
+  CHECK(node_list(g) == std::vector<std::string>{"c1:conv2d", "c2:conv2d", "p2:prelu", "t:conv_transpose2d",
+                                                 "flatten:flatten", "fc:dense", "p4:prelu"});
+  const Activation a1 = fused_activation(node_named(g, "c1").params);
+  CHECK(a1.kind == ActivationKind::LeakyRelu);
+  CHECK(a1.alpha == 0.25f);
+  const Activation a3 = fused_activation(node_named(g, "t").params);
+  CHECK(a3.kind == ActivationKind::LeakyRelu);
+  CHECK(a3.alpha == 0.5f);
+  CHECK(act_of(node_named(g, "c2")) == ActivationKind::None);
+  CHECK(act_of(node_named(g, "fc")) == ActivationKind::None);
+  CHECK(log[2] == "fuse_activation: 2 activation nodes fused into conv2d (1), conv_transpose2d (1)");
+  check_on_equals_off(m, "reference", 2);
+  check_on_equals_off(m, "cpu", 3);
+}
+
 // Issue 14 must 3: convolution + bias + any of the new activations. Every activation case of
 // test_util.h (each kind; ReLU6 = Clip(0, 6); HardSigmoid with two parameter sets) fuses into conv2d,
 // conv_transpose2d, conv_pool2d (after the pooling), add and dense with its alpha and beta, and the

@@ -597,7 +597,9 @@ class Importer {
         {"Neg", [](Importer& m) { m.activation(ActivationKind::Neg, 0.01f); }},
         {"Abs", [](Importer& m) { m.activation(ActivationKind::Abs, 0.01f); }},
         {"Softplus", [](Importer& m) { m.activation(ActivationKind::Softplus, 0.01f); }},
+        {"PRelu", [](Importer& m) { m.prelu(); }},
         {"Softmax", [](Importer& m) { m.softmax(); }},
+        {"LogSoftmax", [](Importer& m) { m.softmax(/*log=*/true); }},
         {"Flatten", [](Importer& m) { m.flatten(); }},
         {"Split", [](Importer& m) { m.split(); }},
         {"Resize", [](Importer& m) { m.resize(); }},
@@ -1136,14 +1138,35 @@ class Importer {
     activation(ActivationKind::Clip, lo, hi);
   }
 
-  void softmax() {
+  // PRelu: the slope broadcasts to x unidirectionally (aligned at the last dim), so it is per channel
+  // exactly when its shape aligned to x's rank is [1,C,1,...] ([C] on [N,C], [C,1,1] on [N,C,H,W], as
+  // PyTorch's nn.PReLU exports it), and shared when it holds one value ([1], a scalar).
+  void prelu() {
+    const int x = act(0);
+    const Shape& xs = b_.shape(x);
+    const Const& c = weight(1);
+    if (xs.size() < 2) unsupported("input of rank " + std::to_string(xs.size()) + " (needs >= 2)");
+    if (c.numel() == 1) return output(b_.node(node_name(), PReluParams{}, {x, add_weight(1, {1}, c.f)}));
+    Shape aligned(xs.size() > c.dims.size() ? xs.size() - c.dims.size() : 0, 1);
+    aligned.insert(aligned.end(), c.dims.begin(), c.dims.end());
+    bool per_channel = aligned.size() == xs.size() && aligned[0] == 1 && aligned[1] == xs[1];
+    for (size_t d = 2; d < aligned.size(); ++d) per_channel = per_channel && aligned[d] == 1;
+    if (!per_channel)
+      unsupported("slope of shape " + str_dims(c.dims) + " for input " + str_dims(xs) +
+                  " (only one value or one per channel: [C], [C,1,...])");
+    output(b_.node(node_name(), PReluParams{}, {x, add_weight(1, {xs[1]}, c.f)}));
+  }
+
+  // Softmax and LogSoftmax (log) along one axis (axis 1 of an NCHW tensor: its channels).
+  void softmax(bool log = false) {
     const int x = act(0);
     const int rank = rank_of(x);
-    // Before opset 13 Softmax flattened to 2-D at `axis` (default 1): the same as a softmax over the
-    // last axis only when axis is the last one.
+    // Before opset 13 (Log)Softmax flattened to 2-D at `axis` (default 1): the same as a softmax over
+    // the last axis only when axis is the last one.
     const int64_t axis = attr_int("axis", opset_ < 13 ? 1 : -1);
     const int a = norm_axis(axis, rank);
     if (opset_ < 13 && a != rank - 1) unsupported("opset < 13 softmax over more than the last axis");
+    if (log) return output(b_.node(node_name(), LogSoftmaxParams{a}, {x}));
     SoftmaxParams p;
     p.axis = a;
     output(b_.node(node_name(), p, {x}));

@@ -1,5 +1,5 @@
 // The op table: one OpDef per op of infer/ops.h, each defined once in engine/ops/<op>.cc and listed
-// once by INFER_OPS (engine/ops/op_list.h). The loader, the model builder, shape inference, the cost
+// once by INFER_OPS (infer/ops.h). The loader, the model builder, shape inference, the cost
 // model and the reference backend loop over this table instead of switching on OpType. Every OpDef is
 // constant-initialised (no constructor runs), so the table is valid before any static initialiser.
 #pragma once
@@ -9,7 +9,6 @@
 #include <utility>
 #include <vector>
 
-#include "engine/ops/op_list.h"
 #include "infer/kernel.h"
 #include "infer/ops.h"
 #include "model_generated.h"

@@ -12,11 +12,11 @@ namespace infer::detail {
 
 namespace {
 
-// INFER_OPS is in OpType order and names each op's parameter struct: checked here, once.
+// INFER_OPS (which makes OpType) names each op's parameter struct: checked against OpParams here, once.
 #define INFER_OP_CHECK(type, params, name)                                                              \
   static_assert(std::is_same_v<std::variant_alternative_t<static_cast<size_t>(OpType::type), OpParams>, \
                                params>,                                                                 \
-                "INFER_OPS, OpType and OpParams disagree at " #type);
+                "INFER_OPS and OpParams disagree at " #type);
 INFER_OPS(INFER_OP_CHECK)
 #undef INFER_OP_CHECK
 

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <utility>
 
 #include <fmt/format.h>
@@ -328,20 +329,35 @@ Graph fuse_conv_avgpool(Graph g, std::vector<std::string>* log) {
 }
 
 // --- fuse_activation ----------------------------------------------------------------------------------
-// An Activation node becomes its producer's epilogue (applied to each output element as it is
-// written), saving one pass over the tensor and its memory.
+// An Activation node (or a PRelu with one slope) becomes its producer's epilogue (applied to each
+// output element as it is written), saving one pass over the tensor and its memory.
+// A PRelu whose slopes are all one finite value is a LeakyRelu with that slope (the same select
+// x < 0 ? a * x : x in every kernel), which every epilogue has; a per-channel one stays a node.
+std::optional<Activation> as_leaky_relu(const Graph& g, const Node& prelu) {
+  const Value& slope = g.values.at(static_cast<size_t>(prelu.inputs.at(1)));
+  if (!slope.is_constant()) return std::nullopt;
+  const int64_t n = shape_numel(slope.shape);
+  if (n < 1 || !std::isfinite(slope.data[0])) return std::nullopt;
+  for (int64_t i = 1; i < n; ++i)
+    if (slope.data[i] != slope.data[0]) return std::nullopt;
+  return Activation{ActivationKind::LeakyRelu, slope.data[0], 0.f};
+}
+
 Graph fuse_activation(Graph g, std::vector<std::string>* log) {
   Uses uses(g);
   std::vector<bool> removed(g.nodes.size(), false);
   Tally tally;
   for (size_t c = 0; c < g.nodes.size(); ++c) {
     const Node& act = g.nodes[c];
-    if (act.op() != OpType::Activation) continue;
+    std::optional<Activation> a;
+    if (act.op() == OpType::Activation) a = std::get<ActivationParams>(act.params).activation;
+    else if (act.op() == OpType::PRelu) a = as_leaky_relu(g, act);
+    if (!a) continue;
     const int p = uses.fusable_producer(act);
     if (p < 0) continue;
     Node& prod = g.nodes[static_cast<size_t>(p)];
     if (!has_no_activation(prod.params)) continue;
-    *epilogue(prod.params) = std::get<ActivationParams>(act.params).activation;
+    *epilogue(prod.params) = *a;
     tally.add(op_name(prod.op()));
     merge(g, uses, static_cast<size_t>(p), c, removed);
   }

@@ -1,7 +1,8 @@
 // CPU shape and tensor kernels, "direct", float32: flatten and reshape only relabel a contiguous
-// tensor (one memmove, skipped when the executor hands the same buffer in and out); softmax along any
-// axis, numerically stable (max subtracted, double sum), one OpenMP iteration per line; concat along
-// any axis as, per outer index, each input's contiguous block copied in turn (OpenMP over outer).
+// tensor (one memmove, skipped when the executor hands the same buffer in and out); softmax and
+// log_softmax along any axis, numerically stable (max subtracted, double sum), one OpenMP iteration
+// per line; concat along any axis as, per outer index, each input's contiguous block copied in turn
+// (OpenMP over outer).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -24,9 +25,12 @@ void copy_relabelled(const KernelCall& call) {
     std::memmove(call.outputs[0], call.inputs[0], static_cast<size_t>(n) * sizeof(float));
 }
 
+// softmax and log_softmax (Log): line (o, i) holds elements base + k*inner, k < len; in place is fine
+// (each line is read before it is written). log_softmax writes (x - max) - log(sum), not log(softmax).
+template <bool Log, class Params>
 void softmax_run(const KernelCall& call) {
   const Shape& s = call.node.input_shapes[0];
-  const int axis = resolved_axis(std::get<SoftmaxParams>(call.node.params).axis, s);
+  const int axis = resolved_axis(std::get<Params>(call.node.params).axis, s);
   int64_t outer = 1, inner = 1;
   for (int d = 0; d < axis; ++d) outer *= s[d];
   for (size_t d = size_t(axis) + 1; d < s.size(); ++d) inner *= s[d];
@@ -34,20 +38,25 @@ void softmax_run(const KernelCall& call) {
   const float* x = call.inputs[0];
   float* y = call.outputs[0];
 
-  // line (o, i): elements base + k*inner, k < len; in place is fine (each line read before written)
 #pragma omp parallel for schedule(static) if (outer * inner * len >= kParallelMin)
   for (int64_t line = 0; line < outer * inner; ++line) {
     const int64_t base = (line / inner) * len * inner + line % inner;
     float max = -std::numeric_limits<float>::infinity();
     for (int64_t k = 0; k < len; ++k) max = std::max(max, x[base + k * inner]);
     double sum = 0;
-    for (int64_t k = 0; k < len; ++k) {
-      const float e = std::exp(x[base + k * inner] - max);
-      y[base + k * inner] = e;
-      sum += e;
+    if constexpr (Log) {
+      for (int64_t k = 0; k < len; ++k) sum += std::exp(x[base + k * inner] - max);
+      const float log_sum = float(std::log(sum));
+      for (int64_t k = 0; k < len; ++k) y[base + k * inner] = (x[base + k * inner] - max) - log_sum;
+    } else {
+      for (int64_t k = 0; k < len; ++k) {
+        const float e = std::exp(x[base + k * inner] - max);
+        y[base + k * inner] = e;
+        sum += e;
+      }
+      const float inv = float(1.0 / sum);
+      for (int64_t k = 0; k < len; ++k) y[base + k * inner] *= inv;
     }
-    const float inv = float(1.0 / sum);
-    for (int64_t k = 0; k < len; ++k) y[base + k * inner] *= inv;
   }
 }
 
@@ -78,7 +87,8 @@ INFER_REGISTER_KERNELS(tensor_ops) {
   registry.add("cpu", {
       {.op = "flatten", .name = "direct", .priority = 10, .run = copy_relabelled},
       {.op = "reshape", .name = "direct", .priority = 10, .run = copy_relabelled},
-      {.op = "softmax", .name = "direct", .priority = 10, .run = softmax_run},
+      {.op = "softmax", .name = "direct", .priority = 10, .run = softmax_run<false, SoftmaxParams>},
+      {.op = "log_softmax", .name = "direct", .priority = 10, .run = softmax_run<true, LogSoftmaxParams>},
       {.op = "concat", .name = "direct", .priority = 10, .run = concat_run},
   });
 }

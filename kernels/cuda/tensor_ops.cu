@@ -1,7 +1,7 @@
 // CUDA shape/tensor "direct" kernels, float or half storage: flatten and reshape are one device-to-device
-// cudaMemcpyAsync (skipped when in == out); softmax along any axis as [outer, len, inner], stable in float
-// via the one-pass online max-and-sum (Milakov & Gimelshein 2018) then a write pass, a warp, block or
-// thread per line; concat along any axis as one strided slab copy per input (16/8/4/2-byte units, as
+// cudaMemcpyAsync (skipped when in == out); softmax and log_softmax along any axis as [outer, len,
+// inner], stable in float via the one-pass online max-and-sum (Milakov & Gimelshein 2018) then a write
+// pass (exp(x - m) / s, or (x - m) - log s), a warp, block or thread per line; concat along any axis as one strided slab copy per input (16/8/4/2-byte units, as
 // alignment allows). No workspace; all asynchronous on the context's stream.
 #include <cstdint>
 #include <limits>
@@ -67,21 +67,30 @@ __device__ __forceinline__ MaxSum warp_merge(MaxSum v) {
   return v;
 }
 
-// Writes y = exp(x - m) / s over k = first, first + step, ... < len of the line at base.
-template <class T>
+// Writes y = exp(x - m) / s (softmax) or y = (x - m) - log(s) (log_softmax, Log) over k = first,
+// first + step, ... < len of the line at base.
+template <bool Log, class T>
 __device__ __forceinline__ void write_line(const T* x, T* y, int64_t base, int64_t len, int64_t inner,
                                            int64_t first, int64_t step, MaxSum r) {
-  const float inv = 1.f / r.s;
-  for (int64_t k = first; k < len; k += step) {
-    const int64_t j = base + k * inner;
-    y[j] = from_float<T>(expf(to_float(x[j]) - r.m) * inv);
+  if constexpr (Log) {
+    const float log_s = logf(r.s);
+    for (int64_t k = first; k < len; k += step) {
+      const int64_t j = base + k * inner;
+      y[j] = from_float<T>((to_float(x[j]) - r.m) - log_s);
+    }
+  } else {
+    const float inv = 1.f / r.s;
+    for (int64_t k = first; k < len; k += step) {
+      const int64_t j = base + k * inner;
+      y[j] = from_float<T>(expf(to_float(x[j]) - r.m) * inv);
+    }
   }
 }
 
 constexpr int kSoftmaxThreads = 256;
 constexpr int kWarpLineMax = 1024;  // longest line a warp takes; longer ones get a block
 
-template <class T>
+template <bool Log, class T>
 __global__ void softmax_warp_kernel(const T* x, T* y, int64_t lines, int64_t len, int64_t inner) {
   const int lane = threadIdx.x % 32;
   const int64_t warps_per_grid = int64_t(gridDim.x) * (blockDim.x / 32);
@@ -91,11 +100,11 @@ __global__ void softmax_warp_kernel(const T* x, T* y, int64_t lines, int64_t len
     MaxSum r;
     for (int64_t k = lane; k < len; k += 32) add_element(r, to_float(x[base + k * inner]));
     r = warp_merge(r);
-    write_line(x, y, base, len, inner, lane, 32, r);
+    write_line<Log>(x, y, base, len, inner, lane, 32, r);
   }
 }
 
-template <class T>
+template <bool Log, class T>
 __global__ void softmax_block_kernel(const T* x, T* y, int64_t lines, int64_t len, int64_t inner) {
   __shared__ float partial_m[kSoftmaxThreads / 32], partial_s[kSoftmaxThreads / 32];
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
@@ -111,28 +120,30 @@ __global__ void softmax_block_kernel(const T* x, T* y, int64_t lines, int64_t le
     __syncthreads();
     MaxSum total;  // every thread merges the warps' partials in the same order: identical results
     for (int w = 0; w < warps; ++w) total = merge(total, MaxSum{partial_m[w], partial_s[w]});
-    write_line(x, y, base, len, inner, threadIdx.x, blockDim.x, total);
+    write_line<Log>(x, y, base, len, inner, threadIdx.x, blockDim.x, total);
     __syncthreads();  // partial_m/_s are reused by the next line
   }
 }
 
-template <class T>
+template <bool Log, class T>
 __global__ void softmax_thread_kernel(const T* x, T* y, int64_t lines, int64_t len, int64_t inner) {
   for (int64_t l = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; l < lines;
        l += int64_t(gridDim.x) * blockDim.x) {
     const int64_t base = (l / inner) * len * inner + l % inner;
     MaxSum r;
     for (int64_t k = 0; k < len; ++k) add_element(r, to_float(x[base + k * inner]));
-    write_line(x, y, base, len, inner, 0, 1, r);
+    write_line<Log>(x, y, base, len, inner, 0, 1, r);
   }
 }
 
+// softmax (Params = SoftmaxParams) and log_softmax (Log, LogSoftmaxParams): the same lines and launches.
+template <bool Log, class Params>
 void softmax_run(const KernelCall& call) {
   const Shape& s = call.node.input_shapes[0];
   if (s != call.node.output_shapes[0])
-    throw Error("cuda softmax: input shape " + shape_str(s) + " differs from output shape " +
-                shape_str(call.node.output_shapes[0]));
-  const int axis = resolved_axis(std::get<SoftmaxParams>(call.node.params).axis, s);
+    throw Error(std::string("cuda ") + (Log ? "log_softmax" : "softmax") + ": input shape " + shape_str(s) +
+                " differs from output shape " + shape_str(call.node.output_shapes[0]));
+  const int axis = resolved_axis(std::get<Params>(call.node.params).axis, s);
   int64_t outer = 1, inner = 1;
   for (int d = 0; d < axis; ++d) outer *= s[size_t(d)];
   for (size_t d = size_t(axis) + 1; d < s.size(); ++d) inner *= s[d];
@@ -147,14 +158,14 @@ void softmax_run(const KernelCall& call) {
     const T* x = reinterpret_cast<const T*>(call.inputs[0]);
     T* y = reinterpret_cast<T*>(call.outputs[0]);
     if (inner > 1 && (lines >= fill || len < 32)) {
-      softmax_thread_kernel<T><<<grid_for(lines, kSoftmaxThreads), kSoftmaxThreads, 0, ctx.stream>>>(
+      softmax_thread_kernel<Log, T><<<grid_for(lines, kSoftmaxThreads), kSoftmaxThreads, 0, ctx.stream>>>(
           x, y, lines, len, inner);
     } else if (len <= kWarpLineMax) {
       constexpr int kWarps = kSoftmaxThreads / 32;
-      softmax_warp_kernel<T><<<grid_for(lines, kWarps), kSoftmaxThreads, 0, ctx.stream>>>(
+      softmax_warp_kernel<Log, T><<<grid_for(lines, kWarps), kSoftmaxThreads, 0, ctx.stream>>>(
           x, y, lines, len, inner);
     } else {
-      softmax_block_kernel<T><<<grid_for(lines, 1), kSoftmaxThreads, 0, ctx.stream>>>(x, y, lines, len,
+      softmax_block_kernel<Log, T><<<grid_for(lines, 1), kSoftmaxThreads, 0, ctx.stream>>>(x, y, lines, len,
                                                                                        inner);
     }
   });
@@ -229,7 +240,8 @@ INFER_REGISTER_KERNELS(tensor_ops) {
   registry.add("cuda", {
       {.op = "flatten", .name = "direct", .priority = 10, .run = copy_relabelled},
       {.op = "reshape", .name = "direct", .priority = 10, .run = copy_relabelled},
-      {.op = "softmax", .name = "direct", .priority = 10, .run = softmax_run},
+      {.op = "softmax", .name = "direct", .priority = 10, .run = softmax_run<false, SoftmaxParams>},
+      {.op = "log_softmax", .name = "direct", .priority = 10, .run = softmax_run<true, LogSoftmaxParams>},
       {.op = "concat", .name = "direct", .priority = 10, .run = concat_run},
   });
 }

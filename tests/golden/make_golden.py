@@ -357,6 +357,56 @@ def activation_cases():
             export(net, x[:1], case + ".onnx", opset, dynamic=opset == 17, torchscript=True)
             add_case(case, case + ".onnx", inp, out, opset=opset, activations=acts)
     print(f"make_golden: activation nets done at {time.time() - T0:.1f} s", flush=True)
+# ---- PRelu, Softmax / LogSoftmax over channels (issue 28 must 4) -------------------------------------
+
+class PReluNet(nn.Module):
+    """nn.PReLU per channel (slope [C,1,1] in ONNX) and shared (one slope) after conv2d, conv_transpose2d
+    and dense (slope [F]); onnx2fb writes prelu nodes, the shared ones fuse into their producer."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1, self.p1 = nn.Conv2d(3, 6, 3, 1, 1), nn.PReLU(6)
+        self.conv2, self.p2 = nn.Conv2d(6, 5, 3, 2, 1), nn.PReLU()
+        self.tconv, self.p3 = nn.ConvTranspose2d(5, 4, 4, 2, 1), nn.PReLU(4)
+        self.fc, self.p4 = nn.Linear(4 * 8 * 10, 7), nn.PReLU(7)
+
+    def forward(self, x):
+        x = self.p3(self.tconv(self.p2(self.conv2(self.p1(self.conv1(x))))))
+        return self.p4(self.fc(torch.flatten(x, 1)))
+
+
+class ChannelSoftmax(nn.Module):
+    """Softmax and LogSoftmax along dim 1 of NCHW tensors (segmentation heads)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1, self.conv2 = nn.Conv2d(3, 5, 3, 1, 1), nn.Conv2d(5, 4, 1)
+
+    def forward(self, x):
+        return torch.log_softmax(self.conv2(torch.softmax(self.conv1(x), dim=1)), dim=1)
+
+
+def prelu_softmax_cases():
+    nets = [("prelu", PReluNet, (3, 8, 10), ["conv2d", "prelu", "conv2d", "prelu", "conv_transpose2d",
+                                              "prelu", "flatten", "dense", "prelu"]),
+            ("channel_softmax", ChannelSoftmax, (3, 7, 9), ["conv2d", "softmax", "conv2d", "log_softmax"])]
+    for k, (base, make, (c, h, w), ops) in enumerate(nets):
+        torch.manual_seed(2800 + k)
+        net = init_weights(make(), 28000 + k)
+        for mod in net.modules():  # distinct slopes, negative ones too
+            if isinstance(mod, nn.PReLU):
+                with torch.no_grad():
+                    mod.weight.uniform_(-0.5, 0.8)
+        x = 3 * torch.randn((2, c, h, w), generator=torch.Generator().manual_seed(28100 + k))
+        inp = save_npy(f"{base}.in.npy", x.numpy())
+        out = save_npy(f"{base}.out.npy", reference(net, x))
+        for opset in (13, 17):
+            name = f"{base}_op{opset}"
+            export(net, x[:1], f"{name}.onnx", opset, dynamic=opset == 17, torchscript=True)
+            add_case(name, f"{name}.onnx", inp, out, opset=opset, layers=repr(net), ops=ops)
+    print(f"make_golden: prelu / softmax nets done at {time.time() - T0:.1f} s", flush=True)
+
+
 # ---- element-wise binary ops with broadcasting --------------------------------------------------------
 
 class ChannelScale(nn.Module):
@@ -818,6 +868,7 @@ def main():
     zoo_cases()
     random_cases()
     activation_cases()
+    prelu_softmax_cases()
     binary_cases()
     grouped_cases()
     pad_norm_cases()

@@ -126,6 +126,17 @@ struct SoftmaxParams {
   int axis = 1;
 };
 
+// y = x - max - log(sum exp(x - max)) along `axis` (1 <= axis < rank; 1 = NCHW channels), the log of
+// Softmax computed without forming it (ONNX LogSoftmax, opset >= 13 semantics: one axis).
+struct LogSoftmaxParams {
+  int axis = 1;
+};
+
+// y = x >= 0 ? x : slope * x (NaN stays NaN). Inputs x [N,C,...] (rank >= 2) and the constant slope:
+// [C] (one per channel, axis 1) or [1] (one for all). The fuse_activation pass folds a PRelu whose
+// slopes are all equal into its producer as a LeakyRelu epilogue.
+struct PReluParams {};
+
 // Equal shapes only (the residual add of format version 1). Binary (below) is the general form.
 struct AddParams {
   Activation activation;
@@ -226,24 +237,54 @@ using OpParams = std::variant<Conv2DParams, ConvTranspose2DParams, Pool2DParams,
                               BatchNormParams, ActivationParams, FlattenParams, ReshapeParams,
                               SoftmaxParams, AddParams, ConcatParams, ConvPool2DParams, BinaryParams,
                               Pad2DParams, InstanceNormParams, ChannelShuffleParams, SliceParams,
-                              ResizeParams, DepthToSpaceParams, LayoutParams, SqueezeExciteParams>;
+                              ResizeParams, DepthToSpaceParams, PReluParams, LogSoftmaxParams,
+                              LayoutParams, SqueezeExciteParams>;
 
-// Same order as OpParams' alternatives. The ops a file can hold come first, in the order of the schema's
-// union (fb::Op is OpType + 1); engine-internal ops (Layout, SqueezeExcite) stay last.
-enum class OpType : uint8_t {
-  Conv2D, ConvTranspose2D, Pool2D, Dense, BatchNorm, Activation, Flatten, Reshape, Softmax, Add,
-  Concat, ConvPool2D, Binary, Pad2D, InstanceNorm, ChannelShuffle, Slice, Resize, DepthToSpace,
-  Layout, SqueezeExcite
-};
-constexpr int kNumOpTypes = 21;
-constexpr int kNumFileOpTypes = 19;  // the ops a file can hold: OpType values below Layout
+// Every op once, in OpParams' order: X(OpType enumerator, parameter struct, name). OpType is made from
+// it; so are the op table (engine/ops/op_def.h: each op's definition is <name>_op in
+// engine/ops/<name>.cc, its reference kernel ref::run_<name> in kernels/reference/) and op_name().
+// The ops a file can hold come first, in the order of the schema's union (fb::Op is OpType + 1);
+// engine-internal ops (Layout, SqueezeExcite) stay last. engine/ops/op_util.cc checks at compile time
+// that each entry's struct is OpParams' alternative at its index.
+#define INFER_OPS(X)                                           \
+  X(Conv2D, Conv2DParams, conv2d)                              \
+  X(ConvTranspose2D, ConvTranspose2DParams, conv_transpose2d)  \
+  X(Pool2D, Pool2DParams, pool2d)                              \
+  X(Dense, DenseParams, dense)                                 \
+  X(BatchNorm, BatchNormParams, batchnorm)                     \
+  X(Activation, ActivationParams, activation)                  \
+  X(Flatten, FlattenParams, flatten)                           \
+  X(Reshape, ReshapeParams, reshape)                           \
+  X(Softmax, SoftmaxParams, softmax)                           \
+  X(Add, AddParams, add)                                       \
+  X(Concat, ConcatParams, concat)                              \
+  X(ConvPool2D, ConvPool2DParams, conv_pool2d)                 \
+  X(Binary, BinaryParams, binary)                              \
+  X(Pad2D, Pad2DParams, pad2d)                                 \
+  X(InstanceNorm, InstanceNormParams, instance_norm)           \
+  X(ChannelShuffle, ChannelShuffleParams, channel_shuffle)     \
+  X(Slice, SliceParams, slice)                                 \
+  X(Resize, ResizeParams, resize)                              \
+  X(DepthToSpace, DepthToSpaceParams, depth_to_space)          \
+  X(PRelu, PReluParams, prelu)                                 \
+  X(LogSoftmax, LogSoftmaxParams, log_softmax)                 \
+  X(Layout, LayoutParams, layout)                              \
+  X(SqueezeExcite, SqueezeExciteParams, squeeze_excite)
+
+#define INFER_OP_ENUMERATOR(type, params, name) type,
+enum class OpType : uint8_t { INFER_OPS(INFER_OP_ENUMERATOR) };
+#undef INFER_OP_ENUMERATOR
+#define INFER_OP_COUNT(type, params, name) +1
+constexpr int kNumOpTypes = 0 INFER_OPS(INFER_OP_COUNT);
+#undef INFER_OP_COUNT
+constexpr int kNumFileOpTypes = static_cast<int>(OpType::Layout);  // the ops a file can hold
 
 inline OpType op_type(const OpParams& p) { return static_cast<OpType>(p.index()); }
 
 // Stable lower-case names used by --kernel, the profile and kernel variant names:
 // conv2d, conv_transpose2d, pool2d, dense, batchnorm, activation, flatten, reshape, softmax, add,
 // concat, conv_pool2d, binary, pad2d, instance_norm, channel_shuffle, slice, resize,
-// depth_to_space, layout, squeeze_excite.
+// depth_to_space, prelu, log_softmax, layout, squeeze_excite.
 const char* op_name(OpType op);
 // none, relu, leaky_relu, tanh, sigmoid, clip, hard_sigmoid, hard_swish, silu, elu, exp, sqrt, neg, abs,
 // softplus ("unknown" for a value outside the enum).
