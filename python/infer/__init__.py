@@ -92,14 +92,16 @@ class Session(_infer.Session):
     """A model bound to a backend, a precision and a batch size.
 
     Session(model, backend="auto", precision="fp32", batch=None, autotune=False, kernels={}, passes={},
-            extra_outputs=[], device=None)
+            extra_outputs=[], device=None, plan_cache=None)
     model: a Model or a path. backend: "auto" | "cpu" | "cuda" | "reference". precision: "fp32" |
     "tf32" | "fp16" (cuda only). batch: the batch the session is planned at; None: the model's own (the
     batch it was built at, else 1). kernels: {op: variant} forces kernel variants. passes: {name: False}
     switches graph passes off. extra_outputs names intermediate values (model.nodes' outputs) to return
     after the model's outputs, e.g. a hidden layer as features. device: the GPU a cuda session runs on
-    (None: the current one, 0 unless chosen otherwise; cpu: None or 0). Creation plans everything;
-    run() only executes.
+    (None: the current one, 0 unless chosen otherwise; cpu: None or 0). autotune: choose variants by
+    timing (kept only where the whole forward gets faster). plan_cache: a JSON file of autotuned plans,
+    used when it holds this graph's (nothing timed), else added to by an autotuned session (--plan-cache).
+    Creation plans everything; run() only executes.
 
     The batch follows the input: run() and profile() take host inputs of any batch the model allows
     (the session's shapes with another leading size); the first call at a batch plans it once and
@@ -113,12 +115,13 @@ class Session(_infer.Session):
                  precision: str = "fp32", batch: Optional[int] = None, autotune: bool = False,
                  kernels: Optional[Dict[str, str]] = None,
                  passes: Optional[Dict[str, bool]] = None,
-                 extra_outputs: Optional[List[str]] = None, device: Optional[int] = None) -> None:
+                 extra_outputs: Optional[List[str]] = None, device: Optional[int] = None,
+                 plan_cache: Optional[str] = None) -> None:
         if not isinstance(model, Model):
             model = load(model)
         super().__init__(model, backend, precision, 0 if batch is None else batch, autotune,
                          kernels or {}, passes or {}, list(extra_outputs or []),
-                         -1 if device is None else device)
+                         -1 if device is None else device, "" if plan_cache is None else str(plan_cache))
 
     def run(self, *inputs: Any, device_outputs: bool = False) -> List[Any]:
         """Runs the model; returns the outputs as a list of NumPy float32 arrays, in output order.

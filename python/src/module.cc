@@ -234,9 +234,11 @@ PYBIND11_MODULE(_infer, m) {
       .def(py::init([](const Model& model, const std::string& backend, const std::string& precision,
                        int64_t batch, bool autotune, const std::map<std::string, std::string>& kernels,
                        const std::map<std::string, bool>& passes,
-                       const std::vector<std::string>& extra_outputs, int device) {
+                       const std::vector<std::string>& extra_outputs, int device,
+                       const std::string& plan_cache) {
              SessionOptions o;
              o.device = device;
+             o.plan_cache = plan_cache;
              o.backend = backend;
              o.precision = parse_precision(precision);
              o.batch = batch;
@@ -250,7 +252,7 @@ PYBIND11_MODULE(_infer, m) {
            "model"_a, "backend"_a = "auto", "precision"_a = "fp32", "batch"_a = 0,
            "autotune"_a = false, "kernels"_a = std::map<std::string, std::string>{},
            "passes"_a = std::map<std::string, bool>{}, "extra_outputs"_a = std::vector<std::string>{},
-           "device"_a = -1)
+           "device"_a = -1, "plan_cache"_a = "")
       .def("_run", [](PySession& s, py::args args) { return s.run(args, false); })
       .def("_run_device", [](PySession& s, py::args args) { return s.run(args, true); })
       .def("_profile", [](PySession& s, int runs, py::args args) {

@@ -62,6 +62,21 @@ def test_autotune_and_reference_agree(lenet, rng):
     np.testing.assert_allclose(tuned, ref, rtol=1e-5, atol=1e-6)
 
 
+def test_plan_cache(lenet, rng, tmp_path):
+    cache = tmp_path / "plans.json"
+    x = lenet_input(rng, 2)
+    tuned = infer.Session(lenet, backend="cpu", batch=2, autotune=True, plan_cache=cache)
+    assert cache.exists() and any(p.startswith("autotune: ") for p in tuned.pass_log)
+    again = infer.Session(lenet, backend="cpu", batch=2, plan_cache=str(cache))
+    assert any(p.startswith("plan cache: ") for p in again.pass_log)
+    assert [n["variant"] for n in again.nodes] == [n["variant"] for n in tuned.nodes]
+    np.testing.assert_allclose(again.run(x)[0], tuned.run(x)[0], rtol=1e-6, atol=1e-7)
+    (tmp_path / "bad.json").write_text("not json")
+    with pytest.raises(infer.Error, match="not JSON"):
+        infer.Session(lenet, backend="cpu", autotune=True, plan_cache=tmp_path / "bad.json")
+    assert (tmp_path / "bad.json").read_text() == "not json"
+
+
 def test_extra_outputs(lenet, rng):
     hidden = lenet.nodes[-2]["outputs"][0]  # the last hidden dense layer's activations
     s = infer.Session(lenet, backend="cpu", batch=2, extra_outputs=[hidden])
