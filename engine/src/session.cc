@@ -1,11 +1,8 @@
-// Session: binds a model to a backend, a precision and a batch size; a facade over the engine's
-// modules, in the order data flows. Creation does everything that does not depend on input values:
-// graph passes (passes.h), shape inference, kernel selection (kernel_selection.h), the backend passes
-// (backend_passes.h), the memory plan (planner.h), the arena and the pre-built kernel calls
-// (executor.h), autotune when asked, and on cuda the capture of the forward into a CUDA graph. run()
-// then only stages inputs in, replays (or calls kernels in order) and stages outputs out: no
-// allocation but the returned Tensors. profile() calls the nodes one by one with the backend's timer.
-// Inputs at another batch (batch.h) run on a session planned for that batch once, kept by batch.
+// Session: binds a model to a backend, a precision and a batch; a facade over the engine's modules in
+// the order data flows. Creation does all that does not depend on input values (passes, shapes, kernel
+// choice and plan: default, cached or autotuned, the arena, the calls, the CUDA-graph capture); run()
+// only stages inputs in, replays and stages outputs out, allocating nothing but the returned Tensors.
+// profile() times node by node. Inputs at another batch (batch.h) run on a session planned for it once.
 #include "infer/session.h"
 
 #include <algorithm>
@@ -139,11 +136,7 @@ Session::Impl::Impl(std::shared_ptr<const detail::Graph> model_graph, const Sess
   cpu_isa = cpu_isa_default();
   if (options.cpu_isa) cpu_isa = std::min(cpu_isa, *options.cpu_isa);
 
-  shapes = detail::infer_shapes(*graph, batch);
-  if (shapes.size() != graph->values.size())
-    throw Error(graph->origin + ": shape inference returned " + std::to_string(shapes.size()) +
-                " shapes for " + std::to_string(graph->values.size()) + " values");
-
+  shapes = detail::infer_shapes(*graph, batch);  // one per value, by construction
   auto info = [&](int id, const char* what) {
     if (id < 0 || static_cast<size_t>(id) >= graph->values.size())
       throw Error(fmt::format("{}: {} value id {} out of range", graph->origin, what, id));
