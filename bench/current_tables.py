@@ -52,7 +52,7 @@ def rel_command(cmd):
     depend on where the repository lies."""
     out = []
     for token in cmd.split(" "):
-        m = re.match(r"/\S*?/((?:bench|\.venv-bench|build[^/]*|models|scripts)/\S*)$", token)
+        m = re.match(r"/\S*?/((?:bench/|\.venv-bench/|models/|scripts/|build[^/]*(?:/|$))\S*)$", token)
         out.append(m.group(1) if m else token.replace(REPO + "/", ""))
     return " ".join(out)
 
