@@ -11,16 +11,24 @@
 #include <spdlog/spdlog.h>
 
 namespace infer::detail {
+namespace {
+
+// Step i of `choice` runs `variant` with what its prepare() returned (`size` device bytes).
+void assign_step(KernelChoice& choice, size_t i, const KernelVariant* variant, std::shared_ptr<void> prepared,
+                 uint64_t size) {
+  choice.variants[i] = variant;
+  choice.prepared[i] = std::move(prepared);
+  choice.prepared_bytes = choice.prepared_bytes - choice.prepared_size[i] + size;
+  choice.prepared_size[i] = size;
+}
+
+}  // namespace
 
 void set_variant(KernelChoice& choice, size_t i, const KernelVariant* variant, const NodeDesc& desc,
                  Backend& backend) {
   const uint64_t before = backend.allocated_bytes();
   std::shared_ptr<void> prepared = variant->prepare ? variant->prepare(desc) : nullptr;
-  const uint64_t size = backend.allocated_bytes() - before;
-  choice.variants[i] = variant;
-  choice.prepared[i] = std::move(prepared);
-  choice.prepared_bytes = choice.prepared_bytes - choice.prepared_size[i] + size;
-  choice.prepared_size[i] = size;
+  assign_step(choice, i, variant, std::move(prepared), backend.allocated_bytes() - before);
 }
 
 std::string AutotuneReport::summary() const {
@@ -91,10 +99,7 @@ Proposal time_nodes(const KernelSelector& selector, const Graph& graph, const st
     }
     spdlog::debug("{}: autotune alone:{} -> {}", node_where(graph, i), log, best->name);
     if (best == current.variants[i]) continue;
-    out.choice.variants[i] = best;
-    out.choice.prepared[i] = best_prepared;
-    out.choice.prepared_bytes = out.choice.prepared_bytes - out.choice.prepared_size[i] + best_prep_bytes;
-    out.choice.prepared_size[i] = best_prep_bytes;
+    assign_step(out.choice, i, best, best_prepared, best_prep_bytes);
     out.gain_ms[i] = current_ms - best_ms;
   }
   return out;
@@ -102,10 +107,7 @@ Proposal time_nodes(const KernelSelector& selector, const Graph& graph, const st
 
 // Step i of `from` in `into`.
 void take_step(KernelChoice& into, const KernelChoice& from, size_t i) {
-  into.variants[i] = from.variants[i];
-  into.prepared[i] = from.prepared[i];
-  into.prepared_bytes = into.prepared_bytes - into.prepared_size[i] + from.prepared_size[i];
-  into.prepared_size[i] = from.prepared_size[i];
+  assign_step(into, i, from.variants[i], from.prepared[i], from.prepared_size[i]);
 }
 
 }  // namespace
