@@ -15,8 +15,9 @@ namespace {
 // dimensions, stride > 0, dilation > 0 (and 1 unless `dilated`).
 void check_conv_like(const NodeDesc& node, const std::string& where, int stride_h, int stride_w,
                      int dilation_h, int dilation_w, bool dilated = false) {
-  if (node.input_shapes.size() < 2 || node.input_shapes.size() > 3 ||
-      node.output_shapes.size() != 1)
+  // a 4th input: the slope of a per-channel PRelu epilogue (the fuse_prelu pass)
+  const size_t most = fused_activation(node.params).kind == ActivationKind::PRelu ? 4 : 3;
+  if (node.input_shapes.size() < 2 || node.input_shapes.size() > most || node.output_shapes.size() != 1)
     throw Error(where + "expected 2 or 3 inputs and 1 output");
   const Shape &xs = node.input_shapes[0], &ws = node.input_shapes[1], &ys = node.output_shapes[0];
   if (xs.size() != 4 || ws.size() != 4 || ys.size() != 4)
@@ -30,7 +31,7 @@ void check_conv_like(const NodeDesc& node, const std::string& where, int stride_
 }
 
 void check_bias(const NodeDesc& node, const std::string& where, int64_t co) {
-  if (node.input_shapes.size() == 3 &&
+  if (node.input_shapes.size() >= 3 &&
       (node.input_shapes[2].size() != 1 || node.input_shapes[2][0] != co))
     throw Error(where + "bias shape " + shape_str(node.input_shapes[2]) + ", expected [" +
                 std::to_string(co) + "]");

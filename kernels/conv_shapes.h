@@ -39,18 +39,20 @@ ConvPool2DDims conv_pool2d_dims(const NodeDesc& node, const char* backend);
 std::vector<float> conv_pool2d_fused_filter(const ConvPool2DDims& d, const float* w, int64_t& kh, int64_t& kw);
 
 // A conv-like call unpacked (conv_transpose2d, conv_pool2d): the node's validated sizes and the input,
-// weight, optional bias and output pointers (check_kernel_call has checked they are there). T is
-// float on cpu, void on cuda (half or float data by the session's precision).
+// weight, optional bias, output and (a conv_transpose2d with the per-channel PRelu epilogue of the
+// fuse_prelu pass) slope pointers (check_kernel_call has checked they are there). T is float on cpu,
+// void on cuda (half or float data by the session's precision).
 template <class Dims, class T>
 struct ConvLikeCall {
   Dims d;
   const T *x, *w, *bias;
   T* y;
+  const T* slope;  // [CO] where the activation is ActivationKind::PRelu, else nullptr
 };
 template <class T, class Dims>
 ConvLikeCall<Dims, T> conv_like_call(const KernelCall& call, const Dims& d) {
-  return {d, call.inputs[0], call.inputs[1], call.inputs.size() == 3 ? call.inputs[2] : nullptr,
-          call.outputs[0]};
+  return {d, call.inputs[0], call.inputs[1], call.inputs.size() >= 3 ? call.inputs[2] : nullptr,
+          call.outputs[0], prelu_slope(call)};
 }
 
 // The convolutions a conv_pool2d node is computed as, on every backend:

@@ -152,7 +152,7 @@ TEST_CASE("PassOptions: names, set by name, unknown names are errors") {
   CHECK(PassOptions::names() == std::vector<std::string>{"fold_batchnorm", "fuse_conv_avgpool",
                                                          "fuse_activation", "channels_last",
                                                          "fold_width", "fuse_conv_residual",
-                                                         "fuse_squeeze_excite"});
+                                                         "fuse_squeeze_excite", "fuse_prelu"});
   PassOptions p;
   CHECK(p.fold_batchnorm);
   CHECK(p.fuse_conv_avgpool);
@@ -411,6 +411,89 @@ TEST_CASE("fuse_activation: PRelu with one slope fuses as LeakyRelu into conv2d,
   check_on_equals_off(m, "cpu", 3);
 }
 
+// Issue 28 must 4, the per-channel part: the fuse_prelu backend pass makes a PRelu with distinct
+// slopes the per-channel PRelu epilogue of the conv2d / dense before it (slope as the last input, a
+// zero bias added to a producer without one) where a variant of the session's backend that declares
+// KernelVariant::fuses_prelu runs the merged node; the values are the unfused graph's on the reference
+// and the cpu backend. Where --kernel forces a variant without the flag, or the producer's best
+// variant does not fuse, the PRelu stays a node.
+TEST_CASE("fuse_prelu: per-channel PRelu fuses into conv2d and dense where a variant applies it") {
+  ModelBuilder b("prelu_channels");
+  int x = b.input("x", {-1, 3, 9, 7});
+  int c1 = conv(b, "c1", x, 3, 5, 3, 1, false, 70);  // no bias: the pass adds a zero one
+  c1 = b.node("p1", PReluParams{}, {c1, b.constant("p1.slope", {5}, {0.1f, -0.2f, 0.f, 1.5f, 0.3f})});
+  int c2 = conv(b, "c2", c1, 5, 4, 1, 0, true, 72);
+  c2 = b.node("p2", PReluParams{}, {c2, b.constant("p2.slope", {4}, {0.25f, 0.5f, 0.75f, -1.f})});
+  int f = b.node("flatten", FlattenParams{}, {c2});
+  int d = b.node("fc", DenseParams{}, {f, b.constant("fc.w", {6, 4 * 9 * 7}, random_vector(6 * 4 * 9 * 7, 74)),
+                                        b.constant("fc.b", {6}, random_vector(6, 75))});
+  d = b.node("p3", PReluParams{}, {d, b.constant("p3.slope", {6}, {0.1f, 0.2f, 0.3f, 0.4f, 0.5f, 0.6f})});
+  b.output(d);
+  const Model m = Model::from_bytes(b.finish(), "prelu_channels.fb");
+
+  for (const std::string backend : {"reference", "cpu"}) {
+    CAPTURE(backend);
+    SessionOptions o;
+    o.backend = backend;
+    Session s(m, o);
+    CHECK(s.passes().back() == "fuse_prelu: 3 per-channel PRelu nodes fused into conv2d (2), dense (1)");
+    CHECK(node_list(s) == std::vector<std::string>{"c1:conv2d", "c2:conv2d", "flatten:flatten", "fc:dense"});
+    CHECK(s.nodes()[0].fused == std::vector<std::string>{"p1"});
+    SessionOptions off = o;
+    off.passes.fuse_prelu = false;
+    Session plain(m, off);
+    CHECK(plain.passes().back() == "fuse_prelu: off");
+    CHECK(plain.nodes().size() == 7);
+    const std::vector<Tensor> in = random_inputs(plain, 11);
+    const std::vector<Tensor> a = s.run(in), e = plain.run(in);
+    CHECK(infer::test::all_finite(a[0].data));
+    CHECK(rel_error(a[0].data, e[0].data) <= 1e-5);
+  }
+  check_on_equals_off(m, "cpu", 2);
+
+  // The graph pass with a predicate that takes only dense (as a backend whose conv2d variants declare
+  // no prelu epilogue would): the conv2d PReLUs stay nodes.
+  std::vector<std::string> log;
+  detail::Graph g = detail::fuse_prelu(passed(m), [](const detail::Graph&, const detail::Node& n) {
+    return n.op() == OpType::Dense;
+  }, &log);
+  CHECK(log.back() == "fuse_prelu: 1 per-channel PRelu node fused into dense");
+  CHECK(node_list(g) == std::vector<std::string>{"c1:conv2d", "p1:prelu", "c2:conv2d", "p2:prelu",
+                                                 "flatten:flatten", "fc:dense"});
+  CHECK(g.values.size() == passed(m).values.size() - 1);  // the refused zero bias is compacted away
+}
+
+TEST_CASE("fuse_prelu: conv_transpose2d fuses only where its best variant applies the epilogue") {
+  ModelBuilder b("prelu_tconv");
+  int x = b.input("x", {1, 6, 5, 5});
+  ConvTranspose2DParams tp;
+  tp.stride_h = tp.stride_w = 2;
+  tp.pad = {1, 1, 1, 1};
+  int t = b.node("t", tp, {x, b.constant("t.w", {6, 4, 4, 4}, random_vector(6 * 4 * 16, 80)),
+                          b.constant("t.b", {4}, random_vector(4, 81))});
+  t = b.node("p", PReluParams{}, {t, b.constant("p.slope", {4}, {0.1f, -0.2f, 0.3f, 0.f})});
+  b.output(t);
+  const Model m = Model::from_bytes(b.finish(), "prelu_tconv.fb");
+  // reference: fused. cpu: segregated_unified (no prelu epilogue) is the default at the CPU's own
+  // level, so the PRelu stays a node there; forcing segregated_gemm (which has one) fuses it.
+  SessionOptions ref;
+  ref.backend = "reference";
+  CHECK(node_list(Session(m, ref)) == std::vector<std::string>{"t:conv_transpose2d"});
+  SessionOptions cpu;
+  cpu.backend = "cpu";
+  cpu.cpu_isa = cpu_isa_supported();
+  Session top(m, cpu);
+  CHECK(node_list(top) == std::vector<std::string>{"t:conv_transpose2d", "p:prelu"});
+  CHECK(top.nodes()[0].variant == "segregated_unified");
+  SessionOptions forced = cpu;
+  forced.kernels = {{"conv_transpose2d", "segregated_gemm"}};
+  Session f(m, forced);
+  CHECK(node_list(f) == std::vector<std::string>{"t:conv_transpose2d"});
+  CHECK(f.passes().back() == "fuse_prelu: 1 per-channel PRelu node fused into conv_transpose2d");
+  const std::vector<Tensor> in = random_inputs(top, 5);
+  CHECK(rel_error(f.run(in)[0].data, top.run(in)[0].data) <= 1e-5);
+}
+
 // Issue 14 must 3: convolution + bias + any of the new activations. Every activation case of
 // test_util.h (each kind; ReLU6 = Clip(0, 6); HardSigmoid with two parameter sets) fuses into conv2d,
 // conv_transpose2d, conv_pool2d (after the pooling), add and dense with its alpha and beta, and the
@@ -585,9 +668,10 @@ TEST_CASE("session and profile report what the passes did") {
   Session s(lenet, SessionOptions{});
   // Three graph passes, then the backend passes: channels_last keeps LeNet-5 NCHW on the cpu backend
   // (no depthwise convolution to switch at) and fold_width finds no folded kernel there.
-  REQUIRE(s.passes().size() == 7);
+  REQUIRE(s.passes().size() == 8);
   CHECK(s.passes()[5] == "fuse_conv_residual: no conv2d + residual add to fuse");
   CHECK(s.passes()[6] == "fuse_squeeze_excite: no squeeze-excitation block to fuse");
+  CHECK(s.passes()[7] == "fuse_prelu: no per-channel PRelu to fuse");
   CHECK(s.passes()[3] == "channels_last: 0 node(s) run NHWC, 0 layout conversion(s)");
   CHECK(s.passes()[4] == "fold_width: no convolution width-folded");
   CHECK(s.nodes()[0].layout == Layout::NCHW);
@@ -607,7 +691,7 @@ TEST_CASE("session and profile report what the passes did") {
   CHECK(plain.passes() == std::vector<std::string>{"fold_batchnorm: off", "fuse_conv_avgpool: off",
                                                    "fuse_activation: off", "channels_last: off",
                                                    "fold_width: off", "fuse_conv_residual: off",
-                                                   "fuse_squeeze_excite: off"});
+                                                   "fuse_squeeze_excite: off", "fuse_prelu: off"});
   CHECK(plain.nodes().size() == lenet.num_nodes());
 }
 

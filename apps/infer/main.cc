@@ -89,7 +89,8 @@ int main(int argc, char** argv) {
   app.add_flag("--no-fuse", no_fuse, "Run no graph pass (no BatchNorm folding, no fusion)");
   app.add_option("--pass", pass_choices,
                  "Switch one graph pass on or off: fold_batchnorm, fuse_conv_avgpool, "
-                 "fuse_activation, channels_last, fold_width, fuse_conv_residual, fuse_squeeze_excite "
+                 "fuse_activation, channels_last, fold_width, fuse_conv_residual, fuse_squeeze_excite, "
+                 "fuse_prelu "
                  "(repeatable, "
                  "applied after --no-fuse)")
       ->option_text("NAME=on|off ...");

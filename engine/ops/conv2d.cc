@@ -1,6 +1,7 @@
 // conv2d: 2-D convolution. x [N,C_in,H,W], weight [C_out,C_in/groups,KH,KW], optional bias [C_out]; any
 // stride, asymmetric padding (< the dilated kernel), dilation and groups; a fused activation; and the
-// engine-internal residual input of the fuse_conv_residual pass (no file form). Cost: N*C_out*H_out*
+// engine-internal residual input of the fuse_conv_residual pass or per-channel PRelu epilogue of the
+// fuse_prelu pass (slope as input 3; no file form for either). Cost: N*C_out*H_out*
 // W_out*(C_in/groups)*KH*KW multiply-adds (2 FLOPs each); the bias and epilogue are not counted.
 #include "engine/ops/conv2d.h"
 
@@ -59,11 +60,17 @@ flatbuffers::Offset<fb::Conv2D> write_conv(flatbuffers::FlatBufferBuilder& fbb, 
 
 Shape conv2d_shape(const std::string& where, const std::string& prefix, const Conv2DParams& p,
                    const Inputs& in, bool grouped) {
+  // conv_pool2d (prefix "conv.") has neither engine-internal form; conv2d has either, not both
+  if (!prefix.empty() && (p.add_residual || p.activation.kind == ActivationKind::PRelu))
+    fail(where, "field " + prefix + (p.add_residual ? "add_residual" : "activation prelu") +
+                    " is only for conv2d");
+  if (p.add_residual && p.activation.kind == ActivationKind::PRelu)
+    fail(where, "add_residual and a prelu activation do not combine (both take input 3)");
+  bool prelu = false;
   if (p.add_residual) {
-    if (!prefix.empty()) fail(where, "field " + prefix + "add_residual is only for conv2d");
     in.expect_count(4, 4);  // x, weight, bias, residual
   } else {
-    in.expect_count(2, 3);
+    prelu = expect_epilogue_inputs(in, p.activation);  // x, weight, bias, slope with a prelu
   }
   const Shape& x = in.with_rank(0, 4, "[N,C_in,H,W]");
   const Shape& w = in.with_rank(1, 4, "[C_out,C_in/groups,KH,KW]");
@@ -79,7 +86,7 @@ Shape conv2d_shape(const std::string& where, const std::string& prefix, const Co
     if (p.groups != 1)
       fail(where, "field " + prefix + "groups must be 1 (got " + std::to_string(p.groups) + ")");
   }
-  check_activation(where, prefix + "activation", p.activation);
+  check_activation(where, prefix + "activation", p.activation, prefix.empty());
   // w[2], w[3] <= 2^40 and dilation is int: no overflow.
   const int64_t kh = static_cast<int64_t>(p.dilation_h) * (w[2] - 1) + 1;
   const int64_t kw = static_cast<int64_t>(p.dilation_w) * (w[3] - 1) + 1;
@@ -93,6 +100,7 @@ Shape conv2d_shape(const std::string& where, const std::string& prefix, const Co
                     (g > 1 ? " per group" : "") + " but input 0 has " + std::to_string(x[1]) +
                     (g > 1 ? " in " + std::to_string(g) + " groups" : std::string()));
   if (in.size() >= 3) in.expect_vector(2, w[0], "C_out");
+  if (prelu) expect_prelu_slope(in, w[0]);
   const int64_t h = window_out(where, "height", x[2], p.pad.top, p.pad.bottom, kh, p.stride_h);
   const int64_t wd = window_out(where, "width", x[3], p.pad.left, p.pad.right, kw, p.stride_w);
   const Shape out{x[0], w[0], h, wd};
@@ -117,6 +125,7 @@ constinit const OpDef conv2d_op{
     .shape = shape,
     .flops = flops,
     .activation = activation,
+    .prelu_epilogue = true,
     .reference = ref::run_conv2d,
 };
 

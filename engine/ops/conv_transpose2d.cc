@@ -1,6 +1,7 @@
 // conv_transpose2d: transposed 2-D convolution. x [N,C_in,H,W], weight [C_in,C_out/groups,KH,KW] (ONNX /
-// PyTorch), optional bias [C_out]; H_out = (H-1)*stride - pads + dilation*(KH-1) + 1 + output_padding
-// with output_padding < max(stride, dilation) (PyTorch's rule). Cost: the direct (scatter) form,
+// PyTorch), optional bias [C_out] (the engine-internal per-channel PRelu epilogue's slope [C_out] as
+// input 3); H_out = (H-1)*stride - pads + dilation*(KH-1) + 1 + output_padding with output_padding <
+// max(stride, dilation) (PyTorch's rule). Cost: the direct (scatter) form,
 // H_in*W_in*C_in*(C_out/groups)*KH*KW multiply-adds per sample whatever the kernel does (dilation
 // changes where taps land, not how many; the segregated kernels do less work and their GFLOP/s shows it).
 #include <algorithm>
@@ -48,7 +49,7 @@ int64_t transposed_out(const std::string& where, const char* axis, int64_t in, i
 std::vector<Shape> shape(const std::string& where, const OpParams& params, const Inputs& in,
                          const std::vector<bool>*) {
   const auto& p = std::get<ConvTranspose2DParams>(params);
-  in.expect_count(2, 3);
+  const bool prelu = expect_epilogue_inputs(in, p.activation);
   const Shape& x = in.with_rank(0, 4, "[N,C_in,H,W]");
   const Shape& w = in.with_rank(1, 4, "[C_in,C_out/groups,KH,KW]");
   positive(where, "stride_h", p.stride_h);
@@ -56,7 +57,7 @@ std::vector<Shape> shape(const std::string& where, const OpParams& params, const
   positive(where, "dilation_h", p.dilation_h);
   positive(where, "dilation_w", p.dilation_w);
   positive(where, "groups", p.groups);
-  check_activation(where, "activation", p.activation);
+  check_activation(where, "activation", p.activation, true);
   check_padding(where, "", p.pad, w[2], w[3], false);
   const struct { const char* field; int value; int stride; int dilation; } ops[] = {
       {"output_padding_h", p.output_padding_h, p.stride_h, p.dilation_h},
@@ -78,7 +79,8 @@ std::vector<Shape> shape(const std::string& where, const OpParams& params, const
                     std::to_string(x[1]));
   if (w[1] > kMaxShapeElements / g) fail(where, "output channels are too many");
   const int64_t co = w[1] * g;
-  if (in.size() == 3) in.expect_vector(2, co, "C_out");
+  if (in.size() >= 3) in.expect_vector(2, co, "C_out");
+  if (prelu) expect_prelu_slope(in, co);
   if (w[2] - 1 > kMaxShapeElements / p.dilation_h || w[3] - 1 > kMaxShapeElements / p.dilation_w)
     fail(where, "the dilated kernel is too large");
   const int64_t kh = static_cast<int64_t>(p.dilation_h) * (w[2] - 1) + 1;  // <= 2^40 + 1
@@ -109,6 +111,7 @@ constinit const OpDef conv_transpose2d_op{
     .shape = shape,
     .flops = flops,
     .activation = activation,
+    .prelu_epilogue = true,
     .reference = ref::run_conv_transpose2d,
 };
 

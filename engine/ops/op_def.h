@@ -48,6 +48,9 @@ struct OpDef {
 
   // ---- the activation the op applies to its result (fused epilogue); nullptr = none.
   Activation (*activation)(const OpParams& params) = nullptr;
+  // The op takes the engine-internal per-channel PRelu epilogue (ActivationKind::PRelu, its slope as
+  // input 3: the shape rule checks it, the reference kernel applies it): what fuse_prelu may fuse into.
+  bool prelu_epilogue = false;
 
   // ---- the reference kernel (kernels/reference/): registered as variant "reference" on "cpu" at
   // priority 0, in NCHW, or in either layout with reference_any_layout (layout reads `from`, writes `to`).

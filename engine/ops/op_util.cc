@@ -77,9 +77,10 @@ void Inputs::expect_vector(size_t i, int64_t n, const char* what) const {
 
 // ---- parameter checks ----------------------------------------------------------------------------
 
-void check_activation(const std::string& where, const std::string& field, const Activation& a) {
+void check_activation(const std::string& where, const std::string& field, const Activation& a,
+                      bool prelu_epilogue) {
   const int k = static_cast<int>(a.kind);
-  if (k < 0 || k >= kNumActivationKinds)
+  if ((k < 0 || k >= kNumActivationKinds) && !(prelu_epilogue && a.kind == ActivationKind::PRelu))
     fail(where, "field " + field + " has unknown value " + std::to_string(k));
   const std::string alpha = field == "kind" ? std::string("alpha") : field + "_alpha";
   const std::string beta = field == "kind" ? std::string("beta") : field + "_beta";
@@ -88,6 +89,27 @@ void check_activation(const std::string& where, const std::string& field, const 
   if (a.kind == ActivationKind::Clip && !(a.alpha <= a.beta))
     fail(where, "field " + alpha + " (clip min " + fmt_float(a.alpha) + ") must be <= " + beta +
                     " (clip max " + fmt_float(a.beta) + ")");
+}
+
+bool expect_epilogue_inputs(const Inputs& in, const Activation& a) {
+  const bool prelu = a.kind == ActivationKind::PRelu;
+  if (prelu) in.expect_count(4, 4);  // x, weight, bias, slope
+  else in.expect_count(2, 3);
+  return prelu;
+}
+
+void expect_prelu_slope(const Inputs& in, int64_t channels) {
+  const Shape& s = in[3];
+  if (s.size() != 1 || s[0] != channels)
+    fail(in.where(), "input 3 (prelu slope) has shape " + shape_str(s) + " but must be [" +
+                         std::to_string(channels) + "] (one per output channel)");
+}
+
+fb::ActivationKind fb_kind(ActivationKind k) {
+  if (k == ActivationKind::PRelu)
+    throw Error("activation prelu (per-channel slopes) is engine-internal (the fuse_prelu pass) and has "
+                "no file form");
+  return static_cast<fb::ActivationKind>(k);
 }
 
 void positive(const std::string& where, const std::string& field, int64_t v) {

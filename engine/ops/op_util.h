@@ -34,6 +34,7 @@ class Inputs {
   void expect_vector(size_t i, int64_t n, const char* what) const;  // shape [n]
 
   size_t size() const { return shapes_.size(); }
+  const std::string& where() const { return where_; }
   const Shape& operator[](size_t i) const { return shapes_[i]; }
 
  private:
@@ -47,8 +48,16 @@ class Inputs {
 
 // `field` names the kind; its parameters are `field`_alpha and `field`_beta, or plain "alpha" and
 // "beta" for the Activation op's "kind". Both must be finite for every kind (an ignored parameter too:
-// a file that carries a NaN is corrupt); Clip's min (alpha) must not exceed its max (beta).
-void check_activation(const std::string& where, const std::string& field, const Activation& a);
+// a file that carries a NaN is corrupt); Clip's min (alpha) must not exceed its max (beta). The
+// engine-internal PRelu kind passes only where `prelu_epilogue` says the op takes it (conv2d,
+// conv_transpose2d, dense), else it is an unknown value like any kind past the schema's.
+void check_activation(const std::string& where, const std::string& field, const Activation& a,
+                      bool prelu_epilogue = false);
+// The inputs of an op with an optional bias and the engine-internal PRelu epilogue: x, weight,
+// optional bias; with `a` a PRelu, always x, weight, bias and the slope, checked to be [channels].
+// Returns whether `a` is a PRelu (the caller expects the bias and the slope then).
+bool expect_epilogue_inputs(const Inputs& in, const Activation& a);
+void expect_prelu_slope(const Inputs& in, int64_t channels);  // input 3 is [channels]
 void positive(const std::string& where, const std::string& field, int64_t v);  // v > 0
 // 0 <= padding, and (when below_kernel) padding < kernel on each side.
 void check_padding(const std::string& where, const std::string& prefix, const Padding2D& p, int64_t kh,
@@ -76,7 +85,8 @@ Padding2D read_padding(const fb::Padding* p);  // absent: zeros
 // elements, and reading a misaligned int64 in place is undefined behaviour: check before reading.
 // (The file itself starts 8-byte aligned: load_graph copies it otherwise.)
 void check_aligned(const flatbuffers::Vector<int64_t>* v, const std::string& where);
-inline fb::ActivationKind fb_kind(ActivationKind k) { return static_cast<fb::ActivationKind>(k); }
+// The schema's kind; an Error for the engine-internal PRelu epilogue, which has no file form.
+fb::ActivationKind fb_kind(ActivationKind k);
 inline fb::Padding fb_padding(const Padding2D& p) { return fb::Padding(p.top, p.left, p.bottom, p.right); }
 
 // ---- the cost model's shape helpers --------------------------------------------------------------

@@ -97,27 +97,65 @@ std::string fuse_residual_where_taken(ShapedGraph& g, const BackendPassContext& 
   return first_line(log, "fuse_conv_residual");
 }
 
+// The NodeDesc of a node a fusion pass proposes, in NCHW (every layout pass starts there), at the
+// shapes of `shapes` (zero biases the pass just added have no entry there yet: constants keep their
+// declared shape).
+NodeDesc proposed_desc(const Graph& graph, const Node& node, const std::vector<Shape>& shapes,
+                       const BackendPassContext& c) {
+  NodeDesc desc{node.params, {}, {}, {}, c.precision, Layout::NCHW, c.cpu_isa};
+  for (int id : node.inputs) {
+    const Value& v = graph.values.at(static_cast<size_t>(id));
+    desc.input_shapes.push_back(v.is_constant() ? v.shape : shapes.at(static_cast<size_t>(id)));
+    desc.constants.push_back(v.data);
+  }
+  desc.output_shapes.push_back(shapes.at(static_cast<size_t>(node.outputs.at(0))));
+  return desc;
+}
+
 // The fuse_squeeze_excite backend pass, right after fuse_conv_residual and the same way: a block is
 // fused where a squeeze_excite variant this session may run applies to the merged node in NCHW.
 std::string fuse_squeeze_excite_where_taken(ShapedGraph& g, const BackendPassContext& c) {
   if (!c.passes.fuse_squeeze_excite) return "fuse_squeeze_excite: off";
   const std::vector<const KernelVariant*> candidates = c.kernels.candidates_for("squeeze_excite");
-  const std::vector<Shape>& shapes = g.shapes;
   auto takes = [&](const Graph& graph, const Node& se) {
-    NodeDesc desc{se.params, {}, {}, {}, c.precision, Layout::NCHW, c.cpu_isa};
-    for (int id : se.inputs) {
-      const Value& v = graph.values.at(static_cast<size_t>(id));
-      // zero biases the pass just added have no entry in `shapes` yet: constants keep their shape
-      desc.input_shapes.push_back(v.is_constant() ? v.shape : shapes.at(static_cast<size_t>(id)));
-      desc.constants.push_back(v.data);
-    }
-    desc.output_shapes.push_back(shapes.at(static_cast<size_t>(se.outputs.at(0))));
-    return c.kernels.some_variant_runs(candidates, desc);
+    return c.kernels.some_variant_runs(candidates, proposed_desc(graph, se, g.shapes, c));
   };
   std::vector<std::string> log;
   Graph rewritten = fuse_squeeze_excite(*g.graph, takes, &log);
   g.adopt(std::move(rewritten));
   return first_line(log, "fuse_squeeze_excite");
+}
+
+// The fuse_prelu backend pass, after fuse_squeeze_excite (whose 1x1 convolutions keep their plain
+// activations): a per-channel PRelu becomes its producer's epilogue where a variant of the producer's
+// op this session may run declares KernelVariant::fuses_prelu and applies to the merged node in NCHW,
+// and only where the best such variant ranks no lower than the producer's own choice without the
+// PRelu (so the fusion never trades the producer's default kernel for a slower one: cpu's
+// conv_transpose2d.segregated_unified, for one, does not fuse). The layout pass then offers the node
+// NHWC only where a fusing variant runs NHWC (variant_applies).
+std::string fuse_prelu_where_taken(ShapedGraph& g, const BackendPassContext& c) {
+  if (!c.passes.fuse_prelu) return "fuse_prelu: off";
+  auto best = [&](const std::vector<const KernelVariant*>& candidates, const NodeDesc& desc) {
+    int top = -1;
+    for (const KernelVariant* v : candidates)
+      if (c.kernels.allowed(*v) && v->run && variant_applies(*v, desc))
+        top = std::max(top, KernelSelector::priority(*v, desc));
+    return top;
+  };
+  auto takes = [&](const Graph& graph, const Node& merged) {
+    const std::vector<const KernelVariant*> candidates = c.kernels.candidates_for(merged);
+    const NodeDesc fused = proposed_desc(graph, merged, g.shapes, c);
+    NodeDesc plain = fused;  // the producer as it is: no activation, no slope input
+    *epilogue(plain.params) = Activation{ActivationKind::None, 0.01f, 0.f};
+    plain.input_shapes.pop_back();
+    plain.constants.pop_back();
+    const int with = best(candidates, fused);
+    return with >= 0 && with >= best(candidates, plain);
+  };
+  std::vector<std::string> log;
+  Graph rewritten = fuse_prelu(*g.graph, takes, &log);
+  g.adopt(std::move(rewritten));
+  return first_line(log, "fuse_prelu");
 }
 
 }  // namespace
@@ -127,6 +165,7 @@ std::vector<std::string> run_backend_passes(ShapedGraph& g, const BackendPassCon
   std::vector<std::string> deferred;
   deferred.push_back(fuse_residual_where_taken(g, c));
   deferred.push_back(fuse_squeeze_excite_where_taken(g, c));
+  deferred.push_back(fuse_prelu_where_taken(g, c));
   choose_layouts(g, c, pass_log);
   return deferred;
 }

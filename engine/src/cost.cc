@@ -23,7 +23,8 @@ double activation_flops(ActivationKind kind) {
     case ActivationKind::Exp:
     case ActivationKind::Sqrt:
     case ActivationKind::Neg:
-    case ActivationKind::Abs: return 1;
+    case ActivationKind::Abs:
+    case ActivationKind::PRelu: return 1;
     case ActivationKind::Clip: return 2;         // max, min
     case ActivationKind::Silu: return 2;         // sigmoid, multiply
     case ActivationKind::Softplus: return 2;     // exp, log1p

@@ -45,6 +45,7 @@ const KernelRegistry& KernelRegistry::global() {
 
 bool variant_applies(const KernelVariant& v, const NodeDesc& node) {
   if (std::find(v.layouts.begin(), v.layouts.end(), node.layout) == v.layouts.end()) return false;
+  if (!v.fuses_prelu && fused_activation(node.params).kind == ActivationKind::PRelu) return false;
   return !v.applicable || v.applicable(node);
 }
 

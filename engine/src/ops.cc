@@ -37,6 +37,7 @@ const char* activation_name(ActivationKind kind) {
     case ActivationKind::Neg: return "neg";
     case ActivationKind::Abs: return "abs";
     case ActivationKind::Softplus: return "softplus";
+    case ActivationKind::PRelu: return "prelu";
   }
   return "unknown";
 }

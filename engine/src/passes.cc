@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "engine/ops/op_def.h"
 #include "infer/error.h"
 #include "shape_inference.h"
 
@@ -22,7 +23,8 @@ namespace infer {
 const std::vector<std::string>& PassOptions::names() {
   static const std::vector<std::string> kNames = {"fold_batchnorm", "fuse_conv_avgpool",
                                                   "fuse_activation", "channels_last", "fold_width",
-                                                  "fuse_conv_residual", "fuse_squeeze_excite"};
+                                                  "fuse_conv_residual", "fuse_squeeze_excite",
+                                                  "fuse_prelu"};
   return kNames;
 }
 
@@ -41,6 +43,8 @@ void PassOptions::set(const std::string& name, bool on) {
     fuse_conv_residual = on;
   } else if (name == "fuse_squeeze_excite") {
     fuse_squeeze_excite = on;
+  } else if (name == "fuse_prelu") {
+    fuse_prelu = on;
   } else {
     std::string known;
     for (const std::string& n : names()) known += (known.empty() ? "" : ", ") + n;
@@ -50,7 +54,7 @@ void PassOptions::set(const std::string& name, bool on) {
 
 void PassOptions::set_all(bool on) {
   fold_batchnorm = fuse_conv_avgpool = fuse_activation = channels_last = fold_width = fuse_conv_residual =
-      fuse_squeeze_excite = on;
+      fuse_squeeze_excite = fuse_prelu = on;
 }
 
 void PassOptions::apply(const std::string& choice) {
@@ -69,6 +73,7 @@ bool PassOptions::enabled(const std::string& name) const {
   if (name == "fold_width") return fold_width;
   if (name == "fuse_conv_residual") return fuse_conv_residual;
   if (name == "fuse_squeeze_excite") return fuse_squeeze_excite;
+  if (name == "fuse_prelu") return fuse_prelu;
   return false;
 }
 
@@ -100,7 +105,8 @@ struct Uses {
   }
 };
 
-// The fused activation slot of ops that have one, nullptr for the others.
+}  // namespace
+
 Activation* epilogue(OpParams& p) {
   if (auto* c = std::get_if<Conv2DParams>(&p)) return &c->activation;
   if (auto* c = std::get_if<ConvTranspose2DParams>(&p)) return &c->activation;
@@ -112,6 +118,8 @@ Activation* epilogue(OpParams& p) {
   if (auto* c = std::get_if<InstanceNormParams>(&p)) return &c->activation;
   return nullptr;
 }
+
+namespace {
 
 bool has_no_activation(OpParams& p) {
   const Activation* a = epilogue(p);
@@ -332,7 +340,7 @@ Graph fuse_conv_avgpool(Graph g, std::vector<std::string>* log) {
 // An Activation node (or a PRelu with one slope) becomes its producer's epilogue (applied to each
 // output element as it is written), saving one pass over the tensor and its memory.
 // A PRelu whose slopes are all one finite value is a LeakyRelu with that slope (the same select
-// x < 0 ? a * x : x in every kernel), which every epilogue has; a per-channel one stays a node.
+// x < 0 ? a * x : x in every kernel), which every epilogue has; a per-channel one is fuse_prelu's.
 std::optional<Activation> as_leaky_relu(const Graph& g, const Node& prelu) {
   const Value& slope = g.values.at(static_cast<size_t>(prelu.inputs.at(1)));
   if (!slope.is_constant()) return std::nullopt;
@@ -524,6 +532,55 @@ Graph fuse_squeeze_excite(Graph g, const SqueezeExcitePredicate& takes, std::vec
                                        "pool, two 1x1 conv2d, mul) fused",
                                        count, plural(count, "block", "blocks"))
                          : "fuse_squeeze_excite: no squeeze-excitation block to fuse");
+  return g;
+}
+
+// --- fuse_prelu ---------------------------------------------------------------------------------------
+// prelu(producer(x), slope [C]) -> producer with ActivationKind::PRelu and the slope as its last input,
+// for a conv2d (no residual), conv_transpose2d or dense (OpDef::prelu_epilogue) without an activation
+// of its own. The merged node always has a bias (a zero one added) so the slope is input 3 and no
+// kernel can take it for a bias. Per channel: epilogue c is LeakyRelu(slope[c]), the select the prelu
+// kernels compute, so the values stay those of the two nodes up to the producer's own rounding.
+Graph fuse_prelu(Graph g, const PReluPredicate& takes, std::vector<std::string>* log) {
+  Uses uses(g);
+  std::vector<bool> removed(g.nodes.size(), false);
+  Tally tally;
+  bool added = false;  // zero biases added for a node takes then refused: compacted away below
+  for (size_t c = 0; c < g.nodes.size(); ++c) {
+    const Node& prelu = g.nodes[c];
+    if (prelu.op() != OpType::PRelu || prelu.inputs.size() != 2) continue;
+    const int p = uses.fusable_producer(prelu);
+    if (p < 0 || removed[static_cast<size_t>(p)]) continue;
+    const Node& prod = g.nodes[static_cast<size_t>(p)];
+    if (!op_def(prod.op()).prelu_epilogue || !has_no_activation(g.nodes[static_cast<size_t>(p)].params) ||
+        prod.inputs.size() < 2 || prod.inputs.size() > 3)
+      continue;
+    if (const auto* cp = std::get_if<Conv2DParams>(&prod.params); cp && cp->add_residual) continue;
+    const int slope = prelu.inputs[1];
+    const Shape& y = value_shape(g, prod.outputs.at(0));
+    if (!value(g, slope).is_constant() || y.size() < 2 || value_shape(g, slope) != Shape{y[1]}) continue;
+    Node merged = prod;
+    *epilogue(merged.params) = Activation{ActivationKind::PRelu, 0.01f, 0.f};
+    if (merged.inputs.size() == 2) {  // add_constant grows g.values: `y` is not used past this point
+      const int64_t channels = y[1];
+      merged.inputs.push_back(g.add_constant(prod.name + ".zero_bias", Shape{channels},
+                                             std::vector<float>(static_cast<size_t>(channels), 0.f)));
+      added = true;
+    }
+    merged.inputs.push_back(slope);
+    if (takes && !takes(g, merged)) continue;
+    g.nodes[static_cast<size_t>(p)] = std::move(merged);
+    tally.add(op_name(g.nodes[static_cast<size_t>(p)].op()));
+    uses.readers.resize(g.values.size(), 1);  // new constants: never a fusable data input
+    uses.producer.resize(g.values.size(), -1);
+    uses.is_output.resize(g.values.size(), false);
+    merge(g, uses, static_cast<size_t>(p), c, removed);
+  }
+  if (tally.total || added) compact(g, removed);
+  if (log)
+    log->push_back(tally.total ? fmt::format("fuse_prelu: {} per-channel PRelu {} fused into {}", tally.total,
+                                             plural(tally.total, "node", "nodes"), tally.into())
+                               : "fuse_prelu: no per-channel PRelu to fuse");
   return g;
 }
 

@@ -35,6 +35,17 @@ using SqueezeExcitePredicate = std::function<bool(const Graph&, const Node& merg
 Graph fuse_squeeze_excite(Graph graph, const SqueezeExcitePredicate& takes = nullptr,
                           std::vector<std::string>* log = nullptr);
 
+// A backend pass like fuse_conv_residual: a PRelu with per-channel slopes becomes the per-channel PRelu
+// epilogue of the conv2d / conv_transpose2d / dense before it (the slope its last input, a zero bias
+// added where it had none) where takes(graph, merged node) says a kernel variant runs it (null takes:
+// everywhere).
+using PReluPredicate = std::function<bool(const Graph&, const Node& merged)>;
+Graph fuse_prelu(Graph graph, const PReluPredicate& takes = nullptr, std::vector<std::string>* log = nullptr);
+
+// The fused activation slot of ops that have one (conv2d, conv_transpose2d, dense, batchnorm, add,
+// conv_pool2d, binary, instance_norm), nullptr for the others.
+Activation* epilogue(OpParams& params);
+
 // SessionOptions::extra_outputs appended to the graph's outputs before the passes run: passes never
 // fuse a graph output away and the planner keeps outputs alive to the end, so no other module needs
 // to know about them. An Error for a name the graph lacks or has twice, a constant, or an output.

@@ -69,7 +69,7 @@ void conv2d_run(const KernelCall& call) {
       }
       sgemm(false, false, COG, P, K, 1.f, w + gi * COG * K, K, b_mat, P, residual ? 1.f : 0.f, yg, P);
     }
-    bias_activation_rows(y + n * CO * P, CO, P, P, bias, act);
+    bias_activation_rows(y + n * CO * P, CO, P, P, bias, act, prelu_slope(call));
   }
 }
 
@@ -258,9 +258,10 @@ void depthwise_run(const KernelCall& call) {
   const int64_t CO = ws[0], KH = ws[2], KW = ws[3], M = CO / C;
   const float* x = call.inputs[0];
   const float* w = call.inputs[1];
-  const float* bias = call.inputs.size() == 3 ? call.inputs[2] : nullptr;
+  const float* bias = call.inputs.size() >= 3 ? call.inputs[2] : nullptr;
+  const float* slope = prelu_slope(call);
   float* y = call.outputs[0];
-  const Activation act = fused_activation(call.node.params);
+  const Activation node_act = fused_activation(call.node.params);
   const DwPlane base = dw_base(call.node);
   const int64_t pad_floats = call.workspace ? dw_padded_floats(base) : 0;
   // plain variables: clang (the fuzz build) refuses structured bindings inside an OpenMP region
@@ -269,14 +270,15 @@ void depthwise_run(const KernelCall& call) {
   const int slots = omp_get_num_procs();
   const auto dw_plane = dw_plane_for(call.node.isa);
   const auto dw_activate = dw_activate_for(call.node.isa);
-  const bool act_after = dw_act_after(act);
-  const Activation conv_act = act_after ? Activation{ActivationKind::None, 0.f, 0.f} : act;
 
   const int64_t planes = N * CO;
 #pragma omp parallel for schedule(static) if (planes * base.HO * base.WO * KH * KW >= (int64_t(1) << 15))
   for (int64_t pi = 0; pi < planes; ++pi) {
     DwPlane d = base;
     const int64_t n = pi / CO, co = pi % CO;
+    const Activation act = channel_activation(node_act, slope, co);  // a per-channel PRelu's LeakyRelu
+    const bool act_after = dw_act_after(act);
+    const Activation conv_act = act_after ? Activation{ActivationKind::None, 0.f, 0.f} : act;
     d.x = x + (n * C + co / M) * H * W;
     d.w = w + co * KH * KW;
     d.y = y + pi * base.HO * base.WO;
@@ -303,10 +305,10 @@ void depthwise_run(const KernelCall& call) {
 INFER_REGISTER_KERNELS(conv2d) {
   registry.add("cpu", {
       {.op = "conv2d", .name = "im2col_gemm", .priority = 10, .isa = KernelVariant::Isa::OpenBlas,
-       .workspace_bytes = conv2d_workspace,
+       .fuses_prelu = true, .workspace_bytes = conv2d_workspace,
        .run = conv2d_run},
       {.op = "conv2d", .name = "depthwise", .priority = 20, .isa = KernelVariant::Isa::PerIsa,
-       .applicable = conv2d_depthwise,
+       .fuses_prelu = true, .applicable = conv2d_depthwise,
        .workspace_bytes = depthwise_workspace, .run = depthwise_run},
   });
 }

@@ -239,7 +239,7 @@ INFER_INLINE void dw_channel_row(const DwRow& r, const float* xc, const float* w
 // One output row oy of image n, channels [c0, c1) (whole vectors but the last).
 template <class I, int K, int A>
 INFER_INLINE void dw_row(const DwDims& d, const float* x, const float* w, const float* bias, float* y, int64_t n,
-                         int64_t oy, int64_t c0, int64_t c1, const Activation& act) {
+                         int64_t oy, int64_t c0, int64_t c1, const Activation& act, const float* slope) {
   constexpr int L = I::kLanes;
   DwRow r{d.C, d.W, d.WO, d.KH, d.KW, d.sw, d.pl, d.dh, d.dw, d.Cp, d.in_lo, d.in_hi, 0, 0, 0, L};
   r.iy0 = oy * d.sh - d.pt;
@@ -265,50 +265,53 @@ INFER_INLINE void dw_row(const DwDims& d, const float* x, const float* w, const 
     }
   }
   if constexpr (A == nhwc::kActScalar)
-    for (int64_t ox = 0; ox < d.WO; ++ox) nhwc::activate_span<I>(yrow + ox * d.C + c0, c1 - c0, act);
+    for (int64_t ox = 0; ox < d.WO; ++ox)
+      nhwc::activate_span<I>(yrow + ox * d.C + c0, c1 - c0, act, slope ? slope + c0 : nullptr);
 }
 
 template <class I, int A>
 INFER_INLINE void dw_rows_act(const DwDims& d, const float* x, const float* w, const float* bias, float* y,
-                              int64_t t0, int64_t t1, const Activation& act) {
+                              int64_t t0, int64_t t1, const Activation& act, const float* slope) {
   const int k = d.KH == d.KW && (d.KH == 3 || d.KH == 5) ? static_cast<int>(d.KH) : 0;
   for (int64_t t = t0; t < t1; ++t) {
     const int64_t g = t % d.groups, row = t / d.groups, n = row / d.HO, oy = row % d.HO;
     const int64_t c0 = g * d.group, c1 = std::min(d.C, c0 + d.group);
-    if (k == 3) dw_row<I, 3, A>(d, x, w, bias, y, n, oy, c0, c1, act);
-    else if (k == 5) dw_row<I, 5, A>(d, x, w, bias, y, n, oy, c0, c1, act);
-    else dw_row<I, 0, A>(d, x, w, bias, y, n, oy, c0, c1, act);
+    if (k == 3) dw_row<I, 3, A>(d, x, w, bias, y, n, oy, c0, c1, act, slope);
+    else if (k == 5) dw_row<I, 5, A>(d, x, w, bias, y, n, oy, c0, c1, act, slope);
+    else dw_row<I, 0, A>(d, x, w, bias, y, n, oy, c0, c1, act, slope);
   }
 }
 
 template <class I>
 INFER_INLINE void dw_rows_body(const DwDims& d, const float* x, const float* w, const float* bias, float* y,
-                               int64_t t0, int64_t t1, const Activation& act) {
+                               int64_t t0, int64_t t1, const Activation& act, const float* slope) {
   switch (nhwc::act_class_of(act.kind)) {
-    case nhwc::kActNone: return dw_rows_act<I, nhwc::kActNone>(d, x, w, bias, y, t0, t1, act);
-    case nhwc::kActRelu: return dw_rows_act<I, nhwc::kActRelu>(d, x, w, bias, y, t0, t1, act);
-    case nhwc::kActClip: return dw_rows_act<I, nhwc::kActClip>(d, x, w, bias, y, t0, t1, act);
-    case nhwc::kActVector: return dw_rows_act<I, nhwc::kActVector>(d, x, w, bias, y, t0, t1, act);
-    default: return dw_rows_act<I, nhwc::kActScalar>(d, x, w, bias, y, t0, t1, act);
+    case nhwc::kActNone: return dw_rows_act<I, nhwc::kActNone>(d, x, w, bias, y, t0, t1, act, slope);
+    case nhwc::kActRelu: return dw_rows_act<I, nhwc::kActRelu>(d, x, w, bias, y, t0, t1, act, slope);
+    case nhwc::kActClip: return dw_rows_act<I, nhwc::kActClip>(d, x, w, bias, y, t0, t1, act, slope);
+    case nhwc::kActVector: return dw_rows_act<I, nhwc::kActVector>(d, x, w, bias, y, t0, t1, act, slope);
+    default:  // the per-element kinds and a per-channel PRelu (nhwc::activate_span)
+      return dw_rows_act<I, nhwc::kActScalar>(d, x, w, bias, y, t0, t1, act, slope);
   }
 }
 INFER_PER_ISA(void, dw_rows, dw_rows_body,
               (const DwDims& d, const float* x, const float* w, const float* bias, float* y, int64_t t0,
-               int64_t t1, const Activation& act),
-              (d, x, w, bias, y, t0, t1, act))
+               int64_t t1, const Activation& act, const float* slope),
+              (d, x, w, bias, y, t0, t1, act, slope))
 
 void dw_run(const KernelCall& call) {
   const DwDims d = dw_dims(call.node);
   const auto* prep = static_cast<const DwPrepared*>(call.prepared);
   if (!prep) throw Error("cpu conv2d.depthwise_nhwc: not prepared for this node");
   const Activation act = fused_activation(call.node.params);
+  const float* slope = prelu_slope(call);
   const float* x = call.inputs[0];
   float* y = call.outputs[0];
   const int64_t tasks = d.N * d.HO * d.groups;
   const bool parallel = d.N * d.HO * d.WO * d.C * d.KH * d.KW >= kParallelMin;
   const auto dw_rows = dw_rows_for(call.node.isa);
   const float *w = prep->w.data(), *bias = prep->bias.data();
-  parallel_for(tasks, parallel, [&](int64_t t0, int64_t t1, int) { dw_rows(d, x, w, bias, y, t0, t1, act); });
+  parallel_for(tasks, parallel, [&](int64_t t0, int64_t t1, int) { dw_rows(d, x, w, bias, y, t0, t1, act, slope); });
 }
 
 // Depthwise with one output channel per input channel (a channel multiplier would make the input a
@@ -327,7 +330,8 @@ INFER_REGISTER_KERNELS(conv2d_depthwise_nhwc) {
   // first depthwise convolution (docs/kernels.md "CPU: the channels-last path": measured faster).
   registry.add("cpu", {
       {.op = "conv2d", .name = "depthwise_nhwc", .priority = 25, .layouts = {Layout::NHWC},
-       .isa = KernelVariant::Isa::PerIsa, .applicable = dw_applicable, .prepare = dw_prepare, .run = dw_run},
+       .isa = KernelVariant::Isa::PerIsa, .fuses_prelu = true, .applicable = dw_applicable,
+       .prepare = dw_prepare, .run = dw_run},
   });
 }
 

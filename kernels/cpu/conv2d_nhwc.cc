@@ -135,7 +135,7 @@ INFER_INLINE void gather_row(const NhwcDims& d, const float* x, int64_t m, float
 // stay in registers (a loop to `rows` indexed them through the stack).
 template <class I, int NV, int A>
 INFER_INLINE void store_tile(typename I::Vec (&acc)[I::kMR][NV], int64_t rows, int64_t cols, const float* res,
-                             float* y, int64_t ld, const Activation& act) {
+                             float* y, int64_t ld, const Activation& act, const float* slope) {
   using V = typename I::Vec;
   constexpr int L = I::kLanes;
   const bool full = cols == NV * L;
@@ -165,7 +165,7 @@ INFER_INLINE void store_tile(typename I::Vec (&acc)[I::kMR][NV], int64_t rows, i
     }
   }
   if constexpr (A == nhwc::kActScalar)
-    for (int64_t r = 0; r < rows; ++r) nhwc::activate_span<I>(y + r * ld, cols, act);
+    for (int64_t r = 0; r < rows; ++r) nhwc::activate_span<I>(y + r * ld, cols, act, slope);
 }
 
 // acc[r][q] = init[q] + sum over the KH tap rows s and their seg floats j of arow[r][s*stride + j] *
@@ -196,7 +196,7 @@ INFER_INLINE void accumulate_window(const float* const (&arow)[I::kMR], int64_t 
 template <class I, int NV, int A>
 INFER_INLINE void tile(const NhwcDims& d, const float* const (&arow)[I::kMR], int64_t stride, const float* panel,
                        int64_t rows, int64_t cols, const float* bias, const float* res, float* y,
-                       const Activation& act) {
+                       const Activation& act, const float* slope) {
   using V = typename I::Vec;
   V init[NV];
   for (int q = 0; q < NV; ++q) {
@@ -205,7 +205,7 @@ INFER_INLINE void tile(const NhwcDims& d, const float* const (&arow)[I::kMR], in
   }
   V acc[I::kMR][NV];
   accumulate_window<I, NV>(arow, stride, d.KH, d.seg, panel, NV * I::kLanes, init, acc);
-  store_tile<I, NV, A>(acc, rows, cols, res, y, d.CO, act);
+  store_tile<I, NV, A>(acc, rows, cols, res, y, d.CO, act, slope);
 }
 
 // Rows [m0, m1) of the output times panel j. A tile of kMR pixels
@@ -213,11 +213,12 @@ INFER_INLINE void tile(const NhwcDims& d, const float* const (&arow)[I::kMR], in
 template <class I, int A>
 INFER_INLINE void panel_rows_act(const NhwcDims& d, const float* b, int64_t j, const float* x, float* buf,
                                  int64_t m0, int64_t m1, const float* bias, const float* res, float* y,
-                                 const Activation& act) {
+                                 const Activation& act, const float* slope) {
   constexpr int L = I::kLanes, MR = I::kMR;
   const int64_t c0 = d.first(j) * L, nv = d.vectors(j), cols = std::min(nv * L, d.CO - c0);
   const float* panel = b + d.K * c0;
   const float* bj = bias ? bias + c0 : nullptr;
+  const float* sj = slope ? slope + c0 : nullptr;
   const int64_t P = d.HO * d.WO, C = d.C, W = d.W, H = d.H;
   for (int64_t m = m0; m < m1; m += MR) {
     const int64_t rows = std::min<int64_t>(MR, m1 - m);
@@ -244,28 +245,30 @@ INFER_INLINE void panel_rows_act(const NhwcDims& d, const float* b, int64_t j, c
     }
     const float* rj = res ? res + m * d.CO + c0 : nullptr;
     float* yj = y + m * d.CO + c0;
-    if (nv == 1) tile<I, 1, A>(d, arow, stride, panel, rows, cols, bj, rj, yj, act);
-    else if (nv == 2 || I::kNV == 2) tile<I, 2, A>(d, arow, stride, panel, rows, cols, bj, rj, yj, act);
-    else if constexpr (I::kNV >= 3) tile<I, 3, A>(d, arow, stride, panel, rows, cols, bj, rj, yj, act);
+    if (nv == 1) tile<I, 1, A>(d, arow, stride, panel, rows, cols, bj, rj, yj, act, sj);
+    else if (nv == 2 || I::kNV == 2) tile<I, 2, A>(d, arow, stride, panel, rows, cols, bj, rj, yj, act, sj);
+    else if constexpr (I::kNV >= 3) tile<I, 3, A>(d, arow, stride, panel, rows, cols, bj, rj, yj, act, sj);
   }
 }
 
 template <class I>
 INFER_INLINE void panel_rows_body(const NhwcDims& d, const float* b, int64_t j, const float* x, float* buf,
                                   int64_t m0, int64_t m1, const float* bias, const float* res, float* y,
-                                  const Activation& act) {
+                                  const Activation& act, const float* slope) {
   switch (nhwc::act_class_of(act.kind)) {
-    case nhwc::kActNone: return panel_rows_act<I, nhwc::kActNone>(d, b, j, x, buf, m0, m1, bias, res, y, act);
-    case nhwc::kActRelu: return panel_rows_act<I, nhwc::kActRelu>(d, b, j, x, buf, m0, m1, bias, res, y, act);
-    case nhwc::kActClip: return panel_rows_act<I, nhwc::kActClip>(d, b, j, x, buf, m0, m1, bias, res, y, act);
-    case nhwc::kActVector: return panel_rows_act<I, nhwc::kActVector>(d, b, j, x, buf, m0, m1, bias, res, y, act);
-    default: return panel_rows_act<I, nhwc::kActScalar>(d, b, j, x, buf, m0, m1, bias, res, y, act);
+    case nhwc::kActNone: return panel_rows_act<I, nhwc::kActNone>(d, b, j, x, buf, m0, m1, bias, res, y, act, slope);
+    case nhwc::kActRelu: return panel_rows_act<I, nhwc::kActRelu>(d, b, j, x, buf, m0, m1, bias, res, y, act, slope);
+    case nhwc::kActClip: return panel_rows_act<I, nhwc::kActClip>(d, b, j, x, buf, m0, m1, bias, res, y, act, slope);
+    case nhwc::kActVector:
+      return panel_rows_act<I, nhwc::kActVector>(d, b, j, x, buf, m0, m1, bias, res, y, act, slope);
+    default:  // the per-element kinds and a per-channel PRelu (nhwc::activate_span)
+      return panel_rows_act<I, nhwc::kActScalar>(d, b, j, x, buf, m0, m1, bias, res, y, act, slope);
   }
 }
 INFER_PER_ISA(void, panel_rows, panel_rows_body,
               (const NhwcDims& d, const float* b, int64_t j, const float* x, float* buf, int64_t m0, int64_t m1,
-               const float* bias, const float* res, float* y, const Activation& act),
-              (d, b, j, x, buf, m0, m1, bias, res, y, act))
+               const float* bias, const float* res, float* y, const Activation& act, const float* slope),
+              (d, b, j, x, buf, m0, m1, bias, res, y, act, slope))
 
 void nhwc_run(const KernelCall& call) {
   const NhwcDims d = nhwc_dims(call.node);
@@ -284,7 +287,7 @@ void nhwc_run(const KernelCall& call) {
         float* buf = ws ? ws + thread * d.s.mr * d.K : nullptr;
         for (int64_t t = t0; t < t1; ++t) {
           const int64_t blk = t / d.panels, j = t % d.panels;
-          panel_rows(d, b, j, x, buf, blk * d.mb, std::min(d.M, (blk + 1) * d.mb), bias, res, y, act);
+          panel_rows(d, b, j, x, buf, blk * d.mb, std::min(d.M, (blk + 1) * d.mb), bias, res, y, act, io.slope);
         }
       },
       static_cast<int>(d.slots));
@@ -327,7 +330,7 @@ size_t nhwc_workspace(const NodeDesc& node) { return nhwc_dims(node).ws_floats()
 INFER_REGISTER_KERNELS(conv2d_nhwc) {
   registry.add("cpu", {
       {.op = "conv2d", .name = "gemm_nhwc", .priority = 12, .priority_for = nhwc_priority,
-       .layouts = {Layout::NHWC}, .isa = KernelVariant::Isa::PerIsa,
+       .layouts = {Layout::NHWC}, .isa = KernelVariant::Isa::PerIsa, .fuses_prelu = true,
        .applicable = nhwc_applicable,
        .workspace_bytes = nhwc_workspace,
        .prepare = nhwc_prepare,

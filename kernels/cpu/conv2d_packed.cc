@@ -151,10 +151,12 @@ INFER_INLINE void cols_tile(const float* a, const float* b, int64_t ldb, int64_t
 }
 
 // The activations other than ReLU on rows [0, rows) x columns [0, cols) of y (leading dimension ld),
-// in the level's vectors (activation_simd.h).
+// in the level's vectors (activation_simd.h). Row r is an output channel: a per-channel PRelu is
+// LeakyRelu(slope[r]) on it (slope already offset to the block's first channel).
 template <class I>
-INFER_INLINE void act_block(float* y, int64_t rows, int64_t cols, int64_t ld, const Activation& act) {
-  for (int64_t r = 0; r < rows; ++r) activate_row<I>(y + r * ld, cols, act);
+INFER_INLINE void act_block(float* y, int64_t rows, int64_t cols, int64_t ld, const Activation& act,
+                            const float* slope) {
+  for (int64_t r = 0; r < rows; ++r) activate_row<I>(y + r * ld, cols, channel_activation(act, slope, r));
 }
 
 // Output channel block cb over columns [c0, c1) of a column block: tiles of kNV vectors, then the
@@ -163,7 +165,7 @@ INFER_INLINE void act_block(float* y, int64_t rows, int64_t cols, int64_t ld, co
 template <class I>
 INFER_INLINE void gemm_block_body(const PackedDims& d, const float* a, const float* col, int64_t c0, int64_t c1,
                                   int64_t co0, const float* bias, const float* res, float* y,
-                                  const Activation& act) {
+                                  const Activation& act, const float* slope) {
   using V = typename I::Vec;
   constexpr int L = I::kLanes, NV = I::kNV, MR = I::kMR;
   const int64_t rows = std::min<int64_t>(MR, d.CO - co0);
@@ -206,12 +208,13 @@ INFER_INLINE void gemm_block_body(const PackedDims& d, const float* a, const flo
 #undef INFER_COLS_CASE
     }
   }
-  if (act.kind != ActivationKind::None && !relu) act_block<I>(yb + c0, rows, c1 - c0, P, act);
+  if (act.kind != ActivationKind::None && !relu)
+    act_block<I>(yb + c0, rows, c1 - c0, P, act, slope ? slope + co0 : nullptr);
 }
 INFER_PER_ISA(void, gemm_block, gemm_block_body,
               (const PackedDims& d, const float* a, const float* col, int64_t c0, int64_t c1, int64_t co0,
-               const float* bias, const float* res, float* y, const Activation& act),
-              (d, a, col, c0, c1, co0, bias, res, y, act))
+               const float* bias, const float* res, float* y, const Activation& act, const float* slope),
+              (d, a, col, c0, c1, co0, bias, res, y, act, slope))
 
 void packed_run(const KernelCall& call) {
   const PackedDims d = packed_dims(call.node);
@@ -253,7 +256,7 @@ void packed_run(const KernelCall& call) {
       for (int64_t jb = 0; jb < d.NCB; ++jb)
         for (int64_t cb = 0; cb < d.COB; ++cb) {
           const int64_t c0 = jb * d.nc, c1 = jb + 1 == d.NCB ? d.P : std::min(d.P, c0 + d.nc);
-          gemm_block(d, a + cb * d.K * mr, col, c0, c1, cb * mr, bias, rn, yn, act);
+          gemm_block(d, a + cb * d.K * mr, col, c0, c1, cb * mr, bias, rn, yn, act, io.slope);
         }
       last.arrive();
     }
@@ -459,7 +462,7 @@ INFER_INLINE void implicit_cols(const ImplicitDims& d, const float* a, const flo
 template <class I>
 INFER_INLINE void implicit_block_body(const ImplicitDims& d, const float* a, const float* ph, const int64_t* off,
                                       int64_t c0, int64_t c1, int64_t co0, const float* bias, const float* res,
-                                      float* y, const Activation& act) {
+                                      float* y, const Activation& act, const float* slope) {
   using V = typename I::Vec;
   constexpr int L = I::kLanes, NV = I::kNV, MR = I::kMR;
   const int64_t rows = std::min<int64_t>(MR, d.CO - co0), P = d.g.HO * d.g.WO, K = d.K;
@@ -501,13 +504,14 @@ INFER_INLINE void implicit_block_body(const ImplicitDims& d, const float* a, con
   // other activations over the block's real pixels, one output-row segment at a time
   for (int64_t oy = c0 / d.WV; oy * d.WV < c1; ++oy) {
     const int64_t x0 = std::max<int64_t>(0, c0 - oy * d.WV), x1 = std::min(d.g.WO, c1 - oy * d.WV);
-    if (x0 < x1) act_block<I>(yb + oy * d.g.WO + x0, rows, x1 - x0, P, act);
+    if (x0 < x1) act_block<I>(yb + oy * d.g.WO + x0, rows, x1 - x0, P, act, slope ? slope + co0 : nullptr);
   }
 }
 INFER_PER_ISA(void, implicit_block, implicit_block_body,
               (const ImplicitDims& d, const float* a, const float* ph, const int64_t* off, int64_t c0, int64_t c1,
-               int64_t co0, const float* bias, const float* res, float* y, const Activation& act),
-              (d, a, ph, off, c0, c1, co0, bias, res, y, act))
+               int64_t co0, const float* bias, const float* res, float* y, const Activation& act,
+               const float* slope),
+              (d, a, ph, off, c0, c1, co0, bias, res, y, act, slope))
 
 void implicit_run(const KernelCall& call) {
   const ImplicitDims d = implicit_dims(call.node);
@@ -539,7 +543,7 @@ void implicit_run(const KernelCall& call) {
       for (int64_t jb = 0; jb < d.NCB; ++jb)
         for (int64_t cb = 0; cb < d.COB; ++cb) {
           const int64_t c0 = jb * d.nc, c1 = jb + 1 == d.NCB ? d.T : std::min(d.T, c0 + d.nc);
-          implicit_block(d, a + cb * d.K * mr, ph, off, c0, c1, cb * mr, bias, rn, yn, act);
+          implicit_block(d, a + cb * d.K * mr, ph, off, c0, c1, cb * mr, bias, rn, yn, act, io.slope);
         }
       last.arrive();
     }
@@ -575,13 +579,13 @@ size_t implicit_workspace(const NodeDesc& node) { return implicit_dims(node).ws_
 INFER_REGISTER_KERNELS(conv2d_packed) {
   registry.add("cpu", {
       {.op = "conv2d", .name = "packed_gemm", .priority = 12, .priority_for = packed_priority,
-       .isa = KernelVariant::Isa::PerIsa,
+       .isa = KernelVariant::Isa::PerIsa, .fuses_prelu = true,
        .applicable = packed_applicable,
        .workspace_bytes = packed_workspace,
        .prepare = prepare_weights,
        .run = packed_run},
       {.op = "conv2d", .name = "packed_implicit", .priority = 7, .priority_for = implicit_priority,
-       .isa = KernelVariant::Isa::PerIsa,
+       .isa = KernelVariant::Isa::PerIsa, .fuses_prelu = true,
        .applicable = packed_applicable,
        .workspace_bytes = implicit_workspace,
        .prepare = implicit_prepare,

@@ -449,7 +449,8 @@ void winograd_run(const KernelCall& call, int m) {
       for (int64_t it = 0; it < d.CO * d.TH; ++it) {
         const int64_t co = it / d.TH, ty = it % d.TH;
         output_transform(d, mm + co * d.Tp, m_xi, ty, bias ? bias[co] : 0.f,
-                         rn ? rn + co * d.HO * d.WO : nullptr, yn + co * d.HO * d.WO, act);
+                         rn ? rn + co * d.HO * d.WO : nullptr, yn + co * d.HO * d.WO,
+                         channel_activation(act, io.slope, co));  // a per-channel PRelu: co's LeakyRelu
       }
       last.arrive();
     }
@@ -499,14 +500,14 @@ INFER_REGISTER_KERNELS(conv2d_winograd) {
   registry.add("cpu", {
       {.op = "conv2d", .name = "winograd_f4x4", .priority = 5,
        .priority_for = [](const NodeDesc& n) { return winograd_priority(n, 4); },
-       .isa = KernelVariant::Isa::PerIsa,
+       .isa = KernelVariant::Isa::PerIsa, .fuses_prelu = true,
        .applicable = winograd_applicable,
        .workspace_bytes = winograd_workspace<4>,
        .prepare = [](const NodeDesc& n) { return prepare_weights(n, 4); },
        .run = [](const KernelCall& c) { winograd_run(c, 4); }},
       {.op = "conv2d", .name = "winograd_f2x2", .priority = 4,
        .priority_for = [](const NodeDesc& n) { return winograd_priority(n, 2); },
-       .isa = KernelVariant::Isa::PerIsa,
+       .isa = KernelVariant::Isa::PerIsa, .fuses_prelu = true,
        .applicable = winograd_applicable,
        .workspace_bytes = winograd_workspace<2>,
        .prepare = [](const NodeDesc& n) { return prepare_weights(n, 2); },

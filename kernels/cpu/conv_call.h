@@ -1,6 +1,6 @@
 // The pieces of a conv2d KernelCall that the CPU variants with a prepared weight read (packed_gemm,
 // packed_implicit, winograd_f4x4 / f2x2): input, bias, residual (add_residual), output, the fused
-// activation, the prepared state and the workspace, with the checks they share (an Error naming the
+// activation with the per-channel PRelu's slopes, the prepared state and the workspace, with the checks they share (an Error naming the
 // variant, not a crash, where prepare() was not run or the workspace is missing). No allocation.
 #pragma once
 
@@ -20,6 +20,7 @@ struct ConvCall {
   const float* residual;  // [N, C_out, HO, WO] or nullptr
   float* y;               // [N, C_out, HO, WO]
   Activation act;
+  const float* slope;  // [C_out] where act is a per-channel PRelu (channel_activation), else nullptr
   const Prepared* prep;
   float* workspace;  // nullptr where the variant needs none for this node
 };
@@ -36,6 +37,7 @@ ConvCall<Prepared> unpack_conv_call(const KernelCall& call, const char* variant,
           p.add_residual ? call.inputs[3] : nullptr,
           call.outputs[0],
           fused_activation(call.node.params),
+          prelu_slope(call),
           prep,
           static_cast<float*>(call.workspace)};
 }

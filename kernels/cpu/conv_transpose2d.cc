@@ -13,6 +13,7 @@
 //   gemm_col2im   Caffe/PyTorch deconvolution: columns = W^T x (one sgemm per group), then a
 //                 gathering col2im whose taps land dilation apart.
 // The phase algebra holds for any stride s (s*s phases): segregated_* are the general path too.
+// All but segregated_unified apply a per-channel PRelu epilogue (fuse_prelu) as channel c's LeakyRelu.
 #include "kernels/conv_shapes.h"
 #include "kernels/cpu/conv_transpose2d.h"
 
@@ -140,7 +141,7 @@ void fill_tapless_phase(const TconvCall& c, float* yn, const PhaseAxis& ah, cons
   const TconvDims& d = c.d;
 #pragma omp parallel for schedule(static) if (d.CO * ah.count * aw.count >= kParallelMin)
   for (int64_t co = 0; co < d.CO; ++co) {
-    const float v = activate(d.p->activation, c.bias ? c.bias[co] : 0.f);
+    const float v = activate(channel_activation(d.p->activation, c.slope, co), c.bias ? c.bias[co] : 0.f);
     float* yc = yn + co * d.HO * d.WO;
     for (int64_t m = 0; m < ah.count; ++m)
       for (int64_t mm = 0; mm < aw.count; ++mm)
@@ -182,7 +183,7 @@ void run_segregated_gemm(const KernelCall& call) {
         }
         const ConvProblem g = phase_geometry(d, ph, ah, aw);
         if (contiguous) {  // stride 1: the one phase is the whole output, GEMM writes y directly
-          conv_gemm_banded(g, ph.a.data(), d.CO, xn, col, yn, d.HO * d.WO, c.bias, act);
+          conv_gemm_banded(g, ph.a.data(), d.CO, xn, col, yn, d.HO * d.WO, c.bias, act, c.slope);
           continue;
         }
         // A phase's outputs sit at stride s in both spatial dims of y, which sgemm (unit stride
@@ -201,12 +202,13 @@ void run_segregated_gemm(const KernelCall& call) {
 #pragma omp parallel for schedule(static) if (d.CO * cols >= kParallelMin)
           for (int64_t co = 0; co < d.CO; ++co) {
             const float b = c.bias ? c.bias[co] : 0.f;
+            const Activation act_co = channel_activation(act, c.slope, co);  // a per-channel PRelu: co's
             const float* t = tile + co * cols;
             float* yc = yn + co * d.HO * d.WO;
             for (int64_t mr = 0; mr < rows; ++mr) {
               float* yr = yc + (ah.first + d.sh * (m0 + mr)) * d.WO + aw.first;
               const float* tr = t + mr * g.WO;
-              for (int64_t mm = 0; mm < g.WO; ++mm) yr[d.sw * mm] = activate(act, tr[mm] + b);
+              for (int64_t mm = 0; mm < g.WO; ++mm) yr[d.sw * mm] = activate(act_co, tr[mm] + b);
             }
           }
         }
@@ -265,7 +267,7 @@ void run_conventional(const KernelCall& call) {
           u[(top + iy * d.sh) * g.W + left + ix * d.sw] = xn[(ci * d.H + iy) * d.W + ix];
     }
     conv_gemm_banded(g, plan->phases[0].a.data(), d.CO, up, col, c.y + n * d.CO * d.HO * d.WO,
-                     d.HO * d.WO, c.bias, d.p->activation);
+                     d.HO * d.WO, c.bias, d.p->activation, c.slope);
   }
 }
 
@@ -354,8 +356,10 @@ void run_gemm_col2im(const KernelCall& call) {
             for (int64_t ix = ix0; ix <= ix1; ++ix) yr[ix * d.sw + off] += cr[ix];
           }
         }
-        if (act.kind != ActivationKind::None)
-          for (int64_t ox = 0; ox < d.WO; ++ox) yr[ox] = activate(act, yr[ox]);
+        if (act.kind != ActivationKind::None) {
+          const Activation act_co = channel_activation(act, c.slope, co);  // a per-channel PRelu: co's
+          for (int64_t ox = 0; ox < d.WO; ++ox) yr[ox] = activate(act_co, yr[ox]);
+        }
       }
     }
   }
@@ -422,11 +426,11 @@ size_t conv_band_col_floats(const ConvProblem& g, int64_t M) {
 }
 
 void conv_gemm_banded(const ConvProblem& g, const float* A, int64_t M, const float* x, float* col,
-                      float* y, int64_t ldy, const float* bias, const Activation& act) {
+                      float* y, int64_t ldy, const float* bias, const Activation& act, const float* slope) {
   const int64_t K = g.col_rows();
   if (im2col_is_identity(g)) {  // x [C, H*W] already is the column matrix
     sgemm(false, false, M, g.HO * g.WO, K, 1.f, A, K, x, g.HO * g.WO, 0.f, y, ldy);
-    bias_activation_rows(y, M, g.HO * g.WO, ldy, bias, act);
+    bias_activation_rows(y, M, g.HO * g.WO, ldy, bias, act, slope);
     return;
   }
   const int64_t band = conv_band_rows(g, M);
@@ -437,7 +441,7 @@ void conv_gemm_banded(const ConvProblem& g, const float* A, int64_t M, const flo
     gb.pad_top = g.pad_top - m0 * g.stride_h;
     im2col(gb, x, col);
     sgemm(false, false, M, cols, K, 1.f, A, K, col, cols, 0.f, y + m0 * g.WO, ldy);
-    bias_activation_rows(y + m0 * g.WO, M, cols, ldy, bias, act);
+    bias_activation_rows(y + m0 * g.WO, M, cols, ldy, bias, act, slope);
   }
 }
 
@@ -481,20 +485,22 @@ INFER_REGISTER_KERNELS(conv_transpose2d) {
   // other strides -> segregated_gemm); gemm_col2im for groups, dilation or a non-constant weight.
   registry.add("cpu", {
       {.op = "conv_transpose2d", .name = "flipped_conv", .priority = 30, .isa = KernelVariant::Isa::OpenBlas,
-       .applicable = flipped_applicable, .workspace_bytes = gemm_workspace_bytes,
+       .fuses_prelu = true, .applicable = flipped_applicable, .workspace_bytes = gemm_workspace_bytes,
        .prepare = prepare_phases, .run = run_segregated_gemm},
       {.op = "conv_transpose2d", .name = "segregated_gemm", .priority = 20, .isa = KernelVariant::Isa::OpenBlas,
-       .applicable = valid_with_constant_weight, .workspace_bytes = gemm_workspace_bytes,
+       .fuses_prelu = true, .applicable = valid_with_constant_weight, .workspace_bytes = gemm_workspace_bytes,
        .prepare = prepare_phases, .run = run_segregated_gemm},
       {.op = "conv_transpose2d", .name = "segregated_unified", .priority = 10,
        .priority_for = unified_priority, .isa = KernelVariant::Isa::PerIsa,
        .applicable = conv_transpose2d_unified_applicable,
        .prepare = conv_transpose2d_unified_prepare, .run = conv_transpose2d_unified_run},
       {.op = "conv_transpose2d", .name = "gemm_col2im", .priority = 5,
-       .priority_for = col2im_priority, .isa = KernelVariant::Isa::OpenBlas, .applicable = col2im_applicable,
+       .priority_for = col2im_priority, .isa = KernelVariant::Isa::OpenBlas, .fuses_prelu = true,
+       .applicable = col2im_applicable,
        .workspace_bytes = col2im_workspace_bytes, .run = run_gemm_col2im},
       {.op = "conv_transpose2d", .name = "conventional", .priority = 1, .isa = KernelVariant::Isa::OpenBlas,
-       .applicable = conventional_applicable, .workspace_bytes = conventional_workspace_bytes,
+       .fuses_prelu = true, .applicable = conventional_applicable,
+       .workspace_bytes = conventional_workspace_bytes,
        .prepare = prepare_flipped, .run = run_conventional},
   });
 }

@@ -21,8 +21,10 @@ size_t conv_band_col_floats(const ConvProblem& g, int64_t M);
 // Convolution of one sample as banded im2col + sgemm: y[m][oy*WO + ox] (row m at y + m*ldy) =
 // sum_k A[m][k] * col[k][oy*WO + ox] for every output row, A [M, C*KH*KW] row-major. `col` holds
 // conv_band_col_floats(g, M) floats. After each band, bias + act is applied to that band (bias may
-// be nullptr) while it is still in cache. Call outside any OpenMP parallel region.
+// be nullptr; slope: a per-channel PRelu's, row m's at slope[m], else nullptr) while it is still in
+// cache. Call outside any OpenMP parallel region.
 void conv_gemm_banded(const ConvProblem& g, const float* A, int64_t M, const float* x, float* col,
-                      float* y, int64_t ldy, const float* bias, const Activation& act);
+                      float* y, int64_t ldy, const float* bias, const Activation& act,
+                      const float* slope = nullptr);
 
 }  // namespace infer::cpu

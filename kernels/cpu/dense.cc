@@ -2,6 +2,7 @@
 // bias (or zeros), then BLAS accumulates into it with beta = 1 -- cblas_sgemv y += W x for one sample,
 // cblas_sgemm y += x W^T for a batch -- and the activation runs as an OpenMP loop. Filling y first
 // makes the result independent of whatever the output buffer held (BLAS beta = 0 is not relied on).
+// A per-channel PRelu epilogue (fuse_prelu) is one select per element with feature f's slope.
 #include <algorithm>
 #include <climits>
 #include <string>
@@ -24,7 +25,7 @@ void dense_run(const KernelCall& call) {
   const int64_t N = xs[0], FI = xs[1], FO = ws[0];
   const float* x = call.inputs[0];
   const float* w = call.inputs[1];
-  const float* bias = call.inputs.size() == 3 ? call.inputs[2] : nullptr;
+  const float* bias = call.inputs.size() >= 3 ? call.inputs[2] : nullptr;
   float* y = call.outputs[0];
 
 #pragma omp parallel for schedule(static) if (N * FO >= int64_t(1) << 15)
@@ -37,6 +38,15 @@ void dense_run(const KernelCall& call) {
     cblas_sgemv(CblasRowMajor, CblasNoTrans, int(FO), int(FI), 1.f, w, int(FI), x, 1, 1.f, y, 1);
   else
     sgemm(false, true, N, FO, FI, 1.f, x, FI, w, FI, 1.f, y, FO);
+  if (const float* slope = prelu_slope(call)) {
+#pragma omp parallel for schedule(static) if (N * FO >= int64_t(1) << 15)
+    for (int64_t n = 0; n < N; ++n) {
+      float* row = y + n * FO;
+#pragma omp simd
+      for (int64_t f = 0; f < FO; ++f) row[f] = row[f] < 0.f ? slope[f] * row[f] : row[f];
+    }
+    return;
+  }
   activate_inplace(y, N * FO, fused_activation(call.node.params));
 }
 
@@ -45,7 +55,7 @@ void dense_run(const KernelCall& call) {
 INFER_REGISTER_KERNELS(dense) {
   registry.add("cpu", {
       {.op = "dense", .name = "gemm", .priority = 10, .isa = KernelVariant::Isa::OpenBlas,
-       .applicable = dense_applicable,
+       .fuses_prelu = true, .applicable = dense_applicable,
        .run = dense_run},
   });
 }

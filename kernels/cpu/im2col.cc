@@ -90,12 +90,13 @@ void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float al
 }
 
 void bias_activation_rows(float* y, int64_t rows, int64_t cols, int64_t ld, const float* bias,
-                          const Activation& act) {
-  if (!bias && act.kind == ActivationKind::None) return;
+                          const Activation& channel_act, const float* slope) {
+  if (!bias && channel_act.kind == ActivationKind::None) return;
 #pragma omp parallel for schedule(static) if (rows * cols >= kParallelMin)
   for (int64_t r = 0; r < rows; ++r) {
     float* row = y + r * ld;
     const float b = bias ? bias[r] : 0.f;
+    const Activation act = channel_activation(channel_act, slope, r);
     switch (act.kind) {  // one loop per kind keeps the common cases vectorizable
       case ActivationKind::None:
         for (int64_t c = 0; c < cols; ++c) row[c] += b;
@@ -104,6 +105,12 @@ void bias_activation_rows(float* y, int64_t rows, int64_t cols, int64_t ld, cons
         for (int64_t c = 0; c < cols; ++c) {
           const float v = row[c] + b;
           row[c] = v < 0.f ? 0.f : v;
+        }
+        break;
+      case ActivationKind::LeakyRelu:  // and a per-channel PRelu's row
+        for (int64_t c = 0; c < cols; ++c) {
+          const float v = row[c] + b;
+          row[c] = v < 0.f ? act.alpha * v : v;
         }
         break;
       default:

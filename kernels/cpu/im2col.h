@@ -29,10 +29,11 @@ void im2col_row(const ConvProblem& g, const float* x, float* col, int64_t r);
 void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
            int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
 
-// y[r][c] = act(y[r][c] + bias[r]) for a [rows, cols] block with leading dimension ld; bias may be
-// nullptr. OpenMP-parallel. Use it on a conv output [CO, HO*WO] (one row per output channel).
+// y[r][c] = act_r(y[r][c] + bias[r]) for a [rows, cols] block with leading dimension ld; bias may be
+// nullptr; act_r = channel_activation(act, slope, r) (slope: a per-channel PRelu's, row r's at
+// slope[r], else nullptr). OpenMP-parallel. Use it on a conv output [CO, HO*WO] (one row per channel).
 void bias_activation_rows(float* y, int64_t rows, int64_t cols, int64_t ld, const float* bias,
-                          const Activation& act);
+                          const Activation& act, const float* slope = nullptr);
 
 // The activation in float, NaN-propagating like the reference (relu written as v < 0 ? 0 : v).
 inline float activate(const Activation& a, float v);
@@ -70,6 +71,7 @@ inline float activate(const Activation& a, float v) {
     case ActivationKind::Neg: return -v;
     case ActivationKind::Abs: return std::fabs(v);
     case ActivationKind::Softplus: return v > 0.f ? v + std::log1p(std::exp(-v)) : std::log1p(std::exp(v));
+    case ActivationKind::PRelu: break;  // per channel: kernels pass channel_activation() (infer/ops.h)
   }
   return v;
 }

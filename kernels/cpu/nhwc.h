@@ -5,7 +5,8 @@
 //    count that is not a multiple of the vector width (MobileNet's 24, EfficientNet's 40 at AVX-512)
 //    costs one masked vector, not a scalar loop, and never reads or writes past the tensor;
 //  - the fused activations that are a few vector operations (ReLU, Clip = ReLU6, HardSigmoid,
-//    HardSwish), NaN-propagating like activate() (im2col.h); the others run activate() per element;
+//    HardSwish), NaN-propagating like activate() (im2col.h); the others run activate() per element,
+//    a per-channel PRelu (fuse_prelu) as a vector select with the channels' slopes beside the values;
 //  - nchw_priority(node): the priority the default heuristic gives the node in NCHW, which an NHWC
 //    variant that runs the node as well as the NCHW ones returns (the pass then keeps the node in its
 //    input's layout, so NHWC regions do not end at it and NCHW graphs do not start one there).
@@ -137,12 +138,26 @@ INFER_INLINE typename I::Vec act_class(typename I::Vec v, const Activation& a) {
   return v;
 }
 
-// The activations vector_activation() leaves out (SiLU, sigmoid, tanh, ...), on n contiguous floats:
-// the one place the NHWC kernels apply them, vectorised by activation_simd.h inside each level's
-// function (I).
+// y[i] = y[i] < 0 ? slope[i] * y[i] : y[i] for i < n: a per-channel PRelu on n contiguous channels of
+// one pixel (the prelu kernel's select, so NaN passes), whole vectors then one masked.
 template <class I>
-INFER_INLINE void activate_span(float* y, int64_t n, const Activation& a) {
+INFER_INLINE void prelu_span(float* y, const float* slope, int64_t n) {
+  using V = typename I::Vec;
+  for (int64_t i = 0; i < n; i += I::kLanes) {
+    V v, s;
+    load_upto<I>(v, y + i, n - i);
+    load_upto<I>(s, slope + i, n - i);
+    store_upto<I>(y + i, v < 0.f ? v * s : v, n - i);
+  }
+}
+
+// The activations vector_activation() leaves out (SiLU, sigmoid, tanh, ..., a per-channel PRelu with
+// `slope` at y's first channel), on n contiguous floats: the one place the NHWC kernels apply them,
+// vectorised by activation_simd.h inside each level's function (I).
+template <class I>
+INFER_INLINE void activate_span(float* y, int64_t n, const Activation& a, const float* slope = nullptr) {
   if (vector_activation(a.kind)) return;
+  if (a.kind == ActivationKind::PRelu) return prelu_span<I>(y, slope, n);
   activate_row<I>(y, n, a);
 }
 

@@ -34,8 +34,8 @@ void run_dense(const KernelCall& call) {
   const Precision p = call.node.precision;
   if (N == 0 || FO == 0) return;
   gemm_x_wt(ctx, p, call.inputs[0], call.inputs[1], call.outputs[0], N, FI, FO);
-  bias_activation(ctx, p, call.outputs[0], n_in == 3 ? call.inputs[2] : nullptr, N, FO, 1,
-                  fused_activation(call.node.params));
+  bias_activation(ctx, p, call.outputs[0], n_in >= 3 ? call.inputs[2] : nullptr, N, FO, 1,
+                  fused_activation(call.node.params), nullptr, prelu_slope(call));
 }
 
 bool gemv_applicable(const NodeDesc& node) {
@@ -59,7 +59,7 @@ void run_gemv(const KernelCall& call) {
 
 INFER_REGISTER_KERNELS(dense) {
   registry.add("cuda", {
-      {.op = "dense", .name = "gemm", .priority = 10, .applicable = dense_applicable,
+      {.op = "dense", .name = "gemm", .priority = 10, .fuses_prelu = true, .applicable = dense_applicable,
        .run = run_dense},
       {.op = "dense", .name = "gemv", .priority = 20, .applicable = gemv_applicable, .run = run_gemv},
   });

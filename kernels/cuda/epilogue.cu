@@ -4,6 +4,7 @@
 // of element i of an NCHW tensor is (i / inner) % channels). NHWC: packs along the channels (the bias
 // of a pack is contiguous), one row of C per pixel, rows across the grid-stride loop. The residual r
 // (a conv + residual add, fuse_conv_residual) has y's layout: element i of r adds to element i of y.
+// A per-channel PRelu (fuse_prelu) reads its channel's slope where the kernel finds the bias.
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/epilogue.h"
 
@@ -13,16 +14,25 @@
 namespace infer::cuda {
 namespace {
 
+// The activation of one element of channel c: a per-channel PRelu's select with slope[c] (the prelu
+// kernel's), else act.
+template <class T>
+__device__ __forceinline__ float epilogue_act(const DeviceActivation& act, const T* slope, int64_t c, float v) {
+  if (slope) return v < 0.f ? to_float(slope[c]) * v : v;
+  return activate(act, v);
+}
+
 // Small planes (dense outputs, 1x1 maps): one thread per element, flat index.
 template <class T>
-__global__ void bias_activation_kernel(T* y, const T* bias, const T* r, int64_t total, int64_t channels,
-                                       int64_t inner, DeviceActivation act) {
+__global__ void bias_activation_kernel(T* y, const T* bias, const T* r, const T* slope, int64_t total,
+                                       int64_t channels, int64_t inner, DeviceActivation act) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
        i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t c = (i / inner) % channels;
     float v = to_float(y[i]);
-    if (bias) v += to_float(bias[(i / inner) % channels]);
+    if (bias) v += to_float(bias[c]);
     if (r) v += to_float(r[i]);
-    y[i] = from_float<T>(activate(act, v));
+    y[i] = from_float<T>(epilogue_act(act, slope, c, v));
   }
 }
 
@@ -30,10 +40,11 @@ __global__ void bias_activation_kernel(T* y, const T* bias, const T* r, int64_t 
 // per plane; in a plane each thread moves packs of V elements with 32-bit indices (the flat kernel's
 // int64 division per element held VGG's 224x224 epilogues to ~0.3 TB/s).
 template <class T, int V>
-__global__ void bias_activation_planes_kernel(T* y, const T* bias, const T* r, int64_t planes,
+__global__ void bias_activation_planes_kernel(T* y, const T* bias, const T* r, const T* slope, int64_t planes,
                                               int64_t channels, int packs, int inner, DeviceActivation act) {
   for (int64_t plane = blockIdx.y; plane < planes; plane += gridDim.y) {
     const float b = bias ? to_float(bias[plane % channels]) : 0.f;
+    const int64_t c = plane % channels;
     Pack<T, V>* row = reinterpret_cast<Pack<T, V>*>(y + plane * inner);
     const Pack<T, V>* rrow = r ? reinterpret_cast<const Pack<T, V>*>(r + plane * inner) : nullptr;
     for (int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x); i < packs;
@@ -46,7 +57,7 @@ __global__ void bias_activation_planes_kernel(T* y, const T* bias, const T* r, i
         float f = to_float(v.v[k]);
         if (bias) f += b;
         if (rrow) f += to_float(rv.v[k]);
-        v.v[k] = from_float<T>(activate(act, f));
+        v.v[k] = from_float<T>(epilogue_act(act, slope, c, f));
       }
       row[i] = v;
     }
@@ -54,18 +65,18 @@ __global__ void bias_activation_planes_kernel(T* y, const T* bias, const T* r, i
 }
 
 template <class T, int V>
-void launch_planes(Context& ctx, T* y, const T* bias, const T* r, int64_t planes, int64_t channels,
-                   int64_t inner, DeviceActivation act) {
+void launch_planes(Context& ctx, T* y, const T* bias, const T* r, const T* slope, int64_t planes,
+                   int64_t channels, int64_t inner, DeviceActivation act) {
   const int packs = static_cast<int>(inner / V);
   const dim3 grid(std::min<unsigned>(grid_for(packs), 1024u),
                   static_cast<unsigned>(std::min<int64_t>(planes, 65535)));
-  bias_activation_planes_kernel<T, V><<<grid, 256, 0, ctx.stream>>>(y, bias, r, planes, channels, packs,
+  bias_activation_planes_kernel<T, V><<<grid, 256, 0, ctx.stream>>>(y, bias, r, slope, planes, channels, packs,
                                                                       static_cast<int>(inner), act);
 }
 
 // NHWC: pack i of the tensor holds channels (i % packs_per_row) * V ... + V - 1 of one pixel.
 template <class T, int V>
-__global__ void bias_activation_nhwc_kernel(T* y, const T* bias, const T* r, int64_t total_packs,
+__global__ void bias_activation_nhwc_kernel(T* y, const T* bias, const T* r, const T* slope, int64_t total_packs,
                                             int packs_per_row, DeviceActivation act) {
   Pack<T, V>* p = reinterpret_cast<Pack<T, V>*>(y);
   const Pack<T, V>* rp = reinterpret_cast<const Pack<T, V>*>(r);
@@ -80,18 +91,18 @@ __global__ void bias_activation_nhwc_kernel(T* y, const T* bias, const T* r, int
       float f = to_float(v.v[k]);
       if (bias) f += to_float(bias[c0 + k]);
       if (rp) f += to_float(rv.v[k]);
-      v.v[k] = from_float<T>(activate(act, f));
+      v.v[k] = from_float<T>(epilogue_act(act, slope, c0 + k, f));
     }
     p[i] = v;
   }
 }
 
 template <class T, int V>
-void launch_nhwc(Context& ctx, T* y, const T* bias, const T* r, int64_t rows, int64_t channels,
+void launch_nhwc(Context& ctx, T* y, const T* bias, const T* r, const T* slope, int64_t rows, int64_t channels,
                  DeviceActivation act) {
   const int64_t total = rows * channels / V;
   bias_activation_nhwc_kernel<T, V><<<grid_for(total), 256, 0, ctx.stream>>>(
-      y, bias, r, total, static_cast<int>(channels / V), act);
+      y, bias, r, slope, total, static_cast<int>(channels / V), act);
 }
 
 __global__ void f32_to_f16_kernel(const float* in, __half* out, int64_t n) {
@@ -107,43 +118,50 @@ __global__ void f16_to_f32_kernel(const __half* in, float* out, int64_t n) {
 }  // namespace
 
 void bias_activation(Context& ctx, Precision p, void* y, const void* bias, int64_t batch,
-                     int64_t channels, int64_t inner, Activation act, const void* residual) {
+                     int64_t channels, int64_t inner, Activation act, const void* residual,
+                     const void* slope) {
   const int64_t total = batch * channels * inner;
   if (total == 0 || (!bias && !residual && act.kind == ActivationKind::None)) return;
+  if ((act.kind == ActivationKind::PRelu) != (slope != nullptr))
+    throw Error("cuda bias_activation: a prelu epilogue needs its slopes (and only it takes them)");
   const DeviceActivation a = device_activation(act);
   dispatch(p, [&](auto tag) {
     using T = decltype(tag);
     T* yt = static_cast<T*>(y);
     const T* bt = static_cast<const T*>(bias);
     const T* rt = static_cast<const T*>(residual);
+    const T* st = static_cast<const T*>(slope);
     if (inner < 32 || inner > INT_MAX) {
-      bias_activation_kernel<T><<<grid_for(total), 256, 0, ctx.stream>>>(yt, bt, rt, total, channels, inner, a);
+      bias_activation_kernel<T><<<grid_for(total), 256, 0, ctx.stream>>>(yt, bt, rt, st, total, channels, inner, a);
       return;
     }
     const int64_t planes = batch * channels;
     switch (pack_width(sizeof(T), inner, {y, residual})) {
-      case 4: launch_planes<T, 4>(ctx, yt, bt, rt, planes, channels, inner, a); break;
-      case 2: launch_planes<T, 2>(ctx, yt, bt, rt, planes, channels, inner, a); break;
-      default: launch_planes<T, 1>(ctx, yt, bt, rt, planes, channels, inner, a); break;
+      case 4: launch_planes<T, 4>(ctx, yt, bt, rt, st, planes, channels, inner, a); break;
+      case 2: launch_planes<T, 2>(ctx, yt, bt, rt, st, planes, channels, inner, a); break;
+      default: launch_planes<T, 1>(ctx, yt, bt, rt, st, planes, channels, inner, a); break;
     }
   });
   INFER_CUDA_CHECK_LAUNCH();
 }
 
 void bias_activation_nhwc(Context& ctx, Precision p, void* y, const void* bias, int64_t rows,
-                          int64_t channels, Activation act, const void* residual) {
+                          int64_t channels, Activation act, const void* residual, const void* slope) {
   if (rows * channels == 0 || (!bias && !residual && act.kind == ActivationKind::None)) return;
   if (channels > INT_MAX) throw Error("cuda bias_activation_nhwc: too many channels");
+  if ((act.kind == ActivationKind::PRelu) != (slope != nullptr))
+    throw Error("cuda bias_activation_nhwc: a prelu epilogue needs its slopes (and only it takes them)");
   const DeviceActivation a = device_activation(act);
   dispatch(p, [&](auto tag) {
     using T = decltype(tag);
     T* yt = static_cast<T*>(y);
     const T* bt = static_cast<const T*>(bias);
     const T* rt = static_cast<const T*>(residual);
+    const T* st = static_cast<const T*>(slope);
     switch (pack_width(sizeof(T), channels, {y, bias, residual})) {
-      case 4: launch_nhwc<T, 4>(ctx, yt, bt, rt, rows, channels, a); break;
-      case 2: launch_nhwc<T, 2>(ctx, yt, bt, rt, rows, channels, a); break;
-      default: launch_nhwc<T, 1>(ctx, yt, bt, rt, rows, channels, a); break;
+      case 4: launch_nhwc<T, 4>(ctx, yt, bt, rt, st, rows, channels, a); break;
+      case 2: launch_nhwc<T, 2>(ctx, yt, bt, rt, st, rows, channels, a); break;
+      default: launch_nhwc<T, 1>(ctx, yt, bt, rt, st, rows, channels, a); break;
     }
   });
   INFER_CUDA_CHECK_LAUNCH();

@@ -42,8 +42,17 @@ inline double activate(const Activation& a, double v) {
     case ActivationKind::Abs: return std::fabs(v);
     // log(1 + e^v) without overflow: v + log1p(e^-v) for v > 0.
     case ActivationKind::Softplus: return v > 0 ? v + std::log1p(std::exp(-v)) : std::log1p(std::exp(v));
+    case ActivationKind::PRelu:  // per channel: the kernel passes channel_act(a, slope, c)
+      throw Error("reference: a prelu epilogue applied without its channel's slope");
   }
   return v;
+}
+
+// The epilogue of output channel c (infer/ops.h channel_activation), checking that a per-channel PRelu
+// came with its slopes.
+inline Activation channel_act(const Activation& a, const float* slope, int64_t c) {
+  if (a.kind == ActivationKind::PRelu && !slope) throw Error("reference: a prelu epilogue without slopes");
+  return channel_activation(a, slope, c);
 }
 
 // Throws if any dimension of `s` is negative (a trusted shape never has one; cheap insurance).

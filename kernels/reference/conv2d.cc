@@ -60,7 +60,7 @@ void conv2d_plane(const Conv2DParams& p, const float* x, const Shape& x_shape, c
 
 void conv2d(const Conv2DParams& p, const float* x, const Shape& x_shape, const float* w,
             const Shape& w_shape, const float* bias, float* y, const Shape& y_shape,
-            const float* residual) {
+            const float* residual, const float* slope) {
   using namespace detail;
   check_conv_params("conv2d", p.stride_h, p.stride_w, p.pad, 1, 1);
   if (p.dilation_h <= 0 || p.dilation_w <= 0 || p.groups <= 0)
@@ -77,13 +77,14 @@ void conv2d(const Conv2DParams& p, const float* x, const Shape& x_shape, const f
   std::vector<double> acc(static_cast<size_t>(HO * WO));
   for (int64_t n = 0; n < N; ++n)
     for (int64_t co = 0; co < CO; ++co) {
+      const Activation act = channel_act(p.activation, slope, co);
       conv2d_plane(p, x, x_shape, w, w_shape, bias, n, co, acc.data(), HO, WO);
       float* yp = y + (n * CO + co) * HO * WO;
       if (residual) {  // added in double before the activation, like the fused kernels
         const float* rp = residual + (n * CO + co) * HO * WO;
         for (int64_t i = 0; i < HO * WO; ++i) acc[i] += double(rp[i]);
       }
-      for (int64_t i = 0; i < HO * WO; ++i) yp[i] = float(activate(p.activation, acc[i]));
+      for (int64_t i = 0; i < HO * WO; ++i) yp[i] = float(activate(act, acc[i]));
     }
 }
 
@@ -91,12 +92,13 @@ void conv2d(const Conv2DParams& p, const float* x, const Shape& x_shape, const f
 // The reference variant (ref::run_<op>, engine/ops/op_def.h): the KernelCall unpacked into the
 // function above; registered from the op table by register.cc.
 // conv2d: x, weight, optional bias; with add_residual (the fuse_conv_residual pass) always x, weight,
-// bias and the residual of the output's shape (shape inference checks both forms).
+// bias and the residual of the output's shape; with a prelu epilogue (fuse_prelu) x, weight, bias and
+// the slope (shape inference checks every form).
 void run_conv2d(const KernelCall& c) {
   const auto& p = std::get<Conv2DParams>(c.node.params);
   const auto& s = c.node.input_shapes;
   conv2d(p, c.inputs[0], s[0], c.inputs[1], s[1], detail::optional_input(c, 2), c.outputs[0],
-         c.node.output_shapes[0], p.add_residual ? c.inputs[3] : nullptr);
+         c.node.output_shapes[0], p.add_residual ? c.inputs[3] : nullptr, prelu_slope(c));
 }
 
 }  // namespace infer::ref

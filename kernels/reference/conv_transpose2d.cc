@@ -15,7 +15,7 @@ namespace infer::ref {
 
 void conv_transpose2d(const ConvTranspose2DParams& p, const float* x, const Shape& x_shape,
                       const float* w, const Shape& w_shape, const float* bias, float* y,
-                      const Shape& y_shape) {
+                      const Shape& y_shape, const float* slope) {
   using namespace detail;
   check_conv_params("conv_transpose2d", p.stride_h, p.stride_w, p.pad, 1, 1);
   if (p.dilation_h <= 0 || p.dilation_w <= 0 || p.groups <= 0)
@@ -65,8 +65,9 @@ void conv_transpose2d(const ConvTranspose2DParams& p, const float* x, const Shap
         }
     for (int64_t co = 0; co < CO; ++co) {
       const double b = bias ? double(bias[co]) : 0.0;
+      const Activation act = channel_act(p.activation, slope, co);
       float* yp = y + (n * CO + co) * HO * WO;
-      for (int64_t i = 0; i < HO * WO; ++i) yp[i] = float(activate(p.activation, acc[i * CO + co] + b));
+      for (int64_t i = 0; i < HO * WO; ++i) yp[i] = float(activate(act, acc[i * CO + co] + b));
     }
   }
 }
@@ -74,10 +75,10 @@ void conv_transpose2d(const ConvTranspose2DParams& p, const float* x, const Shap
 
 // The reference variant (ref::run_<op>, engine/ops/op_def.h): the KernelCall unpacked into the
 // function above; registered from the op table by register.cc.
-void run_conv_transpose2d(const KernelCall& c) {  // x, weight, optional bias
+void run_conv_transpose2d(const KernelCall& c) {  // x, weight, optional bias (, slope with a prelu)
   const auto& s = c.node.input_shapes;
   conv_transpose2d(std::get<ConvTranspose2DParams>(c.node.params), c.inputs[0], s[0], c.inputs[1], s[1],
-                   detail::optional_input(c, 2), c.outputs[0], c.node.output_shapes[0]);
+                   detail::optional_input(c, 2), c.outputs[0], c.node.output_shapes[0], prelu_slope(c));
 }
 
 }  // namespace infer::ref

@@ -7,7 +7,8 @@
 namespace infer::ref {
 
 void dense(const DenseParams& p, const float* x, const Shape& x_shape, const float* w,
-           const Shape& w_shape, const float* bias, float* y, const Shape& y_shape) {
+           const Shape& w_shape, const float* bias, float* y, const Shape& y_shape,
+           const float* slope) {
   using namespace detail;
   check_shape("dense", "input", x_shape, 2);
   check_shape("dense", "weight", w_shape, 2);
@@ -23,7 +24,7 @@ void dense(const DenseParams& p, const float* x, const Shape& x_shape, const flo
       const float* wr = w + o * FI;
       double acc = bias ? double(bias[o]) : 0.0;
       for (int64_t i = 0; i < FI; ++i) acc += double(xr[i]) * double(wr[i]);
-      y[n * FO + o] = float(activate(p.activation, acc));
+      y[n * FO + o] = float(activate(channel_act(p.activation, slope, o), acc));
     }
   }
 }
@@ -31,10 +32,10 @@ void dense(const DenseParams& p, const float* x, const Shape& x_shape, const flo
 
 // The reference variant (ref::run_<op>, engine/ops/op_def.h): the KernelCall unpacked into the
 // function above; registered from the op table by register.cc.
-void run_dense(const KernelCall& c) {  // x, weight, optional bias
+void run_dense(const KernelCall& c) {  // x, weight, optional bias (, slope with a prelu)
   const auto& s = c.node.input_shapes;
   dense(std::get<DenseParams>(c.node.params), c.inputs[0], s[0], c.inputs[1], s[1], detail::optional_input(c, 2),
-        c.outputs[0], c.node.output_shapes[0]);
+        c.outputs[0], c.node.output_shapes[0], prelu_slope(c));
 }
 
 }  // namespace infer::ref

@@ -12,17 +12,18 @@ namespace infer::ref {
 
 // x [N,C_in,H,W], w [C_out,C_in/groups,KH,KW], bias [C_out] or nullptr, y [N,C_out,H_out,W_out].
 // Any stride, (asymmetric) padding, dilation and groups. Adds `residual` (y's shape, or nullptr)
-// before applying p.activation.
+// before applying p.activation. `slope` [C_out]: the per-channel PRelu epilogue's, where p.activation
+// is ActivationKind::PRelu (likewise for conv_transpose2d and dense).
 void conv2d(const Conv2DParams& p, const float* x, const Shape& x_shape, const float* w,
             const Shape& w_shape, const float* bias, float* y, const Shape& y_shape,
-            const float* residual = nullptr);
+            const float* residual = nullptr, const float* slope = nullptr);
 
 // x [N,C_in,H,W], w [C_in,C_out/groups,KH,KW], bias [C_out] or nullptr, y [N,C_out,H_out,W_out] with
 // H_out = (H-1)*stride - pad_top - pad_bottom + dilation*(KH-1) + 1 + output_padding (likewise W); any
 // groups (depthwise: groups == C_in) and dilation. Applies p.activation.
 void conv_transpose2d(const ConvTranspose2DParams& p, const float* x, const Shape& x_shape,
                       const float* w, const Shape& w_shape, const float* bias, float* y,
-                      const Shape& y_shape);
+                      const Shape& y_shape, const float* slope = nullptr);
 
 // Max or average pooling over [N,C,H,W]. Padded cells never win a max; an average divides by the
 // window's padded extent (count_include_pad) or by its real cells only.
@@ -31,7 +32,8 @@ void pool2d(const Pool2DParams& p, const float* x, const Shape& x_shape, float* 
 
 // x [N,F_in], w [F_out,F_in], bias [F_out] or nullptr, y [N,F_out]. Applies p.activation.
 void dense(const DenseParams& p, const float* x, const Shape& x_shape, const float* w,
-           const Shape& w_shape, const float* bias, float* y, const Shape& y_shape);
+           const Shape& w_shape, const float* bias, float* y, const Shape& y_shape,
+           const float* slope = nullptr);
 
 // Inference batch norm over axis 1 of a rank >= 2 tensor; scale, bias, mean, var have C = shape[1]
 // elements. y = (x - mean) / sqrt(var + epsilon) * scale + bias, then p.activation. y may be x.

@@ -72,15 +72,25 @@ struct KernelVariant {
   // compiled for baseline x86-64 only; OpenBlas: the work is OpenBLAS's (its own CPU dispatch).
   enum class Isa : uint8_t { Baseline, PerIsa, OpenBlas };
   Isa isa = Isa::Baseline;
+  // The variant applies the engine-internal per-channel PRelu epilogue (ActivationKind::PRelu: the
+  // slope is the node's last input, prelu_slope() below). A node with one is offered only to variants
+  // that say so (variant_applies), so the fuse_prelu pass fuses only where one of them runs it.
+  bool fuses_prelu = false;
   std::function<bool(const NodeDesc&)> applicable;          // empty: always applicable
   std::function<size_t(const NodeDesc&)> workspace_bytes;   // empty: none
   std::function<std::shared_ptr<void>(const NodeDesc&)> prepare;  // empty: nothing to prepare
   std::function<void(const KernelCall&)> run;
 };
 
-// True when `v` runs in `layout` and, if it has a check, applies to `node` (node.layout is checked
-// against v.layouts first).
+// True when `v` runs in `layout`, takes the node's per-channel PRelu epilogue if it has one
+// (v.fuses_prelu) and, if it has a check, applies to `node` (node.layout is checked first).
 bool variant_applies(const KernelVariant& v, const NodeDesc& node);
+
+// The per-channel slopes of a node whose fused activation is ActivationKind::PRelu (its last input:
+// one per output channel, in the call's precision), else nullptr. Pair it with channel_activation().
+inline const float* prelu_slope(const KernelCall& call) {
+  return fused_activation(call.node.params).kind == ActivationKind::PRelu ? call.inputs.back() : nullptr;
+}
 
 class KernelRegistry {
  public:

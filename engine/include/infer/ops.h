@@ -45,18 +45,30 @@ const char* layout_name(Layout layout);  // "nchw", "nhwc"
 //   Neg            y = -x
 //   Abs            y = |x|
 //   Softplus       y = log(1 + exp(x))
+//   PRelu          y = x >= 0 ? x : slope[c] * x                     (c = the output channel; below)
 // Kinds not listed with alpha / beta ignore them.
+// PRelu is engine-internal, an epilogue only (no file form, no Activation node): the fuse_prelu pass
+// makes it from a per-channel PRelu node after a conv2d, conv_transpose2d or dense, whose last input
+// then is the slope [C_out] (a constant; the node always has a bias before it). It is channel c's
+// LeakyRelu with alpha = slope[c] (channel_activation below: the same select in every kernel), so the
+// element-wise kinds are the first kNumActivationKinds, the ones a file and the builder accept.
 enum class ActivationKind : uint8_t {
   None = 0, Relu = 1, LeakyRelu = 2, Tanh = 3, Sigmoid = 4, Clip = 5, HardSigmoid = 6, HardSwish = 7,
-  Silu = 8, Elu = 9, Exp = 10, Sqrt = 11, Neg = 12, Abs = 13, Softplus = 14
+  Silu = 8, Elu = 9, Exp = 10, Sqrt = 11, Neg = 12, Abs = 13, Softplus = 14, PRelu = 15
 };
-constexpr int kNumActivationKinds = 15;
+constexpr int kNumActivationKinds = 15;  // the element-wise kinds (schema/model.fbs's); PRelu follows
 
 struct Activation {
   ActivationKind kind = ActivationKind::None;
   float alpha = 0.01f;  // LeakyRelu slope, Clip min, HardSigmoid slope, Elu alpha
   float beta = 0.f;     // Clip max, HardSigmoid offset
 };
+
+// The epilogue output channel c applies: a per-channel PRelu is LeakyRelu with alpha = slope[c]; any
+// other kind is `a` itself (slope unused, may be nullptr).
+inline Activation channel_activation(const Activation& a, const float* slope, int64_t c) {
+  return a.kind == ActivationKind::PRelu ? Activation{ActivationKind::LeakyRelu, slope[c], 0.f} : a;
+}
 
 struct Padding2D {
   int top = 0, left = 0, bottom = 0, right = 0;
@@ -134,7 +146,8 @@ struct LogSoftmaxParams {
 
 // y = x >= 0 ? x : slope * x (NaN stays NaN). Inputs x [N,C,...] (rank >= 2) and the constant slope:
 // [C] (one per channel, axis 1) or [1] (one for all). The fuse_activation pass folds a PRelu whose
-// slopes are all equal into its producer as a LeakyRelu epilogue.
+// slopes are all equal into its producer as a LeakyRelu epilogue; fuse_prelu folds a per-channel one
+// into a conv2d / conv_transpose2d / dense as ActivationKind::PRelu where a kernel variant takes it.
 struct PReluParams {};
 
 // Equal shapes only (the residual add of format version 1). Binary (below) is the general form.
@@ -287,7 +300,7 @@ inline OpType op_type(const OpParams& p) { return static_cast<OpType>(p.index())
 // depth_to_space, prelu, log_softmax, layout, squeeze_excite.
 const char* op_name(OpType op);
 // none, relu, leaky_relu, tanh, sigmoid, clip, hard_sigmoid, hard_swish, silu, elu, exp, sqrt, neg, abs,
-// softplus ("unknown" for a value outside the enum).
+// softplus, prelu ("unknown" for a value outside the enum).
 const char* activation_name(ActivationKind kind);
 const char* binary_kind_name(BinaryKind kind);  // add, sub, mul, div
 const char* pad_mode_name(PadMode mode);        // constant, reflect, edge

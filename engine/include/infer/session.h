@@ -54,8 +54,13 @@ struct PassOptions {
   bool fuse_conv_residual = true;
   // fuse_squeeze_excite (cpu, cuda): global average pool -> 1x1 conv -> 1x1 conv -> multiply with the
   // pool's input (a squeeze-excitation block) becomes one squeeze_excite node. Logged after
-  // fuse_conv_residual, last.
+  // fuse_conv_residual.
   bool fuse_squeeze_excite = true;
+  // fuse_prelu (every backend): a PRelu with per-channel slopes after a conv2d, conv_transpose2d or
+  // dense becomes that node's epilogue (the slope one more constant input) where one of the backend's
+  // variants for the merged node applies it (KernelVariant::fuses_prelu); elsewhere it stays a node.
+  // (A PRelu with one slope is fuse_activation's: a LeakyRelu epilogue.) Logged last.
+  bool fuse_prelu = true;
 
   static const std::vector<std::string>& names();  // "fold_batchnorm", "fuse_conv_avgpool", ...
   // Switches one pass by name; an unknown name is an Error listing the known ones.

@@ -154,7 +154,7 @@ void run_gemm_1x1_nhwc(const KernelCall& call) {
   if (rows == 0 || c.CO == 0) return;
   gemm_x_wt(ctx, call.node.precision, c.x, c.w, c.y, rows, c.g.C, c.CO);  // the weight [C_out, C_in]
   bias_activation_nhwc(ctx, call.node.precision, c.y, c.bias, rows, c.CO,
-                       fused_activation(call.node.params), c.residual);
+                       fused_activation(call.node.params), c.residual, prelu_slope(call));
 }
 
 

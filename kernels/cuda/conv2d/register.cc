@@ -17,7 +17,8 @@ INFER_REGISTER_KERNELS(conv2d) {
       {.op = "conv2d", .name = "gemm_1x1", .priority = 20, .applicable = gemm_1x1_applicable,
        .workspace_bytes = im2col_gemm_workspace, .run = run_gemm_1x1},  // split-K's partial sums
       {.op = "conv2d", .name = "gemm_1x1_nhwc", .priority = 55, .priority_for = gemm_1x1_nhwc_priority,
-       .layouts = {Layout::NHWC}, .applicable = gemm_1x1_applicable, .run = run_gemm_1x1_nhwc},
+       .layouts = {Layout::NHWC}, .fuses_prelu = true, .applicable = gemm_1x1_applicable,
+       .run = run_gemm_1x1_nhwc},
       {.op = "conv2d", .name = "im2col_gemm", .priority = 10, .applicable = conv2d_ungrouped,
        .workspace_bytes = im2col_gemm_workspace, .run = run_im2col_gemm},
       {.op = "conv2d", .name = "direct", .priority = 1, .run = run_direct},  // any conv2d node

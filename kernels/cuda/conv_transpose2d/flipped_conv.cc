@@ -43,7 +43,7 @@ void run_flipped_conv(const KernelCall& call) {
   Context& ctx = context_of(call);
   conv_gemm(ctx, p, g, f.w->data(), d.CO, c.x, d.CI * d.H * d.W, c.y, d.CO * d.HO * d.WO, d.N,
             call.workspace, conv_gemm_chunk(g, d.N, p));
-  bias_activation(ctx, p, c.y, c.bias, d.N, d.CO, d.HO * d.WO, d.act);
+  bias_activation(ctx, p, c.y, c.bias, d.N, d.CO, d.HO * d.WO, d.act, nullptr, c.slope);
 }
 
 }  // namespace infer::cuda::tconv

@@ -40,7 +40,7 @@ bool unified_applicable(const NodeDesc& node) {
 
 INFER_REGISTER_KERNELS(conv_transpose2d) {
   registry.add("cuda", {
-      {.op = "conv_transpose2d", .name = "flipped_conv", .priority = 30,
+      {.op = "conv_transpose2d", .name = "flipped_conv", .priority = 30, .fuses_prelu = true,
        .applicable = flipped_applicable, .workspace_bytes = flipped_workspace_bytes,
        .prepare = prepare_flipped, .run = run_flipped_conv},
       // priority: when a caller ignores priority_for
