@@ -291,9 +291,13 @@ TEST_CASE("parameter errors name the field") {
   CHECK_THROWS_WITH_AS(one(p, {{1, 3, 8, 8}, {4, 3, 3, 3}}),
                        Contains("field dilation_w must be > 0 (got -1)"), Error);
   p = conv(1, 0);
+  // past the file's kinds: PRelu (15, engine-internal, the fuse_prelu pass's) wants its slope input,
+  // 16 is no kind at all
   p.activation.kind = static_cast<ActivationKind>(kNumActivationKinds);
+  CHECK_THROWS_WITH_AS(one(p, {{1, 3, 8, 8}, {4, 3, 3, 3}}), Contains("expects 4 inputs, got 2"), Error);
+  p.activation.kind = static_cast<ActivationKind>(kNumActivationKinds + 1);
   CHECK_THROWS_WITH_AS(one(p, {{1, 3, 8, 8}, {4, 3, 3, 3}}),
-                       Contains("field activation has unknown value 15"), Error);
+                       Contains("field activation has unknown value 16"), Error);
   p = conv(1, 0);
   p.activation = {ActivationKind::Clip, 6.5f, 6.f};
   CHECK_THROWS_WITH_AS(one(p, {{1, 3, 8, 8}, {4, 3, 3, 3}}),
