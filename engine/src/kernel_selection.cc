@@ -139,19 +139,18 @@ NodeInfo node_info(const Node& node, const NodeDesc& desc, const KernelVariant& 
   return ni;
 }
 
-std::string openblas_cap_note(const std::string& backend, const std::vector<const KernelVariant*>& variants,
-                              CpuIsa isa) {
-  if (backend != "cpu") return "";
+void warn_openblas_above_cap(const std::string& backend, const std::vector<const KernelVariant*>& variants,
+                             CpuIsa isa) {
+  if (backend != "cpu") return;
   int n = 0;
   for (const KernelVariant* v : variants) n += v && v->isa == KernelVariant::Isa::OpenBlas ? 1 : 0;
-  if (n == 0 || openblas_isa() <= isa) return "";
-  std::string note = fmt::format(
+  if (n == 0 || openblas_isa() <= isa) return;
+  const std::string note = fmt::format(
       "openblas: {} node(s) run OpenBLAS's {} kernels, which need more than the session's {} level (it "
       "picks its own at load): start with OPENBLAS_CORETYPE={} to cap them too",
       n, openblas_core(), cpu_isa_name(isa), isa == CpuIsa::Avx2 ? "Haswell" : "Prescott");
   static std::once_flag warned;
   std::call_once(warned, [&] { spdlog::warn("{}", note); });
-  return note;
 }
 
 KernelChoice select_kernels(const KernelSelector& selector, const Graph& graph,
