@@ -1,4 +1,4 @@
-// Tests of the fast CPU kernels (kernels/cpu: conv2d im2col_gemm, dense gemm, pool2d / activation /
+// Tests of the fast CPU kernels (kernels/cpu: conv2d im2col_gemm, dense gemm and gemv, pool2d / activation /
 // add / batchnorm / softmax / log_softmax / prelu / concat / flatten / reshape direct): every variant against the
 // reference kernel through KernelRegistry::global() on many seeded random shapes, outputs and
 // workspaces poisoned with NaN before each run, relative error <= 1e-5; the heuristic picks the
@@ -639,6 +639,28 @@ TEST_CASE("dense gemm matches the reference (sgemv at batch 1, sgemm above)") {
     CAPTURE(desc);
     check_against_reference("gemm", node, random_inputs(in, 50 + t));
   }
+}
+
+TEST_CASE("dense gemv matches the reference at batch 1 (row blocks, lane tails, threads)") {
+  std::mt19937_64 rng(17);
+  for (int t = 0; t < 200; ++t) {
+    DenseParams p;
+    p.activation = random_activation(rng);
+    // t >= 190: classifier sizes (several 64-row blocks over the threads, F_in not a multiple of 16)
+    const int64_t FI = t < 190 ? uniform(rng, 1, 300) : uniform(rng, 500, 1300),
+                  FO = t < 190 ? uniform(rng, 1, 300) : uniform(rng, 500, 1100);
+    std::vector<Shape> in{{1, FI}, {FO, FI}};
+    if (rng() % 4 != 0) in.push_back({FO});
+    const NodeDesc node = make_node(p, in, {1, FO});
+    CAPTURE(t);
+    const std::string desc = describe(node);
+    CAPTURE(desc);
+    check_against_reference("gemv", node, random_inputs(in, 900 + t));
+  }
+  const KernelVariant* v = KernelRegistry::global().find("cpu", "dense", "gemv");
+  REQUIRE(v != nullptr);
+  CHECK_FALSE(variant_applies(*v, make_node(DenseParams{}, {{2, 8}, {4, 8}}, {2, 4})));
+  CHECK(variant_applies(*v, make_node(DenseParams{}, {{1, 8}, {4, 8}}, {1, 4})));
 }
 
 TEST_CASE("pool2d direct and separable match the reference on 250 random shapes") {

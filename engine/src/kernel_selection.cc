@@ -3,10 +3,13 @@
 // is autotune.cc's. Every choice is logged at debug level.
 #include "kernel_selection.h"
 
+#include <mutex>
+
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include "infer/error.h"
+#include "infer/openblas.h"
 
 namespace infer::detail {
 namespace {
@@ -134,6 +137,20 @@ NodeInfo node_info(const Node& node, const NodeDesc& desc, const KernelVariant& 
   ni.output_shape = desc.output_shapes.empty() ? Shape{} : desc.output_shapes[0];
   ni.workspace_bytes = variant.workspace_bytes ? variant.workspace_bytes(desc) : 0;
   return ni;
+}
+
+void warn_openblas_above_cap(const std::string& backend, const std::vector<const KernelVariant*>& variants,
+                             CpuIsa isa) {
+  if (backend != "cpu") return;
+  int n = 0;
+  for (const KernelVariant* v : variants) n += v && v->isa == KernelVariant::Isa::OpenBlas ? 1 : 0;
+  if (n == 0 || openblas_isa() <= isa) return;
+  const std::string note = fmt::format(
+      "openblas: {} node(s) run OpenBLAS's {} kernels, which need more than the session's {} level (it "
+      "picks its own at load): start with OPENBLAS_CORETYPE={} to cap them too",
+      n, openblas_core(), cpu_isa_name(isa), isa == CpuIsa::Avx2 ? "Haswell" : "Prescott");
+  static std::once_flag warned;
+  std::call_once(warned, [&] { spdlog::warn("{}", note); });
 }
 
 KernelChoice select_kernels(const KernelSelector& selector, const Graph& graph,

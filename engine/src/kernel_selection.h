@@ -87,4 +87,10 @@ KernelChoice select_kernels(const KernelSelector& selector, const Graph& graph,
 NodeInfo node_info(const Node& node, const NodeDesc& desc, const KernelVariant& variant,
                    const std::string& kernel_backend, CpuIsa isa);
 
+// Warns (once a process) when OpenBLAS variants among a cpu session's `variants` run OpenBLAS's own
+// kernels above `isa` (the session's level caps infer's kernels, not OpenBLAS's), naming the
+// OPENBLAS_CORETYPE that caps them too. Not in the pass log: it depends on the machine, not the graph.
+void warn_openblas_above_cap(const std::string& backend, const std::vector<const KernelVariant*>& variants,
+                             CpuIsa isa);
+
 }  // namespace infer::detail

@@ -161,6 +161,7 @@ Session::Impl::Impl(std::shared_ptr<const detail::Graph> model_graph, const Sess
         options.kernels}},
       *executor, [&](detail::KernelChoice choice) { use_choice(std::move(choice)); build(); });
   if (!tuned.empty()) pass_log.push_back(tuned);
+  detail::warn_openblas_above_cap(backend.name(), kernels.variants, cpu_isa);
   pass_log.push_back(detail::fold_width_log(*graph, kernels.variants, options.passes));
   pass_log.insert(pass_log.end(), fusion_log.begin(), fusion_log.end());  // last: PassOptions says why
   executor->note_device_memory(plan.report);

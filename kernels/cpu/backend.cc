@@ -1,7 +1,8 @@
 // The CPU backend: the arena is 256-byte aligned host memory, constants are used in place (the
 // kernels read the mmapped file or the graph's own storage), inputs and outputs are memcpy'd straight
 // into and out of the arena, work is synchronous (nothing to capture) and nodes are timed with
-// std::chrono::steady_clock.
+// std::chrono::steady_clock. Also which kernels OpenBLAS picked (infer/cpu_isa.h openblas_core / _isa).
+#include <cctype>
 #include <chrono>
 #include <cstring>
 #include <fstream>
@@ -10,7 +11,10 @@
 #include <string>
 #include <vector>
 
+#include <cblas.h>
+
 #include "engine/src/backend.h"
+#include "infer/openblas.h"
 #include "infer/error.h"
 #include "engine/src/planner.h"
 
@@ -114,3 +118,23 @@ class CpuBackend final : public Backend {
 std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
 
 }  // namespace infer::detail
+
+namespace infer {
+
+std::string openblas_core() {
+  const char* name = openblas_get_corename();
+  return name && *name ? name : "unknown";
+}
+
+CpuIsa openblas_isa() {
+  std::string core = openblas_core();
+  for (char& c : core) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (const char* n : {"skylakex", "cooperlake", "sapphirerapids"})
+    if (core == n) return CpuIsa::Avx512;
+  // AVX2 / FMA kernels, and the AVX-only ones (above baseline x86-64, below infer's avx2 level).
+  for (const char* n : {"haswell", "zen", "sandybridge", "bulldozer", "piledriver", "steamroller", "excavator"})
+    if (core == n) return CpuIsa::Avx2;
+  return CpuIsa::Baseline;
+}
+
+}  // namespace infer

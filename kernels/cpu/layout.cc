@@ -39,23 +39,6 @@ constexpr int64_t kParallelMin = int64_t(1) << 17;
 // thread, 17 on two (hot, 2026-11-27).
 constexpr int64_t kSmallCParallelMin = int64_t(1) << 19;
 
-// Lane k of zip<q>(a, b): a and b alternating from lane q * L/2 on (q = 0: the low halves).
-template <class I, int q, size_t... k>
-INFER_INLINE typename I::Vec zip_impl(const typename I::Vec& a, const typename I::Vec& b,
-                                      std::index_sequence<k...>) {
-  constexpr int L = I::kLanes;
-#if defined(__clang__)
-  return __builtin_shufflevector(a, b, ((k % 2 ? L : 0) + q * L / 2 + int(k) / 2)...);
-#else
-  typedef int IV __attribute__((vector_size(sizeof(typename I::Vec))));
-  return __builtin_shuffle(a, b, IV{static_cast<int>((k % 2 ? L : 0) + q * L / 2 + k / 2)...});
-#endif
-}
-template <class I, int q>
-INFER_INLINE typename I::Vec zip(const typename I::Vec& a, const typename I::Vec& b) {
-  return zip_impl<I, q>(a, b, std::make_index_sequence<I::kLanes>{});
-}
-
 // out[j][i] = in[i][j] for i in tile row t (rows [t*L, t*L + L)) and j in [j0, j1) (in row-major with
 // leading dimension `cols`, out with `rows`); j0 a multiple of L.
 template <class I>
@@ -76,8 +59,8 @@ INFER_INLINE void transpose_tile_row_body(const float* in, float* out, int64_t r
     for (int round = 1; round < L; round *= 2) {
       V w[L];
       for (int p = 0; p < L / 2; ++p) {
-        w[2 * p] = zip<I, 0>(v[p], v[p + L / 2]);
-        w[2 * p + 1] = zip<I, 1>(v[p], v[p + L / 2]);
+        w[2 * p] = nhwc::zip<I, 0>(v[p], v[p + L / 2]);
+        w[2 * p + 1] = nhwc::zip<I, 1>(v[p], v[p + L / 2]);
       }
       for (int r = 0; r < L; ++r) v[r] = w[r];
     }

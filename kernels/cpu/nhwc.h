@@ -4,6 +4,7 @@
 //    vector with AVX-512 masks, AVX2 vmaskmovps, or a copy through the stack on baseline, so a channel
 //    count that is not a multiple of the vector width (MobileNet's 24, EfficientNet's 40 at AVX-512)
 //    costs one masked vector, not a scalar loop, and never reads or writes past the tensor;
+//  - zip (a lane interleave of two vectors) and copy_n (a short copy: whole vectors, one masked);
 //  - the fused activations that are a few vector operations (ReLU, Clip = ReLU6, HardSigmoid,
 //    HardSwish), NaN-propagating like activate() (im2col.h); the others run activate() per element,
 //    a per-channel PRelu (fuse_prelu) as a vector select with the channels' slopes beside the values;
@@ -17,6 +18,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <utility>
 
 #include "infer/kernel.h"
 #include "kernels/cpu/activation_simd.h"
@@ -79,6 +81,43 @@ INFER_INLINE void store_n(float* p, const typename I::Vec& v, int64_t n) {
   float t[I::kLanes];
   store(t, v);
   for (int64_t l = 0; l < n; ++l) p[l] = t[l];
+}
+
+// Lane k of zip<q>(a, b): a and b alternating from lane q * L/2 on (q = 0: the low halves). The lane
+// interleave of the layout transposes and of channel_shuffle.
+template <class I, int q, size_t... k>
+INFER_INLINE typename I::Vec zip_impl(const typename I::Vec& a, const typename I::Vec& b,
+                                      std::index_sequence<k...>) {
+  constexpr int L = I::kLanes;
+#if defined(__clang__)
+  return __builtin_shufflevector(a, b, ((k % 2 ? L : 0) + q * L / 2 + int(k) / 2)...);
+#else
+  typedef int IV __attribute__((vector_size(sizeof(typename I::Vec))));
+  return __builtin_shuffle(a, b, IV{static_cast<int>((k % 2 ? L : 0) + q * L / 2 + k / 2)...});
+#endif
+}
+template <class I, int q>
+INFER_INLINE typename I::Vec zip(const typename I::Vec& a, const typename I::Vec& b) {
+  return zip_impl<I, q>(a, b, std::make_index_sequence<I::kLanes>{});
+}
+
+// y[0 .. n) = x[0 .. n): whole vectors, then one masked vector (a channel run of a pixel is tens of
+// floats: a memcpy call per run cost more than the copy).
+template <class I>
+INFER_INLINE void copy_n(float* y, const float* x, int64_t n) {
+  using V = typename I::Vec;
+  constexpr int L = I::kLanes;
+  int64_t i = 0;
+  for (; i + L <= n; i += L) {
+    V v;
+    load(v, x + i);
+    store(y + i, v);
+  }
+  if (i < n) {
+    V v;
+    load_n<I>(v, x + i, n - i);
+    store_n<I>(y + i, v, n - i);
+  }
 }
 
 // Loads / stores n lanes: whole vectors unmasked.

@@ -1,16 +1,21 @@
-// CPU shape and channel ops on NHWC activations, "direct_nhwc", float32, block copies:
+// CPU shape and channel ops on NHWC activations, "direct_nhwc", float32, block copies compiled per ISA
+// level (isa.h: a pixel's run of channels is tens of floats, copied as whole vectors and one masked
+// vector, nhwc::copy_n; runs of 1024 floats and more by memcpy):
 //  - concat and slice: the same [outer, axis, inner] block copies as the NCHW kernels, on the shapes in
 //    memory order ([N, H, W, C]: the channel axis is the innermost, so a channel concat copies each
-//    input's C_k floats per pixel, a slice of channels a run of end - start per pixel); threads (thread_pool.h) over
-//    the outer index;
-//  - channel_shuffle: per pixel, y[j*g + i] = x[i*(C/g) + j], threads over the pixels;
+//    input's C_k floats per pixel, a slice of channels a run of end - start per pixel); threads
+//    (thread_pool.h) over the outer index;
+//  - channel_shuffle: per pixel, y[j*g + i] = x[i*(C/g) + j]; two groups (ShuffleNetV2) zip a vector of
+//    each half into two output vectors, other group counts go per float; threads over the pixels;
 //  - flatten and reshape where the memory order is the NCHW one anyway (a 4-D tensor with H*W == 1 or
 //    C == 1, on both sides: the global pool's output before a classifier): one copy (none in place).
 // Constants keep their NCHW order (the channels_last pass never converts them): concat takes none.
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "infer/kernel.h"
+#include "kernels/cpu/isa.h"
 #include "kernels/cpu/nhwc.h"
 #include "kernels/cpu/thread_pool.h"
 
@@ -44,6 +49,28 @@ bool concat_applicable(const NodeDesc& node) {
   return all_4d(node);
 }
 
+// Blocks of this many floats or more are copied by memcpy, shorter ones by nhwc::copy_n.
+constexpr int64_t kMemcpyMin = 1024;
+
+// Outer indices [o0, o1) of a concat: each input's block of every outer index, in input order.
+template <class I>
+INFER_INLINE void concat_rows_body(const float* const* in, const int64_t* blocks, size_t K, int64_t out_block,
+                                   float* y, int64_t o0, int64_t o1) {
+  for (int64_t o = o0; o < o1; ++o) {
+    float* out = y + o * out_block;
+    for (size_t k = 0; k < K; ++k) {
+      const int64_t block = blocks[k];
+      if (block >= kMemcpyMin) std::memcpy(out, in[k] + o * block, static_cast<size_t>(block) * sizeof(float));
+      else nhwc::copy_n<I>(out, in[k] + o * block, block);
+      out += block;
+    }
+  }
+}
+INFER_PER_ISA(void, concat_rows, concat_rows_body,
+              (const float* const* in, const int64_t* blocks, size_t K, int64_t out_block, float* y, int64_t o0,
+               int64_t o1),
+              (in, blocks, K, out_block, y, o0, o1))
+
 void concat_run(const KernelCall& call) {
   const Shape& ys = call.node.output_shapes[0];
   const int axis = resolved_axis(std::get<ConcatParams>(call.node.params).axis, ys);
@@ -51,35 +78,82 @@ void concat_run(const KernelCall& call) {
   split_at(ys, axis, outer, dim, inner);
   const int64_t out_block = dim * inner;
   const size_t K = call.inputs.size();
+  std::vector<int64_t> blocks(K);
+  for (size_t k = 0; k < K; ++k) {
+    int64_t ko, kd, ki;
+    split_at(call.node.input_shapes[k], axis, ko, kd, ki);
+    blocks[k] = kd * ki;
+  }
+  const auto rows = concat_rows_for(call.node.isa);
   float* y = call.outputs[0];
   parallel_for(outer, outer * out_block >= kParallelMin, [&](int64_t o0, int64_t o1, int) {
-    for (int64_t o = o0; o < o1; ++o) {
-      float* out = y + o * out_block;
-      for (size_t k = 0; k < K; ++k) {
-        int64_t ko, kd, ki;
-        split_at(call.node.input_shapes[k], axis, ko, kd, ki);
-        const int64_t block = kd * ki;
-        if (block > 0) std::memcpy(out, call.inputs[k] + o * block, static_cast<size_t>(block) * sizeof(float));
-        out += block;
-      }
-    }
+    rows(call.inputs.data(), blocks.data(), K, out_block, y, o0, o1);
   });
 }
 
 bool slice_applicable(const NodeDesc& node) { return all_4d(node); }
+
+// Outer indices [o0, o1) of a slice: a run of `run` floats each, `stride` floats apart in x.
+template <class I>
+INFER_INLINE void slice_rows_body(const float* x, int64_t stride, int64_t run, float* y, int64_t o0, int64_t o1) {
+  for (int64_t o = o0; o < o1; ++o) {
+    if (run >= kMemcpyMin) std::memcpy(y + o * run, x + o * stride, size_t(run) * sizeof(float));
+    else nhwc::copy_n<I>(y + o * run, x + o * stride, run);
+  }
+}
+INFER_PER_ISA(void, slice_rows, slice_rows_body,
+              (const float* x, int64_t stride, int64_t run, float* y, int64_t o0, int64_t o1),
+              (x, stride, run, y, o0, o1))
 
 void slice_run(const KernelCall& call) {
   const auto& p = std::get<SliceParams>(call.node.params);
   int64_t outer, dim, inner;
   split_at(call.node.input_shapes[0], p.axis, outer, dim, inner);
   const int64_t run = (p.end - p.start) * inner;
-  const float* x = call.inputs[0];
+  const float* x = call.inputs[0] + p.start * inner;
   float* y = call.outputs[0];
-  parallel_for(outer, outer * run >= kParallelMin, [&](int64_t o0, int64_t o1, int) {
-    for (int64_t o = o0; o < o1; ++o)
-      std::memcpy(y + o * run, x + (o * dim + p.start) * inner, size_t(run) * sizeof(float));
-  });
+  const auto rows = slice_rows_for(call.node.isa);
+  parallel_for(outer, outer * run >= kParallelMin,
+               [&](int64_t o0, int64_t o1, int) { rows(x, dim * inner, run, y, o0, o1); });
 }
+
+// Pixels [p0, p1) of a channel shuffle, C = g * per channels each: y[j*g + i] = x[i*per + j]. Two groups
+// (ShuffleNetV2's): the halves' vectors zipped, a vector of each half giving two of y; else per float.
+template <class I>
+INFER_INLINE void shuffle_pixels_body(const float* x, float* y, int64_t g, int64_t per, int64_t p0, int64_t p1) {
+  using V = typename I::Vec;
+  constexpr int L = I::kLanes;
+  const int64_t C = g * per;
+  for (int64_t p = p0; p < p1; ++p) {
+    const float* xp = x + p * C;
+    float* yp = y + p * C;
+    if (g == 2) {
+      int64_t j = 0;
+      for (; j + L <= per; j += L) {
+        V a, b;
+        nhwc::load(a, xp + j);
+        nhwc::load(b, xp + per + j);
+        const V lo = nhwc::zip<I, 0>(a, b), hi = nhwc::zip<I, 1>(a, b);
+        nhwc::store(yp + 2 * j, lo);
+        nhwc::store(yp + 2 * j + L, hi);
+      }
+      if (j < per) {
+        const int64_t n = per - j;
+        V a, b;
+        nhwc::load_n<I>(a, xp + j, n);
+        nhwc::load_n<I>(b, xp + per + j, n);
+        const V lo = nhwc::zip<I, 0>(a, b), hi = nhwc::zip<I, 1>(a, b);
+        nhwc::store_n<I>(yp + 2 * j, lo, std::min<int64_t>(2 * n, L));
+        nhwc::store_n<I>(yp + 2 * j + L, hi, std::max<int64_t>(2 * n - L, 0));
+      }
+      continue;
+    }
+    for (int64_t i = 0; i < g; ++i)
+      for (int64_t j = 0; j < per; ++j) yp[j * g + i] = xp[i * per + j];
+  }
+}
+INFER_PER_ISA(void, shuffle_pixels, shuffle_pixels_body,
+              (const float* x, float* y, int64_t g, int64_t per, int64_t p0, int64_t p1), (x, y, g, per, p0, p1))
 
 void channel_shuffle_run(const KernelCall& call) {
   const Shape& s = call.node.input_shapes[0];
@@ -87,14 +161,9 @@ void channel_shuffle_run(const KernelCall& call) {
   const int64_t g = std::get<ChannelShuffleParams>(call.node.params).groups, per = C / g;
   const float* x = call.inputs[0];
   float* y = call.outputs[0];
-  parallel_for(pixels, pixels * C >= kParallelMin, [&](int64_t p0, int64_t p1, int) {
-    for (int64_t p = p0; p < p1; ++p) {
-      const float* xp = x + p * C;
-      float* yp = y + p * C;
-      for (int64_t i = 0; i < g; ++i)
-        for (int64_t j = 0; j < per; ++j) yp[j * g + i] = xp[i * per + j];
-    }
-  });
+  const auto shuffle = shuffle_pixels_for(call.node.isa);
+  parallel_for(pixels, pixels * C >= kParallelMin,
+               [&](int64_t p0, int64_t p1, int) { shuffle(x, y, g, per, p0, p1); });
 }
 
 // A 4-D shape whose NHWC memory order is its NCHW order; other ranks have no layout.
@@ -116,11 +185,11 @@ INFER_REGISTER_KERNELS(tensor_ops_nhwc) {
   // Each at the node's NCHW priority: these ops follow their input's layout.
   registry.add("cpu", {
       {.op = "concat", .name = "direct_nhwc", .priority = 10, .priority_for = nchw_priority,
-       .layouts = {Layout::NHWC}, .applicable = concat_applicable, .run = concat_run},
+       .layouts = {Layout::NHWC}, .isa = KernelVariant::Isa::PerIsa, .applicable = concat_applicable, .run = concat_run},
       {.op = "slice", .name = "direct_nhwc", .priority = 10, .priority_for = nchw_priority,
-       .layouts = {Layout::NHWC}, .applicable = slice_applicable, .run = slice_run},
+       .layouts = {Layout::NHWC}, .isa = KernelVariant::Isa::PerIsa, .applicable = slice_applicable, .run = slice_run},
       {.op = "channel_shuffle", .name = "direct_nhwc", .priority = 10, .priority_for = nchw_priority,
-       .layouts = {Layout::NHWC}, .run = channel_shuffle_run},
+       .layouts = {Layout::NHWC}, .isa = KernelVariant::Isa::PerIsa, .run = channel_shuffle_run},
       {.op = "flatten", .name = "direct_nhwc", .priority = 10, .priority_for = nchw_priority,
        .layouts = {Layout::NHWC}, .applicable = relabel_applicable, .run = copy_relabelled},
       {.op = "reshape", .name = "direct_nhwc", .priority = 10, .priority_for = nchw_priority,

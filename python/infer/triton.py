@@ -21,6 +21,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import sysconfig
 from typing import Dict, List, Optional, Sequence
 
 import infer
@@ -154,9 +155,14 @@ def server_command(repo: str, workdir: str, http_port: int = 8000, grpc_port: in
     shutil.copytree(os.path.join(dist, "backends"), backends)
     shutil.copy(stub, os.path.join(backends, "python", "triton_python_backend_stub"))
     env = dict(os.environ)
-    env["LD_LIBRARY_PATH"] = ":".join(p for p in (env.get("LD_LIBRARY_PATH"), libs) if p)
+    # The stub embeds libpython of this version but not this interpreter's paths: it needs the folder
+    # holding libpython (a standalone or venv-built Python keeps it beside itself, not in /usr/lib) and
+    # this interpreter's site-packages (a venv's torch, numpy), so model.py sees what the server's Python sees.
+    libdir = sysconfig.get_config_var("LIBDIR") or ""
+    env["LD_LIBRARY_PATH"] = ":".join(p for p in (env.get("LD_LIBRARY_PATH"), libs, libdir) if p)
     pkg_root = os.path.dirname(os.path.dirname(os.path.abspath(infer.__file__)))
-    env["PYTHONPATH"] = ":".join(p for p in (pkg_root, env.get("PYTHONPATH")) if p)
+    sites = [p for p in sys.path if p.endswith(("site-packages", "dist-packages")) and os.path.isdir(p)]
+    env["PYTHONPATH"] = ":".join(p for p in (pkg_root, env.get("PYTHONPATH"), *sites) if p)
     env["PATH"] = os.path.dirname(sys.executable) + ":" + env.get("PATH", "")
     argv = [os.path.join(dist, "bin", "tritonserver"), f"--model-repository={os.path.abspath(repo)}",
             f"--backend-directory={backends}", f"--cache-directory={os.path.join(dist, 'caches')}",

@@ -30,6 +30,13 @@ def _params(config):
 
 class TritonPythonModel:
     def initialize(self, args):
+        # nvidia-pytriton 0.7.0's stub (Triton 2.51) hands back empty output tensors for NumPy >= 2
+        # arrays (seen with NumPy 2.5 on the GPU machine; its wheel requires numpy<2): refuse to load
+        # rather than serve empty answers.
+        if int(np.__version__.split(".")[0]) >= 2:
+            raise RuntimeError(
+                f"infer: this Triton's Python backend needs NumPy < 2 (found {np.__version__} at "
+                f"{os.path.dirname(np.__file__)}): pip install 'numpy<2' into the environment the stub imports")
         config = json.loads(args["model_config"])
         params = _params(config)
         path = os.path.join(args["model_repository"], args["model_version"], "model.fb")
