@@ -81,13 +81,17 @@ INFER_PER_ISA(void, gemv_rows, gemv_rows_body,
 void gemv_run(const KernelCall& call) {
   const int64_t FI = call.node.input_shapes[0][1], FO = call.node.input_shapes[1][0];
   const float *x = call.inputs[0], *w = call.inputs[1];
-  const float* bias = call.inputs.size() == 3 ? call.inputs[2] : nullptr;
+  const float* bias = call.inputs.size() >= 3 ? call.inputs[2] : nullptr;
   float* y = call.outputs[0];
-  const Activation act = fused_activation(call.node.params);
+  const float* slope = prelu_slope(call);  // a fused per-channel PRelu: applied below, per block
+  const Activation act = slope ? Activation{} : fused_activation(call.node.params);
   const auto rows = gemv_rows_for(call.node.isa);
   const int64_t blocks = (FO + kBlockRows - 1) / kBlockRows;
   parallel_for(blocks, FO * FI >= kParallelMin, [&](int64_t b0, int64_t b1, int) {
-    rows(w, x, bias, y, FI, b0 * kBlockRows, std::min(FO, b1 * kBlockRows), act);
+    const int64_t o0 = b0 * kBlockRows, o1 = std::min(FO, b1 * kBlockRows);
+    rows(w, x, bias, y, FI, o0, o1, act);
+    if (slope)  // dense.gemm's select, on the block while it is in cache
+      for (int64_t o = o0; o < o1; ++o) y[o] = y[o] < 0.f ? slope[o] * y[o] : y[o];
   });
 }
 
@@ -99,7 +103,7 @@ INFER_REGISTER_KERNELS(dense_gemv) {
   // Above dense.gemm (10) where it applies: batch 1 (docs/kernels.md "CPU: dense gemv").
   registry.add("cpu", {
       {.op = "dense", .name = "gemv", .priority = 11, .isa = KernelVariant::Isa::PerIsa,
-       .applicable = gemv_applicable, .run = gemv_run},
+       .fuses_prelu = true, .applicable = gemv_applicable, .run = gemv_run},
   });
 }
 
