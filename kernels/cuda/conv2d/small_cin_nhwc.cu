@@ -7,7 +7,7 @@
 // one image (a warp per row, two m16 tiles): it stages the input window those read in shared memory
 // (coalesced, zeros outside the image: the padding; any stride and dilation), and each lane builds its A
 // fragments from there through a table of K offsets; B (the weights, [C_out][K + 8] half) stays in
-// shared memory; sums are float. The epilogue (bias as the sums' start, activation) stages a warp's
+// shared memory; sums are float. The epilogue (gemm_epilogue.cuh; the bias as the sums' start) stages a warp's
 // 32 x 64 outputs in shared memory and writes them as 16-byte stores, 512 contiguous bytes per warp
 // instruction, so the output stream runs near the copy rate.
 #include <algorithm>
@@ -17,6 +17,7 @@
 #include "kernels/conv_shapes.h"
 #include "kernels/cuda/common.cuh"
 #include "infer/kernel.h"
+#include "kernels/cuda/gemm_epilogue.cuh"
 #include "kernels/cuda/gemm_tiles.cuh"
 
 namespace infer::cuda {
@@ -56,8 +57,8 @@ __device__ __forceinline__ unsigned lds_u16(unsigned addr) {
 
 // 4 blocks (16 warps) per SM: at most 128 registers a thread.
 __global__ void __launch_bounds__(kWarps * 32, 4)
-    small_cin_kernel(const __half* __restrict__ x, const uint4* __restrict__ wt, const float* __restrict__ bias,
-                     __half* __restrict__ y, Geo g, int Kp, int CO, DeviceActivation act) {
+    small_cin_kernel(const __half* __restrict__ x, const uint4* __restrict__ wt, __half* __restrict__ y, Geo g,
+                     int Kp, int CO, GemmEpilogue<__half, float> ep) {
   extern __shared__ uint4 smem[];
   const int wstride = Kp + 8;  // halfs; Kp % 16 == 0, so a row is 16-byte aligned and B reads spread over banks
   const int wvec = CO * wstride / 8;
@@ -77,11 +78,11 @@ __global__ void __launch_bounds__(kWarps * 32, 4)
       table[k] = -1;
     }
   }
-  for (int i = threadIdx.x; i < CO; i += blockDim.x) bs[i] = bias ? bias[i] : 0.f;
+  for (int i = threadIdx.x; i < CO; i += blockDim.x) bs[i] = ep.bias ? ep.bias[i] : 0.f;
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x & 31, gr = lane >> 2, t = lane & 3;
-  const bool relu = act.kind == ActivationKind::Relu;
-  const bool other = act.kind != ActivationKind::Relu && act.kind != ActivationKind::None;
+  const bool relu = ep.act.kind == ActivationKind::Relu;
+  const bool other = !ep.relu_only();
   const unsigned short* xs = reinterpret_cast<const unsigned short*>(x);
   // this lane's four A rows (tile i >> 1, row gr + 8 (i & 1)): shared-memory byte addresses in the window
   const unsigned win_addr = static_cast<unsigned>(__cvta_generic_to_shared(win));
@@ -203,10 +204,11 @@ __global__ void __launch_bounds__(kWarps * 32, 4)
           }
         }
       }
-      // epilogue: D rows gr, gr + 8, columns 2t, 2t + 1 of each n8 tile -> staging -> 16-byte stores.
-      // No activation or ReLU: rounded to half2 in registers (ReLU as a NaN-passing half2 max), staged
-      // as half. Others: staged as float, activated in place in one loop (64 inlined copies of
-      // activate()'s switch overflow the instruction cache: 2x slower), rounded on the way out.
+      // epilogue (gemm_epilogue.cuh, the bias already in the sums): D rows gr, gr + 8, columns 2t, 2t + 1
+      // of each n8 tile -> staging -> 16-byte stores. No activation or ReLU: rounded to half2 in registers
+      // (ReLU as a NaN-passing half2 max), staged as half. Others (and a residual or PRelu slopes): staged
+      // as float, finished in place in one loop (64 inlined copies of activate()'s switch overflow the
+      // instruction cache: 2x slower), rounded on the way out.
       __half* hs = reinterpret_cast<__half*>(stage);  // [kCols][2 * kStageStride] half in the float rows
       if (!other) {
 #pragma unroll
@@ -235,8 +237,10 @@ __global__ void __launch_bounds__(kWarps * 32, 4)
         __syncwarp();
 #pragma unroll 1
         for (int idx = lane, cols = nt_count * 8; idx < kCols * cols; idx += 32) {
-          float& v = stage[(idx / cols) * kStageStride + idx % cols];
-          v = activate(act, v);
+          const int r = idx / cols, c = idx % cols;
+          if (ox0 + r >= g.WO) continue;  // not stored (and no residual element there)
+          float& v = stage[r * kStageStride + c];
+          v = ep.finish(v, ep.slope_channel(n0 + c), ((int64_t(n) * g.HO + oy) * g.WO + ox0 + r) * CO + n0 + c);
         }
       }
       __syncwarp();
@@ -357,8 +361,9 @@ void run(const KernelCall& call) {
   const auto blocks = static_cast<unsigned>(std::max<int64_t>(1, std::min(tiles, blocks_max)));
   small_cin_kernel<<<blocks, kWarps * 32, smem, ctx.stream>>>(
       reinterpret_cast<const __half*>(call.inputs[0]), st.weights->as<uint4>(),
-      st.bias ? st.bias->as<float>() : nullptr, reinterpret_cast<__half*>(call.outputs[0]), c.g, c.Kp, c.CO,
-      device_activation(std::get<Conv2DParams>(call.node.params).activation));
+      reinterpret_cast<__half*>(call.outputs[0]), c.g, c.Kp, c.CO,
+      gemm_epilogue<__half, float>(st.bias ? st.bias->data() : nullptr,
+                                   std::get<Conv2DParams>(call.node.params).activation));
   INFER_CUDA_CHECK_LAUNCH();
 }
 

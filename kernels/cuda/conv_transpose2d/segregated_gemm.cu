@@ -2,7 +2,8 @@
 // al.) as four per-phase implicit GEMMs in ONE launch (what CUTLASS calls "strided dgrad"). NCHW, float
 // or half storage with float accumulation: tensor cores (wmma, cp.async pipeline) in fp16 / tf32, a SIMT
 // tile in strict fp32; each thread owns one output column of the tile, stored strided straight into y
-// with bias + activation. Layers with <= 64 columns per phase take segregated_gemm_skinny.cu instead.
+// through the GEMMs' epilogue (gemm_epilogue.cuh). Layers with <= 64 columns per phase take
+// segregated_gemm_skinny.cu instead.
 #include <algorithm>
 #include <climits>
 #include <vector>
@@ -163,8 +164,8 @@ template <GemmMode kMode, int BN>
 __global__ void __launch_bounds__(seg_threads<kMode, BN>())
     segregated_gemm_kernel(const typename GemmCfg<kMode>::T* __restrict__ x,
                            const typename GemmCfg<kMode>::T* __restrict__ wp,
-                           const typename GemmCfg<kMode>::T* __restrict__ bias,
-                           typename GemmCfg<kMode>::T* __restrict__ y, SegArgs a, DeviceActivation act) {
+                           typename GemmCfg<kMode>::T* __restrict__ y, SegArgs a,
+                           GemmEpilogue<typename GemmCfg<kMode>::T> ep) {
   using Cfg = GemmCfg<kMode>;
   using T = typename Cfg::T;
   using S = SegSmem<kMode, BN>;
@@ -271,13 +272,11 @@ __global__ void __launch_bounds__(seg_threads<kMode, BN>())
   const ClusterRows rows = cluster_split_rows(kBM, a.splits, split);
   if (col_ok) {
     const int64_t plane = a.HO * a.WO;
-    T* yp = y + col.n * a.CO * plane + (P.first_h + 2 * col.m) * a.WO + P.first_w + 2 * col.mm;
+    const int64_t y0 = col.n * a.CO * plane + (P.first_h + 2 * col.m) * a.WO + P.first_w + 2 * col.mm;
     for (int r = rows.begin + b_row0; r < rows.end; r += kBRowStep) {
       const int64_t co = m0 + r;
       if (co >= a.CO) break;
-      float v = cluster_split_sum(Cs, r * S::kLdC + b_col, a.splits);
-      if (bias) v += to_float(bias[co]);
-      yp[co * plane] = from_float<T>(activate(act, v));
+      ep.store(y, y0 + co * plane, ep.channel(co), cluster_split_sum(Cs, r * S::kLdC + b_col, a.splits));
     }
   }
   cluster_split_end(a.splits);
@@ -290,7 +289,7 @@ void launch_segregated_gemm(Context& ctx, const TconvCall& c, const SegPrepared&
                   static_cast<unsigned>((a.CO + kBM - 1) / kBM), static_cast<unsigned>(4 * a.splits));
   launch_cluster_z(segregated_gemm_kernel<kMode, BN>, grid, dim3(seg_threads<kMode, BN>()), a.splits,
                    ctx.stream, static_cast<const T*>(c.x), static_cast<const T*>(prep.w->data()),
-                   static_cast<const T*>(c.bias), static_cast<T*>(c.y), a, device_activation(c.d.act));
+                   static_cast<T*>(c.y), a, gemm_epilogue<T>(c.bias, c.d.act));
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/conv_transpose2d/common.h"
+#include "kernels/cuda/gemm_epilogue.cuh"
 #include "kernels/cuda/gemm_tiles.cuh"
 
 namespace infer::cuda::tconv {

@@ -62,8 +62,8 @@ template <> __device__ __forceinline__ float slice_elem<__half>(const uint32_t* 
 
 template <class T, int NC>
 __global__ void __launch_bounds__(kSkinnyThreads, 2)
-    segregated_skinny_kernel(const T* __restrict__ x, const T* __restrict__ wp, const T* __restrict__ bias,
-                             T* __restrict__ y, SegArgs a, DeviceActivation act) {
+    segregated_skinny_kernel(const T* __restrict__ x, const T* __restrict__ wp, T* __restrict__ y, SegArgs a,
+                             GemmEpilogue<T> ep) {
   using Cfg = SkinnyCfg<T, NC>;
   constexpr int KPW = Cfg::kKpw, KC = Cfg::kKc, NV = Cfg::kVecs, NW = Cfg::kWords;
   constexpr int BSTEP = Cfg::kBStep, BPER = Cfg::kBPer, R = kSkinnyRows;
@@ -163,11 +163,9 @@ __global__ void __launch_bounds__(kSkinnyThreads, 2)
     const int r = row_begin + e % rows, c = e / rows;  // consecutive threads: consecutive channels
     const int64_t co = m0 + r;
     if (co >= a.CO || c >= P.ncols) continue;
-    float v = cluster_split_sum(Cs, c * R + r, a.splits);
-    if (bias) v += to_float(bias[co]);
     const int64_t cn = c / hw, crem = c - cn * hw, cm = crem / P.count_w, cmm = crem - cm * P.count_w;
-    y[(cn * a.CO + co) * plane + (P.first_h + 2 * cm) * a.WO + P.first_w + 2 * cmm] =
-        from_float<T>(activate(act, v));
+    ep.store(y, (cn * a.CO + co) * plane + (P.first_h + 2 * cm) * a.WO + P.first_w + 2 * cmm, ep.channel(co),
+             cluster_split_sum(Cs, c * R + r, a.splits));
   }
   cluster_split_end(a.splits);
 }
@@ -200,8 +198,8 @@ void launch_skinny(Context& ctx, const TconvCall& c, const SegPrepared& prep, Se
   const dim3 grid(static_cast<unsigned>((a.CO + kBM - 1) / kBM * (kBM / kSkinnyRows)), 1u,
                   static_cast<unsigned>(4 * a.splits));
   launch_cluster_z(segregated_skinny_kernel<T, NC>, grid, dim3(kSkinnyThreads), a.splits, ctx.stream,
-                   static_cast<const T*>(c.x), static_cast<const T*>(prep.w->data()),
-                   static_cast<const T*>(c.bias), static_cast<T*>(c.y), a, device_activation(c.d.act));
+                   static_cast<const T*>(c.x), static_cast<const T*>(prep.w->data()), static_cast<T*>(c.y), a,
+                   gemm_epilogue<T>(c.bias, c.d.act));
 }
 
 }  // namespace

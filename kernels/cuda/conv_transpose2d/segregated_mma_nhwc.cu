@@ -10,7 +10,7 @@
 // this one multiplies) the input window those rows read (zeros outside the image: the padding) and
 // the group's B slices of the four taps; each of its 8 warps (one phase row x 32 output channels)
 // runs 4 (2) m16 x 4 n8 tiles over the 4 taps, A rows read as 16-byte channel vectors (gemm_tiles.cuh's
-// mma helpers). Bias + activation in the epilogue.
+// mma helpers). The epilogue: gemm_epilogue.cuh, two channels per 4-byte store.
 #include <algorithm>
 #include <climits>
 #include <memory>
@@ -21,6 +21,7 @@
 #include "kernels/conv_shapes.h"
 #include "kernels/cuda/common.cuh"
 #include "infer/kernel.h"
+#include "kernels/cuda/gemm_epilogue.cuh"
 #include "kernels/cuda/gemm_tiles.cuh"
 
 namespace infer::cuda {
@@ -49,9 +50,8 @@ struct Geo {
 // cp.async fills the other with group gi + 1 (its B slices and input window).
 template <int kCols>
 __global__ void __launch_bounds__(kThreads, 2)
-    segregated_mma_kernel(const __half* __restrict__ x, const uint4* __restrict__ wt,
-                          const float* __restrict__ bias, __half* __restrict__ y, Geo geo,
-                          DeviceActivation act) {
+    segregated_mma_kernel(const __half* __restrict__ x, const uint4* __restrict__ wt, __half* __restrict__ y,
+                          Geo geo, GemmEpilogue<__half, float> ep) {
   using TL = Tile<kCols>;
   extern __shared__ uint4 smem[];  // stage s: [B: tap][slice][64 ch][16 k] then [window: row][col][4 x 16 B]
   const int warp = threadIdx.x / 32, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
@@ -127,20 +127,19 @@ __global__ void __launch_bounds__(kThreads, 2)
   const int pr = r0 + row;
   if (pr >= geo.H) return;
   const int oy = 2 * pr + py, WO = 2 * geo.W;
-  __half* yrow = y + (int64_t(n) * 2 * geo.H + oy) * WO * geo.CO;
+  const int64_t yrow = (int64_t(n) * 2 * geo.H + oy) * WO * geo.CO;
 #pragma unroll
   for (int nt = 0; nt < 4; ++nt) {
     const int ch = cb * kCoBlock + chalf * 32 + nt * 8 + 2 * t;
-    const float b0 = bias ? bias[ch] : 0.f, b1 = bias ? bias[ch + 1] : 0.f;
+    const auto ch0 = ep.channel(ch), ch1 = ep.channel(ch + 1);
 #pragma unroll
     for (int j = 0; j < TL::kM; ++j)
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int pc = c0 + j * 16 + g + 8 * h;
         if (pc >= geo.W) continue;
-        const __half2 v = __floats2half2_rn(activate(act, acc[j][nt][2 * h] + b0),
-                                            activate(act, acc[j][nt][2 * h + 1] + b1));
-        *reinterpret_cast<__half2*>(yrow + int64_t(2 * pc + px) * geo.CO + ch) = v;
+        ep.store_pair(y, yrow + int64_t(2 * pc + px) * geo.CO + ch, ch0, ch1, acc[j][nt][2 * h],
+                      acc[j][nt][2 * h + 1]);
       }
   }
 }
@@ -151,10 +150,10 @@ int64_t block_count(const Geo& g) {
 }
 
 template <int kCols>
-void launch(const Geo& g, const __half* x, const uint4* wt, const float* bias, __half* y, DeviceActivation act,
+void launch(const Geo& g, const __half* x, const uint4* wt, __half* y, const GemmEpilogue<__half, float>& ep,
             cudaStream_t stream) {
   segregated_mma_kernel<kCols><<<static_cast<unsigned>(block_count<kCols>(g)), kThreads,
-                                  Tile<kCols>::kSmemBytes, stream>>>(x, wt, bias, y, g, act);
+                                  Tile<kCols>::kSmemBytes, stream>>>(x, wt, y, g, ep);
 }
 
 // The two stages need more than the 48 KiB of dynamic shared memory a launch gets by default: raised
@@ -254,12 +253,12 @@ void run(const KernelCall& call) {
   const Geo& g = c.g;
   const auto* x = reinterpret_cast<const __half*>(call.inputs[0]);
   const uint4* wt = st.weights->as<uint4>();
-  const float* b = st.bias ? st.bias->as<float>() : nullptr;
   auto* y = reinterpret_cast<__half*>(call.outputs[0]);
+  const auto ep = gemm_epilogue<__half, float>(st.bias ? st.bias->data() : nullptr, c.act);
   if (g.W <= 32)
-    launch<32>(g, x, wt, b, y, device_activation(c.act), ctx.stream);
+    launch<32>(g, x, wt, y, ep, ctx.stream);
   else
-    launch<64>(g, x, wt, b, y, device_activation(c.act), ctx.stream);
+    launch<64>(g, x, wt, y, ep, ctx.stream);
   INFER_CUDA_CHECK_LAUNCH();
 }
 
