@@ -11,6 +11,7 @@
 #include "infer/error.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/conv_transpose2d/segregated_gemm.cuh"
+#include "kernels/cuda/gemm_mainloop.cuh"
 
 namespace infer::cuda::tconv {
 
@@ -27,9 +28,9 @@ namespace infer::cuda::tconv {
 // Grid: x = column tiles (of the largest phase), y = C_out tiles, z = phase * splits + split. B is gathered
 // from x into shared memory on the fly (no im2col buffer). Two shared-memory stages: while tile kt
 // is multiplied, tile kt+1's weights are copied by cp.async (16-byte, no registers) and its B
-// elements are loaded into registers; one barrier per k-tile. The result tile
-// goes through shared memory so that every thread stores a fixed output column: bias, activation and
-// the strided NCHW store are fused, no rearrangement pass.
+// elements are loaded into registers; one barrier per k-tile (gemm_mainloop.cuh). The result tile
+// goes through shared memory so that every thread stores a fixed output column: the epilogue
+// (gemm_epilogue.cuh) and the strided NCHW store are fused, no rearrangement pass.
 // Layers with <= 64 columns per phase (4x4 / 8x8 inputs) take the skinny kernel (segregated_gemm_skinny.cu).
 // Split-K in a thread-block cluster (sm_90): when the tiled grid is still too small to occupy the
 // GPU (few C_out tiles, a few column tiles, long K), the `splits` blocks of one output tile
@@ -203,56 +204,31 @@ __global__ void __launch_bounds__(seg_threads<kMode, BN>())
   const T* ap = wp + P.a_offset + int64_t(m0) * P.k_pad;
 
   T b_reg[kBPer];
-
-  // A (prepared weights, never out of bounds): asynchronous 16-byte copies into stage st.
-  auto issue_a = [&](int kt, int st) {
-    T* As = As_of(st);
+  // The k-tile iterator (gemm_mainloop.cuh, two stages): A, the prepared weights (never out of bounds),
+  // as cp.async 16-byte copies; B, the implicit im2col gather with bounds, into registers one tile
+  // ahead, stored into its stage when the loop reaches it.
+  auto tiles = tile_iterator(
+      [&](int kt, int st) {
+        T* As = As_of(st);
 #pragma unroll
-    for (int i = 0; i < kAVecs; ++i) {
-      const int v = tid + i * NT, row = v / (BK / kVec), cv = v % (BK / kVec);
-      cp_async16(As + row * S::kLdA + cv * kVec, ap + int64_t(row) * P.k_pad + kt * BK + cv * kVec);
-    }
-    cp_async_commit();
-  };
-  // B (implicit im2col gather with bounds): into registers one tile ahead, stored by begin_tile.
-  auto load_b = [&](int kt) {
-    gather_b<T, kBPer, kBRowStep>(b_reg, col, P, a, col_ok, kt * BK + b_row0);
-  };
-  auto store_b = [&](int st) {
-    T* Bs = Bs_of(st);
+        for (int i = 0; i < kAVecs; ++i) {
+          const int v = tid + i * NT, row = v / (BK / kVec), cv = v % (BK / kVec);
+          cp_async16(As + row * S::kLdA + cv * kVec, ap + int64_t(row) * P.k_pad + kt * BK + cv * kVec);
+        }
+        gather_b<T, kBPer, kBRowStep>(b_reg, col, P, a, col_ok, kt * BK + b_row0);
+      },
+      [&](int st) {
+        T* Bs = Bs_of(st);
 #pragma unroll
-    for (int i = 0; i < kBPer; ++i) Bs[(b_row0 + i * kBRowStep) * S::kLdB + b_col] = b_reg[i];
-  };
-  // Two-stage pipeline, one barrier per k-tile: tile kt+1's A copies and B loads are in flight
-  // while tile kt is multiplied. Stage st is rewritten at kt+2, after every thread passed the
-  // barrier of kt+1, i.e. finished multiplying kt.
-  auto begin_tile = [&](int kt, int st) {
-    store_b(st);
-    cp_async_wait_all();  // this thread's A copies of tile kt
-    __syncthreads();      // everyone's A and B of tile kt are visible; tile kt-1 is consumed
-    if (kt + 1 < kt_end) {
-      issue_a(kt + 1, st ^ 1);
-      load_b(kt + 1);
-    }
-  };
-
-  // The main loop over this block's k-tiles; multiply(As, Bs) adds one tile to the accumulators.
-  auto main_loop = [&](auto&& multiply) {
-    if (kt_begin < kt_end) {
-      issue_a(kt_begin, 0);
-      load_b(kt_begin);
-    }
-    for (int kt = kt_begin, st = 0; kt < kt_end; ++kt, st ^= 1) {
-      begin_tile(kt, st);
-      multiply(As_of(st), Bs_of(st));
-    }
-  };
+        for (int i = 0; i < kBPer; ++i) Bs[(b_row0 + i * kBRowStep) * S::kLdB + b_col] = b_reg[i];
+      });
 
   if constexpr (kMode == GemmMode::Simt) {
     // 16 x 16 threads, each a 4 x 4 register tile (gemm_tiles.cuh).
     const int tx = tid % 16, ty = tid / 16;
     ThreadTile4x4 tile;
-    main_loop([&](const T* As, const T* Bs) { tile.mma<BK, S::kLdA, S::kLdB>(As, Bs, tx, ty); });
+    gemm_mainloop<2>(tiles, kt_begin, kt_end,
+                     [&](int st) { tile.mma<BK, S::kLdA, S::kLdB>(As_of(st), Bs_of(st), tx, ty); });
     __syncthreads();
     tile.store<S::kLdC>(Cs, tx, ty);
   } else {
@@ -260,7 +236,8 @@ __global__ void __launch_bounds__(seg_threads<kMode, BN>())
     const int warp = tid / 32, wm = (warp / (BN / 32)) * 32, wn = (warp % (BN / 32)) * 32;
     WarpTile32<kMode> tile;
     tile.zero();
-    main_loop([&](const T* As, const T* Bs) { tile.template mma<BK, S::kLdA, S::kLdB>(As, Bs, wm, wn); });
+    gemm_mainloop<2>(tiles, kt_begin, kt_end,
+                     [&](int st) { tile.template mma<BK, S::kLdA, S::kLdB>(As_of(st), Bs_of(st), wm, wn); });
     __syncthreads();
     tile.template store<S::kLdC>(Cs, wm, wn);
   }
