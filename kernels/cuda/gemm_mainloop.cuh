@@ -30,7 +30,8 @@ __device__ __forceinline__ TileIterator<Load, Store> tile_iterator(Load load, St
   return {load, store};
 }
 
-// mma(stage) multiplies the stage's operands into the caller's accumulators (the warp-level Mma policy:
+// mma(k, stage) multiplies iteration k's operands in `stage` into the caller's accumulators (through a
+// warp-level Mma policy:
 // WarpTile32, ThreadTile4x4, WarpMma16816 in gemm_tiles.cuh). Stage s of iteration k is s = (k - begin)
 // % kStages; it is refilled only after every thread has passed the barrier that follows its mma.
 template <int kStages, class Iterator, class Mma>
@@ -46,7 +47,7 @@ __device__ __forceinline__ void gemm_mainloop(Iterator& it, int begin, int end, 
       it.store(0);
       cp_async_wait_all();
       __syncthreads();
-      mma(0);
+      mma(k, 0);
     }
   } else {
 #pragma unroll
@@ -60,7 +61,7 @@ __device__ __forceinline__ void gemm_mainloop(Iterator& it, int begin, int end, 
       __syncthreads();  // everyone's operands of k are visible; iteration k - 1's stage is consumed
       if (k + kStages - 1 < end) it.load(k + kStages - 1, st == 0 ? kStages - 1 : st - 1);
       cp_async_commit();
-      mma(st);
+      mma(k, st);
       st = st + 1 == kStages ? 0 : st + 1;
     }
   }

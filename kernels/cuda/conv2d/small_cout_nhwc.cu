@@ -24,6 +24,7 @@
 #include "kernels/conv_shapes.h"
 #include "infer/kernel.h"
 #include "kernels/cuda/gemm_epilogue.cuh"
+#include "kernels/cuda/gemm_mainloop.cuh"
 #include "kernels/cuda/gemm_tiles.cuh"
 
 namespace infer::cuda {
@@ -92,16 +93,12 @@ constexpr int kMmaPixelsPerWarp = 16 * kMmaTiles;
 // One 32-channel group of one tap for a warp's four m16 tiles: r0[j] / r1[j] are the 16 bytes of rows
 // g and g + 8 of tile j; w0 the tap's B words for this thread (slice 2 gi at w0[0], w0[4]; 2 gi + 1
 // at w0[64], w0[68]).
-__device__ __forceinline__ void mma_group(float (&acc)[kMmaTiles][4], const uint4 (&r0)[kMmaTiles],
-                                          const uint4 (&r1)[kMmaTiles], const uint32_t* w0) {
-  const uint32_t b00 = w0[0], b01 = w0[4], b10 = w0[64], b11 = w0[68];
+using MmaWarp = WarpMma16816<kMmaTiles, 1>;  // one n8 tile: C_out <= 8
+__device__ __forceinline__ void mma_group(MmaWarp& mma, const uint4 (&r0)[kMmaTiles], const uint4 (&r1)[kMmaTiles],
+                                          const uint32_t* w0) {
+  const uint32_t b[1][4] = {{w0[0], w0[4], w0[64], w0[68]}};
 #pragma unroll
-  for (int j = 0; j < kMmaTiles; ++j) {
-    uint32_t a0[4], a1[4];
-    mma_a_slices(r0[j], r1[j], a0, a1);
-    mma_16816(acc[j], a0, b00, b01);
-    mma_16816(acc[j], a1, b10, b11);
-  }
+  for (int j = 0; j < kMmaTiles; ++j) mma.group(j, r0[j], r1[j], b);
 }
 
 using MmaEpilogue = GemmEpilogue<__half, float>;
@@ -164,7 +161,7 @@ __global__ void __launch_bounds__(kMmaWarps * 32)
         ix0[i] = 0;
       }
     }
-    float acc[kMmaTiles][4] = {};
+    MmaWarp mma;
     for (int ky = 0; ky < geo.KH; ++ky) {
       for (int kx = 0; kx < geo.KW; ++kx) {
         const __half* px[2 * kMmaTiles];  // the tap's input pixel per row, null outside the image
@@ -185,7 +182,7 @@ __global__ void __launch_bounds__(kMmaWarps * 32)
             r1[j] = px[2 * j + 1] && c < geo.C ? __ldg(reinterpret_cast<const uint4*>(px[2 * j + 1] + c))
                                                : make_uint4(0, 0, 0, 0);
           }
-          mma_group(acc, r0, r1, wtap + gi * 128);
+          mma_group(mma, r0, r1, wtap + gi * 128);
         }
       }
     }
@@ -193,7 +190,7 @@ __global__ void __launch_bounds__(kMmaWarps * 32)
 #pragma unroll
     for (int i = 0; i < 2 * kMmaTiles; ++i) {
       const int64_t p = base + (i >> 1) * 16 + g + (i & 1) * 8;
-      if (p < total) mma_store(y, p, CO, t, &acc[i >> 1][(i & 1) * 2], ep, ch);
+      if (p < total) mma_store(y, p, CO, t, &mma.acc[i >> 1][0][(i & 1) * 2], ep, ch);
     }
   }
 }
@@ -222,13 +219,11 @@ __global__ void __launch_bounds__(kMmaWarps * 32)
     const bool active = warp < rows && oy < geo.HO;  // warps past `rows` only help with the loads
     const int iy0 = ty * rows - geo.pt, ix0 = ox0 - geo.pl;  // the window's top-left input pixel
     const __half* img = x + int64_t(n) * geo.H * geo.W * geo.C;
-    float acc[kMmaTiles][4] = {};
-    for (int gi = 0; gi < groups; ++gi) {
-      __syncthreads();  // the previous group's (or tile's) reads are done
-      stage_nhwc_window32(tile, img, geo.H, geo.W, geo.C, iy0, ix0, tile_h, tile_w, gi * 32);
-      cp_async_commit();
-      cp_async_wait_all();
-      __syncthreads();
+    MmaWarp mma;
+    // one stage (gemm_mainloop.cuh): per 32-channel group, stage its window, then every tap multiplies
+    auto window = tile_iterator(
+        [&](int gi, int) { stage_nhwc_window32(tile, img, geo.H, geo.W, geo.C, iy0, ix0, tile_h, tile_w, gi * 32); });
+    gemm_mainloop<1>(window, 0, groups, [&](int gi, int) {
       if (active) {
         for (int ky = 0; ky < geo.KH; ++ky) {
           const uint4* trow = tile + (warp + ky) * tile_w * 4 + t;
@@ -239,18 +234,18 @@ __global__ void __launch_bounds__(kMmaWarps * 32)
               r0[j] = trow[(j * 16 + g + kx) * 4];
               r1[j] = trow[(j * 16 + g + 8 + kx) * 4];
             }
-            mma_group(acc, r0, r1, ws + ((ky * geo.KW + kx) * groups + gi) * 128 + g * 8 + t);
+            mma_group(mma, r0, r1, ws + ((ky * geo.KW + kx) * groups + gi) * 128 + g * 8 + t);
           }
         }
       }
-    }
+    });
     if (active) {
       const int64_t row = (int64_t(n) * geo.HO + oy) * geo.WO;
       const MmaChannels ch = mma_channels(ep, CO, t);
 #pragma unroll
       for (int i = 0; i < 2 * kMmaTiles; ++i) {
         const int ox = ox0 + (i >> 1) * 16 + g + (i & 1) * 8;
-        if (ox < geo.WO) mma_store(y, row + ox, CO, t, &acc[i >> 1][(i & 1) * 2], ep, ch);
+        if (ox < geo.WO) mma_store(y, row + ox, CO, t, &mma.acc[i >> 1][0][(i & 1) * 2], ep, ch);
       }
     }
   }

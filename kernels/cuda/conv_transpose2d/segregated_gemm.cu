@@ -228,7 +228,7 @@ __global__ void __launch_bounds__(seg_threads<kMode, BN>())
     const int tx = tid % 16, ty = tid / 16;
     ThreadTile4x4 tile;
     gemm_mainloop<2>(tiles, kt_begin, kt_end,
-                     [&](int st) { tile.mma<BK, S::kLdA, S::kLdB>(As_of(st), Bs_of(st), tx, ty); });
+                     [&](int, int st) { tile.mma<BK, S::kLdA, S::kLdB>(As_of(st), Bs_of(st), tx, ty); });
     __syncthreads();
     tile.store<S::kLdC>(Cs, tx, ty);
   } else {
@@ -237,7 +237,7 @@ __global__ void __launch_bounds__(seg_threads<kMode, BN>())
     WarpTile32<kMode> tile;
     tile.zero();
     gemm_mainloop<2>(tiles, kt_begin, kt_end,
-                     [&](int st) { tile.template mma<BK, S::kLdA, S::kLdB>(As_of(st), Bs_of(st), wm, wn); });
+                     [&](int, int st) { tile.template mma<BK, S::kLdA, S::kLdB>(As_of(st), Bs_of(st), wm, wn); });
     __syncthreads();
     tile.template store<S::kLdC>(Cs, wm, wn);
   }
