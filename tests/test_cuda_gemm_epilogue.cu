@@ -1,9 +1,8 @@
 // The hand-written CUDA GEMMs' one epilogue (kernels/cuda/gemm_epilogue.cuh) on its own: a test kernel
-// applies GemmEpilogue to random sums through store(), store_pair() and channel() + finish() (the three
-// ways the kernels call it) for every activation kind, with and without bias, residual and per-channel
-// PRelu slopes (which no graph node reaches yet), float and half storage, float or storage-typed bias,
-// outputs poisoned; checked against the formula on the host (the reference's activation in double):
-// exactly where the arithmetic is exact, else within a few rounding steps. Skipped without a device.
+// applies GemmEpilogue to random sums through store(), store_pair() and finish() for every activation,
+// with and without bias, residual and per-channel PRelu slopes (no graph node reaches them yet), float
+// and half storage, outputs poisoned; checked against the formula on the host (the reference's
+// activation in double), exactly where the arithmetic is exact. Skipped without a CUDA device.
 #include <doctest/doctest.h>
 
 #include <cmath>

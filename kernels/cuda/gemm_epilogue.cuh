@@ -1,9 +1,8 @@
-// The one epilogue of the hand-written CUDA GEMMs (CUTLASS's Epilogue half of <Mma, Epilogue>): per
-// output element y = prelu(act(sum + bias[c] + residual[i]), slope[c]), computed in float, stored
-// as the storage type T (float, or half rounded once). The kernel keeps its own thread -> output map
-// and index math; it hands the functor the element's channel c and flat index i in y (the residual has
-// y's layout). Every pointer may be null; a kernel that loads per-channel values once per thread keeps
-// them in a Channel. CUDA-C only (.cu files).
+// The one epilogue of the hand-written CUDA GEMMs (CUTLASS's Epilogue of <Mma, Epilogue>): per output
+// y = prelu(act(sum + bias[c] + residual[i]), slope[c]) in float, stored once as T (float, or half).
+// The kernel keeps its own thread -> output map and index math and hands the functor each element's
+// channel c and flat index i in y (the residual has y's layout); every pointer may be null; a kernel
+// that loads per-channel values once keeps them in a Channel. CUDA-C only (.cu files).
 #pragma once
 
 #include <cuda_fp16.h>

@@ -1,9 +1,8 @@
-// The one k-loop of the hand-written CUDA GEMMs (CUTLASS's Mma half of <Mma, Epilogue>, its
-// MmaMultistage schedule in plain CUDA-C): a software pipeline of kStages shared-memory stages over the
-// k-iterations [begin, end) of a block, generic in the tile iterator (what one k-iteration copies
-// into a stage) and the Mma (what the block's warps multiply from a stage). Every thread of the block
-// calls it (it holds the barriers). kStages == 1: load, wait, multiply, one stage, two barriers per
-// iteration; kStages >= 2: kStages - 1 iterations in flight, one barrier per iteration. CUDA-C only.
+// The one k-loop of the hand-written CUDA GEMMs (CUTLASS's Mma of <Mma, Epilogue>, its MmaMultistage
+// schedule in plain CUDA-C): a pipeline of kStages shared-memory stages over a block's k-iterations
+// [begin, end), generic in the tile iterator (what one k-iteration copies into a stage) and the Mma
+// (what the warps multiply from a stage). Every thread of the block calls it (it holds the barriers).
+// kStages >= 2: kStages - 1 iterations in flight, one barrier per iteration. CUDA-C only.
 #pragma once
 
 #include <type_traits>

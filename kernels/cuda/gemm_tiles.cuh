@@ -1,8 +1,8 @@
-// GEMM building blocks for the hand-written CUDA kernels (conv2d's NHWC small-channel kernels, the
-// segregated conv_transpose2d kernels, gemv), assembled rather than written per op: cp.async tile
-// copies, a streaming 16-byte weight load, mma.sync m16n8k16 with NHWC channel-vector A rows, a warp's
-// 32x32 wmma block, a thread's 4x4 SIMT block, split-K over a thread-block cluster (reduction through
-// distributed shared memory). CUDA-C only; cp.async / mma.sync / L2 prefetch need sm_80, clusters sm_90.
+// GEMM building blocks of the hand-written CUDA kernels (driven by gemm_mainloop.cuh, finished by
+// gemm_epilogue.cuh): cp.async tile copies, a streaming 16-byte weight load, mma.sync m16n8k16 with NHWC
+// channel-vector A rows, the warp-level Mma policies (WarpMma16816, a warp's 32x32 wmma block, a thread's
+// 4x4 SIMT block), split-K over a thread-block cluster (reduction through distributed shared memory).
+// CUDA-C only; cp.async / mma.sync / L2 prefetch need sm_80, clusters sm_90.
 #pragma once
 
 #include <cooperative_groups.h>
