@@ -210,20 +210,8 @@ __global__ void __launch_bounds__(kWarps * 32, 4)
       // as float, finished in place in one loop (64 inlined copies of activate()'s switch overflow the
       // instruction cache: 2x slower), rounded on the way out.
       __half* hs = reinterpret_cast<__half*>(stage);  // [kCols][2 * kStageStride] half in the float rows
-      if (!other) {
-#pragma unroll
-        for (int j = 0; j < kTiles; ++j)
-#pragma unroll
-          for (int nt = 0; nt < 8; ++nt)
-            if (nt < nt_count) {
-#pragma unroll
-              for (int h = 0; h < 2; ++h) {
-                __half2 v = __floats2half2_rn(acc[j][nt][2 * h], acc[j][nt][2 * h + 1]);
-                if (relu) v = __hmax2_nan(v, __float2half2_rn(0.f));
-                *reinterpret_cast<__half2*>(hs + (j * 16 + gr + 8 * h) * (2 * kStageStride) + nt * 8 + 2 * t) = v;
-              }
-            }
-      } else {
+      // f(row, column, d0, d1) for each D pair of the warp's tiles: rows gr, gr + 8, columns 2t, 2t + 1
+      const auto each_pair = [&](auto&& f) {
 #pragma unroll
         for (int j = 0; j < kTiles; ++j)
 #pragma unroll
@@ -231,9 +219,19 @@ __global__ void __launch_bounds__(kWarps * 32, 4)
             if (nt < nt_count) {
 #pragma unroll
               for (int h = 0; h < 2; ++h)
-                *reinterpret_cast<float2*>(stage + (j * 16 + gr + 8 * h) * kStageStride + nt * 8 + 2 * t) =
-                    make_float2(acc[j][nt][2 * h], acc[j][nt][2 * h + 1]);
+                f(j * 16 + gr + 8 * h, nt * 8 + 2 * t, acc[j][nt][2 * h], acc[j][nt][2 * h + 1]);
             }
+      };
+      if (!other) {
+        each_pair([&](int r, int c, float d0, float d1) {
+          __half2 v = __floats2half2_rn(d0, d1);
+          if (relu) v = __hmax2_nan(v, __float2half2_rn(0.f));
+          *reinterpret_cast<__half2*>(hs + r * (2 * kStageStride) + c) = v;
+        });
+      } else {
+        each_pair([&](int r, int c, float d0, float d1) {
+          *reinterpret_cast<float2*>(stage + r * kStageStride + c) = make_float2(d0, d1);
+        });
         __syncwarp();
 #pragma unroll 1
         for (int idx = lane, cols = nt_count * 8; idx < kCols * cols; idx += 32) {

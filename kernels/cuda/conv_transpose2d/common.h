@@ -57,12 +57,21 @@ inline const float* host_weight(const NodeDesc& node, const char* variant) {
 
 // phase_axis / phase_taps / PhaseAxis: kernels/conv_shapes.h.
 
+// ---- prepared state: what it was made for ------------------------------------------------------------
+// Every variant's prepared weights record the precision and weight dims (input channels per group) of
+// the node they were made from; run() compares them with its node's before using them.
+struct PreparedFor {
+  Precision precision = Precision::FP32;
+  int64_t CO = 0, CI = 0, KH = 0, KW = 0;
+  bool operator==(const PreparedFor&) const = default;
+};
+inline PreparedFor prepared_for(const TconvDims& d, Precision p) { return {p, d.CO, d.CIG, d.KH, d.KW}; }
+
 // ---- flipped weights: [C_out][C_in/G][KH][KW] = w[g*CIG + c][co - g*COG][KH-1-ky][KW-1-kx] with
 // g = co / COG (conventional, flipped_conv; for G = 1 simply [C_out][C_in] with the kernel flipped)
 
 struct FlippedWeights {
-  Precision precision;
-  int64_t CO, CI, KH, KW;  // CI: input channels per group
+  PreparedFor made_for;
   std::unique_ptr<DeviceArray> w;
 };
 

@@ -123,12 +123,8 @@ std::shared_ptr<void> prepare_segregated_gemm(const NodeDesc& node) {
         }
   }
   auto out = std::make_shared<SegPrepared>();
-  out->precision = node.precision;
+  out->made_for = prepared_for(d, node.precision);
   out->bk = gemm_bk(node.precision);
-  out->CO = d.CO;
-  out->CI = d.CI;
-  out->KH = d.KH;
-  out->KW = d.KW;
   for (int ph = 0; ph < 4; ++ph) {
     out->a_offset[ph] = a.ph[ph].a_offset;
     out->k_pad[ph] = a.ph[ph].k_pad;
@@ -279,8 +275,7 @@ void run_segregated_gemm(const KernelCall& call) {
   const Precision p = call.node.precision;
   const auto* prep = static_cast<const SegPrepared*>(call.prepared);
   SegArgs a = seg_args(d, p);
-  bool ok = prep && prep->precision == p && prep->bk == gemm_bk(p) && prep->CO == d.CO &&
-            prep->CI == d.CI && prep->KH == d.KH && prep->KW == d.KW;
+  bool ok = prep && prep->made_for == prepared_for(d, p) && prep->bk == gemm_bk(p);
   for (int ph = 0; ok && ph < 4; ++ph)
     ok = prep->a_offset[ph] == a.ph[ph].a_offset && prep->k_pad[ph] == a.ph[ph].k_pad;
   if (!ok) throw Error("cuda conv_transpose2d.segregated_gemm: not prepared for this node");

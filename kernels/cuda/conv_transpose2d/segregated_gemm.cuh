@@ -54,9 +54,8 @@ struct SegArgs {
 };
 
 struct SegPrepared {
-  Precision precision;
+  PreparedFor made_for;
   int bk;
-  int64_t CO, CI, KH, KW;
   int64_t a_offset[4];
   int k_pad[4];
   std::unique_ptr<DeviceArray> w;
