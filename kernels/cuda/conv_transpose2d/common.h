@@ -38,6 +38,18 @@ inline void require_plain(const TconvDims& d, const char* variant) {
     throw Error(std::string("cuda conv_transpose2d.") + variant + ": groups and dilation must be 1");
 }
 
+// Throws unless the stride is 2x2 and groups and dilation are 1: the segregated variants' guard.
+inline void require_segregated(const TconvDims& d, const char* variant) {
+  if (d.sh != 2 || d.sw != 2) throw Error(std::string("cuda conv_transpose2d.") + variant + ": stride must be 2x2");
+  require_plain(d, variant);
+}
+// A segregated variant's call, guarded.
+inline TconvCall segregated_call(const KernelCall& call, const char* variant) {
+  TconvCall c = tconv_call(call);
+  require_segregated(c.d, variant);
+  return c;
+}
+
 inline std::pair<int, int> strides(const NodeDesc& node) {
   const auto& p = std::get<ConvTranspose2DParams>(node.params);
   return {p.stride_h, p.stride_w};

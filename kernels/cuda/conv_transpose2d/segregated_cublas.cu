@@ -125,8 +125,7 @@ struct ScPrepared {
 
 std::shared_ptr<void> prepare_segregated_cublas(const NodeDesc& node) {
   const TconvDims d = tconv_dims(node);
-  if (d.sh != 2 || d.sw != 2) throw Error("cuda conv_transpose2d.segregated_cublas: stride must be 2x2");
-  require_plain(d, "segregated_cublas");
+  require_segregated(d, "segregated_cublas");
   const float* w = host_weight(node, "segregated_cublas");
   const ScGeom g = sc_geom(d);
   std::vector<float> a(static_cast<size_t>(4 * d.CO * g.K), 0.f);
@@ -223,10 +222,8 @@ __global__ void sc_epilogue_kernel(const T* __restrict__ c, const T* __restrict_
 }  // namespace
 
 void run_segregated_cublas(const KernelCall& call) {
-  const TconvCall c = tconv_call(call);
+  const TconvCall c = segregated_call(call, "segregated_cublas");
   const TconvDims& d = c.d;
-  if (d.sh != 2 || d.sw != 2) throw Error("cuda conv_transpose2d.segregated_cublas: stride must be 2x2");
-  require_plain(d, "segregated_cublas");
   const Precision p = call.node.precision;
   const ScGeom g = sc_geom(d);
   const auto* prep = static_cast<const ScPrepared*>(call.prepared);

@@ -102,8 +102,7 @@ bool segregated_gemm_applicable(const NodeDesc& node) {
 
 std::shared_ptr<void> prepare_segregated_gemm(const NodeDesc& node) {
   const TconvDims d = tconv_dims(node);
-  if (d.sh != 2 || d.sw != 2) throw Error("cuda conv_transpose2d.segregated_gemm: stride must be 2x2");
-  require_plain(d, "segregated_gemm");
+  require_segregated(d, "segregated_gemm");
   const float* w = host_weight(node, "segregated_gemm");
   const SegArgs a = seg_args(d, node.precision);
   const int64_t co_pad = (d.CO + kBM - 1) / kBM * kBM;
@@ -268,10 +267,8 @@ void launch_segregated_gemm(Context& ctx, const TconvCall& c, const SegPrepared&
 }  // namespace
 
 void run_segregated_gemm(const KernelCall& call) {
-  const TconvCall c = tconv_call(call);
+  const TconvCall c = segregated_call(call, "segregated_gemm");
   const TconvDims& d = c.d;
-  if (d.sh != 2 || d.sw != 2) throw Error("cuda conv_transpose2d.segregated_gemm: stride must be 2x2");
-  require_plain(d, "segregated_gemm");
   const Precision p = call.node.precision;
   const auto* prep = static_cast<const SegPrepared*>(call.prepared);
   SegArgs a = seg_args(d, p);

@@ -52,11 +52,8 @@ __global__ void unified_kernel(const T* __restrict__ x, const T* __restrict__ w,
 }  // namespace
 
 void run_unified(const KernelCall& call) {
-  const TconvCall c = tconv_call(call);
+  const TconvCall c = segregated_call(call, "segregated_unified");
   const TconvDims& d = c.d;
-  if (d.sh != 2 || d.sw != 2)
-    throw Error("cuda conv_transpose2d.segregated_unified: stride must be 2x2");
-  require_plain(d, "segregated_unified");
   Context& ctx = context_of(call);
   const int64_t total = d.N * d.CO * d.HO * d.WO;
   if (total == 0) return;
