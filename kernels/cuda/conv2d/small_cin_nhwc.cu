@@ -16,6 +16,7 @@
 #include "infer/error.h"
 #include "kernels/conv_shapes.h"
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/conv2d/common.h"
 #include "infer/kernel.h"
 #include "kernels/cuda/gemm_epilogue.cuh"
 #include "kernels/cuda/gemm_tiles.cuh"
@@ -278,20 +279,11 @@ struct Checked {
 // constant weights (and bias), and the weights + input window within 160 KiB of shared memory.
 Checked check(const NodeDesc& node) {
   Checked r;
-  const auto* p = std::get_if<Conv2DParams>(&node.params);
-  if (!p || node.layout != Layout::NHWC || node.precision != Precision::FP16 || p->groups != 1 ||
-      p->add_residual || node.input_shapes.size() < 2 || node.input_shapes.size() > 3 ||
-      node.output_shapes.size() != 1 || !has_constant_weight(node))
-    return r;
+  if (!conv::nhwc_constant_conv(node) || node.precision != Precision::FP16) return r;
+  const auto* p = &std::get<Conv2DParams>(node.params);
+  if (p->groups != 1 || p->add_residual) return r;
   const Shape &x = node.input_shapes[0], &w = node.input_shapes[1], &y = node.output_shapes[0];
-  if (x.size() != 4 || w.size() != 4 || y.size() != 4) return r;
-  for (const Shape* s : {&x, &w, &y})
-    for (int64_t d : *s)
-      if (d <= 0 || d >= (int64_t(1) << 30)) return r;
-  if (w[1] != x[1] || y[1] != w[0] || y[0] != x[0] || x[1] > kMaxCin || w[0] % 8 != 0) return r;
-  if (node.input_shapes.size() == 3 &&
-      (shape_numel(node.input_shapes[2]) != w[0] || node.constants.size() < 3 || !node.constants[2]))
-    return r;
+  if (x[1] > kMaxCin || w[0] % 8 != 0) return r;
   if (p->stride_h <= 0 || p->stride_w <= 0 || p->dilation_h <= 0 || p->dilation_w <= 0) return r;
   const int64_t K = w[1] * w[2] * w[3];
   const int64_t span_y = (w[2] - 1) * p->dilation_h, span_x = (w[3] - 1) * p->dilation_w;

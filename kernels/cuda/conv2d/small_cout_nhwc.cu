@@ -22,6 +22,7 @@
 #include "infer/error.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/conv_shapes.h"
+#include "kernels/cuda/conv2d/common.h"
 #include "infer/kernel.h"
 #include "kernels/cuda/gemm_epilogue.cuh"
 #include "kernels/cuda/gemm_mainloop.cuh"
@@ -259,19 +260,10 @@ struct Checked {
 
 Checked check(const NodeDesc& node) {
   Checked r;
-  const auto* p = std::get_if<Conv2DParams>(&node.params);
-  if (!p || node.layout != Layout::NHWC || node.input_shapes.size() < 2 || node.input_shapes.size() > 3 ||
-      node.output_shapes.size() != 1 || node.constants.size() < 2 || !node.constants[1])
-    return r;
+  if (!conv::nhwc_constant_conv(node)) return r;
+  const auto* p = &std::get<Conv2DParams>(node.params);
   const Shape &x = node.input_shapes[0], &w = node.input_shapes[1], &y = node.output_shapes[0];
-  if (x.size() != 4 || w.size() != 4 || y.size() != 4) return r;
-  for (const Shape* s : {&x, &w, &y})
-    for (int64_t d : *s)
-      if (d <= 0 || d >= (int64_t(1) << 30)) return r;
-  if (w[1] != x[1] || y[1] != w[0] || y[0] != x[0] || w[0] > kMaxCout) return r;
-  if (node.input_shapes.size() == 3 && (shape_numel(node.input_shapes[2]) != w[0] ||
-                                         node.constants.size() < 3 || !node.constants[2]))
-    return r;
+  if (w[0] > kMaxCout) return r;
   if (p->groups != 1 || p->dilation_h != 1 || p->dilation_w != 1 || p->stride_h <= 0 ||
       p->stride_w <= 0)
     return r;
