@@ -210,8 +210,8 @@ __global__ void __launch_bounds__(seg_threads<kMode, BN>())
           const int v = tid + i * NT, row = v / (BK / kVec), cv = v % (BK / kVec);
           cp_async16(As + row * S::kLdA + cv * kVec, ap + int64_t(row) * P.k_pad + kt * BK + cv * kVec);
         }
-        gather_b<T, kBPer, kBRowStep>(b_reg, col, P, a, col_ok, kt * BK + b_row0);
       },
+      [&](int kt) { gather_b<T, kBPer, kBRowStep>(b_reg, col, P, a, col_ok, kt * BK + b_row0); },
       [&](int st) {
         T* Bs = Bs_of(st);
 #pragma unroll

@@ -7,6 +7,7 @@
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/conv_transpose2d/segregated_gemm.cuh"
+#include "kernels/cuda/gemm_mainloop.cuh"
 
 namespace infer::cuda::tconv {
 namespace {
@@ -86,9 +87,12 @@ __global__ void __launch_bounds__(kSkinnyThreads, 2)
   const bool col_ok = b_col < P.ncols;
   const PhaseColumn<T> col = phase_column(x, a, P, b_col, col_ok);
 
-  uint32_t a_w[NW];
+  uint32_t a_w[NW], a_cur[NW];
   T b_reg[BPER];
-  auto load_chunk = [&](int ch) {
+  // The chunk iterator (gemm_mainloop.cuh, one stage, nothing by cp.async): fetch streams the lane's
+  // weight slice and gathers the B chunk into registers one chunk ahead; store puts B into shared
+  // memory (as float) and hands the weights to the multiply.
+  const auto fetch = [&](int ch) {
     if (ch * KC + warp * KPW < P.k_pad) {
       const uint4* src = reinterpret_cast<const uint4*>(arow + int64_t(ch) * KC);
 #pragma unroll
@@ -105,20 +109,18 @@ __global__ void __launch_bounds__(kSkinnyThreads, 2)
     }
     gather_b<T, BPER, BSTEP>(b_reg, col, P, a, col_ok, ch * KC + b_row0);
   };
+  const auto store = [&](int) {
+#pragma unroll
+    for (int i = 0; i < BPER; ++i) buf[(b_row0 + i * BSTEP) * NC + b_col] = to_float(b_reg[i]);
+#pragma unroll
+    for (int i = 0; i < NW; ++i) a_cur[i] = a_w[i];
+  };
+  auto chunks_it = tile_iterator(NoOp{}, fetch, store);
 
   float acc[NC];
 #pragma unroll
   for (int c = 0; c < NC; ++c) acc[c] = 0.f;
-  if (c_begin < c_end) load_chunk(c_begin);
-  for (int ch = c_begin; ch < c_end; ++ch) {
-    __syncthreads();  // the previous chunk's B reads are done
-#pragma unroll
-    for (int i = 0; i < BPER; ++i) buf[(b_row0 + i * BSTEP) * NC + b_col] = to_float(b_reg[i]);
-    uint32_t a_cur[NW];
-#pragma unroll
-    for (int i = 0; i < NW; ++i) a_cur[i] = a_w[i];
-    __syncthreads();
-    if (ch + 1 < c_end) load_chunk(ch + 1);  // in flight while this chunk is multiplied
+  gemm_mainloop<1>(chunks_it, c_begin, c_end, [&](int, int) {
     const float* bw = buf + warp * KPW * NC;
 #pragma unroll
     for (int kk = 0; kk < KPW; ++kk) {
@@ -133,7 +135,7 @@ __global__ void __launch_bounds__(kSkinnyThreads, 2)
         acc[4 * c4 + 3] = fmaf(av, b.w, acc[4 * c4 + 3]);
       }
     }
-  }
+  });
 
   // The 8 warps' partial sums, added in a fixed tree order (deterministic): buf as [warp][NC][32].
   __syncthreads();
