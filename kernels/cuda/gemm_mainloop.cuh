@@ -16,7 +16,8 @@ namespace infer::cuda {
 //                   one group per iteration);
 //   fetch(k):       loads iteration k's register-staged operands (an implicit im2col gather with
 //                   bounds, streamed weights) into registers, one iteration ahead;
-//   store(stage):   moves the fetched registers into `stage` (or into the registers the Mma reads).
+//   store(k, stage): moves iteration k's fetched registers into `stage` (or into the registers the
+//                   Mma reads).
 // Register-staged operands hold one iteration: with fetch / store, kStages <= 2.
 struct NoOp {
   template <class... A>
@@ -52,7 +53,7 @@ __device__ __forceinline__ void gemm_mainloop(Iterator& it, int begin, int end, 
       __syncthreads();  // the previous iteration's reads of the stage are done
       it.copy(k, 0);
       cp_async_commit();
-      it.store(0);
+      it.store(k, 0);
       cp_async_wait_all();
       __syncthreads();
       if (k + 1 < end) it.fetch(k + 1);
@@ -68,7 +69,7 @@ __device__ __forceinline__ void gemm_mainloop(Iterator& it, int begin, int end, 
       cp_async_commit();  // an empty group past the end keeps the count of groups per iteration fixed
     }
     for (int k = begin, st = 0; k < end; ++k) {
-      it.store(st);                          // iteration k's register-staged operands
+      it.store(k, st);                       // iteration k's register-staged operands
       cp_async_wait_pending<kStages - 2>();  // iteration k's copies have landed (this thread's)
       __syncthreads();  // everyone's operands of k are visible; iteration k - 1's stage is consumed
       if (k + kStages - 1 < end) {

@@ -4,12 +4,12 @@
 // M = output pixels, N = C_out (a multiple of 8, in chunks of 64), K = KH x KW x C_in in the weight's
 // natural (ky, kx, c) order, zero-padded to a multiple of 16 (no width folding, which multiplies K and N
 // by its fold factor, F = 8 for C_in = 3; no column buffer). A block owns 4 output rows x 32 columns of
-// one image (a warp per row, two m16 tiles): it stages the input window those read in shared memory
-// (coalesced, zeros outside the image: the padding; any stride and dilation), and each lane builds its A
-// fragments from there through a table of K offsets; B (the weights, [C_out][K + 8] half) stays in
-// shared memory; sums are float. The epilogue (gemm_epilogue.cuh; the bias as the sums' start) stages a warp's
-// 32 x 64 outputs in shared memory and writes them as 16-byte stores, 512 contiguous bytes per warp
-// instruction, so the output stream runs near the copy rate.
+// one image (a warp per row, two m16 tiles; gemm_mainloop.cuh's one-stage loop over a block's tiles): it
+// stages the input window those read in shared memory (coalesced, zeros outside the image: the padding;
+// any stride and dilation), and each lane builds its A fragments from there through a table of K
+// offsets; B (the weights, [C_out][K + 8] half) stays in shared memory; sums are float. The epilogue
+// (gemm_epilogue.cuh; the bias as the sums' start) stages a warp's 32 x 64 outputs in shared memory and
+// writes them as 16-byte stores, 512 contiguous bytes per warp instruction (near the copy rate).
 #include <algorithm>
 #include <memory>
 
@@ -19,6 +19,7 @@
 #include "kernels/cuda/conv2d/common.h"
 #include "infer/kernel.h"
 #include "kernels/cuda/gemm_epilogue.cuh"
+#include "kernels/cuda/gemm_mainloop.cuh"
 #include "kernels/cuda/gemm_tiles.cuh"
 
 namespace infer::cuda {
@@ -141,24 +142,31 @@ __global__ void __launch_bounds__(kWarps * 32, 4)
     n += gn;
   };
   int tx = static_cast<int>(blockIdx.x % tiles_x), ty = static_cast<int>((blockIdx.x / tiles_x) % tiles_y),
-      n = static_cast<int>(blockIdx.x / (unsigned(tiles_x) * tiles_y));
-  if (blockIdx.x < tiles) load(tx, ty, n, 0, pf);
-  for (int64_t tl = blockIdx.x; tl < tiles; tl += G, advance(tx, ty, n)) {
-    const int oy = ty * kWarps + warp, ox0 = tx * kCols;
-    __syncthreads();  // the table and bias are written; the previous tile's window reads are done
+      n = static_cast<int>(blockIdx.x / (unsigned(tiles_x) * tiles_y));  // the current tile
+  // The shared one-stage loop (gemm_mainloop.cuh) over this block's output tiles (K fits one stage, so
+  // an iteration is a tile): fetch loads a tile's first window batch into registers one tile ahead,
+  // store moves to tile k and writes its window (the rest of a larger window loaded there: strides > 1,
+  // big kernels), the multiply runs the whole K and the epilogue.
+  const auto fetch = [&](int k) {
+    int px = tx, py = ty, pn = n;
+    if (k > 0) advance(px, py, pn);  // called for k + 1 while tile k is current
+    load(px, py, pn, 0, pf);
+  };
+  const auto store_window = [&](int k, int) {
+    if (k > 0) advance(tx, ty, n);
     store(0, pf);
-    for (int b = 1; b < batches; ++b) {  // larger windows (strides > 1, big kernels): the rest now
+    for (int b = 1; b < batches; ++b) {
       unsigned v[kBatch][kMaxCin];
       load(tx, ty, n, b, v);
       store(b, v);
     }
-    __syncthreads();
-    if (tl + G < tiles) {
-      int px = tx, py = ty, pn = n;
-      advance(px, py, pn);
-      load(px, py, pn, 0, pf);
-    }
-    if (oy >= g.HO) continue;  // warp-uniform: a row past the image's last
+  };
+  auto tiles_it = tile_iterator(NoOp{}, fetch, store_window);
+  const int count = blockIdx.x < tiles ? static_cast<int>((tiles - 1 - blockIdx.x) / G + 1) : 0;
+  // (the loop's first barrier: the table and bias are written; the previous tile's window reads are done)
+  gemm_mainloop<1>(tiles_it, 0, count, [&](int, int) {
+    const int oy = ty * kWarps + warp, ox0 = tx * kCols;
+    if (oy >= g.HO) return;  // warp-uniform: a row past the image's last
     for (int n0 = 0; n0 < CO; n0 += kChunk) {
       const int nt_count = min(kChunk, CO - n0) / 8;
       float acc[kTiles][8][4];  // the sums start at the bias: the first k step's MMA adds it
@@ -266,7 +274,7 @@ __global__ void __launch_bounds__(kWarps * 32, 4)
       }
       __syncwarp();
     }
-  }
+  });
 }
 
 struct Checked {

@@ -212,7 +212,7 @@ __global__ void __launch_bounds__(seg_threads<kMode, BN>())
         }
       },
       [&](int kt) { gather_b<T, kBPer, kBRowStep>(b_reg, col, P, a, col_ok, kt * BK + b_row0); },
-      [&](int st) {
+      [&](int, int st) {
         T* Bs = Bs_of(st);
 #pragma unroll
         for (int i = 0; i < kBPer; ++i) Bs[(b_row0 + i * kBRowStep) * S::kLdB + b_col] = b_reg[i];

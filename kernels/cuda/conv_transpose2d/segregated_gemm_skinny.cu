@@ -109,7 +109,7 @@ __global__ void __launch_bounds__(kSkinnyThreads, 2)
     }
     gather_b<T, BPER, BSTEP>(b_reg, col, P, a, col_ok, ch * KC + b_row0);
   };
-  const auto store = [&](int) {
+  const auto store = [&](int, int) {
 #pragma unroll
     for (int i = 0; i < BPER; ++i) buf[(b_row0 + i * BSTEP) * NC + b_col] = to_float(b_reg[i]);
 #pragma unroll
