@@ -1,8 +1,8 @@
-// GEMM building blocks for the hand-written CUDA kernels (conv2d's NHWC small-channel kernels, the
-// segregated conv_transpose2d kernels, gemv), assembled rather than written per op: cp.async tile
-// copies, a streaming 16-byte weight load, mma.sync m16n8k16 with NHWC channel-vector A rows, a warp's
-// 32x32 wmma block, a thread's 4x4 SIMT block, split-K over a thread-block cluster (reduction through
-// distributed shared memory). CUDA-C only; cp.async / mma.sync / L2 prefetch need sm_80, clusters sm_90.
+// GEMM building blocks of the hand-written CUDA kernels (driven by gemm_mainloop.cuh, finished by
+// gemm_epilogue.cuh): cp.async tile copies, a streaming 16-byte weight load, mma.sync m16n8k16 with NHWC
+// channel-vector A rows, the warp-level Mma policies (WarpMma16816, a warp's 32x32 wmma block, a thread's
+// 4x4 SIMT block), split-K over a thread-block cluster (reduction through distributed shared memory).
+// CUDA-C only; cp.async / mma.sync / L2 prefetch need sm_80, clusters sm_90.
 #pragma once
 
 #include <cooperative_groups.h>
@@ -137,6 +137,26 @@ __device__ __forceinline__ void stage_nhwc_window32(uint4* dst, const __half* im
       dst[i] = make_uint4(0, 0, 0, 0);
   }
 }
+
+// A warp's kM m16 tiles x kN n8 tiles of mma_16816 sums (float, D-fragment order per tile), fed one
+// 32-channel group (two k16 slices) of one m16 tile at a time: the warp-level Mma policy of the NHWC
+// implicit GEMMs. Per sum slice 0 is added before slice 1, as in a k-ordered loop.
+template <int kM, int kN>
+struct WarpMma16816 {
+  float acc[kM][kN][4] = {};
+
+  // Tile j's rows g (r0) and g + 8 (r1) as 16-byte channel vectors (mma_a_slices) times b[nt] = the
+  // B words {slice 0: b0, b1, slice 1: b0, b1} of n8 tile nt.
+  __device__ __forceinline__ void group(int j, const uint4& r0, const uint4& r1, const uint32_t (&b)[kN][4]) {
+    uint32_t a0[4], a1[4];
+    mma_a_slices(r0, r1, a0, a1);
+#pragma unroll
+    for (int nt = 0; nt < kN; ++nt) {
+      mma_16816(acc[j][nt], a0, b[nt][0], b[nt][1]);
+      mma_16816(acc[j][nt], a1, b[nt][2], b[nt][3]);
+    }
+  }
+};
 
 // Host and device: the input channel that k (0..15) of slice s stands for (B is laid out with it).
 __host__ __device__ inline int mma_k_channel(int s, int k) {

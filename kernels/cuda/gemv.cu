@@ -1,7 +1,7 @@
 // The batch <= 4 matrix-vector kernels of gemv.h. gemv_rows: one warp per output, 16-byte weight
 // vectors streamed past L1, 8 loads in flight per lane, shuffle reduction. gemv_cols: one thread per output, a loop
 // over the K weight rows (coalesced across the warp), 4 rows unrolled. Both hold the (at most 4) input
-// rows' sums in float registers and apply bias + activation before the one store.
+// rows' sums in float registers and apply the GEMMs' epilogue (gemm_epilogue.cuh) in the one store.
 #include "kernels/cuda/gemv.h"
 
 #include <algorithm>
@@ -9,6 +9,7 @@
 
 #include "infer/error.h"
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/gemm_epilogue.cuh"
 #include "kernels/cuda/gemm_tiles.cuh"
 
 namespace infer::cuda {
@@ -17,15 +18,11 @@ namespace {
 constexpr int kWarps = 8;  // per block
 constexpr int kBatch = 8;  // gemv_rows: 16-byte weight loads in flight per lane
 
-template <class T>
-__device__ __forceinline__ float gemv_bias(const T* bias, int64_t j, int64_t div, int64_t mod) {
-  return bias ? to_float(bias[(j / div) % mod]) : 0.f;
-}
 
 template <class T, int R, int V>
 __global__ void __launch_bounds__(kWarps * 32)
     gemv_rows_kernel(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y, int64_t K, int64_t J,
-                     const T* __restrict__ bias, int64_t bias_div, int64_t bias_mod, DeviceActivation act) {
+                     GemmEpilogue<T> ep, int64_t bias_div, int64_t bias_mod) {
   const int lane = threadIdx.x & 31;
   for (int64_t o = int64_t(blockIdx.x) * kWarps + threadIdx.x / 32; o < J; o += int64_t(gridDim.x) * kWarps) {
     const T* wrow = w + o * K;
@@ -53,11 +50,11 @@ __global__ void __launch_bounds__(kWarps * 32)
       }
     }
     for (; i < K; i += 32 * V) dot(*reinterpret_cast<const Pack<T, V>*>(wrow + i), i);
-    const float b = gemv_bias(bias, o, bias_div, bias_mod);
+    const auto ch = ep.channel((o / bias_div) % bias_mod);
 #pragma unroll
     for (int r = 0; r < R; ++r) {
       const float v = warp_sum(acc[r]);
-      if (lane == 0) y[r * J + o] = from_float<T>(activate(act, v + b));
+      if (lane == 0) ep.store(y, r * J + o, ch, v);
     }
   }
 }
@@ -65,7 +62,7 @@ __global__ void __launch_bounds__(kWarps * 32)
 template <class T, int R>
 __global__ void __launch_bounds__(256)
     gemv_cols_kernel(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y, int64_t K, int64_t J,
-                     const T* __restrict__ bias, int64_t bias_div, int64_t bias_mod, DeviceActivation act) {
+                     GemmEpilogue<T> ep, int64_t bias_div, int64_t bias_mod) {
   for (int64_t j = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; j < J; j += int64_t(gridDim.x) * blockDim.x) {
     float acc[R] = {};
 #pragma unroll 4
@@ -74,9 +71,9 @@ __global__ void __launch_bounds__(256)
 #pragma unroll
       for (int r = 0; r < R; ++r) acc[r] = fmaf(to_float(x[r * K + c]), wv, acc[r]);
     }
-    const float b = gemv_bias(bias, j, bias_div, bias_mod);
+    const auto ch = ep.channel((j / bias_div) % bias_mod);
 #pragma unroll
-    for (int r = 0; r < R; ++r) y[r * J + j] = from_float<T>(activate(act, acc[r] + b));
+    for (int r = 0; r < R; ++r) ep.store(y, r * J + j, ch, acc[r]);
   }
 }
 
@@ -98,23 +95,22 @@ void gemv_rows(Context& ctx, Precision p, const void* x, const void* w, void* y,
                int64_t J, const GemvEpilogue& ep) {
   if (rows == 0 || J == 0) return;
   const unsigned blocks = static_cast<unsigned>(std::min<int64_t>((J + kWarps - 1) / kWarps, 1 << 20));
-  const DeviceActivation act = device_activation(ep.act);
   dispatch(p, [&](auto tag) {
     using T = decltype(tag);
     const T* xt = static_cast<const T*>(x);
     const T* wt = static_cast<const T*>(w);
-    const T* bt = static_cast<const T*>(ep.bias);
+    const auto et = gemm_epilogue<T>(ep.bias, ep.act, nullptr, ep.slope);
     T* yt = static_cast<T*>(y);
     constexpr int V = 16 / sizeof(T);  // 16-byte vectors when every row starts 16-byte aligned
     const bool vec = K % V == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0;
     with_rows(rows, [&](auto r) {
       constexpr int R = decltype(r)::value;
       if (vec)
-        gemv_rows_kernel<T, R, V><<<blocks, kWarps * 32, 0, ctx.stream>>>(xt, wt, yt, K, J, bt, ep.bias_div,
-                                                                           ep.bias_mod, act);
+        gemv_rows_kernel<T, R, V><<<blocks, kWarps * 32, 0, ctx.stream>>>(xt, wt, yt, K, J, et, ep.bias_div,
+                                                                           ep.bias_mod);
       else
-        gemv_rows_kernel<T, R, 1><<<blocks, kWarps * 32, 0, ctx.stream>>>(xt, wt, yt, K, J, bt, ep.bias_div,
-                                                                           ep.bias_mod, act);
+        gemv_rows_kernel<T, R, 1><<<blocks, kWarps * 32, 0, ctx.stream>>>(xt, wt, yt, K, J, et, ep.bias_div,
+                                                                           ep.bias_mod);
     });
   });
   INFER_CUDA_CHECK_LAUNCH();
@@ -123,14 +119,13 @@ void gemv_rows(Context& ctx, Precision p, const void* x, const void* w, void* y,
 void gemv_cols(Context& ctx, Precision p, const void* x, const void* w, void* y, int64_t rows, int64_t K,
                int64_t J, const GemvEpilogue& ep) {
   if (rows == 0 || J == 0) return;
-  const DeviceActivation act = device_activation(ep.act);
   dispatch(p, [&](auto tag) {
     using T = decltype(tag);
     with_rows(rows, [&](auto r) {
       constexpr int R = decltype(r)::value;
       gemv_cols_kernel<T, R><<<grid_for(J), 256, 0, ctx.stream>>>(
           static_cast<const T*>(x), static_cast<const T*>(w), static_cast<T*>(y), K, J,
-          static_cast<const T*>(ep.bias), ep.bias_div, ep.bias_mod, act);
+          gemm_epilogue<T>(ep.bias, ep.act, nullptr, ep.slope), ep.bias_div, ep.bias_mod);
     });
   });
   INFER_CUDA_CHECK_LAUNCH();

@@ -12,11 +12,13 @@ namespace infer::cuda {
 
 constexpr int64_t kGemvMaxRows = 4;
 
-// The epilogue: bias (storage type, may be null) indexed (j / bias_div) % bias_mod, then act.
+// The epilogue (gemm_epilogue.cuh): output j's channel is (j / bias_div) % bias_mod; its bias and
+// PRelu slope (storage type, either may be null) are indexed by it; act between the two.
 struct GemvEpilogue {
   const void* bias = nullptr;
   int64_t bias_div = 1, bias_mod = 1;
   Activation act;
+  const void* slope = nullptr;
 };
 
 // W stored [J][K] (one row per output, a dense weight): one warp per output j reads its row once in

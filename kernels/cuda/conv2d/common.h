@@ -1,7 +1,7 @@
-// What the CUDA conv2d variants of this folder's gemm.cu, direct.cu and register.cc share (host code,
-// for .cc and .cu files): the node's geometry, the run-time unpacking of a call (geometry + device
-// pointers, the residual input of fuse_conv_residual) and the entry points those two families give
-// register.cc. Shapes and the parameter type were checked by the registry (check_kernel_call) and shape
+// What the CUDA conv2d variants of this folder share (host code, for .cc and .cu files): the node's
+// geometry, the hand-written NHWC kernels' common check, the run-time unpacking of a call (geometry +
+// device pointers, the residual input of fuse_conv_residual) and the entry points gemm.cu and direct.cu
+// give register.cc. Shapes and the parameter type were checked by the registry (check_kernel_call) and shape
 // inference before any of these functions sees a node. Namespace infer::cuda::conv.
 #pragma once
 
@@ -20,6 +20,24 @@ inline bool gemm_1x1_applicable(const NodeDesc& node) {
   const Shape &x = node.input_shapes[0], &w = node.input_shapes[1], &y = node.output_shapes[0];
   return w[2] == 1 && w[3] == 1 && p.stride_h == 1 && p.stride_w == 1 && p.pad.top == 0 &&
          p.pad.left == 0 && p.pad.bottom == 0 && p.pad.right == 0 && y[2] == x[2] && y[3] == x[3];
+}
+
+// The hand-written NHWC kernels' common check (small_cin_nhwc.cu, small_cout_nhwc.cu): an NHWC conv2d
+// with a constant weight and an optional constant bias of C_out values, x, w and y 4-D with every
+// size in (0, 2^30) (so int indices hold a dimension), channels and batch consistent.
+inline bool nhwc_constant_conv(const NodeDesc& node) {
+  if (!std::holds_alternative<Conv2DParams>(node.params) || node.layout != Layout::NHWC ||
+      node.input_shapes.size() < 2 || node.input_shapes.size() > 3 || node.output_shapes.size() != 1 ||
+      !has_constant_weight(node))
+    return false;
+  const Shape &x = node.input_shapes[0], &w = node.input_shapes[1], &y = node.output_shapes[0];
+  if (x.size() != 4 || w.size() != 4 || y.size() != 4) return false;
+  for (const Shape* s : {&x, &w, &y})
+    for (int64_t d : *s)
+      if (d <= 0 || d >= (int64_t(1) << 30)) return false;
+  if (w[1] != x[1] || y[1] != w[0] || y[0] != x[0]) return false;
+  return node.input_shapes.size() == 2 ||
+         (shape_numel(node.input_shapes[2]) == w[0] && node.constants.size() >= 3 && node.constants[2]);
 }
 
 // The call's geometry and pointers.

@@ -4,19 +4,22 @@
 // M = output pixels, N = C_out (a multiple of 8, in chunks of 64), K = KH x KW x C_in in the weight's
 // natural (ky, kx, c) order, zero-padded to a multiple of 16 (no width folding, which multiplies K and N
 // by its fold factor, F = 8 for C_in = 3; no column buffer). A block owns 4 output rows x 32 columns of
-// one image (a warp per row, two m16 tiles): it stages the input window those read in shared memory
-// (coalesced, zeros outside the image: the padding; any stride and dilation), and each lane builds its A
-// fragments from there through a table of K offsets; B (the weights, [C_out][K + 8] half) stays in
-// shared memory; sums are float. The epilogue (bias as the sums' start, activation) stages a warp's
-// 32 x 64 outputs in shared memory and writes them as 16-byte stores, 512 contiguous bytes per warp
-// instruction, so the output stream runs near the copy rate.
+// one image (a warp per row, two m16 tiles; gemm_mainloop.cuh's one-stage loop over a block's tiles): it
+// stages the input window those read in shared memory (coalesced, zeros outside the image: the padding;
+// any stride and dilation), and each lane builds its A fragments from there through a table of K
+// offsets; B (the weights, [C_out][K + 8] half) stays in shared memory; sums are float. The epilogue
+// (gemm_epilogue.cuh; the bias as the sums' start) stages a warp's 32 x 64 outputs in shared memory and
+// writes them as 16-byte stores, 512 contiguous bytes per warp instruction (near the copy rate).
 #include <algorithm>
 #include <memory>
 
 #include "infer/error.h"
 #include "kernels/conv_shapes.h"
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/conv2d/common.h"
 #include "infer/kernel.h"
+#include "kernels/cuda/gemm_epilogue.cuh"
+#include "kernels/cuda/gemm_mainloop.cuh"
 #include "kernels/cuda/gemm_tiles.cuh"
 
 namespace infer::cuda {
@@ -56,8 +59,8 @@ __device__ __forceinline__ unsigned lds_u16(unsigned addr) {
 
 // 4 blocks (16 warps) per SM: at most 128 registers a thread.
 __global__ void __launch_bounds__(kWarps * 32, 4)
-    small_cin_kernel(const __half* __restrict__ x, const uint4* __restrict__ wt, const float* __restrict__ bias,
-                     __half* __restrict__ y, Geo g, int Kp, int CO, DeviceActivation act) {
+    small_cin_kernel(const __half* __restrict__ x, const uint4* __restrict__ wt, __half* __restrict__ y, Geo g,
+                     int Kp, int CO, GemmEpilogue<__half, float> ep) {
   extern __shared__ uint4 smem[];
   const int wstride = Kp + 8;  // halfs; Kp % 16 == 0, so a row is 16-byte aligned and B reads spread over banks
   const int wvec = CO * wstride / 8;
@@ -77,11 +80,11 @@ __global__ void __launch_bounds__(kWarps * 32, 4)
       table[k] = -1;
     }
   }
-  for (int i = threadIdx.x; i < CO; i += blockDim.x) bs[i] = bias ? bias[i] : 0.f;
+  for (int i = threadIdx.x; i < CO; i += blockDim.x) bs[i] = ep.bias ? ep.bias[i] : 0.f;
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x & 31, gr = lane >> 2, t = lane & 3;
-  const bool relu = act.kind == ActivationKind::Relu;
-  const bool other = act.kind != ActivationKind::Relu && act.kind != ActivationKind::None;
+  const bool relu = ep.act.kind == ActivationKind::Relu;
+  const bool other = !ep.relu_only();
   const unsigned short* xs = reinterpret_cast<const unsigned short*>(x);
   // this lane's four A rows (tile i >> 1, row gr + 8 (i & 1)): shared-memory byte addresses in the window
   const unsigned win_addr = static_cast<unsigned>(__cvta_generic_to_shared(win));
@@ -139,24 +142,31 @@ __global__ void __launch_bounds__(kWarps * 32, 4)
     n += gn;
   };
   int tx = static_cast<int>(blockIdx.x % tiles_x), ty = static_cast<int>((blockIdx.x / tiles_x) % tiles_y),
-      n = static_cast<int>(blockIdx.x / (unsigned(tiles_x) * tiles_y));
-  if (blockIdx.x < tiles) load(tx, ty, n, 0, pf);
-  for (int64_t tl = blockIdx.x; tl < tiles; tl += G, advance(tx, ty, n)) {
-    const int oy = ty * kWarps + warp, ox0 = tx * kCols;
-    __syncthreads();  // the table and bias are written; the previous tile's window reads are done
+      n = static_cast<int>(blockIdx.x / (unsigned(tiles_x) * tiles_y));  // the current tile
+  // The shared one-stage loop (gemm_mainloop.cuh) over this block's output tiles (K fits one stage, so
+  // an iteration is a tile): fetch loads a tile's first window batch into registers one tile ahead,
+  // store moves to tile k and writes its window (the rest of a larger window loaded there: strides > 1,
+  // big kernels), the multiply runs the whole K and the epilogue.
+  const auto fetch = [&](int k) {
+    int px = tx, py = ty, pn = n;
+    if (k > 0) advance(px, py, pn);  // called for k + 1 while tile k is current
+    load(px, py, pn, 0, pf);
+  };
+  const auto store_window = [&](int k, int) {
+    if (k > 0) advance(tx, ty, n);
     store(0, pf);
-    for (int b = 1; b < batches; ++b) {  // larger windows (strides > 1, big kernels): the rest now
+    for (int b = 1; b < batches; ++b) {
       unsigned v[kBatch][kMaxCin];
       load(tx, ty, n, b, v);
       store(b, v);
     }
-    __syncthreads();
-    if (tl + G < tiles) {
-      int px = tx, py = ty, pn = n;
-      advance(px, py, pn);
-      load(px, py, pn, 0, pf);
-    }
-    if (oy >= g.HO) continue;  // warp-uniform: a row past the image's last
+  };
+  auto tiles_it = tile_iterator(NoOp{}, fetch, store_window);
+  const int count = blockIdx.x < tiles ? static_cast<int>((tiles - 1 - blockIdx.x) / G + 1) : 0;
+  // (the loop's first barrier: the table and bias are written; the previous tile's window reads are done)
+  gemm_mainloop<1>(tiles_it, 0, count, [&](int, int) {
+    const int oy = ty * kWarps + warp, ox0 = tx * kCols;
+    if (oy >= g.HO) return;  // warp-uniform: a row past the image's last
     for (int n0 = 0; n0 < CO; n0 += kChunk) {
       const int nt_count = min(kChunk, CO - n0) / 8;
       float acc[kTiles][8][4];  // the sums start at the bias: the first k step's MMA adds it
@@ -203,25 +213,14 @@ __global__ void __launch_bounds__(kWarps * 32, 4)
           }
         }
       }
-      // epilogue: D rows gr, gr + 8, columns 2t, 2t + 1 of each n8 tile -> staging -> 16-byte stores.
-      // No activation or ReLU: rounded to half2 in registers (ReLU as a NaN-passing half2 max), staged
-      // as half. Others: staged as float, activated in place in one loop (64 inlined copies of
-      // activate()'s switch overflow the instruction cache: 2x slower), rounded on the way out.
+      // epilogue (gemm_epilogue.cuh, the bias already in the sums): D rows gr, gr + 8, columns 2t, 2t + 1
+      // of each n8 tile -> staging -> 16-byte stores. No activation or ReLU: rounded to half2 in registers
+      // (ReLU as a NaN-passing half2 max), staged as half. Others (and a residual or PRelu slopes): staged
+      // as float, finished in place in one loop (64 inlined copies of activate()'s switch overflow the
+      // instruction cache: 2x slower), rounded on the way out.
       __half* hs = reinterpret_cast<__half*>(stage);  // [kCols][2 * kStageStride] half in the float rows
-      if (!other) {
-#pragma unroll
-        for (int j = 0; j < kTiles; ++j)
-#pragma unroll
-          for (int nt = 0; nt < 8; ++nt)
-            if (nt < nt_count) {
-#pragma unroll
-              for (int h = 0; h < 2; ++h) {
-                __half2 v = __floats2half2_rn(acc[j][nt][2 * h], acc[j][nt][2 * h + 1]);
-                if (relu) v = __hmax2_nan(v, __float2half2_rn(0.f));
-                *reinterpret_cast<__half2*>(hs + (j * 16 + gr + 8 * h) * (2 * kStageStride) + nt * 8 + 2 * t) = v;
-              }
-            }
-      } else {
+      // f(row, column, d0, d1) for each D pair of the warp's tiles: rows gr, gr + 8, columns 2t, 2t + 1
+      const auto each_pair = [&](auto&& f) {
 #pragma unroll
         for (int j = 0; j < kTiles; ++j)
 #pragma unroll
@@ -229,14 +228,26 @@ __global__ void __launch_bounds__(kWarps * 32, 4)
             if (nt < nt_count) {
 #pragma unroll
               for (int h = 0; h < 2; ++h)
-                *reinterpret_cast<float2*>(stage + (j * 16 + gr + 8 * h) * kStageStride + nt * 8 + 2 * t) =
-                    make_float2(acc[j][nt][2 * h], acc[j][nt][2 * h + 1]);
+                f(j * 16 + gr + 8 * h, nt * 8 + 2 * t, acc[j][nt][2 * h], acc[j][nt][2 * h + 1]);
             }
+      };
+      if (!other) {
+        each_pair([&](int r, int c, float d0, float d1) {
+          __half2 v = __floats2half2_rn(d0, d1);
+          if (relu) v = __hmax2_nan(v, __float2half2_rn(0.f));
+          *reinterpret_cast<__half2*>(hs + r * (2 * kStageStride) + c) = v;
+        });
+      } else {
+        each_pair([&](int r, int c, float d0, float d1) {
+          *reinterpret_cast<float2*>(stage + r * kStageStride + c) = make_float2(d0, d1);
+        });
         __syncwarp();
 #pragma unroll 1
         for (int idx = lane, cols = nt_count * 8; idx < kCols * cols; idx += 32) {
-          float& v = stage[(idx / cols) * kStageStride + idx % cols];
-          v = activate(act, v);
+          const int r = idx / cols, c = idx % cols;
+          if (ox0 + r >= g.WO) continue;  // not stored (and no residual element there)
+          float& v = stage[r * kStageStride + c];
+          v = ep.finish(v, ep.slope_channel(n0 + c), ((int64_t(n) * g.HO + oy) * g.WO + ox0 + r) * CO + n0 + c);
         }
       }
       __syncwarp();
@@ -263,7 +274,7 @@ __global__ void __launch_bounds__(kWarps * 32, 4)
       }
       __syncwarp();
     }
-  }
+  });
 }
 
 struct Checked {
@@ -276,20 +287,11 @@ struct Checked {
 // constant weights (and bias), and the weights + input window within 160 KiB of shared memory.
 Checked check(const NodeDesc& node) {
   Checked r;
-  const auto* p = std::get_if<Conv2DParams>(&node.params);
-  if (!p || node.layout != Layout::NHWC || node.precision != Precision::FP16 || p->groups != 1 ||
-      p->add_residual || node.input_shapes.size() < 2 || node.input_shapes.size() > 3 ||
-      node.output_shapes.size() != 1 || !has_constant_weight(node))
-    return r;
+  if (!conv::nhwc_constant_conv(node) || node.precision != Precision::FP16) return r;
+  const auto* p = &std::get<Conv2DParams>(node.params);
+  if (p->groups != 1 || p->add_residual) return r;
   const Shape &x = node.input_shapes[0], &w = node.input_shapes[1], &y = node.output_shapes[0];
-  if (x.size() != 4 || w.size() != 4 || y.size() != 4) return r;
-  for (const Shape* s : {&x, &w, &y})
-    for (int64_t d : *s)
-      if (d <= 0 || d >= (int64_t(1) << 30)) return r;
-  if (w[1] != x[1] || y[1] != w[0] || y[0] != x[0] || x[1] > kMaxCin || w[0] % 8 != 0) return r;
-  if (node.input_shapes.size() == 3 &&
-      (shape_numel(node.input_shapes[2]) != w[0] || node.constants.size() < 3 || !node.constants[2]))
-    return r;
+  if (x[1] > kMaxCin || w[0] % 8 != 0) return r;
   if (p->stride_h <= 0 || p->stride_w <= 0 || p->dilation_h <= 0 || p->dilation_w <= 0) return r;
   const int64_t K = w[1] * w[2] * w[3];
   const int64_t span_y = (w[2] - 1) * p->dilation_h, span_x = (w[3] - 1) * p->dilation_w;
@@ -357,8 +359,9 @@ void run(const KernelCall& call) {
   const auto blocks = static_cast<unsigned>(std::max<int64_t>(1, std::min(tiles, blocks_max)));
   small_cin_kernel<<<blocks, kWarps * 32, smem, ctx.stream>>>(
       reinterpret_cast<const __half*>(call.inputs[0]), st.weights->as<uint4>(),
-      st.bias ? st.bias->as<float>() : nullptr, reinterpret_cast<__half*>(call.outputs[0]), c.g, c.Kp, c.CO,
-      device_activation(std::get<Conv2DParams>(call.node.params).activation));
+      reinterpret_cast<__half*>(call.outputs[0]), c.g, c.Kp, c.CO,
+      gemm_epilogue<__half, float>(st.bias ? st.bias->data() : nullptr,
+                                   std::get<Conv2DParams>(call.node.params).activation));
   INFER_CUDA_CHECK_LAUNCH();
 }
 

@@ -22,7 +22,10 @@
 #include "infer/error.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/conv_shapes.h"
+#include "kernels/cuda/conv2d/common.h"
 #include "infer/kernel.h"
+#include "kernels/cuda/gemm_epilogue.cuh"
+#include "kernels/cuda/gemm_mainloop.cuh"
 #include "kernels/cuda/gemm_tiles.cuh"
 
 namespace infer::cuda {
@@ -37,8 +40,8 @@ struct Geo {
 
 template <class T, int CO, int V>
 __global__ void __launch_bounds__(256)
-    small_cout_nhwc_kernel(const T* __restrict__ x, const float* __restrict__ wf,
-                           const float* __restrict__ bias, T* __restrict__ y, Geo g, DeviceActivation act) {
+    small_cout_nhwc_kernel(const T* __restrict__ x, const float* __restrict__ wf, T* __restrict__ y, Geo g,
+                           GemmEpilogue<T, float> ep) {
   extern __shared__ float ws[];
   const int weights = g.KH * g.KW * g.C * CO;
   for (int i = threadIdx.x; i < weights; i += blockDim.x) ws[i] = wf[i];
@@ -73,7 +76,7 @@ __global__ void __launch_bounds__(256)
     }
 #pragma unroll
     for (int co = 0; co < CO; ++co)
-      y[p * CO + co] = from_float<T>(activate(act, acc[co] + (bias ? bias[co] : 0.f)));
+      ep.store(y, p * CO + co, ep.channel(co), acc[co]);
   }
 }
 
@@ -91,24 +94,33 @@ constexpr int kMmaPixelsPerWarp = 16 * kMmaTiles;
 // One 32-channel group of one tap for a warp's four m16 tiles: r0[j] / r1[j] are the 16 bytes of rows
 // g and g + 8 of tile j; w0 the tap's B words for this thread (slice 2 gi at w0[0], w0[4]; 2 gi + 1
 // at w0[64], w0[68]).
-__device__ __forceinline__ void mma_group(float (&acc)[kMmaTiles][4], const uint4 (&r0)[kMmaTiles],
-                                          const uint4 (&r1)[kMmaTiles], const uint32_t* w0) {
-  const uint32_t b00 = w0[0], b01 = w0[4], b10 = w0[64], b11 = w0[68];
+using MmaWarp = WarpMma16816<kMmaTiles, 1>;  // one n8 tile: C_out <= 8
+__device__ __forceinline__ void mma_group(MmaWarp& mma, const uint4 (&r0)[kMmaTiles], const uint4 (&r1)[kMmaTiles],
+                                          const uint32_t* w0) {
+  const uint32_t b[1][4] = {{w0[0], w0[4], w0[64], w0[68]}};
 #pragma unroll
-  for (int j = 0; j < kMmaTiles; ++j) {
-    uint32_t a0[4], a1[4];
-    mma_a_slices(r0[j], r1[j], a0, a1);
-    mma_16816(acc[j], a0, b00, b01);
-    mma_16816(acc[j], a1, b10, b11);
-  }
+  for (int j = 0; j < kMmaTiles; ++j) mma.group(j, r0[j], r1[j], b);
 }
 
-// Bias, activation and the store of one output pixel's channels 2t, 2t + 1 (those below CO).
-__device__ __forceinline__ void mma_store(__half* y, int64_t p, int CO, int t, const float* d, float b0, float b1,
-                                          const DeviceActivation& act) {
+using MmaEpilogue = GemmEpilogue<__half, float>;
+
+// This thread's two channels 2t, 2t + 1 (those below CO), their bias and slope loaded once.
+struct MmaChannels {
+  MmaEpilogue::Channel c0, c1;
+};
+__device__ __forceinline__ MmaChannels mma_channels(const MmaEpilogue& ep, int CO, int t) {
+  MmaChannels m;
+  if (2 * t < CO) m.c0 = ep.channel(2 * t);
+  if (2 * t + 1 < CO) m.c1 = ep.channel(2 * t + 1);
+  return m;
+}
+
+// The epilogue's store of one output pixel's channels 2t, 2t + 1 (those below CO).
+__device__ __forceinline__ void mma_store(__half* y, int64_t p, int CO, int t, const float* d, const MmaEpilogue& ep,
+                                          const MmaChannels& ch) {
   const int n0 = 2 * t;
-  if (n0 < CO) y[p * CO + n0] = __float2half_rn(activate(act, d[0] + b0));
-  if (n0 + 1 < CO) y[p * CO + n0 + 1] = __float2half_rn(activate(act, d[1] + b1));
+  if (n0 < CO) ep.store(y, p * CO + n0, ch.c0, d[0]);
+  if (n0 + 1 < CO) ep.store(y, p * CO + n0 + 1, ch.c1, d[1]);
 }
 
 // Copies the packed weights (16-byte words) into shared memory; returns them as 32-bit words.
@@ -122,13 +134,11 @@ __device__ __forceinline__ const uint32_t* mma_stage_weights(uint4* wsm, const u
 // loads its A rows straight from global memory (L1 serves the taps' overlap).
 __global__ void __launch_bounds__(kMmaWarps * 32)
     mma_small_cout_gather_kernel(const __half* __restrict__ x, const uint4* __restrict__ wt, int wt_vec16,
-                                 const float* __restrict__ bias, __half* __restrict__ y, Geo geo, int CO,
-                                 DeviceActivation act) {
+                                 __half* __restrict__ y, Geo geo, int CO, MmaEpilogue ep) {
   extern __shared__ uint4 smem[];
   const uint32_t* ws = mma_stage_weights(smem, wt, wt_vec16);
   const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const int groups = (geo.C + 31) / 32;
-  const float bias0 = bias && 2 * t < CO ? bias[2 * t] : 0.f, bias1 = bias && 2 * t + 1 < CO ? bias[2 * t + 1] : 0.f;
   const int64_t total = int64_t(geo.N) * geo.HO * geo.WO;
   const int64_t warps = int64_t(gridDim.x) * kMmaWarps;
   for (int64_t base = (int64_t(blockIdx.x) * kMmaWarps + threadIdx.x / 32) * kMmaPixelsPerWarp; base < total;
@@ -152,7 +162,7 @@ __global__ void __launch_bounds__(kMmaWarps * 32)
         ix0[i] = 0;
       }
     }
-    float acc[kMmaTiles][4] = {};
+    MmaWarp mma;
     for (int ky = 0; ky < geo.KH; ++ky) {
       for (int kx = 0; kx < geo.KW; ++kx) {
         const __half* px[2 * kMmaTiles];  // the tap's input pixel per row, null outside the image
@@ -173,14 +183,15 @@ __global__ void __launch_bounds__(kMmaWarps * 32)
             r1[j] = px[2 * j + 1] && c < geo.C ? __ldg(reinterpret_cast<const uint4*>(px[2 * j + 1] + c))
                                                : make_uint4(0, 0, 0, 0);
           }
-          mma_group(acc, r0, r1, wtap + gi * 128);
+          mma_group(mma, r0, r1, wtap + gi * 128);
         }
       }
     }
+    const MmaChannels ch = mma_channels(ep, CO, t);  // loaded here: no registers held through the main loop
 #pragma unroll
     for (int i = 0; i < 2 * kMmaTiles; ++i) {
       const int64_t p = base + (i >> 1) * 16 + g + (i & 1) * 8;
-      if (p < total) mma_store(y, p, CO, t, &acc[i >> 1][(i & 1) * 2], bias0, bias1, act);
+      if (p < total) mma_store(y, p, CO, t, &mma.acc[i >> 1][0][(i & 1) * 2], ep, ch);
     }
   }
 }
@@ -192,15 +203,13 @@ __global__ void __launch_bounds__(kMmaWarps * 32)
 // from L2 about once per tile instead of once per tap.
 __global__ void __launch_bounds__(kMmaWarps * 32)
     mma_small_cout_tile_kernel(const __half* __restrict__ x, const uint4* __restrict__ wt, int wt_vec16,
-                               const float* __restrict__ bias, __half* __restrict__ y, Geo geo, int CO,
-                               DeviceActivation act, int rows) {
+                               __half* __restrict__ y, Geo geo, int CO, MmaEpilogue ep, int rows) {
   extern __shared__ uint4 smem[];
   const uint32_t* ws = mma_stage_weights(smem, wt, wt_vec16);
   uint4* tile = smem + wt_vec16;  // [row][col][4 x 16 bytes]
   const int warp = threadIdx.x / 32, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const int groups = (geo.C + 31) / 32;
   const int tile_h = rows + geo.KH - 1, tile_w = kMmaPixelsPerWarp + geo.KW - 1;
-  const float bias0 = bias && 2 * t < CO ? bias[2 * t] : 0.f, bias1 = bias && 2 * t + 1 < CO ? bias[2 * t + 1] : 0.f;
   const int tiles_x = (geo.WO + kMmaPixelsPerWarp - 1) / kMmaPixelsPerWarp, tiles_y = (geo.HO + rows - 1) / rows;
   const int64_t tiles = int64_t(geo.N) * tiles_y * tiles_x;
   for (int64_t tl = blockIdx.x; tl < tiles; tl += gridDim.x) {
@@ -211,13 +220,11 @@ __global__ void __launch_bounds__(kMmaWarps * 32)
     const bool active = warp < rows && oy < geo.HO;  // warps past `rows` only help with the loads
     const int iy0 = ty * rows - geo.pt, ix0 = ox0 - geo.pl;  // the window's top-left input pixel
     const __half* img = x + int64_t(n) * geo.H * geo.W * geo.C;
-    float acc[kMmaTiles][4] = {};
-    for (int gi = 0; gi < groups; ++gi) {
-      __syncthreads();  // the previous group's (or tile's) reads are done
-      stage_nhwc_window32(tile, img, geo.H, geo.W, geo.C, iy0, ix0, tile_h, tile_w, gi * 32);
-      cp_async_commit();
-      cp_async_wait_all();
-      __syncthreads();
+    MmaWarp mma;
+    // one stage (gemm_mainloop.cuh): per 32-channel group, stage its window, then every tap multiplies
+    auto window = tile_iterator(
+        [&](int gi, int) { stage_nhwc_window32(tile, img, geo.H, geo.W, geo.C, iy0, ix0, tile_h, tile_w, gi * 32); });
+    gemm_mainloop<1>(window, 0, groups, [&](int gi, int) {
       if (active) {
         for (int ky = 0; ky < geo.KH; ++ky) {
           const uint4* trow = tile + (warp + ky) * tile_w * 4 + t;
@@ -228,17 +235,18 @@ __global__ void __launch_bounds__(kMmaWarps * 32)
               r0[j] = trow[(j * 16 + g + kx) * 4];
               r1[j] = trow[(j * 16 + g + 8 + kx) * 4];
             }
-            mma_group(acc, r0, r1, ws + ((ky * geo.KW + kx) * groups + gi) * 128 + g * 8 + t);
+            mma_group(mma, r0, r1, ws + ((ky * geo.KW + kx) * groups + gi) * 128 + g * 8 + t);
           }
         }
       }
-    }
+    });
     if (active) {
       const int64_t row = (int64_t(n) * geo.HO + oy) * geo.WO;
+      const MmaChannels ch = mma_channels(ep, CO, t);
 #pragma unroll
       for (int i = 0; i < 2 * kMmaTiles; ++i) {
         const int ox = ox0 + (i >> 1) * 16 + g + (i & 1) * 8;
-        if (ox < geo.WO) mma_store(y, row + ox, CO, t, &acc[i >> 1][(i & 1) * 2], bias0, bias1, act);
+        if (ox < geo.WO) mma_store(y, row + ox, CO, t, &mma.acc[i >> 1][0][(i & 1) * 2], ep, ch);
       }
     }
   }
@@ -252,19 +260,10 @@ struct Checked {
 
 Checked check(const NodeDesc& node) {
   Checked r;
-  const auto* p = std::get_if<Conv2DParams>(&node.params);
-  if (!p || node.layout != Layout::NHWC || node.input_shapes.size() < 2 || node.input_shapes.size() > 3 ||
-      node.output_shapes.size() != 1 || node.constants.size() < 2 || !node.constants[1])
-    return r;
+  if (!conv::nhwc_constant_conv(node)) return r;
+  const auto* p = &std::get<Conv2DParams>(node.params);
   const Shape &x = node.input_shapes[0], &w = node.input_shapes[1], &y = node.output_shapes[0];
-  if (x.size() != 4 || w.size() != 4 || y.size() != 4) return r;
-  for (const Shape* s : {&x, &w, &y})
-    for (int64_t d : *s)
-      if (d <= 0 || d >= (int64_t(1) << 30)) return r;
-  if (w[1] != x[1] || y[1] != w[0] || y[0] != x[0] || w[0] > kMaxCout) return r;
-  if (node.input_shapes.size() == 3 && (shape_numel(node.input_shapes[2]) != w[0] ||
-                                         node.constants.size() < 3 || !node.constants[2]))
-    return r;
+  if (w[0] > kMaxCout) return r;
   if (p->groups != 1 || p->dilation_h != 1 || p->dilation_w != 1 || p->stride_h <= 0 ||
       p->stride_w <= 0)
     return r;
@@ -313,18 +312,18 @@ std::shared_ptr<void> prepare(const NodeDesc& node) {
 }
 
 template <class T, int CO>
-void launch(const Checked& c, const T* x, const State& st, T* y, DeviceActivation act, Context& ctx) {
+void launch(const Checked& c, const T* x, const State& st, T* y, const Activation& act, Context& ctx) {
   const int64_t pixels = int64_t(c.g.N) * c.g.HO * c.g.WO;
   const unsigned blocks = static_cast<unsigned>(
       std::max<int64_t>(1, std::min<int64_t>((pixels + 255) / 256, int64_t(ctx.sm_count > 0 ? ctx.sm_count : 132) * 8)));
   const size_t smem = static_cast<size_t>(c.g.KH * c.g.KW * c.g.C * CO) * sizeof(float);
   const float* wf = st.weights->as<float>();
-  const float* b = st.bias ? st.bias->as<float>() : nullptr;
+  const auto ep = gemm_epilogue<T, float>(st.bias ? st.bias->data() : nullptr, act);
   constexpr int kVec = 16 / sizeof(T);
   if (c.g.C % kVec == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0)
-    small_cout_nhwc_kernel<T, CO, kVec><<<blocks, 256, smem, ctx.stream>>>(x, wf, b, y, c.g, act);
+    small_cout_nhwc_kernel<T, CO, kVec><<<blocks, 256, smem, ctx.stream>>>(x, wf, y, c.g, ep);
   else
-    small_cout_nhwc_kernel<T, CO, 1><<<blocks, 256, smem, ctx.stream>>>(x, wf, b, y, c.g, act);
+    small_cout_nhwc_kernel<T, CO, 1><<<blocks, 256, smem, ctx.stream>>>(x, wf, y, c.g, ep);
 }
 
 void run(const KernelCall& call) {
@@ -334,7 +333,7 @@ void run(const KernelCall& call) {
   if (!c.ok) throw Error("cuda conv2d.direct_small_cout_nhwc: needs NHWC, C_out <= 8 and constant weights");
   const State& st = *static_cast<const State*>(call.prepared);
   Context& ctx = context_of(call);
-  const DeviceActivation act = device_activation(p.activation);
+  const Activation& act = p.activation;
   dispatch(call.node.precision, [&](auto tag) {
     using T = decltype(tag);
     const T* x = reinterpret_cast<const T*>(call.inputs[0]);
@@ -432,22 +431,21 @@ void mma_run(const KernelCall& call) {
   const size_t wbytes = mma_weight_bytes(c.g);
   const __half* x = reinterpret_cast<const __half*>(call.inputs[0]);
   const uint4* wt = st.weights->as<uint4>();
-  const float* b = st.bias ? st.bias->as<float>() : nullptr;
   __half* y = reinterpret_cast<__half*>(call.outputs[0]);
-  const DeviceActivation act = device_activation(p.activation);
+  const auto ep = gemm_epilogue<__half, float>(st.bias ? st.bias->data() : nullptr, p.activation);
   if (const int rows = mma_tile_rows(c.g); rows > 0) {
     const int64_t tiles = int64_t(c.g.N) * ((c.g.HO + rows - 1) / rows) *
                           ((c.g.WO + kMmaPixelsPerWarp - 1) / kMmaPixelsPerWarp);
     const size_t smem = wbytes + size_t(rows + c.g.KH - 1) * (kMmaPixelsPerWarp + c.g.KW - 1) * 64;
     mma_small_cout_tile_kernel<<<static_cast<unsigned>(std::min(tiles, blocks_max)), kMmaWarps * 32, smem,
-                                 ctx.stream>>>(x, wt, static_cast<int>(wbytes / 16), b, y, c.g, c.CO, act, rows);
+                                 ctx.stream>>>(x, wt, static_cast<int>(wbytes / 16), y, c.g, c.CO, ep, rows);
   } else {
     const int64_t pixels = int64_t(c.g.N) * c.g.HO * c.g.WO;
     const int64_t per_block = int64_t(kMmaWarps) * kMmaPixelsPerWarp;
     mma_small_cout_gather_kernel<<<static_cast<unsigned>(std::max<int64_t>(
                                        1, std::min((pixels + per_block - 1) / per_block, blocks_max))),
-                                   kMmaWarps * 32, wbytes, ctx.stream>>>(x, wt, static_cast<int>(wbytes / 16), b,
-                                                                         y, c.g, c.CO, act);
+                                   kMmaWarps * 32, wbytes, ctx.stream>>>(x, wt, static_cast<int>(wbytes / 16), y,
+                                                                         c.g, c.CO, ep);
   }
   INFER_CUDA_CHECK_LAUNCH();
 }

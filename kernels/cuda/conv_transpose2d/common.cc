@@ -20,19 +20,14 @@ std::shared_ptr<void> prepare_flipped(const NodeDesc& node) {
               w[(((g * d.CIG + ci) * d.COG + c) * d.KH + (d.KH - 1 - ky)) * d.KW + (d.KW - 1 - kx)];
   }
   auto out = std::make_shared<FlippedWeights>();
-  out->precision = node.precision;
-  out->CO = d.CO;
-  out->CI = d.CIG;
-  out->KH = d.KH;
-  out->KW = d.KW;
+  out->made_for = prepared_for(d, node.precision);
   out->w = upload(f.data(), f.size(), node.precision);
   return out;
 }
 
 const FlippedWeights& flipped_of(const KernelCall& call, const TconvDims& d, const char* variant) {
   const auto* f = static_cast<const FlippedWeights*>(call.prepared);
-  if (!f || f->precision != call.node.precision || f->CO != d.CO || f->CI != d.CIG || f->KH != d.KH ||
-      f->KW != d.KW)
+  if (!f || !(f->made_for == prepared_for(d, call.node.precision)))
     throw Error(std::string("cuda conv_transpose2d.") + variant + ": not prepared for this node");
   return *f;
 }

@@ -38,6 +38,18 @@ inline void require_plain(const TconvDims& d, const char* variant) {
     throw Error(std::string("cuda conv_transpose2d.") + variant + ": groups and dilation must be 1");
 }
 
+// Throws unless the stride is 2x2 and groups and dilation are 1: the segregated variants' guard.
+inline void require_segregated(const TconvDims& d, const char* variant) {
+  if (d.sh != 2 || d.sw != 2) throw Error(std::string("cuda conv_transpose2d.") + variant + ": stride must be 2x2");
+  require_plain(d, variant);
+}
+// A segregated variant's call, guarded.
+inline TconvCall segregated_call(const KernelCall& call, const char* variant) {
+  TconvCall c = tconv_call(call);
+  require_segregated(c.d, variant);
+  return c;
+}
+
 inline std::pair<int, int> strides(const NodeDesc& node) {
   const auto& p = std::get<ConvTranspose2DParams>(node.params);
   return {p.stride_h, p.stride_w};
@@ -57,12 +69,21 @@ inline const float* host_weight(const NodeDesc& node, const char* variant) {
 
 // phase_axis / phase_taps / PhaseAxis: kernels/conv_shapes.h.
 
+// ---- prepared state: what it was made for ------------------------------------------------------------
+// Every variant's prepared weights record the precision and weight dims (input channels per group) of
+// the node they were made from; run() compares them with its node's before using them.
+struct PreparedFor {
+  Precision precision = Precision::FP32;
+  int64_t CO = 0, CI = 0, KH = 0, KW = 0;
+  bool operator==(const PreparedFor&) const = default;
+};
+inline PreparedFor prepared_for(const TconvDims& d, Precision p) { return {p, d.CO, d.CIG, d.KH, d.KW}; }
+
 // ---- flipped weights: [C_out][C_in/G][KH][KW] = w[g*CIG + c][co - g*COG][KH-1-ky][KW-1-kx] with
 // g = co / COG (conventional, flipped_conv; for G = 1 simply [C_out][C_in] with the kernel flipped)
 
 struct FlippedWeights {
-  Precision precision;
-  int64_t CO, CI, KH, KW;  // CI: input channels per group
+  PreparedFor made_for;
   std::unique_ptr<DeviceArray> w;
 };
 

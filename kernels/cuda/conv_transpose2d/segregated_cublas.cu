@@ -116,8 +116,8 @@ size_t segregated_cublas_workspace_bytes(const NodeDesc& node) {
 namespace {
 
 struct ScPrepared {
-  Precision precision;
-  int64_t CO, CI, KH, KW, K;
+  PreparedFor made_for;
+  int64_t K;
   std::unique_ptr<DeviceArray> a;  // [4][C_out][K], storage type
 };
 
@@ -125,8 +125,7 @@ struct ScPrepared {
 
 std::shared_ptr<void> prepare_segregated_cublas(const NodeDesc& node) {
   const TconvDims d = tconv_dims(node);
-  if (d.sh != 2 || d.sw != 2) throw Error("cuda conv_transpose2d.segregated_cublas: stride must be 2x2");
-  require_plain(d, "segregated_cublas");
+  require_segregated(d, "segregated_cublas");
   const float* w = host_weight(node, "segregated_cublas");
   const ScGeom g = sc_geom(d);
   std::vector<float> a(static_cast<size_t>(4 * d.CO * g.K), 0.f);
@@ -145,11 +144,7 @@ std::shared_ptr<void> prepare_segregated_cublas(const NodeDesc& node) {
     }
   }
   auto out = std::make_shared<ScPrepared>();
-  out->precision = node.precision;
-  out->CO = d.CO;
-  out->CI = d.CI;
-  out->KH = d.KH;
-  out->KW = d.KW;
+  out->made_for = prepared_for(d, node.precision);
   out->K = g.K;
   out->a = upload(a.data(), a.size(), node.precision);
   return out;
@@ -227,15 +222,12 @@ __global__ void sc_epilogue_kernel(const T* __restrict__ c, const T* __restrict_
 }  // namespace
 
 void run_segregated_cublas(const KernelCall& call) {
-  const TconvCall c = tconv_call(call);
+  const TconvCall c = segregated_call(call, "segregated_cublas");
   const TconvDims& d = c.d;
-  if (d.sh != 2 || d.sw != 2) throw Error("cuda conv_transpose2d.segregated_cublas: stride must be 2x2");
-  require_plain(d, "segregated_cublas");
   const Precision p = call.node.precision;
   const ScGeom g = sc_geom(d);
   const auto* prep = static_cast<const ScPrepared*>(call.prepared);
-  if (!prep || prep->precision != p || prep->CO != d.CO || prep->CI != d.CI || prep->KH != d.KH ||
-      prep->KW != d.KW || prep->K != g.K)
+  if (!prep || !(prep->made_for == prepared_for(d, p)) || prep->K != g.K)
     throw Error("cuda conv_transpose2d.segregated_cublas: not prepared for this node");
   if (g.K > INT_MAX || g.HpWp > INT_MAX || d.HO * d.WO > INT_MAX)
     throw Error("cuda conv_transpose2d.segregated_cublas: node too large");

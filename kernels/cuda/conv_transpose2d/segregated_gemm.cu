@@ -2,7 +2,8 @@
 // al.) as four per-phase implicit GEMMs in ONE launch (what CUTLASS calls "strided dgrad"). NCHW, float
 // or half storage with float accumulation: tensor cores (wmma, cp.async pipeline) in fp16 / tf32, a SIMT
 // tile in strict fp32; each thread owns one output column of the tile, stored strided straight into y
-// with bias + activation. Layers with <= 64 columns per phase take segregated_gemm_skinny.cu instead.
+// through the GEMMs' epilogue (gemm_epilogue.cuh). Layers with <= 64 columns per phase take
+// segregated_gemm_skinny.cu instead.
 #include <algorithm>
 #include <climits>
 #include <vector>
@@ -10,6 +11,7 @@
 #include "infer/error.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/conv_transpose2d/segregated_gemm.cuh"
+#include "kernels/cuda/gemm_mainloop.cuh"
 
 namespace infer::cuda::tconv {
 
@@ -26,9 +28,9 @@ namespace infer::cuda::tconv {
 // Grid: x = column tiles (of the largest phase), y = C_out tiles, z = phase * splits + split. B is gathered
 // from x into shared memory on the fly (no im2col buffer). Two shared-memory stages: while tile kt
 // is multiplied, tile kt+1's weights are copied by cp.async (16-byte, no registers) and its B
-// elements are loaded into registers; one barrier per k-tile. The result tile
-// goes through shared memory so that every thread stores a fixed output column: bias, activation and
-// the strided NCHW store are fused, no rearrangement pass.
+// elements are loaded into registers; one barrier per k-tile (gemm_mainloop.cuh). The result tile
+// goes through shared memory so that every thread stores a fixed output column: the epilogue
+// (gemm_epilogue.cuh) and the strided NCHW store are fused, no rearrangement pass.
 // Layers with <= 64 columns per phase (4x4 / 8x8 inputs) take the skinny kernel (segregated_gemm_skinny.cu).
 // Split-K in a thread-block cluster (sm_90): when the tiled grid is still too small to occupy the
 // GPU (few C_out tiles, a few column tiles, long K), the `splits` blocks of one output tile
@@ -100,8 +102,7 @@ bool segregated_gemm_applicable(const NodeDesc& node) {
 
 std::shared_ptr<void> prepare_segregated_gemm(const NodeDesc& node) {
   const TconvDims d = tconv_dims(node);
-  if (d.sh != 2 || d.sw != 2) throw Error("cuda conv_transpose2d.segregated_gemm: stride must be 2x2");
-  require_plain(d, "segregated_gemm");
+  require_segregated(d, "segregated_gemm");
   const float* w = host_weight(node, "segregated_gemm");
   const SegArgs a = seg_args(d, node.precision);
   const int64_t co_pad = (d.CO + kBM - 1) / kBM * kBM;
@@ -121,12 +122,8 @@ std::shared_ptr<void> prepare_segregated_gemm(const NodeDesc& node) {
         }
   }
   auto out = std::make_shared<SegPrepared>();
-  out->precision = node.precision;
+  out->made_for = prepared_for(d, node.precision);
   out->bk = gemm_bk(node.precision);
-  out->CO = d.CO;
-  out->CI = d.CI;
-  out->KH = d.KH;
-  out->KW = d.KW;
   for (int ph = 0; ph < 4; ++ph) {
     out->a_offset[ph] = a.ph[ph].a_offset;
     out->k_pad[ph] = a.ph[ph].k_pad;
@@ -163,8 +160,8 @@ template <GemmMode kMode, int BN>
 __global__ void __launch_bounds__(seg_threads<kMode, BN>())
     segregated_gemm_kernel(const typename GemmCfg<kMode>::T* __restrict__ x,
                            const typename GemmCfg<kMode>::T* __restrict__ wp,
-                           const typename GemmCfg<kMode>::T* __restrict__ bias,
-                           typename GemmCfg<kMode>::T* __restrict__ y, SegArgs a, DeviceActivation act) {
+                           typename GemmCfg<kMode>::T* __restrict__ y, SegArgs a,
+                           GemmEpilogue<typename GemmCfg<kMode>::T> ep) {
   using Cfg = GemmCfg<kMode>;
   using T = typename Cfg::T;
   using S = SegSmem<kMode, BN>;
@@ -202,56 +199,31 @@ __global__ void __launch_bounds__(seg_threads<kMode, BN>())
   const T* ap = wp + P.a_offset + int64_t(m0) * P.k_pad;
 
   T b_reg[kBPer];
-
-  // A (prepared weights, never out of bounds): asynchronous 16-byte copies into stage st.
-  auto issue_a = [&](int kt, int st) {
-    T* As = As_of(st);
+  // The k-tile iterator (gemm_mainloop.cuh, two stages): A, the prepared weights (never out of bounds),
+  // as cp.async 16-byte copies; B, the implicit im2col gather with bounds, into registers one tile
+  // ahead, stored into its stage when the loop reaches it.
+  auto tiles = tile_iterator(
+      [&](int kt, int st) {
+        T* As = As_of(st);
 #pragma unroll
-    for (int i = 0; i < kAVecs; ++i) {
-      const int v = tid + i * NT, row = v / (BK / kVec), cv = v % (BK / kVec);
-      cp_async16(As + row * S::kLdA + cv * kVec, ap + int64_t(row) * P.k_pad + kt * BK + cv * kVec);
-    }
-    cp_async_commit();
-  };
-  // B (implicit im2col gather with bounds): into registers one tile ahead, stored by begin_tile.
-  auto load_b = [&](int kt) {
-    gather_b<T, kBPer, kBRowStep>(b_reg, col, P, a, col_ok, kt * BK + b_row0);
-  };
-  auto store_b = [&](int st) {
-    T* Bs = Bs_of(st);
+        for (int i = 0; i < kAVecs; ++i) {
+          const int v = tid + i * NT, row = v / (BK / kVec), cv = v % (BK / kVec);
+          cp_async16(As + row * S::kLdA + cv * kVec, ap + int64_t(row) * P.k_pad + kt * BK + cv * kVec);
+        }
+      },
+      [&](int kt) { gather_b<T, kBPer, kBRowStep>(b_reg, col, P, a, col_ok, kt * BK + b_row0); },
+      [&](int, int st) {
+        T* Bs = Bs_of(st);
 #pragma unroll
-    for (int i = 0; i < kBPer; ++i) Bs[(b_row0 + i * kBRowStep) * S::kLdB + b_col] = b_reg[i];
-  };
-  // Two-stage pipeline, one barrier per k-tile: tile kt+1's A copies and B loads are in flight
-  // while tile kt is multiplied. Stage st is rewritten at kt+2, after every thread passed the
-  // barrier of kt+1, i.e. finished multiplying kt.
-  auto begin_tile = [&](int kt, int st) {
-    store_b(st);
-    cp_async_wait_all();  // this thread's A copies of tile kt
-    __syncthreads();      // everyone's A and B of tile kt are visible; tile kt-1 is consumed
-    if (kt + 1 < kt_end) {
-      issue_a(kt + 1, st ^ 1);
-      load_b(kt + 1);
-    }
-  };
-
-  // The main loop over this block's k-tiles; multiply(As, Bs) adds one tile to the accumulators.
-  auto main_loop = [&](auto&& multiply) {
-    if (kt_begin < kt_end) {
-      issue_a(kt_begin, 0);
-      load_b(kt_begin);
-    }
-    for (int kt = kt_begin, st = 0; kt < kt_end; ++kt, st ^= 1) {
-      begin_tile(kt, st);
-      multiply(As_of(st), Bs_of(st));
-    }
-  };
+        for (int i = 0; i < kBPer; ++i) Bs[(b_row0 + i * kBRowStep) * S::kLdB + b_col] = b_reg[i];
+      });
 
   if constexpr (kMode == GemmMode::Simt) {
     // 16 x 16 threads, each a 4 x 4 register tile (gemm_tiles.cuh).
     const int tx = tid % 16, ty = tid / 16;
     ThreadTile4x4 tile;
-    main_loop([&](const T* As, const T* Bs) { tile.mma<BK, S::kLdA, S::kLdB>(As, Bs, tx, ty); });
+    gemm_mainloop<2>(tiles, kt_begin, kt_end,
+                     [&](int, int st) { tile.mma<BK, S::kLdA, S::kLdB>(As_of(st), Bs_of(st), tx, ty); });
     __syncthreads();
     tile.store<S::kLdC>(Cs, tx, ty);
   } else {
@@ -259,7 +231,8 @@ __global__ void __launch_bounds__(seg_threads<kMode, BN>())
     const int warp = tid / 32, wm = (warp / (BN / 32)) * 32, wn = (warp % (BN / 32)) * 32;
     WarpTile32<kMode> tile;
     tile.zero();
-    main_loop([&](const T* As, const T* Bs) { tile.template mma<BK, S::kLdA, S::kLdB>(As, Bs, wm, wn); });
+    gemm_mainloop<2>(tiles, kt_begin, kt_end,
+                     [&](int, int st) { tile.template mma<BK, S::kLdA, S::kLdB>(As_of(st), Bs_of(st), wm, wn); });
     __syncthreads();
     tile.template store<S::kLdC>(Cs, wm, wn);
   }
@@ -271,13 +244,11 @@ __global__ void __launch_bounds__(seg_threads<kMode, BN>())
   const ClusterRows rows = cluster_split_rows(kBM, a.splits, split);
   if (col_ok) {
     const int64_t plane = a.HO * a.WO;
-    T* yp = y + col.n * a.CO * plane + (P.first_h + 2 * col.m) * a.WO + P.first_w + 2 * col.mm;
+    const int64_t y0 = col.n * a.CO * plane + (P.first_h + 2 * col.m) * a.WO + P.first_w + 2 * col.mm;
     for (int r = rows.begin + b_row0; r < rows.end; r += kBRowStep) {
       const int64_t co = m0 + r;
       if (co >= a.CO) break;
-      float v = cluster_split_sum(Cs, r * S::kLdC + b_col, a.splits);
-      if (bias) v += to_float(bias[co]);
-      yp[co * plane] = from_float<T>(activate(act, v));
+      ep.store(y, y0 + co * plane, ep.channel(co), cluster_split_sum(Cs, r * S::kLdC + b_col, a.splits));
     }
   }
   cluster_split_end(a.splits);
@@ -290,21 +261,18 @@ void launch_segregated_gemm(Context& ctx, const TconvCall& c, const SegPrepared&
                   static_cast<unsigned>((a.CO + kBM - 1) / kBM), static_cast<unsigned>(4 * a.splits));
   launch_cluster_z(segregated_gemm_kernel<kMode, BN>, grid, dim3(seg_threads<kMode, BN>()), a.splits,
                    ctx.stream, static_cast<const T*>(c.x), static_cast<const T*>(prep.w->data()),
-                   static_cast<const T*>(c.bias), static_cast<T*>(c.y), a, device_activation(c.d.act));
+                   static_cast<T*>(c.y), a, gemm_epilogue<T>(c.bias, c.d.act));
 }
 
 }  // namespace
 
 void run_segregated_gemm(const KernelCall& call) {
-  const TconvCall c = tconv_call(call);
+  const TconvCall c = segregated_call(call, "segregated_gemm");
   const TconvDims& d = c.d;
-  if (d.sh != 2 || d.sw != 2) throw Error("cuda conv_transpose2d.segregated_gemm: stride must be 2x2");
-  require_plain(d, "segregated_gemm");
   const Precision p = call.node.precision;
   const auto* prep = static_cast<const SegPrepared*>(call.prepared);
   SegArgs a = seg_args(d, p);
-  bool ok = prep && prep->precision == p && prep->bk == gemm_bk(p) && prep->CO == d.CO &&
-            prep->CI == d.CI && prep->KH == d.KH && prep->KW == d.KW;
+  bool ok = prep && prep->made_for == prepared_for(d, p) && prep->bk == gemm_bk(p);
   for (int ph = 0; ok && ph < 4; ++ph)
     ok = prep->a_offset[ph] == a.ph[ph].a_offset && prep->k_pad[ph] == a.ph[ph].k_pad;
   if (!ok) throw Error("cuda conv_transpose2d.segregated_gemm: not prepared for this node");

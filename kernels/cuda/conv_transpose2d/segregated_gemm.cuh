@@ -11,6 +11,7 @@
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/conv_transpose2d/common.h"
+#include "kernels/cuda/gemm_epilogue.cuh"
 #include "kernels/cuda/gemm_tiles.cuh"
 
 namespace infer::cuda::tconv {
@@ -53,9 +54,8 @@ struct SegArgs {
 };
 
 struct SegPrepared {
-  Precision precision;
+  PreparedFor made_for;
   int bk;
-  int64_t CO, CI, KH, KW;
   int64_t a_offset[4];
   int k_pad[4];
   std::unique_ptr<DeviceArray> w;

@@ -7,6 +7,7 @@
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/conv_transpose2d/segregated_gemm.cuh"
+#include "kernels/cuda/gemm_mainloop.cuh"
 
 namespace infer::cuda::tconv {
 namespace {
@@ -62,8 +63,8 @@ template <> __device__ __forceinline__ float slice_elem<__half>(const uint32_t* 
 
 template <class T, int NC>
 __global__ void __launch_bounds__(kSkinnyThreads, 2)
-    segregated_skinny_kernel(const T* __restrict__ x, const T* __restrict__ wp, const T* __restrict__ bias,
-                             T* __restrict__ y, SegArgs a, DeviceActivation act) {
+    segregated_skinny_kernel(const T* __restrict__ x, const T* __restrict__ wp, T* __restrict__ y, SegArgs a,
+                             GemmEpilogue<T> ep) {
   using Cfg = SkinnyCfg<T, NC>;
   constexpr int KPW = Cfg::kKpw, KC = Cfg::kKc, NV = Cfg::kVecs, NW = Cfg::kWords;
   constexpr int BSTEP = Cfg::kBStep, BPER = Cfg::kBPer, R = kSkinnyRows;
@@ -86,9 +87,12 @@ __global__ void __launch_bounds__(kSkinnyThreads, 2)
   const bool col_ok = b_col < P.ncols;
   const PhaseColumn<T> col = phase_column(x, a, P, b_col, col_ok);
 
-  uint32_t a_w[NW];
+  uint32_t a_w[NW], a_cur[NW];
   T b_reg[BPER];
-  auto load_chunk = [&](int ch) {
+  // The chunk iterator (gemm_mainloop.cuh, one stage, nothing by cp.async): fetch streams the lane's
+  // weight slice and gathers the B chunk into registers one chunk ahead; store puts B into shared
+  // memory (as float) and hands the weights to the multiply.
+  const auto fetch = [&](int ch) {
     if (ch * KC + warp * KPW < P.k_pad) {
       const uint4* src = reinterpret_cast<const uint4*>(arow + int64_t(ch) * KC);
 #pragma unroll
@@ -105,20 +109,18 @@ __global__ void __launch_bounds__(kSkinnyThreads, 2)
     }
     gather_b<T, BPER, BSTEP>(b_reg, col, P, a, col_ok, ch * KC + b_row0);
   };
+  const auto store = [&](int, int) {
+#pragma unroll
+    for (int i = 0; i < BPER; ++i) buf[(b_row0 + i * BSTEP) * NC + b_col] = to_float(b_reg[i]);
+#pragma unroll
+    for (int i = 0; i < NW; ++i) a_cur[i] = a_w[i];
+  };
+  auto chunks_it = tile_iterator(NoOp{}, fetch, store);
 
   float acc[NC];
 #pragma unroll
   for (int c = 0; c < NC; ++c) acc[c] = 0.f;
-  if (c_begin < c_end) load_chunk(c_begin);
-  for (int ch = c_begin; ch < c_end; ++ch) {
-    __syncthreads();  // the previous chunk's B reads are done
-#pragma unroll
-    for (int i = 0; i < BPER; ++i) buf[(b_row0 + i * BSTEP) * NC + b_col] = to_float(b_reg[i]);
-    uint32_t a_cur[NW];
-#pragma unroll
-    for (int i = 0; i < NW; ++i) a_cur[i] = a_w[i];
-    __syncthreads();
-    if (ch + 1 < c_end) load_chunk(ch + 1);  // in flight while this chunk is multiplied
+  gemm_mainloop<1>(chunks_it, c_begin, c_end, [&](int, int) {
     const float* bw = buf + warp * KPW * NC;
 #pragma unroll
     for (int kk = 0; kk < KPW; ++kk) {
@@ -133,7 +135,7 @@ __global__ void __launch_bounds__(kSkinnyThreads, 2)
         acc[4 * c4 + 3] = fmaf(av, b.w, acc[4 * c4 + 3]);
       }
     }
-  }
+  });
 
   // The 8 warps' partial sums, added in a fixed tree order (deterministic): buf as [warp][NC][32].
   __syncthreads();
@@ -163,11 +165,9 @@ __global__ void __launch_bounds__(kSkinnyThreads, 2)
     const int r = row_begin + e % rows, c = e / rows;  // consecutive threads: consecutive channels
     const int64_t co = m0 + r;
     if (co >= a.CO || c >= P.ncols) continue;
-    float v = cluster_split_sum(Cs, c * R + r, a.splits);
-    if (bias) v += to_float(bias[co]);
     const int64_t cn = c / hw, crem = c - cn * hw, cm = crem / P.count_w, cmm = crem - cm * P.count_w;
-    y[(cn * a.CO + co) * plane + (P.first_h + 2 * cm) * a.WO + P.first_w + 2 * cmm] =
-        from_float<T>(activate(act, v));
+    ep.store(y, (cn * a.CO + co) * plane + (P.first_h + 2 * cm) * a.WO + P.first_w + 2 * cmm, ep.channel(co),
+             cluster_split_sum(Cs, c * R + r, a.splits));
   }
   cluster_split_end(a.splits);
 }
@@ -200,8 +200,8 @@ void launch_skinny(Context& ctx, const TconvCall& c, const SegPrepared& prep, Se
   const dim3 grid(static_cast<unsigned>((a.CO + kBM - 1) / kBM * (kBM / kSkinnyRows)), 1u,
                   static_cast<unsigned>(4 * a.splits));
   launch_cluster_z(segregated_skinny_kernel<T, NC>, grid, dim3(kSkinnyThreads), a.splits, ctx.stream,
-                   static_cast<const T*>(c.x), static_cast<const T*>(prep.w->data()),
-                   static_cast<const T*>(c.bias), static_cast<T*>(c.y), a, device_activation(c.d.act));
+                   static_cast<const T*>(c.x), static_cast<const T*>(prep.w->data()), static_cast<T*>(c.y), a,
+                   gemm_epilogue<T>(c.bias, c.d.act));
 }
 
 }  // namespace

@@ -10,7 +10,7 @@
 // this one multiplies) the input window those rows read (zeros outside the image: the padding) and
 // the group's B slices of the four taps; each of its 8 warps (one phase row x 32 output channels)
 // runs 4 (2) m16 x 4 n8 tiles over the 4 taps, A rows read as 16-byte channel vectors (gemm_tiles.cuh's
-// mma helpers). Bias + activation in the epilogue.
+// mma helpers). The epilogue: gemm_epilogue.cuh, two channels per 4-byte store.
 #include <algorithm>
 #include <climits>
 #include <memory>
@@ -21,6 +21,8 @@
 #include "kernels/conv_shapes.h"
 #include "kernels/cuda/common.cuh"
 #include "infer/kernel.h"
+#include "kernels/cuda/gemm_epilogue.cuh"
+#include "kernels/cuda/gemm_mainloop.cuh"
 #include "kernels/cuda/gemm_tiles.cuh"
 
 namespace infer::cuda {
@@ -45,13 +47,12 @@ struct Geo {
   int N, C, H, W, CO;  // input N x C x H x W, output N x CO x 2H x 2W
 };
 
-// Two pipeline stages in dynamic shared memory: while the warps multiply group gi from one stage,
-// cp.async fills the other with group gi + 1 (its B slices and input window).
+// Two pipeline stages in dynamic shared memory (gemm_mainloop.cuh): while the warps multiply group gi
+// from one stage, cp.async fills the other with group gi + 1 (its B slices and input window).
 template <int kCols>
 __global__ void __launch_bounds__(kThreads, 2)
-    segregated_mma_kernel(const __half* __restrict__ x, const uint4* __restrict__ wt,
-                          const float* __restrict__ bias, __half* __restrict__ y, Geo geo,
-                          DeviceActivation act) {
+    segregated_mma_kernel(const __half* __restrict__ x, const uint4* __restrict__ wt, __half* __restrict__ y,
+                          Geo geo, GemmEpilogue<__half, float> ep) {
   using TL = Tile<kCols>;
   extern __shared__ uint4 smem[];  // stage s: [B: tap][slice][64 ch][16 k] then [window: row][col][4 x 16 B]
   const int warp = threadIdx.x / 32, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
@@ -75,26 +76,20 @@ __global__ void __launch_bounds__(kThreads, 2)
   const __half* img = x + int64_t(n) * geo.H * geo.W * geo.C;
   // this phase's B: [group][tap][slice][CO][16], the block's channels a 64 x 16 run per (tap, slice)
   const uint4* wphase = wt + int64_t(phase) * groups * 4 * 2 * geo.CO * 2;
-  const auto load = [&](int gi, uint4* stage) {
+  // the group iterator (gemm_mainloop.cuh, two stages): group gi's B slices and input window
+  const auto load = [&](int gi, int st) {
+    uint4* stage = smem + st * TL::kStage;
     const uint4* wg = wphase + int64_t(gi) * 4 * 2 * geo.CO * 2;
     for (int i = threadIdx.x; i < kWPieces; i += kThreads) {
       const int ts = i / (kCoBlock * 2), rest = i - ts * (kCoBlock * 2);  // (tap, slice), 2 pieces per channel
       cp_async16(stage + i, wg + (int64_t(ts) * geo.CO + cb * kCoBlock) * 2 + rest);
     }
     stage_nhwc_window32(stage + kWPieces, img, geo.H, geo.W, geo.C, top, left, kRows + 1, TL::kWinW, gi * 32);
-    cp_async_commit();
   };
-  float acc[TL::kM][4][4] = {};
-  load(0, smem);
-  for (int gi = 0; gi < groups; ++gi) {
-    uint4* stage = smem + (gi & 1) * TL::kStage;
-    if (gi + 1 < groups) {
-      load(gi + 1, smem + ((gi + 1) & 1) * TL::kStage);
-      cp_async_wait_pending<1>();  // group gi has landed, gi + 1 may still be in flight
-    } else {
-      cp_async_wait_all();
-    }
-    __syncthreads();
+  auto groups_it = tile_iterator(load);
+  WarpMma16816<TL::kM, 4> mma;  // the warp's kM m16 tiles x 4 n8 tiles
+  gemm_mainloop<2>(groups_it, 0, groups, [&](int, int st) {
+    const uint4* stage = smem + st * TL::kStage;
     const uint32_t* ws = reinterpret_cast<const uint32_t*>(stage);
     const uint4* win = stage + kWPieces;
 #pragma unroll
@@ -112,35 +107,25 @@ __global__ void __launch_bounds__(kThreads, 2)
         bw[nt][0] = w0[0], bw[nt][1] = w0[4], bw[nt][2] = w0[kCoBlock * 8], bw[nt][3] = w0[kCoBlock * 8 + 4];
       }
 #pragma unroll
-      for (int j = 0; j < TL::kM; ++j) {
-        uint32_t a0[4], a1[4];
-        mma_a_slices(wrow[(j * 16 + g) * 4], wrow[(j * 16 + g + 8) * 4], a0, a1);
-#pragma unroll
-        for (int nt = 0; nt < 4; ++nt) {
-          mma_16816(acc[j][nt], a0, bw[nt][0], bw[nt][1]);
-          mma_16816(acc[j][nt], a1, bw[nt][2], bw[nt][3]);
-        }
-      }
+      for (int j = 0; j < TL::kM; ++j) mma.group(j, wrow[(j * 16 + g) * 4], wrow[(j * 16 + g + 8) * 4], bw);
     }
-    __syncthreads();  // this stage is refilled two groups on
-  }
+  });
   const int pr = r0 + row;
   if (pr >= geo.H) return;
   const int oy = 2 * pr + py, WO = 2 * geo.W;
-  __half* yrow = y + (int64_t(n) * 2 * geo.H + oy) * WO * geo.CO;
+  const int64_t yrow = (int64_t(n) * 2 * geo.H + oy) * WO * geo.CO;
 #pragma unroll
   for (int nt = 0; nt < 4; ++nt) {
     const int ch = cb * kCoBlock + chalf * 32 + nt * 8 + 2 * t;
-    const float b0 = bias ? bias[ch] : 0.f, b1 = bias ? bias[ch + 1] : 0.f;
+    const auto ch0 = ep.channel(ch), ch1 = ep.channel(ch + 1);
 #pragma unroll
     for (int j = 0; j < TL::kM; ++j)
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int pc = c0 + j * 16 + g + 8 * h;
         if (pc >= geo.W) continue;
-        const __half2 v = __floats2half2_rn(activate(act, acc[j][nt][2 * h] + b0),
-                                            activate(act, acc[j][nt][2 * h + 1] + b1));
-        *reinterpret_cast<__half2*>(yrow + int64_t(2 * pc + px) * geo.CO + ch) = v;
+        ep.store_pair(y, yrow + int64_t(2 * pc + px) * geo.CO + ch, ch0, ch1, mma.acc[j][nt][2 * h],
+                      mma.acc[j][nt][2 * h + 1]);
       }
   }
 }
@@ -151,10 +136,10 @@ int64_t block_count(const Geo& g) {
 }
 
 template <int kCols>
-void launch(const Geo& g, const __half* x, const uint4* wt, const float* bias, __half* y, DeviceActivation act,
+void launch(const Geo& g, const __half* x, const uint4* wt, __half* y, const GemmEpilogue<__half, float>& ep,
             cudaStream_t stream) {
   segregated_mma_kernel<kCols><<<static_cast<unsigned>(block_count<kCols>(g)), kThreads,
-                                  Tile<kCols>::kSmemBytes, stream>>>(x, wt, bias, y, g, act);
+                                  Tile<kCols>::kSmemBytes, stream>>>(x, wt, y, g, ep);
 }
 
 // The two stages need more than the 48 KiB of dynamic shared memory a launch gets by default: raised
@@ -254,12 +239,12 @@ void run(const KernelCall& call) {
   const Geo& g = c.g;
   const auto* x = reinterpret_cast<const __half*>(call.inputs[0]);
   const uint4* wt = st.weights->as<uint4>();
-  const float* b = st.bias ? st.bias->as<float>() : nullptr;
   auto* y = reinterpret_cast<__half*>(call.outputs[0]);
+  const auto ep = gemm_epilogue<__half, float>(st.bias ? st.bias->data() : nullptr, c.act);
   if (g.W <= 32)
-    launch<32>(g, x, wt, b, y, device_activation(c.act), ctx.stream);
+    launch<32>(g, x, wt, y, ep, ctx.stream);
   else
-    launch<64>(g, x, wt, b, y, device_activation(c.act), ctx.stream);
+    launch<64>(g, x, wt, y, ep, ctx.stream);
   INFER_CUDA_CHECK_LAUNCH();
 }
 

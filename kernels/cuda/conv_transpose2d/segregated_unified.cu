@@ -6,6 +6,7 @@
 #include "infer/error.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/conv_transpose2d/common.h"
+#include "kernels/cuda/gemm_epilogue.cuh"
 
 namespace infer::cuda::tconv {
 namespace {
@@ -21,10 +22,9 @@ namespace {
 // workspace, no prepare: the weight is read as stored on the device.
 
 template <class T>
-__global__ void unified_kernel(const T* __restrict__ x, const T* __restrict__ w,
-                               const T* __restrict__ bias, T* __restrict__ y, int64_t N, int64_t CI,
-                               int64_t H, int64_t W, int64_t CO, int64_t KH, int64_t KW, int64_t HO,
-                               int64_t WO, int64_t pt, int64_t pl, DeviceActivation act) {
+__global__ void unified_kernel(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y, int64_t N,
+                               int64_t CI, int64_t H, int64_t W, int64_t CO, int64_t KH, int64_t KW, int64_t HO,
+                               int64_t WO, int64_t pt, int64_t pl, GemmEpilogue<T> ep) {
   const int64_t total = N * CO * HO * WO;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
        i += int64_t(gridDim.x) * blockDim.x) {
@@ -36,7 +36,8 @@ __global__ void unified_kernel(const T* __restrict__ x, const T* __restrict__ w,
     const int64_t j_hi = rh < KH ? min(qh, (KH - 1 - rh) >> 1) : -1;
     const int64_t i_lo = qw - (W - 1) > 0 ? qw - (W - 1) : 0;
     const int64_t i_hi = rw < KW ? min(qw, (KW - 1 - rw) >> 1) : -1;
-    float acc = bias ? to_float(bias[co]) : 0.f;
+    const auto ch = ep.channel(co);
+    float acc = ch.bias;  // the bias first, then the products in (ci, j, i) order
     for (int64_t ci = 0; ci < CI; ++ci) {
       const T* xc = x + (n * CI + ci) * H * W;
       const T* wc = w + (ci * CO + co) * KH * KW;
@@ -44,27 +45,23 @@ __global__ void unified_kernel(const T* __restrict__ x, const T* __restrict__ w,
         for (int64_t ii = i_lo; ii <= i_hi; ++ii)
           acc += to_float(xc[(qh - j) * W + (qw - ii)]) * to_float(wc[(rh + 2 * j) * KW + rw + 2 * ii]);
     }
-    y[i] = from_float<T>(activate(act, acc));
+    y[i] = from_float<T>(ep.finish(acc, ch, i));
   }
 }
 
 }  // namespace
 
 void run_unified(const KernelCall& call) {
-  const TconvCall c = tconv_call(call);
+  const TconvCall c = segregated_call(call, "segregated_unified");
   const TconvDims& d = c.d;
-  if (d.sh != 2 || d.sw != 2)
-    throw Error("cuda conv_transpose2d.segregated_unified: stride must be 2x2");
-  require_plain(d, "segregated_unified");
   Context& ctx = context_of(call);
   const int64_t total = d.N * d.CO * d.HO * d.WO;
   if (total == 0) return;
   dispatch(call.node.precision, [&](auto tag) {
     using T = decltype(tag);
     unified_kernel<T><<<grid_for(total), 256, 0, ctx.stream>>>(
-        static_cast<const T*>(c.x), static_cast<const T*>(c.w), static_cast<const T*>(c.bias),
-        static_cast<T*>(c.y), d.N, d.CI, d.H, d.W, d.CO, d.KH, d.KW, d.HO, d.WO, d.pt, d.pl,
-        device_activation(d.act));
+        static_cast<const T*>(c.x), static_cast<const T*>(c.w), static_cast<T*>(c.y), d.N, d.CI, d.H, d.W, d.CO,
+        d.KH, d.KW, d.HO, d.WO, d.pt, d.pl, gemm_epilogue<T>(c.bias, d.act));
   });
   INFER_CUDA_CHECK_LAUNCH();
 }

@@ -1,0 +1,89 @@
+// The one epilogue of the hand-written CUDA GEMMs (CUTLASS's Epilogue of <Mma, Epilogue>): per output
+// y = prelu(act(sum + bias[c] + residual[i]), slope[c]) in float, stored once as T (float, or half).
+// The kernel keeps its own thread -> output map and index math and hands the functor each element's
+// channel c and flat index i in y (the residual has y's layout); every pointer may be null; a kernel
+// that loads per-channel values once keeps them in a Channel. CUDA-C only (.cu files).
+#pragma once
+
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "kernels/cuda/common.cuh"
+
+namespace infer::cuda {
+
+// T: the storage type of y and the residual; P: that of the per-channel bias and slope (float when a
+// kernel prepared them as float, else T).
+template <class T, class P = T>
+struct GemmEpilogue {
+  const P* bias = nullptr;      // [C]
+  const P* slope = nullptr;     // [C] PRelu slopes: y < 0 ? slope[c] * y : y (after the activation)
+  const T* residual = nullptr;  // y's layout (a conv2d's add_residual input); must not alias y
+  DeviceActivation act;
+
+  // Channel c's bias and slope (0 when absent), loaded once.
+  struct Channel {
+    float bias = 0.f, slope = 0.f;
+  };
+  __device__ __forceinline__ Channel channel(int64_t c) const {
+    Channel ch;
+    if (bias) ch.bias = to_float(bias[c]);
+    if (slope) ch.slope = to_float(slope[c]);
+    return ch;
+  }
+  // Only the slope, for a kernel whose sums already hold the bias (see finish()).
+  __device__ __forceinline__ Channel slope_channel(int64_t c) const {
+    Channel ch;
+    if (slope) ch.slope = to_float(slope[c]);
+    return ch;
+  }
+
+  // What follows the bias: v (the sum with the bias already in it, e.g. as an MMA's first addend) +
+  // residual[i], the activation, the PRelu (a select, so NaN passes as in the reference).
+  __device__ __forceinline__ float finish(float v, const Channel& ch, int64_t i) const {
+    if (residual) v += to_float(residual[i]);
+    v = activate(act, v);
+    if (slope) v = v < 0.f ? ch.slope * v : v;
+    return v;
+  }
+
+  // The element's value from its plain sum: bias added first (0 when absent), then finish().
+  __device__ __forceinline__ float operator()(float sum, const Channel& ch, int64_t i) const {
+    return finish(sum + ch.bias, ch, i);
+  }
+
+  // y[i] from the plain sum of channel ch.
+  __device__ __forceinline__ void store(T* y, int64_t i, const Channel& ch, float sum) const {
+    y[i] = from_float<T>((*this)(sum, ch, i));
+  }
+
+  // y[i], y[i + 1] (channels c0, c0 + 1 of one pixel) as one 2-element store; y + i aligned to it.
+  __device__ __forceinline__ void store_pair(T* y, int64_t i, const Channel& c0, const Channel& c1, float s0,
+                                             float s1) const {
+    const float v0 = (*this)(s0, c0, i), v1 = (*this)(s1, c1, i + 1);
+    if constexpr (sizeof(T) == 2)
+      *reinterpret_cast<__half2*>(y + i) = __floats2half2_rn(v0, v1);
+    else
+      *reinterpret_cast<float2*>(y + i) = make_float2(v0, v1);
+  }
+
+  // True when nothing but an optional ReLU follows the bias (the fast half2 paths of the kernels).
+  __device__ __forceinline__ bool relu_only() const {
+    return !residual && !slope && (act.kind == ActivationKind::None || act.kind == ActivationKind::Relu);
+  }
+};
+
+// Host side: the epilogue of a node's fused bias (may be null), activation, residual and PRelu slopes.
+template <class T, class P = T>
+inline GemmEpilogue<T, P> gemm_epilogue(const void* bias, const Activation& act, const void* residual = nullptr,
+                                        const void* slope = nullptr) {
+  GemmEpilogue<T, P> ep;
+  ep.bias = static_cast<const P*>(bias);
+  ep.slope = static_cast<const P*>(slope);
+  ep.residual = static_cast<const T*>(residual);
+  ep.act = device_activation(act);
+  return ep;
+}
+
+}  // namespace infer::cuda
