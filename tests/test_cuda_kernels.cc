@@ -677,6 +677,38 @@ CUDA_TEST_CASE("every activation kind as a fused epilogue (conv2d, conv_transpos
   }
 }
 
+CUDA_TEST_CASE("a fused per-channel PRelu epilogue (fuse_prelu) matches the reference on the declaring variants") {
+  // Slopes of both signs, one per output channel, as the node's last input (docs/kernels.md).
+  Activation act;
+  act.kind = ActivationKind::PRelu;
+  for (Precision p : test::kAllPrecisions) {
+    CAPTURE(test::precision_label(p));
+    const uint64_t seed = 9100 + 10 * uint64_t(p);
+    Conv2DParams cp;  // 1x1: gemm_1x1_nhwc in NHWC (bias_activation_nhwc takes the slopes)
+    cp.activation = act;
+    const OpCase conv = make_case(cp, {{2, 16, 9, 11}, {24, 16, 1, 1}, {24}, {24}}, {false, true, true, true},
+                                  {2, 24, 9, 11}, seed);
+    CHECK(contains(test::check_case_in_layout(conv, p, Layout::NHWC, {}, true), "gemm_1x1_nhwc"));
+    ConvTranspose2DParams tp;
+    tp.stride_h = tp.stride_w = 2;
+    tp.pad = {1, 1, 1, 1};
+    tp.activation = act;
+    const OpCase tconv = make_case(tp, {{2, 16, 5, 6}, {16, 8, 4, 4}, {8}, {8}}, {false, true, true, true},
+                                   {2, 8, 10, 12}, seed + 1);
+    CHECK(contains(check_case(tconv, p, {}, true), "flipped_conv"));
+    DenseParams dp;
+    dp.activation = act;
+    for (int64_t n : {1, 3, 40}) {
+      const std::vector<std::string> ran =
+          check_case(make_case(dp, {{n, 50}, {20, 50}, {20}, {20}}, {false, true, true, true}, {n, 20},
+                               seed + 2 + uint64_t(n)),
+                     p, {}, n == 3);
+      CHECK(contains(ran, "gemm"));
+      if (n <= 4) CHECK(contains(ran, "gemv"));
+    }
+  }
+}
+
 namespace {
 
 // A random binary case whose broadcast operand is, half the time when the batch rules allow it (rank

@@ -49,9 +49,10 @@ void run_gemv(const KernelCall& call) {
   if (N == 0 || FO == 0) return;
   Context& ctx = context_of(call);
   GemvEpilogue ep;
-  ep.bias = call.inputs.size() == 3 ? call.inputs[2] : nullptr;
+  ep.bias = call.inputs.size() >= 3 ? call.inputs[2] : nullptr;
   ep.bias_mod = FO;
-  ep.act = fused_activation(call.node.params);
+  ep.act = fused_activation(call.node.params);  // PRelu: an identity in activate(), then the slopes' select
+  ep.slope = prelu_slope(call);
   gemv_rows(ctx, call.node.precision, call.inputs[0], call.inputs[1], call.outputs[0], N, FI, FO, ep);
 }
 
@@ -61,7 +62,8 @@ INFER_REGISTER_KERNELS(dense) {
   registry.add("cuda", {
       {.op = "dense", .name = "gemm", .priority = 10, .fuses_prelu = true, .applicable = dense_applicable,
        .run = run_dense},
-      {.op = "dense", .name = "gemv", .priority = 20, .applicable = gemv_applicable, .run = run_gemv},
+      {.op = "dense", .name = "gemv", .priority = 20, .fuses_prelu = true, .applicable = gemv_applicable,
+       .run = run_gemv},
   });
 }
 
