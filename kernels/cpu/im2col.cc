@@ -5,6 +5,7 @@
 #include "kernels/cpu/im2col.h"
 
 #include <algorithm>
+#include <cctype>
 #include <climits>
 #include <cstring>
 #include <string>
@@ -87,6 +88,24 @@ void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float al
   }
   cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
               int(M), int(N), int(K), alpha, A, int(lda), B, int(ldb), beta, C, int(ldc));
+}
+
+CpuIsa openblas_isa() {
+  static const CpuIsa level = [] {
+    const char* name = openblas_get_corename();
+    std::string n = name ? name : "";
+    for (char& ch : n) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    for (const char* k : {"skylakex", "cooperlake", "sapphirerapids"})
+      if (n == k) return CpuIsa::Avx512;
+    for (const char* k : {"haswell", "zen", "excavator", "steamroller", "piledriver", "bulldozer", "sandybridge"})
+      if (n == k) return CpuIsa::Avx2;
+    for (const char* k : {"katmai", "coppermine", "northwood", "prescott", "banias", "atom", "core2", "penryn",
+                          "dunnington", "nehalem", "athlon", "opteron", "opteron_sse3", "barcelona", "nano",
+                          "bobcat"})
+      if (n == k) return CpuIsa::Baseline;
+    return cpu_isa_supported();
+  }();
+  return level;
 }
 
 void bias_activation_rows(float* y, int64_t rows, int64_t cols, int64_t ld, const float* bias,

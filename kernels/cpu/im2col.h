@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "infer/cpu_isa.h"
 #include "infer/kernel.h"  // ConvProblem, conv2d_problem, im2col_is_identity
 #include "infer/ops.h"
 
@@ -28,6 +29,14 @@ void im2col_row(const ConvProblem& g, const float* x, float* col, int64_t r);
 // (with K == 0, C is scaled by beta).
 void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
            int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
+
+// The ISA level of the kernels OpenBLAS runs (its own CPU dispatch, or OPENBLAS_CORETYPE), from its
+// core name (openblas_get_corename), once per process: SkylakeX / Cooperlake / SapphireRapids ->
+// Avx512, Haswell / Zen / the AVX-only cores -> Avx2 (wider than SSE2 either way), the older ones ->
+// Baseline; a name it does not know -> cpu_isa_supported() (assume OpenBLAS uses the whole CPU).
+// The variants that choose between our per-ISA kernels and OpenBLAS's ask it: at INFER_CPU_ISA=avx2
+// with OPENBLAS_CORETYPE=Haswell both sides run what a real AVX2 CPU runs.
+CpuIsa openblas_isa();
 
 // y[r][c] = act(y[r][c] + bias[r]) for a [rows, cols] block with leading dimension ld; bias may be
 // nullptr. OpenMP-parallel. Use it on a conv output [CO, HO*WO] (one row per output channel).
