@@ -1,5 +1,5 @@
-// im2col, the row-major sgemm wrapper and the bias + activation epilogue shared by the CPU GEMM
-// convolutions (see im2col.h). im2col maps one OpenMP iteration to one column-matrix row (c, ky, kx);
+// im2col, the row-major sgemm wrapper, openblas_isa and the bias + activation epilogue shared by the
+// CPU GEMM convolutions (see im2col.h). im2col maps one OpenMP iteration to one column-matrix row (c, ky, kx);
 // within a row, output rows whose input row is outside the image are zero-filled and the rest copy
 // the valid column range (a memcpy at stride 1), so no bounds test runs per element.
 #include "kernels/cpu/im2col.h"
