@@ -10,14 +10,17 @@
 // Outputs and workspaces are NaN-poisoned before each run so an unwritten element fails.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "infer/error.h"
+#include "infer/openblas.h"
 #include "kernels/cpu/conv_transpose2d.h"
 #include "kernels/cpu/conv_transpose2d_unified.h"
+#include "kernels/cpu/im2col.h"
 #include "infer/kernel.h"
 #include "kernels/reference/reference.h"
 #include "test_util.h"
@@ -368,7 +371,7 @@ TEST_CASE("gemm_col2im: several bands of output rows, one-row bands, stride 3 wi
   CHECK(check_case(c, {"gemm_col2im", "segregated_gemm"}, 23) == 2);
 }
 
-TEST_CASE("the default heuristic: segregated_unified, except at a level capped below the CPU's") {
+TEST_CASE("the default heuristic: segregated_unified, except where OpenBLAS runs wider kernels") {
   std::vector<float> w(1), b(1);
   // As the session chooses (test::default_variant): the highest (shape-dependent) priority.
   auto pick = [&](int stride, int pad, const Shape& x, const Shape& ws) -> std::string {
@@ -380,12 +383,13 @@ TEST_CASE("the default heuristic: segregated_unified, except at a level capped b
     c.y = {x[0], ws[1], out_size(x[2], stride, pad, pad, ws[2], 0), out_size(x[3], stride, pad, pad, ws[3], 0)};
     return test::default_variant("cpu", "conv_transpose2d", make_node(c, w, b));
   };
-  // OpenBLAS runs its own level whatever INFER_CPU_ISA says: only a cap below the CPU's level pits
-  // segregated_unified's narrower tiles against wider GEMMs.
-  const bool capped = cpu_isa_default() < cpu_isa_supported();
+  // OpenBLAS runs its own level (or OPENBLAS_CORETYPE's) whatever INFER_CPU_ISA says: only a cap
+  // below OpenBLAS's level pits segregated_unified's narrower tiles against wider GEMMs.
+  const bool capped = cpu_isa_default() < std::min(cpu_isa_supported(), infer::openblas_isa());
   const bool avx2 = cpu_isa_default() == CpuIsa::Avx2;
   INFO("level " << std::string(cpu_isa_name(cpu_isa_default())) << ", CPU "
-                 << std::string(cpu_isa_name(cpu_isa_supported())));
+                 << std::string(cpu_isa_name(cpu_isa_supported())) << ", OpenBLAS "
+                 << std::string(cpu_isa_name(infer::openblas_isa())));
   const std::string U = "segregated_unified";
   auto expect = [&](const std::string& when_capped) { return capped ? when_capped : U; };
   CHECK(pick(1, 0, {1, 100, 1, 1}, {100, 1024, 4, 4}) == U);  // the z projection

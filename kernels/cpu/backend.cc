@@ -127,14 +127,21 @@ std::string openblas_core() {
 }
 
 CpuIsa openblas_isa() {
-  std::string core = openblas_core();
-  for (char& c : core) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  for (const char* n : {"skylakex", "cooperlake", "sapphirerapids"})
-    if (core == n) return CpuIsa::Avx512;
-  // AVX2 / FMA kernels, and the AVX-only ones (above baseline x86-64, below infer's avx2 level).
-  for (const char* n : {"haswell", "zen", "sandybridge", "bulldozer", "piledriver", "steamroller", "excavator"})
-    if (core == n) return CpuIsa::Avx2;
-  return CpuIsa::Baseline;
+  static const CpuIsa level = [] {
+    std::string n = openblas_core();
+    for (char& ch : n) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    for (const char* k : {"skylakex", "cooperlake", "sapphirerapids"})
+      if (n == k) return CpuIsa::Avx512;
+    // AVX2 / FMA kernels, and the AVX-only ones (above baseline x86-64, below infer's avx2 level).
+    for (const char* k : {"haswell", "zen", "excavator", "steamroller", "piledriver", "bulldozer", "sandybridge"})
+      if (n == k) return CpuIsa::Avx2;
+    for (const char* k : {"katmai", "coppermine", "northwood", "prescott", "banias", "atom", "core2", "penryn",
+                          "dunnington", "nehalem", "athlon", "opteron", "opteron_sse3", "barcelona", "nano",
+                          "bobcat"})
+      if (n == k) return CpuIsa::Baseline;
+    return cpu_isa_supported();  // a name not known here: assume OpenBLAS uses the whole CPU
+  }();
+  return level;
 }
 
 }  // namespace infer

@@ -28,6 +28,7 @@
 #include "infer/error.h"
 #include "kernels/cpu/conv_transpose2d_unified.h"
 #include "infer/kernel.h"
+#include "infer/openblas.h"
 #include "kernels/cpu/im2col.h"
 
 namespace infer::cpu {
@@ -384,12 +385,14 @@ bool valid_with_constant_weight(const NodeDesc& node) {
 // 64 -> 64 at 32x32: 0.36 vs 0.49 ms), stride 3, the z projection and batch 8 (two threads,
 // AVX-512, OpenBLAS's AVX-512 kernels). With OpenBLAS at its own (AVX-512) level, AVX2 tiles lose the 8x8-128x128 layers (up to
 // 1.6x; the 4x4 ones they still win, 0.76-0.82x) and SSE2 ones every layer (1.9-4.2x).
-//  - segregated_unified, 40 (above everything) at the CPU's own level (AVX-512 here; AVX2 or baseline
-//    on CPUs that have nothing more). At a level capped below the CPU's (INFER_CPU_ISA=avx2 or
-//    baseline on this machine) the OpenBLAS variants still run OpenBLAS's own wider kernels (the
-//    cap is ours, not OpenBLAS's): there it keeps 35 for a 1x1 input (the z projection), 25 for
-//    stride 2 on inputs of at most 4x4 when capped at AVX2, and 10 elsewhere, and the rules below
-//    (measured against the earlier direct-loop kernel) choose.
+//  - segregated_unified, 40 (above everything) wherever OpenBLAS's kernels are no wider than ours
+//    (openblas_isa() <= node.isa): at the CPU's own level (AVX-512 here; AVX2 or baseline on CPUs
+//    that have nothing more), and at a capped level with OpenBLAS capped alike (INFER_CPU_ISA=avx2
+//    with OPENBLAS_CORETYPE=Haswell, as bench/byom_vs_peers.py runs it: what an AVX2 CPU runs). Where
+//    OpenBLAS runs wider kernels than the level (INFER_CPU_ISA caps ours, not OpenBLAS's) it keeps
+//    35 for a 1x1 input (the z projection), 25 for stride 2 on inputs of at most 4x4 when capped at
+//    AVX2, and 10 elsewhere, and the rules below (measured against the earlier direct-loop kernel)
+//    choose.
 //  - gemm_col2im, 30 for stride 2 with C_out <= 8 (the -> 3 output layers); 22 for the other stride-2
 //    layers with C_out <= C_in / 2 (its column matrix is then at most half the phase GEMMs' im2col);
 //    else 5, leaving segregated_gemm (20) or flipped_conv (30).
@@ -397,7 +400,7 @@ bool stride2(const TconvDims& d) { return d.sh == 2 && d.sw == 2; }
 
 int unified_priority(const NodeDesc& node) {
   if (!valid(node)) return 10;
-  if (node.isa >= cpu_isa_supported()) return 40;
+  if (node.isa >= std::min(cpu_isa_supported(), openblas_isa())) return 40;
   const TconvDims d = tconv_dims(node);
   if (d.H * d.W == 1) return 35;
   if (node.isa == CpuIsa::Avx2 && stride2(d) && d.H * d.W <= 16) return 25;
@@ -479,7 +482,8 @@ bool conventional_applicable(const NodeDesc& node) {
 
 INFER_REGISTER_KERNELS(conv_transpose2d) {
   // Heuristic (priorities measured, see docs/kernels.md and unified_priority / col2im_priority):
-  // segregated_unified wherever it applies, except at a level capped below the CPU's (then: a 1x1
+  // segregated_unified wherever it applies, except where OpenBLAS runs wider kernels than the node's
+  // level (a level capped below the CPU's, OpenBLAS not capped with it; then: a 1x1
   // input -> segregated_unified, and 4x4 stride-2 inputs when capped at AVX2; other stride 1 ->
   // flipped_conv; stride 2 -> gemm_col2im for C_out <= 8 or C_out <= C_in / 2, else segregated_gemm;
   // other strides -> segregated_gemm); gemm_col2im for groups, dilation or a non-constant weight.

@@ -5,6 +5,7 @@
 #include "kernels/cpu/im2col.h"
 
 #include <algorithm>
+#include <cctype>
 #include <climits>
 #include <cstring>
 #include <string>

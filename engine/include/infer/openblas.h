@@ -14,7 +14,9 @@ namespace infer {
 std::string openblas_core();
 
 // The lowest of infer's levels whose instructions cover those kernels (AVX-only cores count as
-// Avx2: above baseline x86-64; the SSE cores as Baseline).
+// Avx2: above baseline x86-64; the SSE cores as Baseline; a core name it does not know as
+// cpu_isa_supported()), decided once a process. The conv_transpose2d heuristic asks it, so a level
+// capped with OpenBLAS capped alike chooses what a CPU of that level would.
 CpuIsa openblas_isa();
 
 }  // namespace infer
