@@ -203,6 +203,7 @@ VariantResult bench_one(const Model& model, int64_t batch, const std::string& la
   options.backend = settings.backend;
   options.precision = settings.precision;
   options.autotune = settings.autotune;
+  options.plan_cache = settings.plan_cache;  // timed as a user would run it: the cached plan if there
   options.batch = batch;
   options.kernels = kernels;
   options.passes = settings.passes;
