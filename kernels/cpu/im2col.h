@@ -1,7 +1,7 @@
 // Shared CPU building blocks for the GEMM-based convolutions (conv2d and the GEMM variants of
 // conv_transpose2d and conv_pool2d): im2col of one NCHW sample (the geometry is infer/kernel.h's
-// ConvProblem), a row-major sgemm wrapper over OpenBLAS, and the
-// per-channel bias + activation epilogue. Callers own all memory (no allocation here). sgemm must not be called inside an OpenMP
+// ConvProblem), a row-major sgemm wrapper over OpenBLAS, and the per-channel bias + activation
+// epilogue. Callers own all memory (no allocation here). sgemm must not be called inside an OpenMP
 // parallel region: OpenBLAS threads itself.
 #pragma once
 
