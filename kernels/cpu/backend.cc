@@ -1,7 +1,7 @@
 // The CPU backend: the arena is 256-byte aligned host memory, constants are used in place (the
 // kernels read the mmapped file or the graph's own storage), inputs and outputs are memcpy'd straight
 // into and out of the arena, work is synchronous (nothing to capture) and nodes are timed with
-// std::chrono::steady_clock. Also which kernels OpenBLAS picked (infer/cpu_isa.h openblas_core / _isa).
+// std::chrono::steady_clock. Also which kernels OpenBLAS picked (infer/openblas.h).
 #include <cctype>
 #include <chrono>
 #include <cstring>
