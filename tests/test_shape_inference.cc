@@ -262,6 +262,8 @@ TEST_CASE("flatten, reshape, softmax, concat") {
   CHECK(one(ReshapeParams{{400}}, {{3, 16, 5, 5}}) == Shape{3, 400});
   CHECK(one(ReshapeParams{{-1}}, {{3, 16, 5, 5}}) == Shape{3, 400});
   CHECK(one(ReshapeParams{{100, 1, 1}}, {{1, 100}}) == Shape{1, 100, 1, 1});
+  // A batch of 0 is refused, in one line, before any shape rule runs (reshape's never divides by it).
+  CHECK_THROWS_WITH_AS(one(ReshapeParams{{-1}}, {{0, 16, 5, 5}}), doctest::Contains("dimension 0 is not >= 1"), Error);
   CHECK(one(SoftmaxParams{1}, {{2, 10}}) == Shape{2, 10});
   CHECK(one(SoftmaxParams{3}, {{2, 10, 3, 3}}) == Shape{2, 10, 3, 3});
   CHECK(one(ConcatParams{1}, {{1, 2, 4, 4}, {1, 3, 4, 4}, {1, 1, 4, 4}}) == Shape{1, 6, 4, 4});

@@ -30,7 +30,8 @@ std::vector<Shape> shape(const std::string& where, const OpParams& params, const
   in.expect_count(1, 1);
   const Shape& x = in[0];
   if (x.empty()) fail(where, "input 0 is a scalar but must have a batch dimension");
-  const int64_t per_sample = shape_numel(x) / x[0];  // x is bounded: no overflow
+  int64_t per_sample = 1;  // the dims after the batch (no division by x[0], whatever the callers check)
+  for (size_t i = 1; i < x.size(); ++i) per_sample *= x[i];  // x is bounded: no overflow
   int64_t known = 1;
   int unknown = -1;
   for (size_t i = 0; i < p.shape.size(); ++i) {
