@@ -64,34 +64,32 @@ INFER_INLINE void dot_rows(const float* w, const float* x, const float* bias, fl
   for (int r = 0; r < R; ++r) y[o + r] = lane_sum<I>(acc[r]) + (bias ? bias[o + r] : 0.f);
 }
 
-// Outputs [o0, o1).
+// Outputs [o0, o1). slope: a fused per-channel PRelu's (feature f's at slope[f]), else nullptr.
 template <class I>
 INFER_INLINE void gemv_rows_body(const float* w, const float* x, const float* bias, float* y, int64_t fi,
-                                 int64_t o0, int64_t o1, const Activation& act) {
+                                 int64_t o0, int64_t o1, const Activation& act, const float* slope) {
   int64_t o = o0;
   for (; o + kRows <= o1; o += kRows) dot_rows<I, kRows>(w, x, bias, y, o, fi);
   for (; o < o1; ++o) dot_rows<I, 1>(w, x, bias, y, o, fi);
-  activate_row<I>(y + o0, o1 - o0, act);
+  if (slope) nhwc::prelu_span<I>(y + o0, slope + o0, o1 - o0);  // features are contiguous channels
+  else activate_row<I>(y + o0, o1 - o0, act);
 }
 INFER_PER_ISA(void, gemv_rows, gemv_rows_body,
               (const float* w, const float* x, const float* bias, float* y, int64_t fi, int64_t o0, int64_t o1,
-               const Activation& act),
-              (w, x, bias, y, fi, o0, o1, act))
+               const Activation& act, const float* slope),
+              (w, x, bias, y, fi, o0, o1, act, slope))
 
 void gemv_run(const KernelCall& call) {
   const int64_t FI = call.node.input_shapes[0][1], FO = call.node.input_shapes[1][0];
   const float *x = call.inputs[0], *w = call.inputs[1];
   const float* bias = call.inputs.size() >= 3 ? call.inputs[2] : nullptr;
   float* y = call.outputs[0];
-  const float* slope = prelu_slope(call);  // a fused per-channel PRelu: applied below, per block
-  const Activation act = slope ? Activation{} : fused_activation(call.node.params);
+  const float* slope = prelu_slope(call);
+  const Activation act = fused_activation(call.node.params);
   const auto rows = gemv_rows_for(call.node.isa);
   const int64_t blocks = (FO + kBlockRows - 1) / kBlockRows;
   parallel_for(blocks, FO * FI >= kParallelMin, [&](int64_t b0, int64_t b1, int) {
-    const int64_t o0 = b0 * kBlockRows, o1 = std::min(FO, b1 * kBlockRows);
-    rows(w, x, bias, y, FI, o0, o1, act);
-    if (slope)  // dense.gemm's select, on the block while it is in cache
-      for (int64_t o = o0; o < o1; ++o) y[o] = y[o] < 0.f ? slope[o] * y[o] : y[o];
+    rows(w, x, bias, y, FI, b0 * kBlockRows, std::min(FO, b1 * kBlockRows), act, slope);
   });
 }
 
