@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -461,6 +462,40 @@ TEST_CASE("session: the batch follows the input, planned once per batch") {
   CHECK(two.run({a, b})[1].shape == Shape{2, 2, 3, 3});
   CHECK_THROWS_WITH_AS(two.run({a, Tensor({3, 2, 3, 3})}), "input 0 'a': expected shape 1x2x3x3, got 2x2x3x3",
                        Error);
+}
+
+TEST_CASE("session: run_into writes run()'s outputs into the caller's buffers, at any batch") {
+  SmallNet net;
+  const Model model = net.model();
+  SessionOptions o;
+  o.backend = "cpu";
+  Session session(model, o);
+  const Tensor x({3, 1, 6, 6}, random_vector(3 * 36, 82));
+  const std::vector<float> want = session.run({x})[0].data;
+  const std::vector<TensorView> in{{x.shape, x.data.data()}};
+  CHECK(session.output_shapes(in) == std::vector<Shape>{{3, 4}});
+  std::vector<float> buffer(12, std::numeric_limits<float>::quiet_NaN());  // poisoned
+  session.run_into(in, {{{3, 4}, buffer.data()}});
+  CHECK(buffer == want);
+  buffer.assign(12, -7.f);
+  session.run_into(in, {{{3, 4}, buffer.data()}});  // the same buffer again: overwritten, not accumulated
+  CHECK(buffer == want);
+  CHECK(detail::planned_batches(session) == std::vector<int64_t>{1, 3});
+
+  // Every mistake is one Error naming it; nothing is written.
+  std::vector<float> small(4, 5.f);
+  CHECK_THROWS_WITH_AS(session.run_into(in, {{{1, 4}, small.data()}}),
+                       "run_into: output 0 'softmax' needs shape 3x4, got 1x4", Error);
+  CHECK_THROWS_WITH_AS(session.run_into(in, {}), "run_into: expected 1 output buffer(s), got 0", Error);
+  CHECK_THROWS_WITH_AS(session.run_into(in, {{{3, 4}, nullptr}}),
+                       "run_into: output 0 'softmax' has no buffer (null pointer)", Error);
+  CHECK_THROWS_WITH_AS(session.run_into({{x.shape, nullptr}}, {{{3, 4}, buffer.data()}}),
+                       "run_into: input 0 'x' has no data (null pointer)", Error);
+  CHECK_THROWS_AS(session.run_into({{{3, 1, 5, 6}, x.data.data()}}, {{{3, 4}, buffer.data()}}), Error);
+  CHECK(small == std::vector<float>(4, 5.f));
+  // run()'s Tensors must hold as many floats as their shape says.
+  CHECK_THROWS_WITH_AS(session.run({Tensor({1, 1, 6, 6}, std::vector<float>(35))}),
+                       "run: input 0 'x': shape 1x1x6x6 needs 36 floats, got 35", Error);
 }
 
 TEST_CASE("session: memory report and plan of zoo models") {

@@ -242,11 +242,13 @@ std::string choose_plan(const ChoosePlanRequest& request, Executor& executor,
     std::vector<Tensor> in;
     for (size_t k = 0; k < request.inputs.size(); ++k)
       in.push_back(seeded_tensor(request.inputs[k].shape, 1234 + k));
+    std::vector<TensorView> views;
+    for (const Tensor& t : in) views.push_back({t.shape, t.data.data()});
     auto time_plan = [&](const KernelChoice& choice) {
       use_and_build(choice);
-      const double once = executor.benchmark(in, 1, 2)[0];
+      const double once = executor.benchmark(views, 1, 2)[0];
       const int runs = std::clamp(static_cast<int>(200.0 / std::max(once, 1e-3)), 5, 50);
-      return median(executor.benchmark(in, runs, 1));
+      return median(executor.benchmark(views, runs, 1));
     };
     // Per-node timing runs on the calls and arena of the build above, before any rebuild.
     tuned = autotune(request.selector, request.graph, request.descs, executor.calls(), backend,

@@ -70,7 +70,7 @@ std::vector<bool> batch_inputs(const Graph& graph) {
   return out;
 }
 
-int64_t batch_of_inputs(const std::vector<Tensor>& in, const std::vector<TensorInfo>& want,
+int64_t batch_of_inputs(const std::vector<TensorView>& in, const std::vector<TensorInfo>& want,
                         const std::vector<bool>& carries) {
   if (in.size() != want.size() || carries.size() != want.size()) return 0;
   int64_t batch = 0;

@@ -30,7 +30,7 @@ std::vector<bool> batch_inputs(const Graph& graph);
 // The batch of inputs `in` for a session whose inputs are `want` (at its batch) when they differ from
 // them only in the leading size of the inputs that carry the batch (`carries`), all by the same
 // size; else 0 (they are the session's shapes, or wrong: the session's input check says how).
-int64_t batch_of_inputs(const std::vector<Tensor>& in, const std::vector<TensorInfo>& want,
+int64_t batch_of_inputs(const std::vector<TensorView>& in, const std::vector<TensorInfo>& want,
                         const std::vector<bool>& carries);
 
 }  // namespace infer::detail

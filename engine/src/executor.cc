@@ -114,17 +114,17 @@ void Executor::forward(Timer* timer) {
   if (timer) timer->mark(static_cast<int>(calls_.size()) + 1);
 }
 
-void Executor::execute(const std::vector<Tensor>& in, std::vector<Tensor>& out, Timer* timer) {
-  for (size_t k = 0; k < in.size(); ++k) backend_->write_input(k, in[k].data.data());
+void Executor::execute(const std::vector<TensorView>& in, const std::vector<TensorSpan>& out, Timer* timer) {
+  for (size_t k = 0; k < in.size(); ++k) backend_->write_input(k, in[k].data);
   if (timer) timer->mark(0);
   backend_->upload_inputs();
   forward(timer);
   backend_->download_outputs();
   backend_->synchronize();
-  for (size_t k = 0; k < out.size(); ++k) backend_->read_output(k, out[k].data.data());
+  for (size_t k = 0; k < out.size(); ++k) backend_->read_output(k, out[k].data);
 }
 
-RunTimes Executor::profile(const std::vector<Tensor>& in, std::vector<Tensor>& out, int runs) {
+RunTimes Executor::profile(const std::vector<TensorView>& in, const std::vector<TensorSpan>& out, int runs) {
   const size_t n = calls_.size();
   execute(in, out, nullptr);  // warm-up: first-touch page faults, caches, lazy init
 
@@ -151,8 +151,8 @@ RunTimes Executor::profile(const std::vector<Tensor>& in, std::vector<Tensor>& o
   return times;
 }
 
-std::vector<double> Executor::benchmark(const std::vector<Tensor>& in, int runs, int warmup) {
-  for (size_t k = 0; k < in.size(); ++k) backend_->write_input(k, in[k].data.data());
+std::vector<double> Executor::benchmark(const std::vector<TensorView>& in, int runs, int warmup) {
+  for (size_t k = 0; k < in.size(); ++k) backend_->write_input(k, in[k].data);
   backend_->upload_inputs();
   for (int r = 0; r < warmup; ++r) forward(nullptr);
   std::unique_ptr<Timer> timer = backend_->make_timer(runs + 1);

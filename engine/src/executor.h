@@ -49,11 +49,11 @@ class Executor {
   void forward(Timer* timer);
   // Copies `in` in, runs the forward, copies out into `out` (already shaped); with a timer, slot 0 is
   // the start (before the upload) and the nodes run one by one (never the captured graph).
-  void execute(const std::vector<Tensor>& in, std::vector<Tensor>& out, Timer* timer);
+  void execute(const std::vector<TensorView>& in, const std::vector<TensorSpan>& out, Timer* timer);
   // One warm-up run, then `runs` timed ones, node by node.
-  RunTimes profile(const std::vector<Tensor>& in, std::vector<Tensor>& out, int runs);
+  RunTimes profile(const std::vector<TensorView>& in, const std::vector<TensorSpan>& out, int runs);
   // Inputs copied in once, then `warmup` untimed and `runs` timed forwards; milliseconds per forward.
-  std::vector<double> benchmark(const std::vector<Tensor>& in, int runs, int warmup);
+  std::vector<double> benchmark(const std::vector<TensorView>& in, int runs, int warmup);
   // Device inputs (cuda): copied in from device memory, the forward, outputs left in the arena for
   // copy_output_device() / download_outputs() (both on the backend).
   void forward_device(const std::vector<const float*>& inputs, const char* caller);

@@ -61,9 +61,11 @@ struct Session::Impl {
   // The session that runs `in`: this one, or the one planned (once) for their batch when every input
   // that carries the batch has this session's shape but another leading size. Checks them (caller
   // names the call in messages).
-  Impl& for_inputs(const std::vector<Tensor>& in, const char* caller);
-  void check_inputs(const std::vector<Tensor>& in, const char* caller) const;
+  Impl& for_inputs(const std::vector<TensorView>& in, const char* caller);
+  void check_inputs(const std::vector<TensorView>& in, const char* caller) const;
   std::vector<Tensor> make_outputs() const;
+  // Views of run()'s Tensors, each checked to hold as many floats as its shape says.
+  std::vector<TensorView> views(const std::vector<Tensor>& in, const char* caller) const;
 
  private:
   void select_kernels(const detail::KernelSelector& selector);
@@ -167,7 +169,7 @@ Session::Impl::Impl(std::shared_ptr<const detail::Graph> model_graph, const Sess
   executor->note_device_memory(plan.report);
 }
 
-Session::Impl& Session::Impl::for_inputs(const std::vector<Tensor>& in, const char* caller) {
+Session::Impl& Session::Impl::for_inputs(const std::vector<TensorView>& in, const char* caller) {
   const int64_t b = detail::batch_of_inputs(in, inputs, batch_inputs);
   if (b == 0 || b == batch) {
     check_inputs(in, caller);
@@ -188,7 +190,7 @@ Session::Impl& Session::Impl::for_inputs(const std::vector<Tensor>& in, const ch
   return *it->second;
 }
 
-void Session::Impl::check_inputs(const std::vector<Tensor>& in, const char* caller) const {
+void Session::Impl::check_inputs(const std::vector<TensorView>& in, const char* caller) const {
   if (in.size() != inputs.size()) {
     std::string names;
     for (const TensorInfo& t : inputs) names += (names.empty() ? "'" : ", '") + t.name + "'";
@@ -200,11 +202,30 @@ void Session::Impl::check_inputs(const std::vector<Tensor>& in, const char* call
     if (in[k].shape != want.shape)
       throw Error(fmt::format("input {} '{}': expected shape {}, got {}", k, want.name,
                               shape_str(want.shape), shape_str(in[k].shape)));
-    const auto numel = static_cast<uint64_t>(shape_numel(want.shape));
-    if (in[k].data.size() != numel)
-      throw Error(fmt::format("input {} '{}': shape {} needs {} floats, got {}", k, want.name,
-                              shape_str(want.shape), numel, in[k].data.size()));
+    if (!in[k].data && shape_numel(want.shape) > 0)
+      throw Error(fmt::format("{}: input {} '{}' has no data (null pointer)", caller, k, want.name));
   }
+}
+
+std::vector<TensorView> Session::Impl::views(const std::vector<Tensor>& in, const char* caller) const {
+  std::vector<TensorView> out;
+  out.reserve(in.size());
+  for (size_t k = 0; k < in.size(); ++k) {
+    const auto numel = static_cast<uint64_t>(shape_numel(in[k].shape));
+    if (in[k].data.size() != numel)
+      throw Error(fmt::format("{}: input {}{}: shape {} needs {} floats, got {}", caller, k,
+                              k < inputs.size() ? " '" + inputs[k].name + "'" : "",
+                              shape_str(in[k].shape), numel, in[k].data.size()));
+    out.push_back({in[k].shape, in[k].data.data()});
+  }
+  return out;
+}
+
+// TensorSpans over run()'s freshly made outputs.
+static std::vector<TensorSpan> spans(std::vector<Tensor>& out) {
+  std::vector<TensorSpan> s;
+  for (Tensor& t : out) s.push_back({t.shape, t.data.data()});
+  return s;
 }
 
 std::vector<Tensor> Session::Impl::make_outputs() const {
@@ -229,18 +250,43 @@ Session& Session::operator=(Session&&) noexcept = default;
 
 std::vector<Tensor> Session::run(const std::vector<Tensor>& inputs) {
   const detail::DeviceScope on_device(checked(impl_).executor->backend());
-  Impl& s = checked(impl_).for_inputs(inputs, "run");
+  const std::vector<TensorView> in = checked(impl_).views(inputs, "run");
+  Impl& s = checked(impl_).for_inputs(in, "run");
   std::vector<Tensor> out = s.make_outputs();
-  s.executor->execute(inputs, out, nullptr);
+  s.executor->execute(in, spans(out), nullptr);
   return out;
+}
+
+void Session::run_into(const std::vector<TensorView>& inputs, const std::vector<TensorSpan>& outputs) {
+  const detail::DeviceScope on_device(checked(impl_).executor->backend());
+  Impl& s = checked(impl_).for_inputs(inputs, "run_into");
+  if (outputs.size() != s.outputs.size())
+    throw Error(fmt::format("run_into: expected {} output buffer(s), got {}", s.outputs.size(), outputs.size()));
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    if (outputs[k].shape != s.outputs[k].shape)
+      throw Error(fmt::format("run_into: output {} '{}' needs shape {}, got {}", k, s.outputs[k].name,
+                              shape_str(s.outputs[k].shape), shape_str(outputs[k].shape)));
+    if (!outputs[k].data && shape_numel(outputs[k].shape) > 0)
+      throw Error(fmt::format("run_into: output {} '{}' has no buffer (null pointer)", k, s.outputs[k].name));
+  }
+  s.executor->execute(inputs, outputs, nullptr);
+}
+
+std::vector<Shape> Session::output_shapes(const std::vector<TensorView>& inputs) {
+  const detail::DeviceScope on_device(checked(impl_).executor->backend());
+  const Impl& s = checked(impl_).for_inputs(inputs, "output_shapes");
+  std::vector<Shape> shapes;
+  for (const TensorInfo& t : s.outputs) shapes.push_back(t.shape);
+  return shapes;
 }
 
 Profile Session::profile(const std::vector<Tensor>& inputs, int runs) {
   if (runs < 1) throw Error("profile: runs must be >= 1, got " + std::to_string(runs));
   const detail::DeviceScope on_device(checked(impl_).executor->backend());
-  Impl& s = checked(impl_).for_inputs(inputs, "profile");
+  const std::vector<TensorView> in = checked(impl_).views(inputs, "profile");
+  Impl& s = checked(impl_).for_inputs(in, "profile");
   std::vector<Tensor> out = s.make_outputs();
-  const detail::RunTimes times = s.executor->profile(inputs, out, runs);
+  const detail::RunTimes times = s.executor->profile(in, spans(out), runs);
   s.executor->note_device_memory(s.plan.report);
 
   Profile p;
@@ -279,8 +325,9 @@ std::vector<double> Session::benchmark(const std::vector<Tensor>& inputs, int ru
   if (runs < 1) throw Error("benchmark: runs must be >= 1, got " + std::to_string(runs));
   if (warmup < 0) throw Error("benchmark: warmup must be >= 0, got " + std::to_string(warmup));
   const detail::DeviceScope on_device(checked(impl_).executor->backend());
-  Impl& s = checked(impl_).for_inputs(inputs, "benchmark");
-  std::vector<double> ms = s.executor->benchmark(inputs, runs, warmup);
+  const std::vector<TensorView> in = checked(impl_).views(inputs, "benchmark");
+  Impl& s = checked(impl_).for_inputs(in, "benchmark");
+  std::vector<double> ms = s.executor->benchmark(in, runs, warmup);
   s.executor->note_device_memory(s.plan.report);
   return ms;
 }

@@ -123,7 +123,7 @@ class Session(_infer.Session):
                          kernels or {}, passes or {}, list(extra_outputs or []),
                          -1 if device is None else device, "" if plan_cache is None else str(plan_cache))
 
-    def run(self, *inputs: Any, device_outputs: bool = False) -> List[Any]:
+    def run(self, *inputs: Any, device_outputs: bool = False, out: Optional[List[Any]] = None) -> List[Any]:
         """Runs the model; returns the outputs as a list of NumPy float32 arrays, in output order.
 
         Inputs: positional (session.run(x) / session.run(x, y)), one list or tuple of them, or one dict
@@ -135,7 +135,16 @@ class Session(_infer.Session):
         On a cuda session, inputs may instead all be CUDA tensors (float32, C-contiguous, on the
         session's GPU): they are read in place, no host copy. With device_outputs=True the outputs
         stay on the GPU as DeviceArray objects (torch.from_dlpack takes them without a copy).
+
+        out: a list of float32 C-contiguous writeable NumPy arrays, one per output with the shape this
+        run returns (host inputs only): written in place and returned, so a caller that runs large
+        batches over and over (a server) reuses its buffers instead of allocating new ones each run.
+        Host inputs are read in place either way (no copy when they are float32 C-contiguous).
         """
+        if out is not None:
+            if device_outputs:
+                raise Error("run: out= and device_outputs=True exclude each other")
+            return self._run_into(list(out), *inputs)
         if device_outputs:
             return self._run_device(*inputs)
         return self._run(*inputs)

@@ -11,8 +11,6 @@
 
 namespace infer::python {
 
-using FloatArray = py::array_t<float, py::array::c_style>;
-
 namespace {
 
 // NumPy's view of `obj` (no dtype change yet), or an infer::Error saying why there is none.

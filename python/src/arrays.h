@@ -15,8 +15,11 @@ namespace infer::python {
 
 namespace py = pybind11;
 
+// A float32 C-contiguous NumPy array: what inputs become and what outputs are.
+using FloatArray = py::array_t<float, py::array::c_style>;
+
 // `obj` as a float32 C-contiguous array; `what` names the input in messages ("input 0 'z'").
-py::array_t<float, py::array::c_style> as_float_array(py::handle obj, const std::string& what);
+FloatArray as_float_array(py::handle obj, const std::string& what);
 
 // Copies `obj` (as as_float_array) into a host tensor.
 Tensor to_tensor(py::handle obj, const std::string& what);

@@ -148,9 +148,27 @@ struct PySession {
     if (on_device == 0) {
       if (device_outputs)
         throw Error("run: device_outputs=True needs the inputs on the GPU (DLPack CUDA tensors)");
-      std::vector<Tensor> in;
-      for (size_t k = 0; k < items.size(); ++k) in.push_back(to_tensor(items[k], label(k)));
-      return to_numpy_list(locked([&] { return session.run(in); }));
+      // NumPy outputs allocated here (uninitialized) and written in place: the inputs are read where
+      // they are (no copy unless a dtype or stride needs one), nothing zero-filled.
+      std::vector<FloatArray> arrays;
+      std::vector<TensorView> in = host_views(items, arrays);
+      const std::vector<Shape> shapes = locked([&] {
+        try {
+          return session.output_shapes(in);
+        } catch (const Error& e) {  // the user called run(): say so
+          const std::string m = e.what(), prefix = "output_shapes: ";
+          throw Error(m.rfind(prefix, 0) == 0 ? "run: " + m.substr(prefix.size()) : m);
+        }
+      });
+      py::list list;
+      std::vector<TensorSpan> out;
+      for (const Shape& shape : shapes) {
+        FloatArray o(std::vector<py::ssize_t>(shape.begin(), shape.end()));
+        out.push_back({shape, o.mutable_data()});
+        list.append(o);
+      }
+      locked([&] { session.run_into(in, out); return 0; });
+      return list;
     }
     if (on_device != items.size()) throw Error("run: inputs must be all on the host or all on the GPU");
     std::vector<py::object> keep(items.size());
@@ -164,6 +182,38 @@ struct PySession {
       return list;
     }
     return to_numpy_list(locked([&] { return session.run_device_to_host(ptrs); }));
+  }
+
+  // run_into(): host inputs as run() takes them, outputs written into `outs` (float32, C-contiguous,
+  // writeable NumPy arrays of the output shapes: a server's reused buffers). Returns `outs`.
+  py::list run_into(const py::list& outs, const py::args& args) {
+    std::vector<py::object> items = ordered(args);
+    for (const py::object& item : items)
+      if (is_device_tensor(item)) throw Error("run(out=...): takes host inputs (NumPy), not device tensors");
+    std::vector<FloatArray> arrays;
+    std::vector<TensorView> in = host_views(items, arrays);
+    std::vector<TensorSpan> out;
+    for (size_t k = 0; k < outs.size(); ++k) {
+      py::handle o = outs[k];
+      if (!py::isinstance<FloatArray>(o))
+        throw Error("run(out=...): output " + std::to_string(k) +
+                    " must be a float32 C-contiguous NumPy array");
+      auto a = py::reinterpret_borrow<FloatArray>(o);
+      if (!a.writeable()) throw Error("run(out=...): output " + std::to_string(k) + " is read-only");
+      out.push_back({Shape(a.shape(), a.shape() + a.ndim()), a.mutable_data()});
+    }
+    locked([&] { session.run_into(in, out); return 0; });
+    return outs;
+  }
+
+  std::vector<TensorView> host_views(const std::vector<py::object>& items, std::vector<FloatArray>& keep) const {
+    std::vector<TensorView> in;
+    for (size_t k = 0; k < items.size(); ++k) {
+      keep.push_back(as_float_array(items[k], label(k)));
+      const FloatArray& a = keep.back();
+      in.push_back({Shape(a.shape(), a.shape() + a.ndim()), a.data()});
+    }
+    return in;
   }
 
   std::vector<Tensor> random(uint64_t seed) const {
@@ -254,6 +304,7 @@ PYBIND11_MODULE(_infer, m) {
            "passes"_a = std::map<std::string, bool>{}, "extra_outputs"_a = std::vector<std::string>{},
            "device"_a = -1, "plan_cache"_a = "")
       .def("_run", [](PySession& s, py::args args) { return s.run(args, false); })
+      .def("_run_into", [](PySession& s, py::list outs, py::args args) { return s.run_into(outs, args); })
       .def("_run_device", [](PySession& s, py::args args) { return s.run(args, true); })
       .def("_profile", [](PySession& s, int runs, py::args args) {
         if (runs < 1) throw Error("profile: runs must be at least 1, got " + std::to_string(runs));

@@ -154,6 +154,36 @@ def test_outputs_are_owned_and_writable(lenet, rng):
     assert first[0, 0] == 42.0 and first.flags.c_contiguous and first.flags.writeable
 
 
+def test_run_into_reused_buffers(lenet, rng):
+    s = infer.Session(lenet, backend="cpu")
+    x = lenet_input(rng, 5)
+    want = s.run(x)[0]
+    buf = np.full((5, 10), np.nan, np.float32)  # poisoned
+    out = s.run(x, out=[buf])
+    assert out[0] is buf
+    np.testing.assert_array_equal(buf, want)
+    buf[:] = 7.0
+    s.run({"image": x}, out=[buf])  # the same buffer again, the dict form
+    np.testing.assert_array_equal(buf, want)
+    keep = buf.copy()
+    for bad, match in [
+        ([np.empty((4, 10), np.float32)], "needs shape 5x10, got 4x10"),
+        ([np.empty((5, 10), np.float64)], "float32 C-contiguous"),
+        ([np.empty((10, 5), np.float32).T], "float32 C-contiguous"),
+        ([], "expected 1 output buffer"),
+        ([buf, buf], "expected 1 output buffer"),
+    ]:
+        with pytest.raises(infer.Error, match=match):
+            s.run(x, out=bad)
+    ro = np.empty((5, 10), np.float32)
+    ro.flags.writeable = False
+    with pytest.raises(infer.Error, match="read-only"):
+        s.run(x, out=[ro])
+    with pytest.raises(infer.Error, match="exclude each other"):
+        s.run(x, out=[buf], device_outputs=True)
+    np.testing.assert_array_equal(buf, keep)  # nothing written by a refused call
+
+
 @pytest.mark.parametrize("args, match", [
     ((), "1 input"),
     ((np.zeros((1, 1, 28, 28), np.float32),) * 2, "2"),

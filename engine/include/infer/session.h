@@ -159,6 +159,14 @@ class Session {
   // first run at a batch plans it (kept for later runs).
   std::vector<Tensor> run(const std::vector<Tensor>& inputs);
 
+  // run() over buffers the caller owns and reuses: no allocation, and the host data is touched once
+  // each way (copied to and from the backend's staging or arena). inputs as run() takes them;
+  // outputs[k] must have output_shapes(inputs)[k] (Error naming the first that does not). For
+  // servers and bindings that run large batches (fresh multi-megabyte vectors per run page-fault).
+  void run_into(const std::vector<TensorView>& inputs, const std::vector<TensorSpan>& outputs);
+  // The shapes run() returns for these inputs (planning their batch if it is new; checks them).
+  std::vector<Shape> output_shapes(const std::vector<TensorView>& inputs);
+
   // Runs on inputs already in this session's GPU memory (cuda only; Error elsewhere): inputs[k] points
   // to inputs()[k]'s float32 elements (at the session's own batch), C-contiguous, ready on the legacy default stream. The outputs
   // are new device arrays; nothing goes through the host. Synchronizes before returning.

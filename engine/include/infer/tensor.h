@@ -1,5 +1,6 @@
 // infer::Tensor: a dense float32 host tensor (shape + contiguous row-major data), the type of session
-// inputs and outputs. Deliberately plain: apps fill `data` and read it back.
+// inputs and outputs. Deliberately plain: apps fill `data` and read it back. TensorView / TensorSpan:
+// the same over memory the caller owns (Session::run_into), so a server reuses its buffers.
 #pragma once
 
 #include <vector>
@@ -17,6 +18,17 @@ struct Tensor {
   Tensor(Shape s, std::vector<float> d) : shape(std::move(s)), data(std::move(d)) {}
 
   int64_t numel() const { return shape_numel(shape); }
+};
+
+// A dense float32 host tensor someone else owns: shape_numel(shape) floats at `data`, row-major.
+struct TensorView {
+  Shape shape;
+  const float* data = nullptr;
+};
+// The writable form (outputs written in place).
+struct TensorSpan {
+  Shape shape;
+  float* data = nullptr;
 };
 
 }  // namespace infer
