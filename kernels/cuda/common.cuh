@@ -60,6 +60,22 @@ __device__ __forceinline__ float activate(const DeviceActivation& a, float x) {
   }
 }
 
+// The activation of a fused epilogue, then (prelu) the per-channel PRelu select of the fuse_prelu pass,
+// v < 0 ? slope * v : v (a select, so NaN passes as in the reference; activate() is the identity for
+// ActivationKind::PRelu). The one finish every CUDA epilogue applies: GemmEpilogue (gemm_epilogue.cuh)
+// with its channel's slope loaded once, the others through activate_channel below.
+__device__ __forceinline__ float activate_prelu(const DeviceActivation& a, float v, bool prelu, float slope) {
+  v = activate(a, v);
+  return prelu && v < 0.f ? slope * v : v;
+}
+
+// activate_prelu for an element of channel c, its slope read from `slope` (P: float or half; null
+// without a per-channel PRelu): the epilogue of the kernels that find an element's channel as they go.
+template <class P>
+__device__ __forceinline__ float activate_channel(const DeviceActivation& a, float v, const P* slope, int64_t c) {
+  return activate_prelu(a, v, slope != nullptr, slope ? to_float(slope[c]) : 0.f);
+}
+
 // The sum of v over the 32 lanes of a full warp, returned to every lane (butterfly shuffles).
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll

@@ -295,15 +295,15 @@ void Conv::backward_data(Context& ctx, const void* y, const void* w, void* x, vo
 }
 
 void forward_epilogue(Context& ctx, const Conv& conv, const void* x, const void* w, const void* bias,
-                      const Activation& act, void* y, void* workspace, const void* z) {
+                      const Activation& act, void* y, void* workspace, const void* z, const void* slope) {
   const bool fuse = bias && act.kind == ActivationKind::Relu;
   conv.forward(ctx, x, w, fuse ? bias : nullptr, fuse, y, workspace, fuse ? z : nullptr);
   if (fuse) return;
   const Problem& q = conv.problem();
   if (q.layout == Layout::NHWC)
-    bias_activation_nhwc(ctx, q.precision, y, bias, q.N * q.P * q.Q, q.K, act, z);
+    bias_activation_nhwc(ctx, q.precision, y, bias, q.N * q.P * q.Q, q.K, act, z, slope);
   else
-    bias_activation(ctx, q.precision, y, bias, q.N, q.K, q.P * q.Q, act, z);
+    bias_activation(ctx, q.precision, y, bias, q.N, q.K, q.P * q.Q, act, z, slope);
 }
 
 size_t workspace_bytes(const Problem& problem) {
@@ -311,13 +311,13 @@ size_t workspace_bytes(const Problem& problem) {
   return find(problem, d).workspace;
 }
 
-std::unique_ptr<DeviceArray> repeated_bias(const NodeDesc& node, int64_t channels, int64_t times,
-                                           const char* variant) {
-  if (node.constants.size() < 3 || !node.constants[2])
-    throw Error(fmt::format("cuda {}: the bias must be a constant", variant));
+std::unique_ptr<DeviceArray> repeated_channels(const NodeDesc& node, size_t input, int64_t channels,
+                                               int64_t times, const char* variant) {
+  if (node.constants.size() <= input || !node.constants[input])
+    throw Error(fmt::format("cuda {}: the {} must be a constant", variant, input == 2 ? "bias" : "prelu slope"));
   std::vector<float> b(static_cast<size_t>(channels * times));
   for (int64_t t = 0; t < times; ++t)
-    for (int64_t c = 0; c < channels; ++c) b[static_cast<size_t>(t * channels + c)] = node.constants[2][c];
+    for (int64_t c = 0; c < channels; ++c) b[static_cast<size_t>(t * channels + c)] = node.constants[input][c];
   return upload(b.data(), b.size(), node.precision);
 }
 

@@ -72,18 +72,21 @@ class Conv {
   size_t workspace_ = 0;
 };
 
-// The node's constant bias (input 2, `channels` values) repeated `times` times, [t * channels + c] =
-// bias[c], uploaded in the node's precision: the bias of a width-folded layer (conv2d.cudnn_folded,
-// conv_transpose2d.cudnn_folded). An Error naming the variant when the bias is not a constant.
-std::unique_ptr<DeviceArray> repeated_bias(const NodeDesc& node, int64_t channels, int64_t times,
-                                           const char* variant);
+// The node's constant per-channel input `input` (the bias, 2, or the per-channel PRelu slopes of
+// fuse_prelu, 3; `channels` values) repeated `times` times, [t * channels + c] = v[c], uploaded in the
+// node's precision: the bias and slopes of a width-folded layer (conv2d.cudnn_folded,
+// conv_transpose2d.cudnn_folded). An Error naming the variant when the input is not a constant.
+std::unique_ptr<DeviceArray> repeated_channels(const NodeDesc& node, size_t input, int64_t channels,
+                                               int64_t times, const char* variant);
 
 // y = act(conv(x, w) + bias + z) in the problem's layout: bias + ReLU (+ z) in cuDNN's fused call,
 // every other epilogue (its other modes do not match infer's kinds: CLIPPED_RELU has no lower bound,
-// SWISH no beta) exactly by bias_activation / bias_activation_nhwc after a plain forward. bias (K
-// values) and z (y's shape, a residual) may be null. Shared by the conv2d and conv_pool2d variants.
+// SWISH no beta; cuDNN has no per-channel PRelu, whose `slope` [K] goes with act ActivationKind::PRelu)
+// exactly by bias_activation / bias_activation_nhwc after a plain forward. bias (K values) and z (y's
+// shape, a residual) may be null. Shared by the conv2d and conv_pool2d variants.
 void forward_epilogue(Context& ctx, const Conv& conv, const void* x, const void* w, const void* bias,
-                      const Activation& act, void* y, void* workspace, const void* z = nullptr);
+                      const Activation& act, void* y, void* workspace, const void* z = nullptr,
+                      const void* slope = nullptr);
 
 // The workspace the problem's algorithm needs (finds it on first sight): for workspace_bytes().
 size_t workspace_bytes(const Problem& problem);

@@ -4,23 +4,17 @@
 // of element i of an NCHW tensor is (i / inner) % channels). NHWC: packs along the channels (the bias
 // of a pack is contiguous), one row of C per pixel, rows across the grid-stride loop. The residual r
 // (a conv + residual add, fuse_conv_residual) has y's layout: element i of r adds to element i of y.
-// A per-channel PRelu (fuse_prelu) reads its channel's slope where the kernel finds the bias.
+// A per-channel PRelu (fuse_prelu) reads its channel's slope where the kernel finds the bias
+// (activate_channel, common.cuh: the select GemmEpilogue applies too).
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/epilogue.h"
 
 #include <algorithm>
 #include <climits>
+#include <string>
 
 namespace infer::cuda {
 namespace {
-
-// The activation of one element of channel c: a per-channel PRelu's select with slope[c] (the prelu
-// kernel's), else act.
-template <class T>
-__device__ __forceinline__ float epilogue_act(const DeviceActivation& act, const T* slope, int64_t c, float v) {
-  if (slope) return v < 0.f ? to_float(slope[c]) * v : v;
-  return activate(act, v);
-}
 
 // Small planes (dense outputs, 1x1 maps): one thread per element, flat index.
 template <class T>
@@ -32,7 +26,7 @@ __global__ void bias_activation_kernel(T* y, const T* bias, const T* r, const T*
     float v = to_float(y[i]);
     if (bias) v += to_float(bias[c]);
     if (r) v += to_float(r[i]);
-    y[i] = from_float<T>(epilogue_act(act, slope, c, v));
+    y[i] = from_float<T>(activate_channel(act, v, slope, c));
   }
 }
 
@@ -57,7 +51,7 @@ __global__ void bias_activation_planes_kernel(T* y, const T* bias, const T* r, c
         float f = to_float(v.v[k]);
         if (bias) f += b;
         if (rrow) f += to_float(rv.v[k]);
-        v.v[k] = from_float<T>(epilogue_act(act, slope, c, f));
+        v.v[k] = from_float<T>(activate_channel(act, f, slope, c));
       }
       row[i] = v;
     }
@@ -91,7 +85,7 @@ __global__ void bias_activation_nhwc_kernel(T* y, const T* bias, const T* r, con
       float f = to_float(v.v[k]);
       if (bias) f += to_float(bias[c0 + k]);
       if (rp) f += to_float(rv.v[k]);
-      v.v[k] = from_float<T>(epilogue_act(act, slope, c0 + k, f));
+      v.v[k] = from_float<T>(activate_channel(act, f, slope, c0 + k));
     }
     p[i] = v;
   }
@@ -115,15 +109,24 @@ __global__ void f16_to_f32_kernel(const __half* in, float* out, int64_t n) {
     out[i] = __half2float(in[i]);
 }
 
+// The argument checks of both entry points: false when there is nothing to do (no elements, or
+// neither bias, residual nor activation); an Error naming `name` for a PRelu without its slopes or
+// slopes without a PRelu.
+bool epilogue_to_run(const char* name, int64_t elements, const void* bias, const void* residual,
+                     const Activation& act, const void* slope) {
+  if (elements == 0 || (!bias && !residual && act.kind == ActivationKind::None)) return false;
+  if ((act.kind == ActivationKind::PRelu) != (slope != nullptr))
+    throw Error(std::string("cuda ") + name + ": a prelu epilogue needs its slopes (and only it takes them)");
+  return true;
+}
+
 }  // namespace
 
 void bias_activation(Context& ctx, Precision p, void* y, const void* bias, int64_t batch,
                      int64_t channels, int64_t inner, Activation act, const void* residual,
                      const void* slope) {
   const int64_t total = batch * channels * inner;
-  if (total == 0 || (!bias && !residual && act.kind == ActivationKind::None)) return;
-  if ((act.kind == ActivationKind::PRelu) != (slope != nullptr))
-    throw Error("cuda bias_activation: a prelu epilogue needs its slopes (and only it takes them)");
+  if (!epilogue_to_run("bias_activation", total, bias, residual, act, slope)) return;
   const DeviceActivation a = device_activation(act);
   dispatch(p, [&](auto tag) {
     using T = decltype(tag);
@@ -147,10 +150,8 @@ void bias_activation(Context& ctx, Precision p, void* y, const void* bias, int64
 
 void bias_activation_nhwc(Context& ctx, Precision p, void* y, const void* bias, int64_t rows,
                           int64_t channels, Activation act, const void* residual, const void* slope) {
-  if (rows * channels == 0 || (!bias && !residual && act.kind == ActivationKind::None)) return;
+  if (!epilogue_to_run("bias_activation_nhwc", rows * channels, bias, residual, act, slope)) return;
   if (channels > INT_MAX) throw Error("cuda bias_activation_nhwc: too many channels");
-  if ((act.kind == ActivationKind::PRelu) != (slope != nullptr))
-    throw Error("cuda bias_activation_nhwc: a prelu epilogue needs its slopes (and only it takes them)");
   const DeviceActivation a = device_activation(act);
   dispatch(p, [&](auto tag) {
     using T = decltype(tag);

@@ -2,13 +2,17 @@
 // y = prelu(act(sum + bias[c] + residual[i]), slope[c]) in float, stored once as T (float, or half).
 // The kernel keeps its own thread -> output map and index math and hands the functor each element's
 // channel c and flat index i in y (the residual has y's layout); every pointer may be null; a kernel
-// that loads per-channel values once keeps them in a Channel. CUDA-C only (.cu files).
+// that loads per-channel values once keeps them in a Channel. Also the host helpers that prepare a
+// node's bias and PRelu slopes as float. CUDA-C only (.cu files).
 #pragma once
 
 #include <cuda_fp16.h>
 
 #include <cstdint>
+#include <memory>
+#include <string>
 
+#include "infer/kernel.h"
 #include "kernels/cuda/common.cuh"
 
 namespace infer::cuda {
@@ -40,12 +44,10 @@ struct GemmEpilogue {
   }
 
   // What follows the bias: v (the sum with the bias already in it, e.g. as an MMA's first addend) +
-  // residual[i], the activation, the PRelu (a select, so NaN passes as in the reference).
+  // residual[i], the activation and the PRelu (activate_prelu, common.cuh).
   __device__ __forceinline__ float finish(float v, const Channel& ch, int64_t i) const {
     if (residual) v += to_float(residual[i]);
-    v = activate(act, v);
-    if (slope) v = v < 0.f ? ch.slope * v : v;
-    return v;
+    return activate_prelu(act, v, slope != nullptr, ch.slope);
   }
 
   // The element's value from its plain sum: bias added first (0 when absent), then finish().
@@ -85,5 +87,24 @@ inline GemmEpilogue<T, P> gemm_epilogue(const void* bias, const Activation& act,
   ep.act = device_activation(act);
   return ep;
 }
+
+// Host side, for the kernels that prepare their per-channel operands once as float (GemmEpilogue<T,
+// float>): the node's bias (input 2) and per-channel PRelu slopes (its last input, with
+// ActivationKind::PRelu) uploaded as float [channels]; null where the node has none, an Error naming
+// `variant` where one is not a constant.
+inline std::unique_ptr<DeviceArray> float_operand(const NodeDesc& node, size_t input, int64_t channels,
+                                                  const char* what, const char* variant) {
+  if (node.constants.size() <= input || !node.constants[input])
+    throw Error(std::string("cuda ") + variant + ": the " + what + " must be a constant");
+  return upload(node.constants[input], static_cast<size_t>(channels), Precision::FP32);
+}
+inline std::unique_ptr<DeviceArray> float_bias(const NodeDesc& node, int64_t channels, const char* variant) {
+  return node.input_shapes.size() >= 3 ? float_operand(node, 2, channels, "bias", variant) : nullptr;
+}
+inline std::unique_ptr<DeviceArray> float_slope(const NodeDesc& node, int64_t channels, const char* variant) {
+  if (fused_activation(node.params).kind != ActivationKind::PRelu) return nullptr;
+  return float_operand(node, node.input_shapes.size() - 1, channels, "prelu slope", variant);
+}
+inline const void* data_or_null(const std::unique_ptr<DeviceArray>& a) { return a ? a->data() : nullptr; }
 
 }  // namespace infer::cuda

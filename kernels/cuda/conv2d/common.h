@@ -1,8 +1,8 @@
 // What the CUDA conv2d variants of this folder share (host code, for .cc and .cu files): the node's
 // geometry, the hand-written NHWC kernels' common check, the run-time unpacking of a call (geometry +
-// device pointers, the residual input of fuse_conv_residual) and the entry points gemm.cu and direct.cu
-// give register.cc. Shapes and the parameter type were checked by the registry (check_kernel_call) and shape
-// inference before any of these functions sees a node. Namespace infer::cuda::conv.
+// device pointers, the residual input of fuse_conv_residual, the PRelu slopes of fuse_prelu) and the
+// entry points gemm.cu and direct.cu give register.cc. Shapes and the parameter type were checked by
+// the registry (check_kernel_call) and shape inference first. Namespace infer::cuda::conv.
 #pragma once
 
 #include <cstdint>
@@ -23,13 +23,16 @@ inline bool gemm_1x1_applicable(const NodeDesc& node) {
 }
 
 // The hand-written NHWC kernels' common check (small_cin_nhwc.cu, small_cout_nhwc.cu): an NHWC conv2d
-// with a constant weight and an optional constant bias of C_out values, x, w and y 4-D with every
-// size in (0, 2^30) (so int indices hold a dimension), channels and batch consistent.
+// with a constant weight, an optional constant bias of C_out values and, with a per-channel PRelu
+// epilogue (fuse_prelu: the slope is input 3), constant slopes, x, w and y 4-D with every size in
+// (0, 2^30) (so int indices hold a dimension), channels and batch consistent.
 inline bool nhwc_constant_conv(const NodeDesc& node) {
-  if (!std::holds_alternative<Conv2DParams>(node.params) || node.layout != Layout::NHWC ||
-      node.input_shapes.size() < 2 || node.input_shapes.size() > 3 || node.output_shapes.size() != 1 ||
-      !has_constant_weight(node))
+  if (!std::holds_alternative<Conv2DParams>(node.params)) return false;
+  const bool prelu = fused_activation(node.params).kind == ActivationKind::PRelu;
+  if (node.layout != Layout::NHWC || node.input_shapes.size() < 2 || node.input_shapes.size() > (prelu ? 4u : 3u) ||
+      node.output_shapes.size() != 1 || !has_constant_weight(node))
     return false;
+  if (prelu && (node.input_shapes.size() != 4 || node.constants.size() < 4 || !node.constants[3])) return false;
   const Shape &x = node.input_shapes[0], &w = node.input_shapes[1], &y = node.output_shapes[0];
   if (x.size() != 4 || w.size() != 4 || y.size() != 4) return false;
   for (const Shape* s : {&x, &w, &y})
@@ -46,10 +49,11 @@ struct ConvCall {
   int64_t N, CO;
   const void *x, *w, *bias, *residual;  // residual: input 3 (add_residual), else null
   void* y;
+  const void* slope;  // [C_out]: input 3 with a per-channel PRelu epilogue (fuse_prelu), else null
 };
 
 inline ConvCall conv_call(const KernelCall& call) {
-  ConvCall c{conv2d_problem(call.node), 0, 0, nullptr, nullptr, nullptr, nullptr, nullptr};
+  ConvCall c{conv2d_problem(call.node), 0, 0, nullptr, nullptr, nullptr, nullptr, nullptr, prelu_slope(call)};
   c.N = call.node.input_shapes[0][0];
   c.CO = call.node.input_shapes[1][0];
   c.x = call.inputs[0];

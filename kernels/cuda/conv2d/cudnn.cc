@@ -3,14 +3,15 @@
 //   fp16 / tf32, an implicit GEMM with no column buffer in NHWC), NCHW or NHWC, any groups
 //   (cudnnSetConvolutionGroupCount) and dilation, bias + ReLU (+ a residual input: add_residual, from
 //   fuse_conv_residual) fused into the call (cudnnConvolutionBiasActivationForward's z), other
-//   epilogues (and their residual) by bias_activation.
+//   epilogues (and their residual; a per-channel PRelu of fuse_prelu, which cuDNN has not) by
+//   bias_activation after the library call.
 // - `cudnn_folded`: width folding (seed 004) for convolutions with C_in <= 4 or C_out <= 4, NHWC only.
 //   In NHWC, F adjacent columns of C channels are one "pixel" of F*C channels with no data movement,
 //   so [N,H,W,C] is [N,H,W/F,F*C]; the convolution becomes a stride-1 convolution over the folded
 //   image with F*C_in inputs, F*C_out outputs and a block-structured kernel (built once here), whose
 //   channel counts meet the tensor cores' alignment where 1 or 3 channels would not. Exact: every
 //   output takes the same products as unfolded (the added weights are zeros). Requires the
-//   fold_width pass; stride 1 and W, W_out multiples of F.
+//   fold_width pass; stride 1 and W, W_out multiples of F. Bias and PRelu slopes repeat per fold.
 #include <algorithm>
 #include <memory>
 #include <string>
@@ -31,13 +32,16 @@ struct Geometry {
   dnn::Problem problem;
   bool has_bias = false;
   bool residual = false;  // input 3 is added before the activation (add_residual)
+  bool prelu = false;     // input 3 holds per-channel PRelu slopes (fuse_prelu)
   Activation act;
 };
 
 Geometry geometry(const NodeDesc& node) {
   Geometry g;
   const auto* p = std::get_if<Conv2DParams>(&node.params);
-  if (!p || node.input_shapes.size() < 2 || node.input_shapes.size() > (p && p->add_residual ? 4u : 3u) ||
+  // a 4th input: the residual (add_residual) or the PRelu slopes (ActivationKind::PRelu), never both
+  const bool prelu = p && p->activation.kind == ActivationKind::PRelu;
+  if (!p || node.input_shapes.size() < 2 || node.input_shapes.size() > (p->add_residual || prelu ? 4u : 3u) ||
       node.output_shapes.size() != 1)
     return g;
   const Shape &x = node.input_shapes[0], &w = node.input_shapes[1], &y = node.output_shapes[0];
@@ -65,6 +69,7 @@ Geometry geometry(const NodeDesc& node) {
   q.groups = p->groups, q.dilation_h = p->dilation_h, q.dilation_w = p->dilation_w;
   g.has_bias = node.input_shapes.size() >= 3;
   g.residual = p->add_residual;
+  g.prelu = prelu;
   g.act = p->activation;
   g.ok = true;
   return g;
@@ -104,10 +109,12 @@ struct State {
   std::unique_ptr<dnn::Conv> conv;
   std::unique_ptr<DeviceArray> weights;  // KRSC (NHWC) or folded; null: the node's own weight (NCHW)
   std::unique_ptr<DeviceArray> bias;     // folded bias; null: the node's own
+  std::unique_ptr<DeviceArray> slope;    // folded PRelu slopes; null: the node's own (input 3), if any
   dnn::Problem problem;                  // what runs (folded for cudnn_folded)
   Activation act;
   bool has_bias = false;
   bool residual = false;
+  bool prelu = false;
 };
 
 std::shared_ptr<void> cudnn_prepare(const NodeDesc& node) {
@@ -118,6 +125,7 @@ std::shared_ptr<void> cudnn_prepare(const NodeDesc& node) {
   st->act = g.act;
   st->has_bias = g.has_bias;
   st->residual = g.residual;
+  st->prelu = g.prelu;
   if (node.layout == Layout::NHWC) {
     if (!has_constant_weight(node)) throw Error("cuda conv2d.cudnn: NHWC needs a constant weight");
     const dnn::Problem& q = g.problem;
@@ -136,7 +144,7 @@ size_t cudnn_workspace(const NodeDesc& node) {
 }
 
 // Shared by both variants: the convolution (ReLU and bias fused when both are there), then any other
-// epilogue in the node's layout.
+// epilogue (a per-channel PRelu's too) in the node's layout.
 void run_prepared(const KernelCall& call, const char* variant) {
   if (!call.prepared) throw Error(std::string("cuda ") + variant + ": not prepared");
   const State& st = *static_cast<const State*>(call.prepared);
@@ -144,7 +152,9 @@ void run_prepared(const KernelCall& call, const char* variant) {
   const void* w = st.weights ? st.weights->data() : call.inputs[1];
   const void* bias = st.bias ? st.bias->data() : st.has_bias ? call.inputs[2] : nullptr;
   const void* residual = st.residual ? call.inputs.at(3) : nullptr;
-  dnn::forward_epilogue(ctx, *st.conv, call.inputs[0], w, bias, st.act, call.outputs[0], call.workspace, residual);
+  const void* slope = st.slope ? st.slope->data() : st.prelu ? call.inputs.at(3) : nullptr;
+  dnn::forward_epilogue(ctx, *st.conv, call.inputs[0], w, bias, st.act, call.outputs[0], call.workspace, residual,
+                        slope);
 }
 
 void cudnn_run(const KernelCall& call) { run_prepared(call, "conv2d.cudnn"); }
@@ -229,8 +239,10 @@ std::shared_ptr<void> folded_prepare(const NodeDesc& node) {
   st->problem = f.folded;
   st->act = g.act;
   st->has_bias = g.has_bias;
+  st->prelu = g.prelu;
   st->weights = upload(wf.data(), wf.size(), node.precision);
-  if (g.has_bias) st->bias = dnn::repeated_bias(node, q.K, F, "conv2d.cudnn_folded");
+  if (g.has_bias) st->bias = dnn::repeated_channels(node, 2, q.K, F, "conv2d.cudnn_folded");
+  if (g.prelu) st->slope = dnn::repeated_channels(node, 3, q.K, F, "conv2d.cudnn_folded");
   st->conv = std::make_unique<dnn::Conv>(st->problem);
   return st;
 }
@@ -242,10 +254,11 @@ void folded_run(const KernelCall& call) { run_prepared(call, "conv2d.cudnn_folde
 INFER_REGISTER_KERNELS(conv2d_cudnn) {
   registry.add("cuda", {
       {.op = "conv2d", .name = "cudnn", .priority = 4, .priority_for = cudnn_priority,
-       .layouts = {Layout::NCHW, Layout::NHWC}, .applicable = cudnn_applicable,
+       .layouts = {Layout::NCHW, Layout::NHWC}, .fuses_prelu = true, .applicable = cudnn_applicable,
        .workspace_bytes = cudnn_workspace, .prepare = cudnn_prepare, .run = cudnn_run},
       {.op = "conv2d", .name = "cudnn_folded", .priority = 60, .priority_for = folded_priority,
-       .layouts = {Layout::NHWC}, .requires_pass = "fold_width", .applicable = folded_applicable,
+       .layouts = {Layout::NHWC}, .requires_pass = "fold_width", .fuses_prelu = true,
+       .applicable = folded_applicable,
        .workspace_bytes = folded_workspace, .prepare = folded_prepare, .run = folded_run},
   });
 }

@@ -4,7 +4,8 @@
 // (64x64 each), K walked in 64 (fp16) or 32 (tf32) channel slices per tap through a 3-stage cp.async
 // pipeline. Any kernel size (<= 32), stride and padding (asymmetric too: the output size is given),
 // groups and dilation 1, C_in and C_out multiples of 8 (fp16) / 4 (tf32). The whole epilogue is fused
-// (CUTLASS's broadcast epilogue): y = act(conv + bias + residual), any activation infer has.
+// (CUTLASS's broadcast epilogue): y = act(conv + bias + residual), any activation infer has; a
+// per-channel PRelu (fuse_prelu; the functor sees no channel) by bias_activation_nhwc after the call.
 #include <memory>
 #include <variant>
 #include <vector>
@@ -15,6 +16,7 @@
 #include "kernels/cuda/conv2d/common.h"
 #include "infer/kernel.h"
 #include "kernels/cuda/cutlass_conv.cuh"
+#include "kernels/cuda/epilogue.h"
 
 namespace infer::cuda {
 namespace {
@@ -119,6 +121,11 @@ void run(const KernelCall& call) {
     launch<FpropOp<P>>(arguments<P>(st.pr.size, c.x, st.weights->data(), c.bias, c.residual, c.y, st.act),
                        context_of(call).stream, "conv2d.cutlass");
   });
+  if (c.slope) {  // st.act is ActivationKind::PRelu, the identity in the library's epilogue
+    const auto& s = st.pr.size;
+    bias_activation_nhwc(context_of(call), call.node.precision, c.y, nullptr, int64_t(s.N) * s.P * s.Q, s.K,
+                         fused_activation(call.node.params), nullptr, c.slope);
+  }
 }
 
 // An --autotune / --kernel candidate, not a default: slower than cuDNN on every VGG / AlexNet layer
@@ -132,7 +139,7 @@ INFER_REGISTER_KERNELS(conv2d_cutlass) {
       // Static priority 2: the registry's order (by file path) put cutlass.cu before small_cout_nhwc.cu,
       // whose direct_small_cout_nhwc ties with it at 3; 2 keeps that variant first on the tie, as before.
       {.op = "conv2d", .name = "cutlass", .priority = 2, .priority_for = priority, .layouts = {Layout::NHWC},
-       .applicable = applicable, .prepare = prepare, .run = run},
+       .fuses_prelu = true, .applicable = applicable, .prepare = prepare, .run = run},
   });
 }
 

@@ -1,8 +1,9 @@
 // CUDA conv2d, the direct variants (NCHW; weight [C_out,C_in/groups,KH,KW], optional bias, any stride,
-// asymmetric padding, fused activation) in the session precision (float or half storage, float sums):
-// direct (one thread per output element, any groups, dilation and residual input: the fallback and
-// cross-check) and direct_small_cout (C_out <= 8: one thread per column of output pixels computing every
-// output channel, weights in shared memory; where a GEMM with M = C_out is hopeless).
+// asymmetric padding, fused activation or per-channel PRelu) in the session precision (float or half
+// storage, float sums): direct (one thread per output element, any groups, dilation and residual input:
+// the fallback and cross-check) and direct_small_cout (C_out <= 8: one thread per column of output
+// pixels computing every output channel, weights in shared memory; where a GEMM with M = C_out is
+// hopeless).
 #include <algorithm>
 #include <climits>
 #include <string>
@@ -22,14 +23,14 @@ namespace infer::cuda::conv {
 // One thread per output element (n, co, oy, ox), grid-stride over N*C_out*HO*WO; the thread sums
 // x * w over the C_in/groups channels of co's group x KH x KW taps (tap ky reads input row
 // oy*stride - pad + ky*dilation) in float (taps outside the image skipped), adds the bias and the
-// residual (add_residual), activates.
+// residual (add_residual), activates (and applies channel co's PRelu slope: fuse_prelu).
 // Consecutive threads take consecutive ox, so input reads of a warp are nearly contiguous and the
 // weight reads are a broadcast.
 
 template <class T>
 __global__ void conv2d_direct_kernel(const T* __restrict__ x, const T* __restrict__ w,
                                      const T* __restrict__ bias, const T* __restrict__ r,
-                                     T* __restrict__ y, ConvProblem g,
+                                     const T* __restrict__ slope, T* __restrict__ y, ConvProblem g,
                                      int64_t CO, int64_t total, DeviceActivation act,
                                      int64_t groups, int64_t dh, int64_t dw) {
   // ConvProblem's C is one group's input channels; an image holds C * groups of them.
@@ -57,7 +58,7 @@ __global__ void conv2d_direct_kernel(const T* __restrict__ x, const T* __restric
     }
     if (bias) acc += to_float(bias[co]);
     if (r) acc += to_float(r[i]);
-    y[i] = from_float<T>(activate(act, acc));
+    y[i] = from_float<T>(activate_channel(act, acc, slope, co));
   }
 }
 
@@ -72,7 +73,8 @@ void run_direct(const KernelCall& call) {
     using T = decltype(tag);
     conv2d_direct_kernel<T><<<grid_for(total), 256, 0, ctx.stream>>>(
         static_cast<const T*>(c.x), static_cast<const T*>(c.w), static_cast<const T*>(c.bias),
-        static_cast<const T*>(c.residual), static_cast<T*>(c.y), c.g, c.CO, total, act, p.groups,
+        static_cast<const T*>(c.residual), static_cast<const T*>(c.slope), static_cast<T*>(c.y), c.g, c.CO,
+        total, act, p.groups,
         p.dilation_h, p.dilation_w);
   });
   INFER_CUDA_CHECK_LAUNCH();
@@ -123,7 +125,7 @@ int small_cout_priority(const NodeDesc& node) {
 template <class T, int CO, int K, int S>
 __global__ void __launch_bounds__(kScThreads)
     small_cout_kernel(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ bias,
-                      T* __restrict__ y, SmallCoutArgs a) {
+                      const T* __restrict__ slope, T* __restrict__ y, SmallCoutArgs a) {
   extern __shared__ float smem[];
   const ConvProblem& g = a.g;
   const int KH = K > 0 ? K : static_cast<int>(g.KH), KW = K > 0 ? K : static_cast<int>(g.KW);
@@ -212,7 +214,7 @@ __global__ void __launch_bounds__(kScThreads)
 #pragma unroll
       for (int co = 0; co < CO; ++co) {
         const float v = acc[co][r] + (bias ? to_float(bias[co]) : 0.f);
-        y[n * CHW + co * P + oy * g.WO + ox] = from_float<T>(activate(a.act, v));
+        y[n * CHW + co * P + oy * g.WO + ox] = from_float<T>(activate_channel(a.act, v, slope, co));
       }
     }
     return;
@@ -235,7 +237,7 @@ __global__ void __launch_bounds__(kScThreads)
     const int64_t oy = ty * tile_rows + row, oxx = tx * 32 + l;
     if (oy >= g.HO || oxx >= g.WO) continue;
     if (bias) v += to_float(bias[co]);
-    y[n * CHW + co * P + oy * g.WO + oxx] = from_float<T>(activate(a.act, v));
+    y[n * CHW + co * P + oy * g.WO + oxx] = from_float<T>(activate_channel(a.act, v, slope, co));
   }
 }
 
@@ -245,11 +247,12 @@ void launch_small_cout(const ConvCall& c, const SmallCoutArgs& a, unsigned block
   const T* x = static_cast<const T*>(c.x);
   const T* w = static_cast<const T*>(c.w);
   const T* bias = static_cast<const T*>(c.bias);
+  const T* slope = static_cast<const T*>(c.slope);
   T* y = static_cast<T*>(c.y);
   if (a.g.KH == 3 && a.g.KW == 3 && a.g.stride_h == 1 && a.g.stride_w == 1)
-    small_cout_kernel<T, CO, 3, 1><<<blocks, kScThreads, smem, stream>>>(x, w, bias, y, a);
+    small_cout_kernel<T, CO, 3, 1><<<blocks, kScThreads, smem, stream>>>(x, w, bias, slope, y, a);
   else
-    small_cout_kernel<T, CO, 0, 0><<<blocks, kScThreads, smem, stream>>>(x, w, bias, y, a);
+    small_cout_kernel<T, CO, 0, 0><<<blocks, kScThreads, smem, stream>>>(x, w, bias, slope, y, a);
 }
 
 void run_small_cout(const KernelCall& call) {

@@ -1,10 +1,10 @@
 // CUDA conv2d, the GEMM variants (NCHW but gemm_1x1_nhwc; weight [C_out,C_in,KH,KW], optional bias, any
-// stride, asymmetric padding, fused activation and residual input; groups 1 and dilation 1) in the
-// session precision (float or half storage, float sums): gemm_1x1 (1x1/stride 1/unpadded: one
-// strided-batched cuBLAS GEMM over the batch), gemm_1x1_nhwc (the same in NHWC: one GEMM over all pixels
-// of the batch), im2col_gemm (im2col into a <= 1 GiB workspace + strided-batched GEMM per chunk of
-// images). They end with bias_activation, or, split over K at batch 1 (few output tiles, K >= 4096),
-// with the kernel that adds the slices' partial sums and the epilogue.
+// stride, asymmetric padding, fused activation or per-channel PRelu, residual input; groups and
+// dilation 1) in the session precision (float or half storage, float sums): gemm_1x1 (1x1/stride
+// 1/unpadded: one strided-batched cuBLAS GEMM over the batch), gemm_1x1_nhwc (the same in NHWC: one GEMM
+// over all pixels of the batch), im2col_gemm (im2col into a <= 1 GiB workspace + strided-batched GEMM per
+// chunk of images). They end with bias_activation, or, split over K at batch 1 (few output tiles, K >=
+// 4096), with the kernel that adds the slices' partial sums and the epilogue.
 #include <algorithm>
 #include <climits>
 #include <string>
@@ -54,17 +54,18 @@ size_t im2col_gemm_workspace(const NodeDesc& node) {
                : conv_gemm_workspace_bytes(g, N, node.precision);
 }
 
-// y[i] = act(sum_s part[s][i] + bias[i / P] + r[i]) for i < total (= C_out * P of one image).
+// y[i] = act(sum_s part[s][i] + bias[i / P] + r[i]) for i < total (= C_out * P of one image), then
+// channel i / P's PRelu slope where there is one.
 template <class T>
 __global__ void split_k_sum_kernel(const float* __restrict__ part, int splits, int64_t total, int64_t P,
-                                   const T* __restrict__ bias, const T* __restrict__ r, T* __restrict__ y,
-                                   DeviceActivation act) {
+                                   const T* __restrict__ bias, const T* __restrict__ r,
+                                   const T* __restrict__ slope, T* __restrict__ y, DeviceActivation act) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
     float v = 0.f;
     for (int s = 0; s < splits; ++s) v += part[s * total + i];
     if (bias) v += to_float(bias[i / P]);
     if (r) v += to_float(r[i]);
-    y[i] = from_float<T>(activate(act, v));
+    y[i] = from_float<T>(activate_channel(act, v, slope, i / P));
   }
 }
 
@@ -92,7 +93,7 @@ void run_split_k(Context& ctx, Precision p, const ConvCall& c, int splits, void*
     using T = decltype(tag);
     split_k_sum_kernel<T><<<grid_for(total), 256, 0, ctx.stream>>>(
         part, splits, total, P, static_cast<const T*>(c.bias), static_cast<const T*>(c.residual),
-        static_cast<T*>(c.y), device_activation(act));
+        static_cast<const T*>(c.slope), static_cast<T*>(c.y), device_activation(act));
   });
   INFER_CUDA_CHECK_LAUNCH();
 }
@@ -114,7 +115,7 @@ void run_gemm(const KernelCall& call, const char* variant) {
   }
   conv_gemm(ctx, p, g, c.w, c.CO, c.x, g.C * g.H * g.W, c.y, c.CO * P, c.N, call.workspace,
             conv_gemm_chunk(g, c.N, p));
-  bias_activation(ctx, p, c.y, c.bias, c.N, c.CO, P, fused_activation(call.node.params), c.residual);
+  bias_activation(ctx, p, c.y, c.bias, c.N, c.CO, P, fused_activation(call.node.params), c.residual, c.slope);
 }
 
 void run_im2col_gemm(const KernelCall& call) { run_gemm(call, "im2col_gemm"); }
@@ -154,7 +155,7 @@ void run_gemm_1x1_nhwc(const KernelCall& call) {
   if (rows == 0 || c.CO == 0) return;
   gemm_x_wt(ctx, call.node.precision, c.x, c.w, c.y, rows, c.g.C, c.CO);  // the weight [C_out, C_in]
   bias_activation_nhwc(ctx, call.node.precision, c.y, c.bias, rows, c.CO,
-                       fused_activation(call.node.params), c.residual, prelu_slope(call));
+                       fused_activation(call.node.params), c.residual, c.slope);
 }
 
 

@@ -321,6 +321,7 @@ int priority(const NodeDesc& node) {
 struct State {
   std::unique_ptr<DeviceArray> weights;  // half [CO][Kp + 8], k in (ky, kx, c) order, zeros past K
   std::unique_ptr<DeviceArray> bias;     // float [CO], or null
+  std::unique_ptr<DeviceArray> slope;    // float [CO] per-channel PRelu slopes (fuse_prelu), or null
 };
 
 std::shared_ptr<void> prepare(const NodeDesc& node) {
@@ -341,7 +342,8 @@ std::shared_ptr<void> prepare(const NodeDesc& node) {
                                           static_cast<int>(smem)));
   auto st = std::make_shared<State>();
   st->weights = upload(t.data(), t.size(), Precision::FP16);
-  if (node.input_shapes.size() == 3) st->bias = upload(node.constants[2], size_t(c.CO), Precision::FP32);
+  st->bias = float_bias(node, c.CO, "conv2d.mma_small_cin_nhwc");
+  st->slope = float_slope(node, c.CO, "conv2d.mma_small_cin_nhwc");
   return st;
 }
 
@@ -360,8 +362,8 @@ void run(const KernelCall& call) {
   small_cin_kernel<<<blocks, kWarps * 32, smem, ctx.stream>>>(
       reinterpret_cast<const __half*>(call.inputs[0]), st.weights->as<uint4>(),
       reinterpret_cast<__half*>(call.outputs[0]), c.g, c.Kp, c.CO,
-      gemm_epilogue<__half, float>(st.bias ? st.bias->data() : nullptr,
-                                   std::get<Conv2DParams>(call.node.params).activation));
+      gemm_epilogue<__half, float>(data_or_null(st.bias), std::get<Conv2DParams>(call.node.params).activation,
+                                   nullptr, data_or_null(st.slope)));
   INFER_CUDA_CHECK_LAUNCH();
 }
 
@@ -370,7 +372,7 @@ void run(const KernelCall& call) {
 INFER_REGISTER_KERNELS(conv2d_small_cin_nhwc) {
   registry.add("cuda", {
       {.op = "conv2d", .name = "mma_small_cin_nhwc", .priority = 70, .priority_for = priority,
-       .layouts = {Layout::NHWC}, .applicable = applicable, .prepare = prepare, .run = run},
+       .layouts = {Layout::NHWC}, .fuses_prelu = true, .applicable = applicable, .prepare = prepare, .run = run},
   });
 }
 

@@ -12,8 +12,8 @@
 // - `direct_small_cout_nhwc` (fp32 / tf32 / fp16): one thread per output pixel computes all C_out
 //   channels with float FMAs, reading each input pixel's C_in channels as 16-byte vectors, weights
 //   in shared memory as float [KH][KW][C_in][C_out] (warp-uniform reads: broadcasts).
-// Both sum in float and fuse bias and activation; a grid of a few blocks per SM loops over the work,
-// so the weights load once per block.
+// Both sum in float and fuse bias and activation (or a per-channel PRelu: GemmEpilogue's slopes); a
+// grid of a few blocks per SM loops over the work, so the weights load once per block.
 #include <algorithm>
 #include <memory>
 #include <string>
@@ -291,6 +291,7 @@ int priority(const NodeDesc& node) { return check(node).ok ? 3 : 0; }
 struct State {
   std::unique_ptr<DeviceArray> weights;  // float [KH][KW][C_in][C_out]
   std::unique_ptr<DeviceArray> bias;     // float [C_out], or null
+  std::unique_ptr<DeviceArray> slope;    // float [C_out] per-channel PRelu slopes (fuse_prelu), or null
 };
 
 std::shared_ptr<void> prepare(const NodeDesc& node) {
@@ -307,7 +308,8 @@ std::shared_ptr<void> prepare(const NodeDesc& node) {
               w[((int64_t(co) * g.C + ci) * g.KH + ky) * g.KW + kx];
   auto st = std::make_shared<State>();
   st->weights = upload(t.data(), t.size(), Precision::FP32);
-  if (node.input_shapes.size() == 3) st->bias = upload(node.constants[2], static_cast<size_t>(c.CO), Precision::FP32);
+  st->bias = float_bias(node, c.CO, "conv2d.direct_small_cout_nhwc");
+  st->slope = float_slope(node, c.CO, "conv2d.direct_small_cout_nhwc");
   return st;
 }
 
@@ -318,7 +320,7 @@ void launch(const Checked& c, const T* x, const State& st, T* y, const Activatio
       std::max<int64_t>(1, std::min<int64_t>((pixels + 255) / 256, int64_t(ctx.sm_count > 0 ? ctx.sm_count : 132) * 8)));
   const size_t smem = static_cast<size_t>(c.g.KH * c.g.KW * c.g.C * CO) * sizeof(float);
   const float* wf = st.weights->as<float>();
-  const auto ep = gemm_epilogue<T, float>(st.bias ? st.bias->data() : nullptr, act);
+  const auto ep = gemm_epilogue<T, float>(data_or_null(st.bias), act, nullptr, data_or_null(st.slope));
   constexpr int kVec = 16 / sizeof(T);
   if (c.g.C % kVec == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0)
     small_cout_nhwc_kernel<T, CO, kVec><<<blocks, 256, smem, ctx.stream>>>(x, wf, y, c.g, ep);
@@ -393,6 +395,7 @@ int mma_priority(const NodeDesc& node) {
 struct MmaState {
   std::unique_ptr<DeviceArray> weights;  // half [tap][slice][n = 8][k = 16], zeros past C_out and C_in
   std::unique_ptr<DeviceArray> bias;     // float [C_out], or null
+  std::unique_ptr<DeviceArray> slope;    // float [C_out] per-channel PRelu slopes (fuse_prelu), or null
 };
 
 std::shared_ptr<void> mma_prepare(const NodeDesc& node) {
@@ -414,7 +417,8 @@ std::shared_ptr<void> mma_prepare(const NodeDesc& node) {
           }
   auto st = std::make_shared<MmaState>();
   st->weights = upload(t.data(), t.size(), Precision::FP16);
-  if (node.input_shapes.size() == 3) st->bias = upload(node.constants[2], static_cast<size_t>(c.CO), Precision::FP32);
+  st->bias = float_bias(node, c.CO, "conv2d.mma_small_cout_nhwc");
+  st->slope = float_slope(node, c.CO, "conv2d.mma_small_cout_nhwc");
   return st;
 }
 
@@ -432,7 +436,8 @@ void mma_run(const KernelCall& call) {
   const __half* x = reinterpret_cast<const __half*>(call.inputs[0]);
   const uint4* wt = st.weights->as<uint4>();
   __half* y = reinterpret_cast<__half*>(call.outputs[0]);
-  const auto ep = gemm_epilogue<__half, float>(st.bias ? st.bias->data() : nullptr, p.activation);
+  const auto ep =
+      gemm_epilogue<__half, float>(data_or_null(st.bias), p.activation, nullptr, data_or_null(st.slope));
   if (const int rows = mma_tile_rows(c.g); rows > 0) {
     const int64_t tiles = int64_t(c.g.N) * ((c.g.HO + rows - 1) / rows) *
                           ((c.g.WO + kMmaPixelsPerWarp - 1) / kMmaPixelsPerWarp);
@@ -455,9 +460,10 @@ void mma_run(const KernelCall& call) {
 INFER_REGISTER_KERNELS(conv2d_small_cout_nhwc) {
   registry.add("cuda", {
       {.op = "conv2d", .name = "direct_small_cout_nhwc", .priority = 3, .priority_for = priority,
-       .layouts = {Layout::NHWC}, .applicable = applicable, .prepare = prepare, .run = run},
+       .layouts = {Layout::NHWC}, .fuses_prelu = true, .applicable = applicable, .prepare = prepare, .run = run},
       {.op = "conv2d", .name = "mma_small_cout_nhwc", .priority = 65, .priority_for = mma_priority,
-       .layouts = {Layout::NHWC}, .applicable = mma_applicable, .prepare = mma_prepare, .run = mma_run},
+       .layouts = {Layout::NHWC}, .fuses_prelu = true, .applicable = mma_applicable, .prepare = mma_prepare,
+       .run = mma_run},
   });
 }
 

@@ -3,8 +3,8 @@
 // padded input is built in the workspace (one thread per element of it, gather form), then a direct
 // stride-1 convolution with the flipped kernel (prepared once as [C_out][C_in/groups][KH][KW]; taps
 // d_h, d_w apart when dilated; output channel co reads its group's input planes) runs one thread per
-// output element, consecutive threads along ox, with bias + activation. Its workspace is the paper's
-// memory column.
+// output element, consecutive threads along ox, with bias + activation (or per-channel PRelu). Its
+// workspace is the paper's memory column.
 
 #include "infer/error.h"
 #include "kernels/cuda/common.cuh"
@@ -68,7 +68,8 @@ __global__ void upsample_kernel(const T* __restrict__ x, T* __restrict__ u, int6
 // at (oy + ky*dh, ox + kx*dw).
 template <class T>
 __global__ void direct_conv_kernel(const T* __restrict__ u, const T* __restrict__ wf,
-                                   const T* __restrict__ bias, T* __restrict__ y, int64_t N, int64_t CI,
+                                   const T* __restrict__ bias, const T* __restrict__ slope,
+                                   T* __restrict__ y, int64_t N, int64_t CI,
                                    int64_t CO, int64_t CIG, int64_t COG, int64_t Hu, int64_t Wu,
                                    int64_t KH, int64_t KW, int64_t dh, int64_t dw, int64_t HO, int64_t WO,
                                    DeviceActivation act) {
@@ -85,7 +86,7 @@ __global__ void direct_conv_kernel(const T* __restrict__ u, const T* __restrict_
         for (int64_t kx = 0; kx < KW; ++kx)
           acc += to_float(up[ky * dh * Wu + kx * dw]) * to_float(wp[ky * KW + kx]);
     }
-    y[i] = from_float<T>(activate(act, acc));
+    y[i] = from_float<T>(activate_channel(act, acc, slope, co));
   }
 }
 
@@ -118,7 +119,8 @@ void run_conventional(const KernelCall& call) {
     }
     if (n_out > 0) {
       direct_conv_kernel<T><<<grid_for(n_out), 256, 0, ctx.stream>>>(
-          u, f.w->as<T>(), static_cast<const T*>(c.bias), static_cast<T*>(c.y), d.N, d.CI, d.CO, d.CIG,
+          u, f.w->as<T>(), static_cast<const T*>(c.bias), static_cast<const T*>(c.slope), static_cast<T*>(c.y),
+          d.N, d.CI, d.CO, d.CIG,
           d.COG, Hu, Wu, d.KH, d.KW, d.dh, d.dw, d.HO, d.WO, device_activation(d.act));
       INFER_CUDA_CHECK_LAUNCH();
     }

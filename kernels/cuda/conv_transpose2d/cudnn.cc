@@ -3,13 +3,14 @@
 // is what CUTLASS calls "strided dgrad": cuDNN decomposes it by output phase like the unified
 // kernel-segregation method (Tida et al.), each phase an implicit GEMM on tensor cores in fp16 / tf32,
 // no zero-upsampled buffer and no column buffer. NCHW or NHWC (weights re-laid out to KRSC once);
-// bias + activation by infer's epilogue after (cuDNN fuses none into backward data).
+// bias + activation (or a per-channel PRelu) by infer's epilogue after (cuDNN fuses none into backward
+// data).
 // `cudnn_folded`: width folding (seed 004) for a generator's output layer with few channels (C_out <=
 // 4, e.g. DCGAN's 128 -> 3), NHWC, under the fold_width pass: F input columns are one pixel of F*C_in
 // channels and the s*F output columns they produce one pixel of s*F*C_out channels (no data movement
 // in NHWC), so along the width the layer becomes a stride-1 transposed convolution over folded pixels
 // with a block-structured kernel built once here; the height keeps its stride. Exact: every output
-// takes the same products (the added weights are zeros).
+// takes the same products (the added weights are zeros); bias and PRelu slopes repeat per fold.
 #include <algorithm>
 #include <climits>
 #include <memory>
@@ -51,7 +52,7 @@ Geometry geometry(const NodeDesc& node) {
   // The forward convolution of the output must give back the input's size (output_padding < stride).
   if ((q.H + 2 * q.pad_h - q.R) / q.stride_h + 1 != q.P || (q.W + 2 * q.pad_w - q.S) / q.stride_w + 1 != q.Q)
     return g;
-  g.has_bias = node.input_shapes.size() == 3;
+  g.has_bias = node.input_shapes.size() >= 3;
   g.act = d.act;
   g.ok = true;
   return g;
@@ -109,10 +110,13 @@ void run(const KernelCall& call) {
   st.conv->backward_data(ctx, call.inputs[0], w, call.outputs[0], call.workspace);
   const dnn::Problem& q = st.g.problem;
   const void* bias = st.g.has_bias ? call.inputs[2] : nullptr;
+  const void* slope = prelu_slope(call);
   if (q.layout == Layout::NHWC)
-    bias_activation_nhwc(ctx, call.node.precision, call.outputs[0], bias, q.N * q.H * q.W, q.C, st.g.act);
+    bias_activation_nhwc(ctx, call.node.precision, call.outputs[0], bias, q.N * q.H * q.W, q.C, st.g.act,
+                         nullptr, slope);
   else
-    bias_activation(ctx, call.node.precision, call.outputs[0], bias, q.N, q.C, q.H * q.W, st.g.act);
+    bias_activation(ctx, call.node.precision, call.outputs[0], bias, q.N, q.C, q.H * q.W, st.g.act, nullptr,
+                    slope);
 }
 
 // ---- width folding --------------------------------------------------------------------------------
@@ -173,7 +177,7 @@ size_t folded_workspace(const NodeDesc& node) {
 
 struct FoldedState {
   std::unique_ptr<dnn::Conv> conv;
-  std::unique_ptr<DeviceArray> weights, bias;  // folded KRSC; the bias repeated G times
+  std::unique_ptr<DeviceArray> weights, bias, slope;  // folded KRSC; bias and PRelu slopes repeated G times
   dnn::Problem folded;
   Activation act;
 };
@@ -203,7 +207,9 @@ std::shared_ptr<void> folded_prepare(const NodeDesc& node) {
   st->folded = f.folded;
   st->act = g.act;
   st->weights = upload(wf.data(), wf.size(), node.precision);
-  if (g.has_bias) st->bias = dnn::repeated_bias(node, q.C, G, "conv_transpose2d.cudnn_folded");
+  if (g.has_bias) st->bias = dnn::repeated_channels(node, 2, q.C, G, "conv_transpose2d.cudnn_folded");
+  if (g.act.kind == ActivationKind::PRelu)
+    st->slope = dnn::repeated_channels(node, 3, q.C, G, "conv_transpose2d.cudnn_folded");
   st->conv = std::make_unique<dnn::Conv>(st->folded);
   return st;
 }
@@ -215,7 +221,7 @@ void folded_run(const KernelCall& call) {
   st.conv->backward_data(ctx, call.inputs[0], st.weights->data(), call.outputs[0], call.workspace);
   const dnn::Problem& q = st.folded;
   bias_activation_nhwc(ctx, call.node.precision, call.outputs[0], st.bias ? st.bias->data() : nullptr,
-                       q.N * q.H * q.W, q.C, st.act);
+                       q.N * q.H * q.W, q.C, st.act, nullptr, st.slope ? st.slope->data() : nullptr);
 }
 
 }  // namespace
@@ -223,11 +229,11 @@ void folded_run(const KernelCall& call) {
 INFER_REGISTER_KERNELS(conv_transpose2d_cudnn) {
   registry.add("cuda", {
       {.op = "conv_transpose2d", .name = "cudnn", .priority = 4, .priority_for = priority,
-       .layouts = {Layout::NCHW, Layout::NHWC}, .applicable = applicable,
+       .layouts = {Layout::NCHW, Layout::NHWC}, .fuses_prelu = true, .applicable = applicable,
        .workspace_bytes = workspace, .prepare = prepare, .run = run},
       {.op = "conv_transpose2d", .name = "cudnn_folded", .priority = 5, .priority_for = folded_priority,
-       .layouts = {Layout::NHWC}, .requires_pass = "fold_width", .applicable = folded_applicable,
-       .workspace_bytes = folded_workspace, .prepare = folded_prepare, .run = folded_run},
+       .layouts = {Layout::NHWC}, .requires_pass = "fold_width", .fuses_prelu = true,
+       .applicable = folded_applicable, .workspace_bytes = folded_workspace, .prepare = folded_prepare, .run = folded_run},
   });
 }
 

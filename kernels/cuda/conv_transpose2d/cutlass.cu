@@ -6,7 +6,8 @@
 // the phase's output pixels, N = C_out, K = taps x C_in; 128x128 block tiles, 4 warps, 3-stage cp.async
 // pipeline. Any kernel size and stride, groups and dilation 1, C_in and C_out multiples of 8 (fp16) / 4
 // (tf32). Bias and activation are fused: the bias enters as the epilogue's source read with all
-// strides 0 (every pixel the same row), y = act(conv + bias).
+// strides 0 (every pixel the same row), y = act(conv + bias); a per-channel PRelu (fuse_prelu; the
+// functor sees no channel) by bias_activation_nhwc after the call.
 #include <memory>
 #include <vector>
 
@@ -16,6 +17,7 @@
 #include "kernels/cuda/conv_transpose2d/common.h"
 #include "infer/kernel.h"
 #include "kernels/cuda/cutlass_conv.cuh"
+#include "kernels/cuda/epilogue.h"
 
 namespace infer::cuda {
 namespace {
@@ -58,7 +60,7 @@ Problem problem_of(const NodeDesc& node) {
   pr.size = cutlass::conv::Conv2dProblemSize(int(d.N), int(d.HO), int(d.WO), int(d.CO), int(d.CI), int(d.KH),
                                              int(d.KW), int(d.H), int(d.W), d.pt, d.pl, d.sh, d.sw, 1, 1,
                                              cutlass::conv::Mode::kCrossCorrelation, 1, 1);
-  pr.has_bias = node.input_shapes.size() == 3;
+  pr.has_bias = node.input_shapes.size() >= 3;
   pr.act = device_activation(d.act);
   pr.ok = true;
   return pr;
@@ -116,6 +118,9 @@ void run(const KernelCall& call) {
     launch<DgradOp<P>>(arguments<P>(st.pr, c.x, st.weights->data(), bias, c.y), context_of(call).stream,
                        "conv_transpose2d.cutlass");
   });
+  if (c.slope)  // the activation is ActivationKind::PRelu, the identity in the library's epilogue
+    bias_activation_nhwc(context_of(call), call.node.precision, c.y, nullptr, c.d.N * c.d.HO * c.d.WO, c.d.CO,
+                         c.d.act, nullptr, c.slope);
 }
 
 // An --autotune / --kernel candidate, not a default: slower than cuDNN on 32 of 36 generator layers
@@ -127,7 +132,7 @@ int priority(const NodeDesc& node) { return problem_of(node).ok ? 3 : 0; }
 INFER_REGISTER_KERNELS(conv_transpose2d_cutlass) {
   registry.add("cuda", {
       {.op = "conv_transpose2d", .name = "cutlass", .priority = 3, .priority_for = priority,
-       .layouts = {Layout::NHWC}, .applicable = applicable, .prepare = prepare, .run = run},
+       .layouts = {Layout::NHWC}, .fuses_prelu = true, .applicable = applicable, .prepare = prepare, .run = run},
   });
 }
 

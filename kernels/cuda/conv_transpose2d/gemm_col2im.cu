@@ -2,7 +2,8 @@
 // NCHW: per chunk of images, cols [C_out*KH*KW][H*W] = W^T x by cuBLAS into the workspace (one
 // strided-batched GEMM per group, or per image batched over the groups), then a gathering col2im (one
 // thread per output pixel of a plane, blockIdx.y over planes) that sums the taps landing on it and adds
-// bias + activation. No atomics, deterministic. Also its per-node priority (the default heuristic).
+// bias + activation (or the plane's per-channel PRelu slope). No atomics, deterministic. Also its
+// per-node priority (the default heuristic).
 #include <algorithm>
 
 #include "infer/error.h"
@@ -51,7 +52,8 @@ namespace {
 // S > 0: both strides are S, dilation 1 (compile time: shifts instead of divisions); S == 0: sh, sw
 // at run time, dilation 1; S == -1: sh, sw and dilation dh, dw at run time.
 template <class T, int S>
-__global__ void col2im_kernel(const T* __restrict__ cols, const T* __restrict__ bias, T* __restrict__ y,
+__global__ void col2im_kernel(const T* __restrict__ cols, const T* __restrict__ bias,
+                              const T* __restrict__ slope, T* __restrict__ y,
                               int64_t planes, int CO, int H, int W, int KH, int KW, int HO, int WO,
                               int sh_rt, int sw_rt, int pt, int pl, int dh, int dw, DeviceActivation act) {
   const int sh = S > 0 ? S : sh_rt, sw = S > 0 ? S : sw_rt;
@@ -60,6 +62,7 @@ __global__ void col2im_kernel(const T* __restrict__ cols, const T* __restrict__ 
     const T* cp = cols + c * KH * KW * hw;
     T* yp = y + c * hwo;
     const float b = bias ? to_float(bias[c % CO]) : 0.f;
+    const float a = slope ? to_float(slope[c % CO]) : 0.f;
     for (int p = blockIdx.x * blockDim.x + threadIdx.x; p < hwo; p += gridDim.x * blockDim.x) {
       const int oy = p / WO, ox = p - oy * WO;
       const int ty = oy + pt, tx = ox + pl;
@@ -85,7 +88,7 @@ __global__ void col2im_kernel(const T* __restrict__ cols, const T* __restrict__ 
           }
         }
       }
-      yp[p] = from_float<T>(activate(act, acc));
+      yp[p] = from_float<T>(activate_prelu(act, acc, slope != nullptr, a));
     }
   }
 }
@@ -156,7 +159,7 @@ void run_gemm_col2im(const KernelCall& call) {
       using T = decltype(tag);
       auto* kernel = dilated ? col2im_kernel<T, -1> : s2 ? col2im_kernel<T, 2> : col2im_kernel<T, 0>;
       kernel<<<grid, threads, 0, ctx.stream>>>(
-          static_cast<const T*>(call.workspace), static_cast<const T*>(c.bias),
+          static_cast<const T*>(call.workspace), static_cast<const T*>(c.bias), static_cast<const T*>(c.slope),
           static_cast<T*>(c.y) + n0 * out_image, planes, static_cast<int>(d.CO), static_cast<int>(d.H),
           static_cast<int>(d.W), static_cast<int>(d.KH), static_cast<int>(d.KW), static_cast<int>(d.HO),
           static_cast<int>(d.WO), d.sh, d.sw, d.pt, d.pl, d.dh, d.dw, device_activation(d.act));

@@ -4,8 +4,9 @@
 // Y [N x C_out*KH*KW] = Z [N x C_in] . W [C_in x C_out*KH*KW], which reads the weights once for all
 // images (gemm_col2im ran a GEMM per image, re-reading them: 31% of DCGAN's batch-64 fp16 time).
 // NCHW uses the weight as stored; NHWC a copy re-laid out once as [C_in][KH][KW][C_out], so the GEMM
-// writes channels-last directly. Bias + activation by the shared epilogue. At batch <= 4 the layer is a
-// stream of its weights: gemv.h's gemv_cols instead (one thread per output, bias + activation fused).
+// writes channels-last directly. Bias + activation (or per-channel PRelu) by the shared epilogue. At
+// batch <= 4 the layer is a stream of its weights: gemv.h's gemv_cols instead (one thread per output,
+// the epilogue fused).
 #include <memory>
 #include <string>
 #include <vector>
@@ -59,13 +60,15 @@ void run(const KernelCall& call) {
   Context& ctx = context_of(call);
   const int64_t cols = d.CO * d.KH * d.KW;
   const void* w = st.weights ? st.weights->data() : call.inputs[1];
-  const void* bias = call.inputs.size() == 3 ? call.inputs[2] : nullptr;
+  const void* bias = call.inputs.size() >= 3 ? call.inputs[2] : nullptr;
+  const void* slope = prelu_slope(call);
   if (d.N <= kGemvMaxRows) {  // batch <= 4: a stream of the weights, bias + activation in the same kernel
     GemvEpilogue ep;
     ep.bias = bias;
     ep.bias_div = call.node.layout == Layout::NHWC ? 1 : d.KH * d.KW;  // channel of output column j
     ep.bias_mod = d.CO;
     ep.act = d.act;
+    ep.slope = slope;
     gemv_cols(ctx, call.node.precision, call.inputs[0], w, call.outputs[0], d.N, d.CI, cols, ep);
     return;
   }
@@ -76,9 +79,11 @@ void run(const KernelCall& call) {
   g.c = call.outputs[0], g.ldc = cols;
   gemm(ctx, call.node.precision, g);
   if (call.node.layout == Layout::NHWC)
-    bias_activation_nhwc(ctx, call.node.precision, call.outputs[0], bias, d.N * d.KH * d.KW, d.CO, d.act);
+    bias_activation_nhwc(ctx, call.node.precision, call.outputs[0], bias, d.N * d.KH * d.KW, d.CO, d.act,
+                         nullptr, slope);
   else
-    bias_activation(ctx, call.node.precision, call.outputs[0], bias, d.N, d.CO, d.KH * d.KW, d.act);
+    bias_activation(ctx, call.node.precision, call.outputs[0], bias, d.N, d.CO, d.KH * d.KW, d.act, nullptr,
+                    slope);
 }
 
 }  // namespace
@@ -86,8 +91,8 @@ void run(const KernelCall& call) {
 INFER_REGISTER_KERNELS(conv_transpose2d_projection) {
   registry.add("cuda", {
       {.op = "conv_transpose2d", .name = "projection", .priority = 60, .priority_for = priority,
-       .layouts = {Layout::NCHW, Layout::NHWC}, .applicable = applicable, .prepare = prepare,
-       .run = run},
+       .layouts = {Layout::NCHW, Layout::NHWC}, .fuses_prelu = true, .applicable = applicable,
+       .prepare = prepare, .run = run},
   });
 }
 

@@ -1,7 +1,7 @@
 // Registers the CUDA conv_transpose2d variants of this folder (INFER_REGISTER_KERNELS, infer/kernel.h):
 // names, priorities, applicability, workspace and prepare per variant; the kernels are in one file per
-// variant family. projection.cc, cudnn.cc, segregated_mma_nhwc.cu and cutlass.cu register their own
-// variants. Host code only.
+// variant family; each applies a per-channel PRelu epilogue (fuses_prelu). projection.cc, cudnn.cc,
+// segregated_mma_nhwc.cu and cutlass.cu register their own variants. Host code only.
 #include <climits>
 #include <string>
 #include <utility>
@@ -45,19 +45,20 @@ INFER_REGISTER_KERNELS(conv_transpose2d) {
        .prepare = prepare_flipped, .run = run_flipped_conv},
       // priority: when a caller ignores priority_for
       {.op = "conv_transpose2d", .name = "gemm_col2im", .priority = 12,
-       .priority_for = gemm_col2im_priority, .applicable = col2im_applicable,
+       .priority_for = gemm_col2im_priority, .fuses_prelu = true, .applicable = col2im_applicable,
        .workspace_bytes = col2im_workspace_bytes, .run = run_gemm_col2im},
-      {.op = "conv_transpose2d", .name = "segregated_gemm", .priority = 20,
+      {.op = "conv_transpose2d", .name = "segregated_gemm", .priority = 20, .fuses_prelu = true,
        .applicable = segregated_gemm_applicable, .prepare = prepare_segregated_gemm,
        .run = run_segregated_gemm},
-      {.op = "conv_transpose2d", .name = "segregated_unified", .priority = 10,
+      {.op = "conv_transpose2d", .name = "segregated_unified", .priority = 10, .fuses_prelu = true,
        .applicable = unified_applicable, .run = run_unified},
-      {.op = "conv_transpose2d", .name = "conventional", .priority = 1,
+      {.op = "conv_transpose2d", .name = "conventional", .priority = 1, .fuses_prelu = true,
        .applicable = conventional_applicable, .workspace_bytes = conventional_workspace_bytes,
        .prepare = prepare_flipped, .run = run_conventional},
       // priority: when a caller ignores priority_for, below segregated_gemm (20)
       {.op = "conv_transpose2d", .name = "segregated_cublas", .priority = 15,
-       .priority_for = segregated_cublas_priority, .applicable = segregated_cublas_applicable,
+       .priority_for = segregated_cublas_priority, .fuses_prelu = true,
+       .applicable = segregated_cublas_applicable,
        .workspace_bytes = segregated_cublas_workspace_bytes, .prepare = prepare_segregated_cublas,
        .run = run_segregated_cublas},
   });

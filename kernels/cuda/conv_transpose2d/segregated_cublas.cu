@@ -1,7 +1,7 @@
 // CUDA conv_transpose2d `segregated_cublas`, stride 2: the four kernel-segregation phases (Tida et
 // al.) as explicit per-phase column matrices of the un-upsampled input, ONE strided-batched cuBLAS GEMM
 // over the phases, and one epilogue that interleaves the phase results into NCHW with bias +
-// activation (one thread per output element). Workspace: columns + phase outputs per chunk of images
+// activation or per-channel PRelu (one thread per output element). Workspace: columns + phase outputs per chunk of images
 // (<= 256 MiB). Also its per-node priority. Layout and thread maps below.
 #include <algorithm>
 #include <climits>
@@ -201,7 +201,8 @@ __global__ void sc_columns_kernel(const T* __restrict__ x, T* __restrict__ cols,
 // output, coalesced stores), y = planes (grid-stride). The phase of (oy, ox) is ((oy+pt)%2,
 // (ox+pl)%2) and its grid position (oy/2, ox/2): "P -> floor(P/2), odd P swaps the phase order".
 template <class T>
-__global__ void sc_epilogue_kernel(const T* __restrict__ c, const T* __restrict__ bias, T* __restrict__ y,
+__global__ void sc_epilogue_kernel(const T* __restrict__ c, const T* __restrict__ bias,
+                                   const T* __restrict__ slope, T* __restrict__ y,
                                    ScGeom g, int64_t planes, int ncols, int pt, int pl,
                                    DeviceActivation act) {
   const int howo = static_cast<int>(g.HO * g.WO), wo = static_cast<int>(g.WO);
@@ -215,7 +216,7 @@ __global__ void sc_epilogue_kernel(const T* __restrict__ c, const T* __restrict_
     const int64_t img = p / g.CO, co = p - img * g.CO;
     float v = to_float(c[(ph * g.CO + co) * ncols + img * g.HpWp + cell]);
     if (bias) v += to_float(bias[co]);
-    y[p * howo + e] = from_float<T>(activate(act, v));
+    y[p * howo + e] = from_float<T>(activate_channel(act, v, slope, co));
   }
 }
 
@@ -282,7 +283,8 @@ void run_segregated_cublas(const KernelCall& call) {
     dispatch(p, [&](auto tag) {
       using T = decltype(tag);
       sc_epilogue_kernel<T><<<grid, 256, 0, ctx.stream>>>(
-          reinterpret_cast<const T*>(out), static_cast<const T*>(c.bias), reinterpret_cast<T*>(yc), g,
+          reinterpret_cast<const T*>(out), static_cast<const T*>(c.bias), static_cast<const T*>(c.slope),
+          reinterpret_cast<T*>(yc), g,
           planes, ncols, d.pt, d.pl, device_activation(d.act));
     });
     INFER_CUDA_CHECK_LAUNCH();

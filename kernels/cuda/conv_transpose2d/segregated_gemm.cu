@@ -261,7 +261,7 @@ void launch_segregated_gemm(Context& ctx, const TconvCall& c, const SegPrepared&
                   static_cast<unsigned>((a.CO + kBM - 1) / kBM), static_cast<unsigned>(4 * a.splits));
   launch_cluster_z(segregated_gemm_kernel<kMode, BN>, grid, dim3(seg_threads<kMode, BN>()), a.splits,
                    ctx.stream, static_cast<const T*>(c.x), static_cast<const T*>(prep.w->data()),
-                   static_cast<T*>(c.y), a, gemm_epilogue<T>(c.bias, c.d.act));
+                   static_cast<T*>(c.y), a, gemm_epilogue<T>(c.bias, c.d.act, nullptr, c.slope));
 }
 
 }  // namespace

@@ -201,7 +201,7 @@ void launch_skinny(Context& ctx, const TconvCall& c, const SegPrepared& prep, Se
                   static_cast<unsigned>(4 * a.splits));
   launch_cluster_z(segregated_skinny_kernel<T, NC>, grid, dim3(kSkinnyThreads), a.splits, ctx.stream,
                    static_cast<const T*>(c.x), static_cast<const T*>(prep.w->data()), static_cast<T*>(c.y), a,
-                   gemm_epilogue<T>(c.bias, c.d.act));
+                   gemm_epilogue<T>(c.bias, c.d.act, nullptr, c.slope));
 }
 
 }  // namespace

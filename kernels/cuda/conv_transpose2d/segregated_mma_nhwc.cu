@@ -10,7 +10,8 @@
 // this one multiplies) the input window those rows read (zeros outside the image: the padding) and
 // the group's B slices of the four taps; each of its 8 warps (one phase row x 32 output channels)
 // runs 4 (2) m16 x 4 n8 tiles over the 4 taps, A rows read as 16-byte channel vectors (gemm_tiles.cuh's
-// mma helpers). The epilogue: gemm_epilogue.cuh, two channels per 4-byte store.
+// mma helpers). The epilogue: gemm_epilogue.cuh (bias, activation or per-channel PRelu slopes as float),
+// two channels per 4-byte store.
 #include <algorithm>
 #include <climits>
 #include <memory>
@@ -165,6 +166,8 @@ Checked check(const NodeDesc& node) {
   if (!conv_transpose2d_plain(node) || node.layout != Layout::NHWC || node.precision != Precision::FP16 ||
       !has_constant_weight(node))
     return c;
+  for (size_t i = 2; i < node.input_shapes.size(); ++i)  // the bias and PRelu slopes, prepared as float
+    if (node.constants.size() <= i || !node.constants[i]) return c;
   const ConvTranspose2DDims d = conv_transpose2d_dims(node, "cuda");
   if (d.sh != 2 || d.sw != 2 || d.KH != 4 || d.KW != 4 || d.pt != 1 || d.pb != 1 || d.pl != 1 || d.pr != 1 ||
       d.HO != 2 * d.H || d.WO != 2 * d.W || d.CI % 8 != 0 || d.CO % kCoBlock != 0)
@@ -197,6 +200,7 @@ int priority(const NodeDesc& node) {
 struct State {
   std::unique_ptr<DeviceArray> weights;  // half [phase][group][tap][slice][CO][16 k]
   std::unique_ptr<DeviceArray> bias;     // float [CO], or null
+  std::unique_ptr<DeviceArray> slope;    // float [CO] per-channel PRelu slopes (fuse_prelu), or null
 };
 
 std::shared_ptr<void> prepare(const NodeDesc& node) {
@@ -224,7 +228,8 @@ std::shared_ptr<void> prepare(const NodeDesc& node) {
   allow_smem();
   auto st = std::make_shared<State>();
   st->weights = upload(t.data(), t.size(), Precision::FP16);
-  if (node.input_shapes.size() == 3) st->bias = upload(node.constants[2], size_t(g.CO), Precision::FP32);
+  st->bias = float_bias(node, g.CO, "conv_transpose2d.segregated_mma_nhwc");
+  st->slope = float_slope(node, g.CO, "conv_transpose2d.segregated_mma_nhwc");
   return st;
 }
 
@@ -240,7 +245,7 @@ void run(const KernelCall& call) {
   const auto* x = reinterpret_cast<const __half*>(call.inputs[0]);
   const uint4* wt = st.weights->as<uint4>();
   auto* y = reinterpret_cast<__half*>(call.outputs[0]);
-  const auto ep = gemm_epilogue<__half, float>(st.bias ? st.bias->data() : nullptr, c.act);
+  const auto ep = gemm_epilogue<__half, float>(data_or_null(st.bias), c.act, nullptr, data_or_null(st.slope));
   if (g.W <= 32)
     launch<32>(g, x, wt, y, ep, ctx.stream);
   else
@@ -253,7 +258,7 @@ void run(const KernelCall& call) {
 INFER_REGISTER_KERNELS(conv_transpose2d_segregated_mma) {
   registry.add("cuda", {
       {.op = "conv_transpose2d", .name = "segregated_mma_nhwc", .priority = 55, .priority_for = priority,
-       .layouts = {Layout::NHWC}, .applicable = applicable, .prepare = prepare, .run = run},
+       .layouts = {Layout::NHWC}, .fuses_prelu = true, .applicable = applicable, .prepare = prepare, .run = run},
   });
 }
 

@@ -61,7 +61,7 @@ void run_unified(const KernelCall& call) {
     using T = decltype(tag);
     unified_kernel<T><<<grid_for(total), 256, 0, ctx.stream>>>(
         static_cast<const T*>(c.x), static_cast<const T*>(c.w), static_cast<T*>(c.y), d.N, d.CI, d.H, d.W, d.CO,
-        d.KH, d.KW, d.HO, d.WO, d.pt, d.pl, gemm_epilogue<T>(c.bias, d.act));
+        d.KH, d.KW, d.HO, d.WO, d.pt, d.pl, gemm_epilogue<T>(c.bias, d.act, nullptr, c.slope));
   });
   INFER_CUDA_CHECK_LAUNCH();
 }
