@@ -105,7 +105,7 @@ CUDA_TEST_CASE("conv2d.depthwise tiled NHWC: 3x3 / 5x5, stride 1 and 2, every ep
       pad.right = rng() % 3 == 0 ? uniform(rng, 0, 2) : pad.left;
       // C: multiples of 4 (vector loads and stores) half the time, past one channel group (16 float
       // / 32 half channels) often, else any count (scalar edges).
-      const int64_t C = rng() % 2 ? 4 * uniform(rng, 1, 20) : uniform(rng, 1, 70);
+      const int64_t C = rng() % 2 ? 4 * uniform(rng, 1, 20) : uniform(rng, 2, 70);  // C = 1: not grouped
       int64_t H, W;
       do {
         H = uniform(rng, 1, 37), W = uniform(rng, 1, 37);
@@ -153,8 +153,10 @@ CUDA_TEST_CASE("conv2d.depthwise generic kernels: dilation, channel multiplier, 
       default: kh = 3, kw = 5, sh = sw = 3; break;      // non-square kernel, stride 3
     }
     if (rng() % 2) kh = kh == 3 ? 5 : kh, kw = kw == 3 ? 5 : kw;
-    Padding2D pad{uniform(rng, 0, 2), uniform(rng, 0, 2), uniform(rng, 0, 2), uniform(rng, 0, 2)};
-    const int64_t C = rng() % 2 ? 4 * uniform(rng, 1, 10) : uniform(rng, 1, 41);
+    // Paddings below the kernel's size (what the model format allows); C >= 2, so the node is grouped.
+    const int ph = std::min(2, kh - 1), pw = std::min(2, kw - 1);
+    Padding2D pad{uniform(rng, 0, ph), uniform(rng, 0, pw), uniform(rng, 0, ph), uniform(rng, 0, pw)};
+    const int64_t C = rng() % 2 ? 4 * uniform(rng, 1, 10) : uniform(rng, 2, 41);
     int64_t H, W;
     do {
       H = uniform(rng, 1, 23), W = uniform(rng, 1, 23);
