@@ -26,6 +26,7 @@
 #include "passes.h"
 #include "plan.h"
 #include "planner.h"
+#include "session_io.h"
 #include "shape_inference.h"
 
 namespace infer {
@@ -62,10 +63,6 @@ struct Session::Impl {
   // that carries the batch has this session's shape but another leading size. Checks them (caller
   // names the call in messages).
   Impl& for_inputs(const std::vector<TensorView>& in, const char* caller);
-  void check_inputs(const std::vector<TensorView>& in, const char* caller) const;
-  std::vector<Tensor> make_outputs() const;
-  // Views of run()'s Tensors, each checked to hold as many floats as its shape says.
-  std::vector<TensorView> views(const std::vector<Tensor>& in, const char* caller) const;
 
  private:
   void select_kernels(const detail::KernelSelector& selector);
@@ -172,7 +169,7 @@ Session::Impl::Impl(std::shared_ptr<const detail::Graph> model_graph, const Sess
 Session::Impl& Session::Impl::for_inputs(const std::vector<TensorView>& in, const char* caller) {
   const int64_t b = detail::batch_of_inputs(in, inputs, batch_inputs);
   if (b == 0 || b == batch) {
-    check_inputs(in, caller);
+    detail::check_inputs(in, inputs, caller);
     return *this;
   }
   auto it = other_batches.find(b);
@@ -186,53 +183,8 @@ Session::Impl& Session::Impl::for_inputs(const std::vector<TensorView>& in, cons
           fmt::format("{}: inputs at batch {} (the session's is {}): {}", caller, b, batch, e.what()));
     }
   }
-  it->second->check_inputs(in, caller);
+  detail::check_inputs(in, it->second->inputs, caller);
   return *it->second;
-}
-
-void Session::Impl::check_inputs(const std::vector<TensorView>& in, const char* caller) const {
-  if (in.size() != inputs.size()) {
-    std::string names;
-    for (const TensorInfo& t : inputs) names += (names.empty() ? "'" : ", '") + t.name + "'";
-    throw Error(fmt::format("{}: expected {} input(s) ({}), got {}", caller, inputs.size(), names,
-                            in.size()));
-  }
-  for (size_t k = 0; k < in.size(); ++k) {
-    const TensorInfo& want = inputs[k];
-    if (in[k].shape != want.shape)
-      throw Error(fmt::format("input {} '{}': expected shape {}, got {}", k, want.name,
-                              shape_str(want.shape), shape_str(in[k].shape)));
-    if (!in[k].data && shape_numel(want.shape) > 0)
-      throw Error(fmt::format("{}: input {} '{}' has no data (null pointer)", caller, k, want.name));
-  }
-}
-
-std::vector<TensorView> Session::Impl::views(const std::vector<Tensor>& in, const char* caller) const {
-  std::vector<TensorView> out;
-  out.reserve(in.size());
-  for (size_t k = 0; k < in.size(); ++k) {
-    const auto numel = static_cast<uint64_t>(shape_numel(in[k].shape));
-    if (in[k].data.size() != numel)
-      throw Error(fmt::format("{}: input {}{}: shape {} needs {} floats, got {}", caller, k,
-                              k < inputs.size() ? " '" + inputs[k].name + "'" : "",
-                              shape_str(in[k].shape), numel, in[k].data.size()));
-    out.push_back({in[k].shape, in[k].data.data()});
-  }
-  return out;
-}
-
-// TensorSpans over run()'s freshly made outputs.
-static std::vector<TensorSpan> spans(std::vector<Tensor>& out) {
-  std::vector<TensorSpan> s;
-  for (Tensor& t : out) s.push_back({t.shape, t.data.data()});
-  return s;
-}
-
-std::vector<Tensor> Session::Impl::make_outputs() const {
-  std::vector<Tensor> out;
-  out.reserve(outputs.size());
-  for (const TensorInfo& t : outputs) out.emplace_back(t.shape);
-  return out;
 }
 
 // --- Session ---------------------------------------------------------------------------------------
@@ -250,25 +202,17 @@ Session& Session::operator=(Session&&) noexcept = default;
 
 std::vector<Tensor> Session::run(const std::vector<Tensor>& inputs) {
   const detail::DeviceScope on_device(checked(impl_).executor->backend());
-  const std::vector<TensorView> in = checked(impl_).views(inputs, "run");
+  const std::vector<TensorView> in = detail::input_views(inputs, checked(impl_).inputs, "run");
   Impl& s = checked(impl_).for_inputs(in, "run");
-  std::vector<Tensor> out = s.make_outputs();
-  s.executor->execute(in, spans(out), nullptr);
+  std::vector<Tensor> out = detail::make_outputs(s.outputs);
+  s.executor->execute(in, detail::output_spans(out), nullptr);
   return out;
 }
 
 void Session::run_into(const std::vector<TensorView>& inputs, const std::vector<TensorSpan>& outputs) {
   const detail::DeviceScope on_device(checked(impl_).executor->backend());
   Impl& s = checked(impl_).for_inputs(inputs, "run_into");
-  if (outputs.size() != s.outputs.size())
-    throw Error(fmt::format("run_into: expected {} output buffer(s), got {}", s.outputs.size(), outputs.size()));
-  for (size_t k = 0; k < outputs.size(); ++k) {
-    if (outputs[k].shape != s.outputs[k].shape)
-      throw Error(fmt::format("run_into: output {} '{}' needs shape {}, got {}", k, s.outputs[k].name,
-                              shape_str(s.outputs[k].shape), shape_str(outputs[k].shape)));
-    if (!outputs[k].data && shape_numel(outputs[k].shape) > 0)
-      throw Error(fmt::format("run_into: output {} '{}' has no buffer (null pointer)", k, s.outputs[k].name));
-  }
+  detail::check_outputs(outputs, s.outputs, "run_into");
   s.executor->execute(inputs, outputs, nullptr);
 }
 
@@ -283,10 +227,10 @@ std::vector<Shape> Session::output_shapes(const std::vector<TensorView>& inputs)
 Profile Session::profile(const std::vector<Tensor>& inputs, int runs) {
   if (runs < 1) throw Error("profile: runs must be >= 1, got " + std::to_string(runs));
   const detail::DeviceScope on_device(checked(impl_).executor->backend());
-  const std::vector<TensorView> in = checked(impl_).views(inputs, "profile");
+  const std::vector<TensorView> in = detail::input_views(inputs, checked(impl_).inputs, "profile");
   Impl& s = checked(impl_).for_inputs(in, "profile");
-  std::vector<Tensor> out = s.make_outputs();
-  const detail::RunTimes times = s.executor->profile(in, spans(out), runs);
+  std::vector<Tensor> out = detail::make_outputs(s.outputs);
+  const detail::RunTimes times = s.executor->profile(in, detail::output_spans(out), runs);
   s.executor->note_device_memory(s.plan.report);
 
   Profile p;
@@ -325,7 +269,7 @@ std::vector<double> Session::benchmark(const std::vector<Tensor>& inputs, int ru
   if (runs < 1) throw Error("benchmark: runs must be >= 1, got " + std::to_string(runs));
   if (warmup < 0) throw Error("benchmark: warmup must be >= 0, got " + std::to_string(warmup));
   const detail::DeviceScope on_device(checked(impl_).executor->backend());
-  const std::vector<TensorView> in = checked(impl_).views(inputs, "benchmark");
+  const std::vector<TensorView> in = detail::input_views(inputs, checked(impl_).inputs, "benchmark");
   Impl& s = checked(impl_).for_inputs(in, "benchmark");
   std::vector<double> ms = s.executor->benchmark(in, runs, warmup);
   s.executor->note_device_memory(s.plan.report);
@@ -384,7 +328,7 @@ std::vector<Tensor> Session::run_device_to_host(const std::vector<const float*>&
   Impl& s = checked(impl_);
   const detail::DeviceScope on_device(s.executor->backend());
   s.executor->forward_device(inputs, "run_device_to_host");
-  std::vector<Tensor> out = s.make_outputs();
+  std::vector<Tensor> out = detail::make_outputs(s.outputs);
   detail::Backend& backend = s.executor->backend();
   backend.download_outputs();
   backend.synchronize();
