@@ -8,10 +8,13 @@ The layers: every depthwise convolution (groups == C_in == C_out > 1) of torchvi
 efficientnet_b0 at 224x224, found with forward hooks (C, H, W, kernel, stride, padding), identical
 shapes merged (count kept). Each becomes a one-layer model: an ONNX Conv (group = C, bias) + the
 network's activation (ReLU6 as Clip, SiLU as Mul(x, Sigmoid(x))) written with onnx.helper, converted by
-onnx2fb. Per layer, batch and precision:
-  infer: `infer --profile --profile-json` (nodes launched one by one between CUDA events), the conv
-      node's time (layout conversions around it are separate nodes and not counted) in the default plan
-      and with `--kernel conv2d=depthwise` and `--kernel conv2d=cudnn` forced; the node's variant and
+onnx2fb, behind a 1x1 "lead" convolution (C -> C): in a network the depthwise conv reads a 1x1 conv's
+output, which runs channels-last, and the layout pass keeps a node in its input's layout where both rank
+alike, so without the lead conv a lone depthwise conv stays NCHW and the NHWC kernel is never timed
+(the run of 2026-11-27 17:49 UTC made that mistake). Per layer, batch and precision:
+  infer: `infer --profile --profile-json` (nodes launched one by one between CUDA events), the depthwise
+      node's time (the lead conv and layout conversions are separate nodes and not counted) in the default
+      plan and with `--kernel conv2d:dw=depthwise` and `--kernel conv2d:dw=cudnn` forced; its variant and
       layout are recorded. fp16 and tf32 run channels-last (NHWC, the tiled kernel; depthwise in tf32 is
       plain fp32 arithmetic), strict fp32 keeps NCHW (the NCHW kernel).
   PyTorch: F.conv2d(groups=C) + bias + the activation on channels_last tensors, captured as a CUDA
@@ -81,15 +84,18 @@ def out_size(n, k, s, p):
 
 
 def write_onnx(path, c, h, w, k, s, p, act, seed):
-    """A one-layer ONNX model: y = act(Conv(x, W, B; group = C)), batch dimension symbolic."""
+    """y = act(Conv(lead(x), W, B; group = C)), lead a 1x1 C -> C conv, batch dimension symbolic."""
     import numpy as np
     import onnx
     from onnx import TensorProto, helper, numpy_helper
     rng = np.random.default_rng(seed)
     wt = (rng.uniform(-1, 1, (c, 1, k, k)) / k).astype(np.float32)
     bias = rng.uniform(-0.1, 0.1, (c,)).astype(np.float32)
-    inits = [numpy_helper.from_array(wt, "w"), numpy_helper.from_array(bias, "b")]
-    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["conv"], name="dw", group=c, kernel_shape=[k, k],
+    lead_w = (rng.uniform(-1, 1, (c, c, 1, 1)) / c ** 0.5).astype(np.float32)
+    inits = [numpy_helper.from_array(wt, "w"), numpy_helper.from_array(bias, "b"),
+             numpy_helper.from_array(lead_w, "lead_w")]
+    nodes = [helper.make_node("Conv", ["x", "lead_w"], ["lead"], name="lead", kernel_shape=[1, 1]),
+             helper.make_node("Conv", ["lead", "w", "b"], ["conv"], name="dw", group=c, kernel_shape=[k, k],
                               strides=[s, s], pads=[p, p, p, p])]
     if act == "relu6":
         inits += [numpy_helper.from_array(np.array(0, np.float32), "lo"),
@@ -113,18 +119,18 @@ def layer_label(model, c, h, w, k, s):
 # ---- infer ----
 
 def infer_conv_ms(a, fb, backend, precision, batch, kernel=None, runs=None):
-    """The conv node of infer's profile: (time_ms, variant, layout), and the whole profile."""
+    """The depthwise node ("dw") of infer's profile: time_ms, variant, layout, layout nodes' time."""
     path = fb + ".%s.%s.%d.%s.json" % (backend, precision, batch, kernel or "default")
     cmd = [a.infer, "--model", fb, "--backend", backend, "--precision", precision, "--batch", str(batch),
            "--profile", "--runs", str(runs or a.runs), "--profile-json", path]
     if kernel:
-        cmd += ["--kernel", "conv2d=" + kernel]
+        cmd += ["--kernel", "conv2d:dw=" + kernel]
     run_cmd(cmd)
     with open(path) as f:
         prof = json.load(f)
-    convs = [n for n in prof["nodes"] if n["op"] == "conv2d"]
+    convs = [n for n in prof["nodes"] if n["op"] == "conv2d" and n["name"] == "dw"]
     if len(convs) != 1:
-        raise RuntimeError("%s: expected one conv2d node, found %d" % (fb, len(convs)))
+        raise RuntimeError("%s: expected one conv2d node named dw, found %d" % (fb, len(convs)))
     n = convs[0]
     return {"ms": n["time_ms"], "variant": n["variant"], "layout": n["layout"],
             "layout_nodes_ms": sum(m["time_ms"] for m in prof["nodes"] if m["op"] == "layout")}
