@@ -65,7 +65,7 @@ float output_step(const std::string& onnx_path) {
 TEST_CASE("onnx2fb imports quantize_static's QDQ models; infer matches ONNX Runtime") {
   fs::create_directories(kWork);
   const Tensor x = read_npy(kData + "/input.npy");
-  for (const char* name : {"qdq_u8", "qdq_s8"}) {
+  for (const std::string name : {"qdq_u8", "qdq_s8"}) {
     CAPTURE(name);
     const std::string onnx_path = kData + "/" + name + ".onnx";
     const std::string fb_path = kWork + "/" + name + ".fb";
@@ -97,7 +97,7 @@ TEST_CASE("onnx2fb imports quantize_static's QDQ models; infer matches ONNX Runt
 
     const Tensor want = read_npy(kData + "/" + name + "_ort.npy");
     const float step = output_step(onnx_path);
-    for (const char* backend : {"cpu", "reference"}) {
+    for (const std::string backend : {"cpu", "reference"}) {
       CAPTURE(backend);
       SessionOptions o;
       o.backend = backend;
