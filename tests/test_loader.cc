@@ -294,8 +294,16 @@ std::vector<uint8_t> all_ops_model() {
                                       weights("dense.b", {10})});
   y = b.node("reshape", ReshapeParams{{2, 5}}, {y});
   y = b.node("softmax", SoftmaxParams{2}, {y});
-  y = b.node("prelu", PReluParams{}, {y, weights("prelu.slope", {2})});
+  // The slope a dequantize_linear of an i8 constant (folded at load: no node of the loaded graph).
+  const int slope = b.node("prelu.slope", DequantizeLinearParams{0},
+                           {b.constant("prelu.slope.q", {2}, {3.f, -5.f}, DType::I8),
+                            b.constant("prelu.slope.scale", {1}, {0.1f})});
+  y = b.node("prelu", PReluParams{}, {y, slope});
   y = b.node("log_softmax", LogSoftmaxParams{1}, {y});
+  const int qs = b.constant("q.scale", {2}, {0.05f, 0.1f});
+  const int qz = b.constant("q.zero_point", {2}, {3.f, -7.f}, DType::I8);
+  y = b.node("quantize", QuantizeLinearParams{1, DType::I8}, {y, qs, qz});
+  y = b.node("dequantize", DequantizeLinearParams{1}, {y, qs, qz});
   b.output(y);
   return b.finish();
 }
@@ -337,7 +345,7 @@ TEST_CASE("the valid models load") {
   const auto all = all_ops_model();
   write_case("valid_all_ops", all);
   const Model m = Model::from_bytes(all, "all_ops.fb");
-  CHECK(m.num_nodes() == 22);
+  CHECK(m.num_nodes() == 24);
   CHECK(m.outputs()[0].shape == Shape{-1, 2, 5});
   std::set<OpType> ops;
   for (const auto& n : m.graph().nodes) ops.insert(n.op());

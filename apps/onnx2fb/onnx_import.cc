@@ -39,6 +39,7 @@ constexpr uint64_t kMaxFileBytes = (uint64_t{1} << 31) - 1;
 // A constant known at import time: float data (weights) or int64 data (shapes, indices, axes).
 struct Const {
   bool is_int = false;
+  int type = 0;  // the ONNX element type of integer data (INT8, UINT8, INT32, INT64); 0 for float
   Shape dims;  // empty = scalar
   std::vector<float> f;
   std::vector<int64_t> i;
@@ -362,12 +363,22 @@ class Importer {
       case onnx::TensorProto::FLOAT16: elem = 2; break;
       case onnx::TensorProto::INT64: elem = 8; c.is_int = true; break;
       case onnx::TensorProto::INT32: elem = 4; c.is_int = true; break;
+      case onnx::TensorProto::INT8:
+      case onnx::TensorProto::UINT8: elem = 1; c.is_int = true; break;  // quantized data (QDQ)
+      case onnx::TensorProto::INT16:
+      case onnx::TensorProto::UINT16:
+      case 21:  // UINT4
+      case 22:  // INT4
+      case 17: case 18: case 19: case 20:  // FLOAT8E4M3FN, FLOAT8E4M3FNUZ, FLOAT8E5M2, FLOAT8E5M2FNUZ
+        throw Error(what + ": element type " + std::to_string(t.data_type()) +
+                    " (int16, int4 or float8) is not supported (quantized tensors: int8, uint8; int32 biases)");
       default:
         throw Error(what + ": element type " + std::to_string(t.data_type()) +
                     " is not supported (float32, float64, float16, int32, int64)");
     }
     const size_t count = static_cast<size_t>(n);
     if (c.is_int) c.i.resize(count); else c.f.resize(count);
+    if (c.is_int) c.type = t.data_type();
 
     std::string external;
     const std::string* raw = nullptr;
@@ -388,6 +399,8 @@ class Importer {
           case onnx::TensorProto::DOUBLE: { double d; std::memcpy(&d, p, 8); c.f[k] = static_cast<float>(d); break; }
           case onnx::TensorProto::FLOAT16: { uint16_t h; std::memcpy(&h, p, 2); c.f[k] = half_to_float(h); break; }
           case onnx::TensorProto::INT64: std::memcpy(&c.i[k], p, 8); break;
+          case onnx::TensorProto::INT8: c.i[k] = static_cast<int8_t>(*p); break;
+          case onnx::TensorProto::UINT8: c.i[k] = static_cast<uint8_t>(*p); break;
           default: { int32_t v; std::memcpy(&v, p, 4); c.i[k] = v; break; }
         }
       }
@@ -496,6 +509,7 @@ class Importer {
   }
   int add_weight(int k) {
     const Const& c = weight(k);
+    if (auto q = quant_.find(&c); q != quant_.end()) return add_quantized(k, q->second);
     return add_weight(k, c.dims, c.f);
   }
   int param(int64_t v, const char* what, int64_t lo) const {
@@ -569,6 +583,8 @@ class Importer {
     static const std::map<std::string, Converter> table{
         // converted into nodes
         {"Conv", [](Importer& m) { m.conv(); }},
+        {"QuantizeLinear", [](Importer& m) { m.quantize(); }},
+        {"DequantizeLinear", [](Importer& m) { m.dequantize(); }},
         {"ConvTranspose", [](Importer& m) { m.conv_transpose(); }},
         {"Gemm", [](Importer& m) { m.gemm(); }},
         {"MatMul", [](Importer& m) { m.matmul(); }},
@@ -681,6 +697,188 @@ class Importer {
     define(n_->output(0), constant(std::move(c), n_->output(0)));
   }
 
+  // ---- QDQ (QuantizeLinear / DequantizeLinear, opsets 10-18) ----------------------------------------
+
+  // The integer source of a constant that a DequantizeLinear folded here: when a weight or bias is
+  // consumed unchanged (add_weight), the file gets the integers, scale and zero point and a
+  // dequantize_linear node (folded again when the model loads), so the int8 data stays in the model.
+  // Weights the importer rewrites (Gemm's transpose, alpha) go in as the float32 values.
+  struct QuantSource {
+    Const q;                     // i8 / u8 / i32 values (type: the ONNX element type)
+    std::vector<float> scale;
+    std::vector<int64_t> zp;     // empty: none
+    int axis = 1;                // resolved against q's rank
+  };
+  std::map<const Const*, QuantSource> quant_;
+
+  static const char* quant_type_name(int type) {
+    switch (type) {
+      case onnx::TensorProto::INT8: return "int8";
+      case onnx::TensorProto::UINT8: return "uint8";
+      case onnx::TensorProto::INT32: return "int32";
+      default: return "other";
+    }
+  }
+  static DType quant_dtype(int type) {
+    return type == onnx::TensorProto::INT8 ? DType::I8 : type == onnx::TensorProto::UINT8 ? DType::U8 : DType::I32;
+  }
+
+  // Attributes of QuantizeLinear / DequantizeLinear: axis (opset >= 13) and nothing newer.
+  int quant_axis(int rank, bool per_axis) {
+    for (const onnx::AttributeProto& a : n_->attribute())
+      if (a.name() != "axis")
+        unsupported("attribute '" + a.name() + "' (opset >= 19 / 21: saturate, block_size, output_dtype)");
+    if (opset_ < 10) unsupported("needs opset >= 10");
+    if (per_axis && opset_ < 13) fail("a per-axis scale needs opset >= 13 (the axis attribute)");
+    return per_axis ? norm_axis(attr_int("axis", 1), rank) : 0;  // per tensor: the axis plays no part
+  }
+
+  // scale (float constant: one element, or 1-D per axis) and the optional zero point (a constant of
+  // `allowed` element types), both checked against x's shape along axis.
+  struct QuantParams {
+    std::vector<float> scale;
+    std::vector<int64_t> zp;
+    int zp_type = 0;  // 0: no zero point
+    int axis = 1;
+  };
+  QuantParams quant_params(const Shape& x_dims, bool dequant) {
+    QuantParams q;
+    const Val& sv = in(1);
+    if (!sv.is_const()) unsupported("input 1 (scale) must be a constant");
+    if (sv.c->is_int) fail("input 1 (scale) must be a float tensor");
+    q.scale = sv.c->f;
+    const bool per_axis = q.scale.size() != 1;
+    if (per_axis && sv.c->dims.size() != 1) fail("input 1 (scale) must be a scalar or 1-D (got " + str_dims(sv.c->dims) + ")");
+    q.axis = quant_axis(static_cast<int>(x_dims.size()), per_axis);
+    if (per_axis && static_cast<int64_t>(q.scale.size()) != x_dims[static_cast<size_t>(q.axis)])
+      fail("input 1 (scale) has " + std::to_string(q.scale.size()) + " elements but axis " + std::to_string(q.axis) +
+           " has " + std::to_string(x_dims[static_cast<size_t>(q.axis)]));
+    for (float v : q.scale)
+      if (!(std::isfinite(v) && v > 0.f)) fail("input 1 (scale) holds " + std::to_string(v) + " (must be finite and > 0)");
+    if (has_input(2)) {
+      const Val& zv = in(2);
+      if (!zv.is_const()) unsupported("input 2 (zero_point) must be a constant");
+      if (!zv.c->is_int) fail("input 2 (zero_point) must be an integer tensor");
+      q.zp_type = zv.c->type;
+      const bool ok = q.zp_type == onnx::TensorProto::INT8 || q.zp_type == onnx::TensorProto::UINT8 ||
+                      (dequant && q.zp_type == onnx::TensorProto::INT32);
+      if (!ok)
+        unsupported(std::string("zero point of element type ") + std::to_string(q.zp_type) +
+                    " (supported: int8, uint8" + (dequant ? ", int32)" : ")"));
+      if (zv.c->i.size() != q.scale.size()) fail("input 2 (zero_point) and input 1 (scale) differ in size");
+      q.zp = zv.c->i;
+    }
+    return q;
+  }
+
+  // Scale and zero point as builder constants ([1] per tensor, else [n]), after `base`'s name.
+  std::vector<int> quant_inputs(const std::string& base, const std::vector<float>& scale,
+                                const std::vector<int64_t>& zp, DType zp_dtype) {
+    const Shape dims{static_cast<int64_t>(scale.size())};
+    std::vector<int> ids{b_.constant(unique(base + "_scale", "scale"), dims, scale)};
+    if (!zp.empty())
+      ids.push_back(b_.constant(unique(base + "_zero_point", "zero_point"), dims,
+                                std::vector<float>(zp.begin(), zp.end()), zp_dtype));
+    return ids;
+  }
+
+  int add_quantized(int k, const QuantSource& src, const std::string& suffix = "") {
+    const std::string base = n_->input(k) + suffix;
+    const int q = b_.constant(unique(base + "_quantized", "const"), src.q.dims,
+                              std::vector<float>(src.q.i.begin(), src.q.i.end()), quant_dtype(src.q.type));
+    std::vector<int> inputs{q};
+    for (int id : quant_inputs(base, src.scale, src.zp, quant_dtype(src.q.type))) inputs.push_back(id);
+    return b_.node(unique(base, "dequantize"), DequantizeLinearParams{src.axis}, inputs);
+  }
+
+  // A quantized rank-2 weight in dense's [F_out, F_in] layout: its integers transposed when the ONNX
+  // op stores it [F_in, F_out] (Gemm without transB, MatMul), a per-axis axis moving with them.
+  int add_weight_2d(int k, bool transpose) {
+    QuantSource src = quant_.at(&weight(k));
+    if (!transpose) return add_quantized(k, src);
+    const int64_t rows = src.q.dims[0], cols = src.q.dims[1];
+    std::vector<int64_t> t(src.q.i.size());
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c) t[static_cast<size_t>(c * rows + r)] = src.q.i[static_cast<size_t>(r * cols + c)];
+    src.q.i = std::move(t);
+    src.q.dims = {cols, rows};
+    src.axis = 1 - src.axis;
+    return add_quantized(k, src, ".T");
+  }
+
+  void quantize() {
+    const Val& x = in(0);
+    const Shape dims = x.is_const() ? x.c->dims : b_.shape(x.id);
+    if (x.is_const() && x.c->is_int) fail("input 0 must be a float tensor");
+    const QuantParams qp = quant_params(dims, false);
+    const int type = qp.zp_type ? qp.zp_type : onnx::TensorProto::UINT8;
+    const bool s8 = type == onnx::TensorProto::INT8;
+    if (x.is_const()) {  // e.g. float weights quantized in the graph: fold to the integers
+      Const c;
+      c.is_int = true;
+      c.type = type;
+      c.dims = x.c->dims;
+      const int64_t inner = inner_size(dims, qp.axis);
+      const int64_t n = static_cast<int64_t>(x.c->f.size());
+      c.i.resize(x.c->f.size());
+      for (int64_t e = 0; e < n; ++e) {
+        const size_t ch = qp.scale.size() == 1 ? 0 : static_cast<size_t>((e / inner) % dims[static_cast<size_t>(qp.axis)]);
+        const float z = qp.zp.empty() ? 0.f : static_cast<float>(qp.zp[ch]);
+        const float v = std::nearbyint(x.c->f[static_cast<size_t>(e)] / qp.scale[ch]) + z;
+        const float lo = s8 ? -128.f : 0.f, hi = s8 ? 127.f : 255.f;
+        c.i[static_cast<size_t>(e)] = static_cast<int64_t>(std::isnan(v) ? lo : v < lo ? lo : v > hi ? hi : v);
+      }
+      return define_outputs(std::move(c));
+    }
+    QuantizeLinearParams p;
+    p.axis = qp.axis;
+    p.dtype = s8 ? DType::I8 : DType::U8;
+    std::vector<int> inputs{x.id};
+    for (int id : quant_inputs(node_name(), qp.scale, qp.zp, p.dtype)) inputs.push_back(id);
+    output(b_.node(node_name(), p, inputs));
+  }
+
+  void dequantize() {
+    const Val& x = in(0);
+    const Shape dims = x.is_const() ? x.c->dims : b_.shape(x.id);
+    const QuantParams qp = quant_params(dims, true);
+    if (x.is_const()) {
+      const int type = x.c->type;
+      if (!x.c->is_int || (type != onnx::TensorProto::INT8 && type != onnx::TensorProto::UINT8 &&
+                           type != onnx::TensorProto::INT32))
+        unsupported("input 0 must be int8, uint8 or int32 data");
+      if (qp.zp_type && qp.zp_type != type)
+        fail(std::string("zero point is ") + quant_type_name(qp.zp_type) + " but input 0 is " + quant_type_name(type));
+      if (type == onnx::TensorProto::INT32)
+        for (int64_t z : qp.zp)
+          if (z != 0) fail("an int32 zero point must be 0");
+      // ONNX Runtime's arithmetic: float(int32(x) - int32(zp)) * scale.
+      Const c;
+      c.dims = x.c->dims;
+      c.f.resize(x.c->i.size());
+      const int64_t inner = inner_size(dims, qp.axis);
+      for (size_t e = 0; e < c.f.size(); ++e) {
+        const size_t ch = qp.scale.size() == 1 ? 0 : static_cast<size_t>((static_cast<int64_t>(e) / inner) % dims[static_cast<size_t>(qp.axis)]);
+        const int64_t z = qp.zp.empty() ? 0 : qp.zp[ch];
+        c.f[e] = static_cast<float>(static_cast<int32_t>(x.c->i[e] - z)) * qp.scale[ch];
+      }
+      define_outputs(std::move(c));
+      const Const* folded = values_[n_->output(0)].c.get();
+      quant_[folded] = QuantSource{*x.c, qp.scale, qp.zp, qp.axis};
+      return;
+    }
+    std::vector<int> inputs{x.id};
+    const DType zd = qp.zp_type ? quant_dtype(qp.zp_type) : DType::U8;
+    for (int id : quant_inputs(node_name(), qp.scale, qp.zp, zd)) inputs.push_back(id);
+    output(b_.node(node_name(), DequantizeLinearParams{qp.axis}, inputs));
+  }
+
+  static int64_t inner_size(const Shape& dims, int axis) {
+    int64_t inner = 1;
+    for (size_t d = static_cast<size_t>(axis) + 1; d < dims.size(); ++d) inner *= dims[d];
+    return inner;
+  }
+
   void conv() {
     const int x = act(0);
     check_rank4(x);
@@ -759,7 +957,9 @@ class Importer {
         w[o * f_in + i] = alpha == 1.f ? v : alpha * v;
       }
     const bool scaled = alpha != 1.f || !trans_b;
-    std::vector<int> inputs{x, add_weight(1, {f_out, f_in}, std::move(w), scaled ? ".dense" : "")};
+    const bool quantized = alpha == 1.f && quant_.count(&bm);  // the integers go in (transposed if need be)
+    std::vector<int> inputs{x, quantized ? add_weight_2d(1, !trans_b)
+                                         : add_weight(1, {f_out, f_in}, std::move(w), scaled ? ".dense" : "")};
     if (has_input(2)) {
       const Const& c = weight(2);
       std::vector<float> bias;
@@ -772,7 +972,10 @@ class Importer {
       }
       if (beta != 1.f)
         for (float& v : bias) v *= beta;
-      inputs.push_back(add_weight(2, {f_out}, std::move(bias), beta != 1.f || c.dims.size() != 1 ? ".dense" : ""));
+      if (beta == 1.f && c.dims.size() == 1 && c.numel() == f_out)
+        inputs.push_back(add_weight(2));  // as stored (the integers of a quantized bias)
+      else
+        inputs.push_back(add_weight(2, {f_out}, std::move(bias), beta != 1.f || c.dims.size() != 1 ? ".dense" : ""));
     }
     output(b_.node(node_name(), DenseParams{}, inputs));
   }
@@ -788,7 +991,7 @@ class Importer {
     std::vector<float> w(bm.f.size());
     for (int64_t o = 0; o < f_out; ++o)
       for (int64_t i = 0; i < f_in; ++i) w[o * f_in + i] = bm.f[i * f_out + o];
-    std::vector<int> inputs{x, add_weight(1, {f_out, f_in}, std::move(w), ".T")};
+    std::vector<int> inputs{x, quant_.count(&bm) ? add_weight_2d(1, true) : add_weight(1, {f_out, f_in}, std::move(w), ".T")};
 
     const std::string out = n_->output_size() ? n_->output(0) : "";
     const auto& users = consumers_[out];

@@ -25,6 +25,10 @@ enum class InputKinds : uint8_t {
   Data,            // every input is an activation
   DataThenParams,  // input 0 is the activation, every later one a constant (a parameter)
   Any,             // each input may be either; at least one is an activation (binary)
+  // Input 0 an activation or a constant, every later one a constant (quantize_linear,
+  // dequantize_linear): a node of constants only is evaluated when the model loads (the loader
+  // replaces it by its output, a constant), so it never runs in a session.
+  FoldableThenParams,
 };
 
 struct OpDef {

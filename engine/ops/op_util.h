@@ -74,6 +74,17 @@ void check_enum(const std::string& where, const char* field, int value, int max)
 // Every dim >= 1 (>= 0 with allow_empty) and the element count <= 2^40, checked without overflowing.
 bool bounded(const Shape& s, std::string* why, bool allow_empty = false);
 
+// ---- element types (engine/ops/quantize.cc) ------------------------------------------------------
+
+// The output's element type of a node whose inputs are stored as `in`, checking them: quantize_linear
+// takes float x and scale and a zero point of its dtype (returned); dequantize_linear integer x (i8,
+// u8, i32), float scale, a zero point of x's type (returns f32); every other op float tensors only.
+DType node_output_dtype(const std::string& where, const OpParams& params, const std::vector<DType>& in);
+// The constant values of a quantize_linear / dequantize_linear node (data[i] nullptr for an
+// activation): each scale finite and > 0, an i32 zero point 0. Other ops: nothing to check.
+void check_quant_constants(const std::string& where, const OpParams& params, const std::vector<DType>& dtypes,
+                           const std::vector<const float*>& data, const std::vector<Shape>& shapes);
+
 // ---- the file form of shared fields --------------------------------------------------------------
 
 // An fb::ActivationKind outside the schema's range is "field <field> has unknown value k". The

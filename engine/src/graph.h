@@ -1,10 +1,13 @@
 // The engine's in-memory model: values (tensors) and nodes in execution order, built by the loader
 // from a verified file and rewritten by graph passes. Constants are float32 host arrays: used in place
-// from the mmapped file when stored as f32, converted once into owned storage when f16.
+// from the mmapped file when stored as f32, converted once into owned storage when f16, i8, u8 or i32
+// (integers widened to float). A dequantize_linear of a constant is folded at load into a constant
+// that remembers its integer source (Value::dequantized), for int8 kernels to come.
 #pragma once
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,6 +22,14 @@ struct Value {
   DType dtype = DType::F32;      // as stored in the file
   const float* data = nullptr;   // constants: shape_numel(shape) floats; nullptr for activations
   Layout layout = Layout::NCHW;  // memory order of a 4-D activation (the channels_last pass sets it)
+  const uint8_t* raw = nullptr;  // i8 / u8 / i32 constants: the stored little-endian bytes (the file's)
+  // What a constant folded from dequantize_linear(source, scale, zero_point) at load came from: value
+  // ids (zero_point -1 when absent; the source is an i8 / u8 / i32 constant) and the node's axis.
+  struct Dequantized {
+    int source = -1, scale = -1, zero_point = -1;
+    int axis = 1;
+  };
+  std::optional<Dequantized> dequantized;
   bool is_constant() const { return data != nullptr; }
 };
 

@@ -55,7 +55,7 @@ class Loader {
   const std::string& origin_;
   std::shared_ptr<Graph> g_;
   size_t num_tensors_ = 0;
-  std::vector<bool> is_constant_, is_input_;
+  std::vector<bool> is_constant_, is_input_, folded_;  // folded_: a constant a node became at load
   std::vector<int> producer_;  // node index producing each tensor, -1 if none (yet)
 
   [[noreturn]] void fail(const std::string& what) const { throw Error(origin_ + ": " + what); }
@@ -87,6 +87,7 @@ class Loader {
   void read_inputs();
   void read_nodes();
   void read_outputs();
+  void fold(const Node& node, const std::string& where, const std::string& label);
 };
 
 // ---- the steps -----------------------------------------------------------------------------------
@@ -126,6 +127,7 @@ void Loader::read_tensors(const std::shared_ptr<const void>& keep) {
          std::to_string(kMaxTensors) + ")");
   is_constant_.assign(num_tensors_, false);
   is_input_.assign(num_tensors_, false);
+  folded_.assign(num_tensors_, false);
   producer_.assign(num_tensors_, -1);
   g_->values.resize(num_tensors_);
   std::set<uint32_t> counted_buffers;
@@ -195,9 +197,20 @@ void Loader::read_tensors(const std::shared_ptr<const void>& keep) {
     } else {
       auto wide = std::make_shared<std::vector<float>>(static_cast<size_t>(n));
       for (size_t e = 0; e < static_cast<size_t>(n); ++e) {
-        const uint16_t h = static_cast<uint16_t>(bytes[2 * e] | (bytes[2 * e + 1] << 8));
-        (*wide)[e] = half_to_float(h);
+        switch (v.dtype) {
+          case DType::F16:
+            (*wide)[e] = half_to_float(static_cast<uint16_t>(bytes[2 * e] | (bytes[2 * e + 1] << 8)));
+            break;
+          case DType::I8: (*wide)[e] = static_cast<float>(static_cast<int8_t>(bytes[e])); break;
+          case DType::U8: (*wide)[e] = static_cast<float>(bytes[e]); break;
+          default: {  // I32, little-endian
+            int32_t q;
+            std::memcpy(&q, bytes + 4 * e, 4);
+            (*wide)[e] = static_cast<float>(q);
+          }
+        }
       }
+      if (!is_float_dtype(v.dtype)) v.raw = bytes;
       v.data = wide->data();
       g_->storage.push_back(std::move(wide));
     }
@@ -242,6 +255,7 @@ void Loader::read_nodes() {
     if (node.name.empty()) node.name = "node " + std::to_string(k);
     node.params = op_def(op).read(*fn, where);  // every op a file can hold has a read
 
+    const bool foldable = op_def(op).inputs == InputKinds::FoldableThenParams;
     const auto* ins = fn->inputs();
     const size_t num_inputs = ins ? ins->size() : 0;
     if (num_inputs > kMaxNodeInputs)
@@ -259,7 +273,7 @@ void Loader::read_nodes() {
       const std::string label = tensor_label(index);
       if (parameter && !is_constant_[index])
         throw Error(what + " is " + label + ", an activation; it must be a constant");
-      if (!parameter && is_constant_[index] && !any_input_kind(op))
+      if (!parameter && is_constant_[index] && !any_input_kind(op) && !foldable)
         throw Error(what + " is " + label + ", a constant; it must be an activation");
       if (!is_constant_[index] && !is_input_[index] && producer_[index] < 0) {
         // Find out why, for the message: produced by a later node (or this one), or by none.
@@ -300,10 +314,66 @@ void Loader::read_nodes() {
     if (producer_[index] >= 0)
       throw Error(what + ": " + label + " is produced twice (by " +
                   node_label(static_cast<size_t>(producer_[index])) + " and " + node_label(k) + ")");
-    producer_[index] = static_cast<int>(k);
+    // Element types: only quantize_linear / dequantize_linear see integer tensors; a float output
+    // may be declared f32 or f16 (activations run in the backend's precision either way).
+    std::vector<DType> dtypes;
+    for (int id : node.inputs) dtypes.push_back(g_->values[static_cast<size_t>(id)].dtype);
+    const DType out_dtype = node_output_dtype(where, node.params, dtypes);
+    Value& out = g_->values[index];
+    if (out.dtype != out_dtype && !(is_float_dtype(out.dtype) && is_float_dtype(out_dtype)))
+      throw Error(what + ": " + label + " is declared " + dtype_name(out.dtype) + " but " + op_name(op) +
+                  " makes " + dtype_name(out_dtype));
+    std::vector<const float*> data;
+    std::vector<Shape> shapes;
+    for (int id : node.inputs) {
+      data.push_back(g_->values[static_cast<size_t>(id)].data);
+      shapes.push_back(g_->values[static_cast<size_t>(id)].shape);
+    }
+    check_quant_constants(where, node.params, dtypes, data, shapes);
     node.outputs.push_back(static_cast<int>(index));
+    if (foldable && num_inputs > 0 && is_constant_[static_cast<size_t>(node.inputs[0])]) {
+      fold(node, where, label);  // the node becomes its output, a constant
+      continue;
+    }
+    producer_[index] = static_cast<int>(k);
     g_->nodes.push_back(std::move(node));
   }
+}
+
+// A quantize_linear / dequantize_linear node of constants only, evaluated now by its reference kernel:
+// the output value becomes a constant (f32 for dequantize_linear, with Value::dequantized naming its
+// source; integers in float for quantize_linear) that later nodes may take as a weight or bias. Its
+// declared shape is the computed one exactly (a constant has no batch).
+void Loader::fold(const Node& node, const std::string& where, const std::string& label) {
+  std::vector<Shape> shapes;
+  std::vector<bool> constant;
+  std::vector<const float*> data;
+  for (int id : node.inputs) {
+    shapes.push_back(g_->values[static_cast<size_t>(id)].shape);
+    constant.push_back(true);
+    data.push_back(g_->values[static_cast<size_t>(id)].data);
+  }
+  const std::vector<Shape> out_shapes = infer_node_shapes(node.params, shapes, where, &constant);
+  const size_t index = static_cast<size_t>(node.outputs[0]);
+  Value& out = g_->values[index];
+  if (out.shape != out_shapes[0])
+    throw Error(where + ": output 0: " + label + " is declared " + shape_str(out.shape) + " but the node folds "
+                "(its input 0 is a constant) to " + shape_str(out_shapes[0]));
+  auto result = std::make_shared<std::vector<float>>(static_cast<size_t>(shape_numel(out_shapes[0])));
+  NodeDesc desc;
+  desc.params = node.params;
+  desc.input_shapes = shapes;
+  desc.output_shapes = out_shapes;
+  desc.constants = data;
+  const KernelCall call{desc, data, {result->data()}};
+  op_def(node.op()).reference(call);
+  out.data = result->data();
+  g_->storage.push_back(std::move(result));
+  is_constant_[index] = true;
+  folded_[index] = true;
+  if (node.op() == OpType::DequantizeLinear)
+    out.dequantized = Value::Dequantized{node.inputs[0], node.inputs[1], node.inputs.size() > 2 ? node.inputs[2] : -1,
+                                         std::get<DequantizeLinearParams>(node.params).axis};
 }
 
 void Loader::read_outputs() {
@@ -313,7 +383,9 @@ void Loader::read_outputs() {
   for (flatbuffers::uoffset_t k = 0; k < outputs->size(); ++k) {
     const std::string what = "outputs[" + std::to_string(k) + "]";
     const size_t i = tensor_index(outputs->Get(k), what);
-    if (producer_[i] < 0) fail(what + " is " + tensor_label(i) + ", which no node produces");
+    if (producer_[i] < 0)
+      fail(what + " is " + tensor_label(i) + (folded_[i] ? ", a constant (a node of constants only, folded at load)"
+                                                         : ", which no node produces"));
     if (seen[i]) fail(what + " is " + tensor_label(i) + ", listed twice");
     seen[i] = true;
     g_->outputs.push_back(static_cast<int>(i));

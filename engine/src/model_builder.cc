@@ -7,13 +7,14 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cmath>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <set>
 #include <system_error>
 
-#include "engine/ops/op_def.h"
+#include "engine/ops/op_util.h"
 #include "half.h"
 #include "infer/error.h"
 #include "infer/model.h"
@@ -35,6 +36,7 @@ struct TensorRecord {
   Shape shape;
   DType dtype = DType::F32;
   bool constant = false;
+  bool folded = false;        // a constant the loader computes (a foldable node of constants only)
   bool produced = false;      // the output of some node
   std::vector<uint8_t> bytes;  // constants: the stored little-endian data
 };
@@ -67,6 +69,29 @@ int64_t check_shape(const std::string& what, const Shape& s, bool allow_batch) {
 }
 
 std::string sys_error(int err) { return std::generic_category().message(err); }
+
+// A constant's stored values as floats (what the loader widens them to).
+std::vector<float> stored_values(const TensorRecord& t) {
+  const size_t n = t.bytes.size() / dtype_size(t.dtype);
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i) {
+    switch (t.dtype) {
+      case DType::F32: std::memcpy(&v[i], &t.bytes[4 * i], 4); break;
+      case DType::F16:
+        v[i] = detail::half_to_float(static_cast<uint16_t>(t.bytes[2 * i] | (t.bytes[2 * i + 1] << 8)));
+        break;
+      case DType::I8: v[i] = static_cast<float>(static_cast<int8_t>(t.bytes[i])); break;
+      case DType::U8: v[i] = static_cast<float>(t.bytes[i]); break;
+      case DType::I32: {
+        int32_t q;
+        std::memcpy(&q, &t.bytes[4 * i], 4);
+        v[i] = static_cast<float>(q);
+        break;
+      }
+    }
+  }
+  return v;
+}
 
 }  // namespace
 
@@ -126,8 +151,16 @@ int ModelBuilder::constant(const std::string& name, Shape shape, const std::vect
   if (static_cast<uint64_t>(n) != data.size())
     throw Error(what + ": data has " + std::to_string(data.size()) + " floats but shape " +
                 shape_str(shape) + " needs " + std::to_string(n));
-  if (dtype != DType::F32 && dtype != DType::F16)
+  if (static_cast<int>(dtype) > static_cast<int>(DType::I32))
     throw Error(what + ": unknown dtype " + std::to_string(static_cast<int>(dtype)));
+  if (!is_float_dtype(dtype)) {  // integers stored as such: each value must be one, in range
+    const double lo = dtype == DType::I8 ? -128.0 : dtype == DType::U8 ? 0.0 : -2147483648.0;
+    const double hi = dtype == DType::I8 ? 127.0 : dtype == DType::U8 ? 255.0 : 2147483647.0;
+    for (size_t i = 0; i < data.size(); ++i)
+      if (!(data[i] >= lo && data[i] <= hi && std::nearbyint(data[i]) == data[i]))
+        throw Error(what + ": element " + std::to_string(i) + " (" + std::to_string(data[i]) + ") is not a " +
+                    dtype_name(dtype) + " value");
+  }
   const uint64_t bytes = static_cast<uint64_t>(n) * dtype_size(dtype);
   if (impl_->weight_bytes + bytes > kMaxWeightBytes)
     throw Error(what + ": the model's weights would exceed the format's 2 GiB limit");
@@ -141,6 +174,14 @@ int ModelBuilder::constant(const std::string& name, Shape shape, const std::vect
   t.bytes.resize(static_cast<size_t>(bytes));
   if (dtype == DType::F32) {
     std::memcpy(t.bytes.data(), data.data(), t.bytes.size());  // little-endian host (as the loader)
+  } else if (dtype == DType::I8 || dtype == DType::U8) {
+    for (size_t i = 0; i < data.size(); ++i)
+      t.bytes[i] = static_cast<uint8_t>(static_cast<int32_t>(data[i]) & 0xff);
+  } else if (dtype == DType::I32) {
+    for (size_t i = 0; i < data.size(); ++i) {
+      const int32_t q = static_cast<int32_t>(data[i]);
+      std::memcpy(&t.bytes[4 * i], &q, 4);
+    }
   } else {
     for (size_t i = 0; i < data.size(); ++i) {
       const uint16_t h = detail::float_to_half(data[i]);
@@ -159,8 +200,10 @@ int ModelBuilder::node(const std::string& name, OpParams params, std::vector<int
   if (static_cast<int>(op) >= kNumFileOpTypes)
     throw Error(where + ": an engine-internal op (made by a graph pass); it has no file form");
   // Shapes with a leading -1 are inferred at batch 1; the output then gets the -1 back.
+  const bool foldable = detail::op_def(op).inputs == detail::InputKinds::FoldableThenParams;
   std::vector<Shape> shapes;
   std::vector<bool> constant;
+  std::vector<DType> dtypes;
   bool batched = false;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const TensorRecord& t = impl_->tensor(inputs[i], where + ": input " + std::to_string(i));
@@ -168,7 +211,7 @@ int ModelBuilder::node(const std::string& name, OpParams params, std::vector<int
     if (parameter && !t.constant)
       throw Error(where + ": input " + std::to_string(i) + " '" + t.name +
                   "' is an activation; it must be a constant");
-    if (!parameter && t.constant && !detail::any_input_kind(op))
+    if (!parameter && t.constant && !detail::any_input_kind(op) && !foldable)
       throw Error(where + ": input " + std::to_string(i) + " '" + t.name +
                   "' is a constant; it must be an activation");
     Shape s = t.shape;
@@ -178,8 +221,22 @@ int ModelBuilder::node(const std::string& name, OpParams params, std::vector<int
     }
     shapes.push_back(std::move(s));
     constant.push_back(t.constant);
+    dtypes.push_back(t.dtype);
   }
+  const DType out_dtype = detail::node_output_dtype(where, params, dtypes);
   std::vector<Shape> out = detail::infer_node_shapes(params, shapes, where, &constant);
+  if (foldable) {  // scale values (finite, > 0) as the loader checks them, from the stored bytes
+    std::vector<std::vector<float>> held(inputs.size());
+    std::vector<const float*> data(inputs.size(), nullptr);
+    for (size_t i = 1; i < inputs.size(); ++i) {
+      const TensorRecord& t = impl_->tensors[static_cast<size_t>(inputs[i])];
+      if (t.folded || !t.constant) continue;
+      held[i] = stored_values(t);
+      data[i] = held[i].data();
+    }
+    detail::check_quant_constants(where, params, dtypes, data, shapes);
+  }
+  const bool folds = foldable && constant[0];  // the loader evaluates it: its output is a constant
   if (out.size() != 1) throw Error(where + ": expected one output");
   if (batched) out[0][0] = -1;  // every op keeps the batch as dim 0
   check_shape(where + ": output", out[0], true);
@@ -188,7 +245,9 @@ int ModelBuilder::node(const std::string& name, OpParams params, std::vector<int
   TensorRecord t;
   t.name = name;
   t.shape = std::move(out[0]);
-  t.produced = true;
+  t.dtype = out_dtype;
+  t.produced = !folds;
+  t.constant = t.folded = folds;
   impl_->tensors.push_back(std::move(t));
   const int id = static_cast<int>(impl_->tensors.size()) - 1;
   impl_->nodes.push_back(NodeRecord{name, std::move(params), std::move(inputs), id});
@@ -198,7 +257,8 @@ int ModelBuilder::node(const std::string& name, OpParams params, std::vector<int
 void ModelBuilder::output(int tensor) {
   const TensorRecord& t = impl_->tensor(tensor, "output");
   if (!t.produced)
-    throw Error("model builder: output '" + t.name + "' is not produced by any node");
+    throw Error("model builder: output '" + t.name + "' is not produced by any node" +
+                (t.folded ? " (it is folded at load: its inputs are constants)" : ""));
   for (int o : impl_->outputs)
     if (o == tensor) throw Error("model builder: output '" + t.name + "' is listed twice");
   impl_->outputs.push_back(tensor);
@@ -219,7 +279,7 @@ std::vector<uint8_t> ModelBuilder::finish() const {
   std::vector<uint32_t> buffer_of(m.tensors.size(), 0);
   for (size_t i = 0; i < m.tensors.size(); ++i) {
     const TensorRecord& t = m.tensors[i];
-    if (!t.constant) continue;
+    if (!t.constant || t.folded) continue;
     // What ForceVectorAlignment(n, 1, 64) does, minus its assert that alignment <=
     // FLATBUFFERS_MAX_ALIGNMENT (32 in flatbuffers 2.0.8): the schema's force_align is 64.
     fbb.PreAlign(t.bytes.size(), 64);

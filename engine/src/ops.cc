@@ -61,9 +61,25 @@ const char* pad_mode_name(PadMode mode) {
   return "unknown";
 }
 
-const char* dtype_name(DType dtype) { return dtype == DType::F16 ? "f16" : "f32"; }
+const char* dtype_name(DType dtype) {
+  switch (dtype) {
+    case DType::F32: return "f32";
+    case DType::F16: return "f16";
+    case DType::I8: return "i8";
+    case DType::U8: return "u8";
+    case DType::I32: return "i32";
+  }
+  return "unknown";
+}
 
-size_t dtype_size(DType dtype) { return dtype == DType::F16 ? 2 : 4; }
+size_t dtype_size(DType dtype) {
+  switch (dtype) {
+    case DType::F16: return 2;
+    case DType::I8:
+    case DType::U8: return 1;
+    default: return 4;
+  }
+}
 
 Activation fused_activation(const OpParams& p) {
   const detail::OpDef& def = detail::op_def(op_type(p));

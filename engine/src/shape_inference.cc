@@ -43,7 +43,8 @@ std::vector<Shape> infer_node_shapes(const OpParams& params, const std::vector<S
 }
 
 bool is_parameter_input(OpType op, size_t i) {
-  return op_def(op).inputs == InputKinds::DataThenParams && i >= 1;
+  const InputKinds k = op_def(op).inputs;
+  return (k == InputKinds::DataThenParams || k == InputKinds::FoldableThenParams) && i >= 1;
 }
 
 

@@ -12,7 +12,12 @@ namespace infer {
 
 using Shape = std::vector<int64_t>;
 
-enum class DType : uint8_t { F32 = 0, F16 = 1 };
+// A tensor's element type as stored (schema/model.fbs). I8 / U8 / I32 are quantized data: int8 /
+// uint8 weights and zero points, int32 biases, a quantize_linear output. The engine computes in float:
+// an integer constant is widened to float32 at load (exact for I8 / U8; I32 up to 2^24), and an
+// I8 / U8 activation holds its integers in the backend's float storage (exact in fp32 and fp16).
+enum class DType : uint8_t { F32 = 0, F16 = 1, I8 = 2, U8 = 3, I32 = 4 };
+inline bool is_float_dtype(DType d) { return d == DType::F32 || d == DType::F16; }
 
 // The arithmetic a session runs in (SessionOptions::precision). FP32 is strict IEEE float32 (no TF32
 // tensor-core rounding); TF32 lets GEMMs round their inputs to TF32 on tensor cores (activations and
@@ -230,6 +235,26 @@ struct DepthToSpaceParams {
   DepthToSpaceMode mode = DepthToSpaceMode::DCR;
 };
 
+// ONNX QuantizeLinear (opsets 10-18): y = clamp(round_half_even(x / scale) + zero_point, lo, hi) with
+// [lo, hi] = [-128, 127] (I8) or [0, 255] (U8); NaN gives lo (MLAS's rule). Inputs x (float), scale
+// (a constant, every element finite and > 0), optional zero_point (a constant of type dtype; 0 when
+// absent). A scale of one element quantizes per tensor; else per axis: scale and zero_point are
+// [dim(axis)] (an activation's axis never the batch). The output is declared `dtype` and holds
+// integers in float storage (fake quantization: what ONNX Runtime computes, exactly).
+struct QuantizeLinearParams {
+  int axis = 1;            // -rank <= axis < rank
+  DType dtype = DType::U8; // I8 or U8
+};
+
+// ONNX DequantizeLinear (opsets 10-18): y = float(x - zero_point) * scale, in float32. Inputs x (I8 /
+// U8 / I32 data, or a quantize_linear output), scale and optional zero_point as QuantizeLinearParams
+// (zero_point of x's type; 0 for I32). A node whose x is a constant is evaluated at load: its output
+// is a float32 constant (Value::dequantized keeps the integer source), so QDQ weights run on the
+// float kernels.
+struct DequantizeLinearParams {
+  int axis = 1;
+};
+
 // An engine-internal node (never in a file): copies a 4-D activation from one memory layout to the
 // other; the shape and the values stay the same. Inserted by the channels_last pass.
 struct LayoutParams {
@@ -251,7 +276,8 @@ using OpParams = std::variant<Conv2DParams, ConvTranspose2DParams, Pool2DParams,
                               SoftmaxParams, AddParams, ConcatParams, ConvPool2DParams, BinaryParams,
                               Pad2DParams, InstanceNormParams, ChannelShuffleParams, SliceParams,
                               ResizeParams, DepthToSpaceParams, PReluParams, LogSoftmaxParams,
-                              LayoutParams, SqueezeExciteParams>;
+                              QuantizeLinearParams, DequantizeLinearParams, LayoutParams,
+                              SqueezeExciteParams>;
 
 // Every op once, in OpParams' order: X(OpType enumerator, parameter struct, name). OpType is made from
 // it; so are the op table (engine/ops/op_def.h: each op's definition is <name>_op in
@@ -281,6 +307,8 @@ using OpParams = std::variant<Conv2DParams, ConvTranspose2DParams, Pool2DParams,
   X(DepthToSpace, DepthToSpaceParams, depth_to_space)          \
   X(PRelu, PReluParams, prelu)                                 \
   X(LogSoftmax, LogSoftmaxParams, log_softmax)                 \
+  X(QuantizeLinear, QuantizeLinearParams, quantize_linear)     \
+  X(DequantizeLinear, DequantizeLinearParams, dequantize_linear) \
   X(Layout, LayoutParams, layout)                              \
   X(SqueezeExcite, SqueezeExciteParams, squeeze_excite)
 
@@ -297,14 +325,14 @@ inline OpType op_type(const OpParams& p) { return static_cast<OpType>(p.index())
 // Stable lower-case names used by --kernel, the profile and kernel variant names:
 // conv2d, conv_transpose2d, pool2d, dense, batchnorm, activation, flatten, reshape, softmax, add,
 // concat, conv_pool2d, binary, pad2d, instance_norm, channel_shuffle, slice, resize,
-// depth_to_space, prelu, log_softmax, layout, squeeze_excite.
+// depth_to_space, prelu, log_softmax, quantize_linear, dequantize_linear, layout, squeeze_excite.
 const char* op_name(OpType op);
 // none, relu, leaky_relu, tanh, sigmoid, clip, hard_sigmoid, hard_swish, silu, elu, exp, sqrt, neg, abs,
 // softplus, prelu ("unknown" for a value outside the enum).
 const char* activation_name(ActivationKind kind);
 const char* binary_kind_name(BinaryKind kind);  // add, sub, mul, div
 const char* pad_mode_name(PadMode mode);        // constant, reflect, edge
-const char* dtype_name(DType dtype);                // f32, f16
+const char* dtype_name(DType dtype);                // f32, f16, i8, u8, i32 ("unknown" outside)
 size_t dtype_size(DType dtype);
 
 // The activation a node applies to its result (None for ops without a fused epilogue).
