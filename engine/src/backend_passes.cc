@@ -1,6 +1,6 @@
 // Backend passes (backend_passes.h). Each asks the registry through the session's KernelSelector
 // about a node the pass would make (a merged conv2d with its residual, a squeeze_excite node, a node
-// in each layout) and rewrites the graph with the graph-level passes of passes.h and layout.h.
+// in each layout, a depthwise_pointwise node) and rewrites the graph with the graph-level passes of passes.h and layout.h.
 #include "backend_passes.h"
 
 #include <algorithm>
@@ -158,6 +158,32 @@ std::string fuse_prelu_where_taken(ShapedGraph& g, const BackendPassContext& c) 
   return first_line(log, "fuse_prelu");
 }
 
+// The fuse_depthwise_pointwise backend pass, cpu only, after channels_last (its kernel runs NHWC): a
+// depthwise + 1x1 pair in one layout is fused where a depthwise_pointwise variant this session may run,
+// other than the reference one, applies to the merged node in that layout (the reference variant would
+// be slower than the pair's own kernels). Other backends: no line (no kernel; their pass logs stay
+// as they were). Returns whether it logged, and its line.
+bool fuse_depthwise_pointwise_where_taken(ShapedGraph& g, const BackendPassContext& c, std::string& line) {
+  if (c.kernels.backend_name() != "cpu") return false;
+  if (!c.passes.fuse_depthwise_pointwise) {
+    line = "fuse_depthwise_pointwise: off";
+    return true;
+  }
+  const std::vector<const KernelVariant*> candidates = c.kernels.candidates_for("depthwise_pointwise");
+  auto takes = [&](const Graph& graph, const Node& merged) {
+    NodeDesc desc = proposed_desc(graph, merged, g.shapes, c);
+    desc.layout = merged.layout;
+    for (const KernelVariant* v : candidates)
+      if (v->name != "reference" && c.kernels.allowed(*v) && v->run && variant_applies(*v, desc)) return true;
+    return false;
+  };
+  std::vector<std::string> log;
+  Graph rewritten = fuse_depthwise_pointwise(*g.graph, takes, &log);
+  g.adopt(std::move(rewritten));
+  line = first_line(log, "fuse_depthwise_pointwise");
+  return true;
+}
+
 }  // namespace
 
 std::vector<std::string> run_backend_passes(ShapedGraph& g, const BackendPassContext& c,
@@ -167,6 +193,8 @@ std::vector<std::string> run_backend_passes(ShapedGraph& g, const BackendPassCon
   deferred.push_back(fuse_squeeze_excite_where_taken(g, c));
   deferred.push_back(fuse_prelu_where_taken(g, c));
   choose_layouts(g, c, pass_log);
+  std::string line;
+  if (fuse_depthwise_pointwise_where_taken(g, c, line)) deferred.push_back(line);
   return deferred;
 }
 

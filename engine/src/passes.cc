@@ -24,7 +24,7 @@ const std::vector<std::string>& PassOptions::names() {
   static const std::vector<std::string> kNames = {"fold_batchnorm", "fuse_conv_avgpool",
                                                   "fuse_activation", "channels_last", "fold_width",
                                                   "fuse_conv_residual", "fuse_squeeze_excite",
-                                                  "fuse_prelu"};
+                                                  "fuse_prelu", "fuse_depthwise_pointwise"};
   return kNames;
 }
 
@@ -45,6 +45,8 @@ void PassOptions::set(const std::string& name, bool on) {
     fuse_squeeze_excite = on;
   } else if (name == "fuse_prelu") {
     fuse_prelu = on;
+  } else if (name == "fuse_depthwise_pointwise") {
+    fuse_depthwise_pointwise = on;
   } else {
     std::string known;
     for (const std::string& n : names()) known += (known.empty() ? "" : ", ") + n;
@@ -54,7 +56,7 @@ void PassOptions::set(const std::string& name, bool on) {
 
 void PassOptions::set_all(bool on) {
   fold_batchnorm = fuse_conv_avgpool = fuse_activation = channels_last = fold_width = fuse_conv_residual =
-      fuse_squeeze_excite = fuse_prelu = on;
+      fuse_squeeze_excite = fuse_prelu = fuse_depthwise_pointwise = on;
 }
 
 void PassOptions::apply(const std::string& choice) {
@@ -74,6 +76,7 @@ bool PassOptions::enabled(const std::string& name) const {
   if (name == "fuse_conv_residual") return fuse_conv_residual;
   if (name == "fuse_squeeze_excite") return fuse_squeeze_excite;
   if (name == "fuse_prelu") return fuse_prelu;
+  if (name == "fuse_depthwise_pointwise") return fuse_depthwise_pointwise;
   return false;
 }
 
@@ -584,6 +587,90 @@ Graph fuse_prelu(Graph g, const PReluPredicate& takes, std::vector<std::string>*
   return g;
 }
 
+// --- fuse_depthwise_pointwise ------------------------------------------------------------------------
+// A depthwise conv2d (3x3 / 5x5, stride 1 or 2, its activation) whose only reader is a 1x1 stride-1
+// conv2d with at most as many output channels (the inverted residual's projection; its activation and
+// residual kept) becomes one depthwise_pointwise node at the 1x1's place (its residual may be written
+// after the depthwise), named after the depthwise. Both must share one layout (the pass runs after
+// channels_last); neither may carry a PRelu. A depthwise without bias gets a zero one.
+namespace {
+
+// The depthwise conv2d the pass fuses: weight [C,1,K,K] with groups == C, K 3 or 5, stride 1 or 2 on
+// both axes, no dilation, residual or PRelu.
+bool fusable_depthwise(const Graph& g, const Node& n) {
+  const auto* p = std::get_if<Conv2DParams>(&n.params);
+  if (!p || p->add_residual || p->activation.kind == ActivationKind::PRelu || n.inputs.size() < 2 ||
+      n.inputs.size() > 3)
+    return false;
+  const Shape& w = value_shape(g, n.inputs[1]);  // [C,1,K,K] with groups C: C_in = groups * 1 = C
+  if (w.size() != 4 || p->groups != w[0] || w[1] != 1 || w[0] < 2) return false;
+  const bool k35 = w[2] == w[3] && (w[2] == 3 || w[2] == 5);
+  const bool s12 = p->stride_h == p->stride_w && (p->stride_h == 1 || p->stride_h == 2);
+  return k35 && s12 && p->dilation_h == 1 && p->dilation_w == 1;
+}
+
+// The 1x1 conv2d: stride 1, no padding, groups 1, no PRelu; x, weight, optional bias (+ residual).
+bool fusable_pointwise(const Graph& g, const Node& n) {
+  const auto* p = std::get_if<Conv2DParams>(&n.params);
+  if (!p || p->activation.kind == ActivationKind::PRelu || n.inputs.size() < 2 ||
+      n.inputs.size() > (p->add_residual ? 4u : 3u))
+    return false;
+  const Shape& w = value_shape(g, n.inputs[1]);
+  return w.size() == 4 && w[2] == 1 && w[3] == 1 && p->stride_h == 1 && p->stride_w == 1 && p->groups == 1 &&
+         p->dilation_h == 1 && p->dilation_w == 1 && !p->pad.top && !p->pad.left && !p->pad.bottom &&
+         !p->pad.right;
+}
+
+}  // namespace
+
+Graph fuse_depthwise_pointwise(Graph g, const DepthwisePointwisePredicate& takes, std::vector<std::string>* log) {
+  Uses uses(g);
+  std::vector<bool> removed(g.nodes.size(), false);
+  int count = 0;
+  bool added = false;  // zero biases added for a pair takes then refused: compacted away below
+  for (size_t c = 0; c < g.nodes.size(); ++c) {
+    const Node& pw = g.nodes[c];
+    if (!fusable_pointwise(g, pw)) continue;
+    const int d = uses.fusable_producer(pw);
+    if (d < 0 || removed[static_cast<size_t>(d)]) continue;
+    const Node& dw = g.nodes[static_cast<size_t>(d)];
+    if (!fusable_depthwise(g, dw) || dw.layout != pw.layout) continue;
+    const int64_t C = value_shape(g, dw.inputs[1])[0], CO = value_shape(g, pw.inputs[1])[0];
+    if (CO > C) continue;  // the expansion side: measured not to pay (docs/kernels.md)
+    const auto& pp = std::get<Conv2DParams>(pw.params);
+    Node fused;
+    fused.name = dw.name;
+    fused.params = DepthwisePointwiseParams{std::get<Conv2DParams>(dw.params), pp};
+    fused.layout = pw.layout;
+    fused.outputs = pw.outputs;
+    fused.fused = dw.fused;
+    fused.fused.push_back(pw.name);
+    fused.fused.insert(fused.fused.end(), pw.fused.begin(), pw.fused.end());
+    // add_constant grows g.values: the inputs are gathered as ids before any is added.
+    const int x = dw.inputs[0], dw_w = dw.inputs[1], pw_w = pw.inputs[1];
+    const int dw_b = dw.inputs.size() > 2 ? dw.inputs[2] : -1, pw_b = pw.inputs.size() > 2 ? pw.inputs[2] : -1;
+    const int residual = pp.add_residual ? pw.inputs[3] : -1;
+    const std::string dw_name = dw.name, pw_name = pw.name;
+    auto bias_or_zero = [&](int b, int w, const std::string& name) {
+      if (b >= 0) return b;
+      added = true;
+      return zero_bias(g, name, w);
+    };
+    fused.inputs = {x, dw_w, bias_or_zero(dw_b, dw_w, dw_name), pw_w, bias_or_zero(pw_b, pw_w, pw_name)};
+    if (residual >= 0) fused.inputs.push_back(residual);
+    if (takes && !takes(g, fused)) continue;
+    removed[static_cast<size_t>(d)] = true;
+    g.nodes[c] = std::move(fused);
+    ++count;
+  }
+  if (count || added) compact(g, removed);
+  if (log)
+    log->push_back(count ? fmt::format("fuse_depthwise_pointwise: {} depthwise + 1x1 conv2d {} fused", count,
+                                       plural(count, "pair", "pairs"))
+                         : "fuse_depthwise_pointwise: no depthwise + 1x1 conv2d pair to fuse");
+  return g;
+}
+
 void add_extra_outputs(Graph& g, const std::vector<std::string>& names) {
   const size_t model_outputs = g.outputs.size();
   for (const std::string& name : names) {
@@ -652,7 +739,9 @@ void validate_graph(const Graph& g) {
       const bool constant = g.values[id].is_constant();
       // binary: either input may be a constant (the shape rule checks how it broadcasts).
       const auto* conv = std::get_if<Conv2DParams>(&n.params);
-      const bool residual = conv && conv->add_residual && k == 3;  // fuse_conv_residual's data input
+      const auto* dwpw = std::get_if<DepthwisePointwiseParams>(&n.params);
+      const bool residual = (conv && conv->add_residual && k == 3) ||  // fuse_conv_residual's data input
+                            (dwpw && dwpw->pointwise.add_residual && k == 5);  // and the fused block's
       if (n.op() != OpType::Binary && (is_parameter_input(n.op(), k) && !residual) != constant)
         fail(fmt::format("{}: input {} '{}' is {}", where, k, g.values[id].name,
                          constant ? "a constant where data is expected" : "an activation where a "

@@ -42,6 +42,14 @@ Graph fuse_squeeze_excite(Graph graph, const SqueezeExcitePredicate& takes = nul
 using PReluPredicate = std::function<bool(const Graph&, const Node& merged)>;
 Graph fuse_prelu(Graph graph, const PReluPredicate& takes = nullptr, std::vector<std::string>* log = nullptr);
 
+// A backend pass (cpu, after channels_last): a depthwise conv2d (3x3 / 5x5, stride 1 or 2) whose only
+// reader is a 1x1 stride-1 conv2d with C_out <= its channels, both in one layout, becomes one
+// depthwise_pointwise node (zero biases added where absent) where takes(graph, merged node) says a
+// kernel variant runs it (null takes: everywhere).
+using DepthwisePointwisePredicate = std::function<bool(const Graph&, const Node& merged)>;
+Graph fuse_depthwise_pointwise(Graph graph, const DepthwisePointwisePredicate& takes = nullptr,
+                               std::vector<std::string>* log = nullptr);
+
 // The fused activation slot of ops that have one (conv2d, conv_transpose2d, dense, batchnorm, add,
 // conv_pool2d, binary, instance_norm), nullptr for the others.
 Activation* epilogue(OpParams& params);

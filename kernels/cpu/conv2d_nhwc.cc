@@ -129,70 +129,6 @@ INFER_INLINE void gather_row(const NhwcDims& d, const float* x, int64_t m, float
   }
 }
 
-// The epilogue of one tile (the bias is already in acc): rows [0, rows) of acc (pixels), NV vectors
-// of output channels from column c0, `cols` of them real (the last vector masked where cols is not a multiple of kLanes), the
-// activation of class A (nhwc::ActClass). The row loop has a constant trip count, so the accumulators
-// stay in registers (a loop to `rows` indexed them through the stack).
-template <class I, int NV, int A>
-INFER_INLINE void store_tile(typename I::Vec (&acc)[I::kMR][NV], int64_t rows, int64_t cols, const float* res,
-                             float* y, int64_t ld, const Activation& act, const float* slope) {
-  using V = typename I::Vec;
-  constexpr int L = I::kLanes;
-  const bool full = cols == NV * L;
-  const int64_t last = cols - (NV - 1) * L;  // lanes of the last vector
-#pragma GCC unroll 16
-  for (int r = 0; r < I::kMR; ++r) {
-    if (r >= rows) break;
-#pragma GCC unroll 4
-    for (int q = 0; q < NV; ++q) {
-      V v = acc[r][q];
-      float* yq = y + r * ld + q * L;
-      if (full || q < NV - 1) {
-        if (res) {
-          V rv;
-          mk::load(rv, res + r * ld + q * L);
-          v += rv;
-        }
-        mk::store(yq, nhwc::act_class<I, A>(v, act));
-      } else {
-        if (res) {
-          V rv;
-          nhwc::load_n<I>(rv, res + r * ld + q * L, last);
-          v += rv;
-        }
-        nhwc::store_n<I>(yq, nhwc::act_class<I, A>(v, act), last);
-      }
-    }
-  }
-  if constexpr (A == nhwc::kActScalar)
-    for (int64_t r = 0; r < rows; ++r) nhwc::activate_span<I>(y + r * ld, cols, act, slope);
-}
-
-// acc[r][q] = init[q] + sum over the KH tap rows s and their seg floats j of arow[r][s*stride + j] *
-// b[(s*seg + j)*ldb + q*kLanes ..]: a pixel's window read in place in NHWC (stride = W*C: its tap
-// rows sit one image row apart) or from a gathered row (stride = seg).
-template <class I, int NV>
-INFER_INLINE void accumulate_window(const float* const (&arow)[I::kMR], int64_t stride, int64_t segs, int64_t seg,
-                                    const float* b, int64_t ldb, const typename I::Vec (&init)[NV],
-                                    typename I::Vec (&acc)[I::kMR][NV]) {
-  using V = typename I::Vec;
-  for (int r = 0; r < I::kMR; ++r)
-    for (int q = 0; q < NV; ++q) acc[r][q] = init[q];
-  for (int64_t sg = 0; sg < segs; ++sg) {
-    const float* a[I::kMR];
-    for (int r = 0; r < I::kMR; ++r) a[r] = arow[r] + sg * stride;
-    const float* bs = b + sg * seg * ldb;
-    for (int64_t j = 0; j < seg; ++j) {
-      V bv[NV];
-      for (int q = 0; q < NV; ++q) mk::load(bv[q], bs + j * ldb + q * I::kLanes);
-      for (int r = 0; r < I::kMR; ++r) {
-        const float ar = a[r][j];
-        for (int q = 0; q < NV; ++q) acc[r][q] += ar * bv[q];
-      }
-    }
-  }
-}
-
 template <class I, int NV, int A>
 INFER_INLINE void tile(const NhwcDims& d, const float* const (&arow)[I::kMR], int64_t stride, const float* panel,
                        int64_t rows, int64_t cols, const float* bias, const float* res, float* y,
@@ -204,8 +140,8 @@ INFER_INLINE void tile(const NhwcDims& d, const float* const (&arow)[I::kMR], in
     if (bias) nhwc::load_upto<I>(init[q], bias + q * I::kLanes, cols - q * I::kLanes);
   }
   V acc[I::kMR][NV];
-  accumulate_window<I, NV>(arow, stride, d.KH, d.seg, panel, NV * I::kLanes, init, acc);
-  store_tile<I, NV, A>(acc, rows, cols, res, y, d.CO, act, slope);
+  nhwc::accumulate_window<I, NV>(arow, stride, d.KH, d.seg, panel, NV * I::kLanes, init, acc);
+  nhwc::store_tile<I, NV, A>(acc, rows, cols, res, y, d.CO, act, slope);
 }
 
 // Rows [m0, m1) of the output times panel j. A tile of kMR pixels

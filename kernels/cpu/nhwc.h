@@ -8,6 +8,7 @@
 //  - the fused activations that are a few vector operations (ReLU, Clip = ReLU6, HardSigmoid,
 //    HardSwish), NaN-propagating like activate() (im2col.h); the others run activate() per element,
 //    a per-channel PRelu (fuse_prelu) as a vector select with the channels' slopes beside the values;
+//  - store_tile / accumulate_window: the register tile of conv2d.gemm_nhwc's GEMM and its epilogue;
 //  - nchw_priority(node): the priority the default heuristic gives the node in NCHW, which an NHWC
 //    variant that runs the node as well as the NCHW ones returns (the pass then keeps the node in its
 //    input's layout, so NHWC regions do not end at it and NCHW graphs do not start one there).
@@ -198,6 +199,72 @@ INFER_INLINE void activate_span(float* y, int64_t n, const Activation& a, const 
   if (vector_activation(a.kind)) return;
   if (a.kind == ActivationKind::PRelu) return prelu_span<I>(y, slope, n);
   activate_row<I>(y, n, a);
+}
+
+// The GEMM tile of conv2d.gemm_nhwc (conv2d_nhwc.cc), shared with depthwise_pointwise.fused_nhwc:
+// kMR pixels (rows of A read in place) x NV vectors of output channels, and its epilogue.
+// The epilogue of one tile (the bias is already in acc): rows [0, rows) of acc (pixels), NV vectors
+// of output channels from column c0, `cols` of them real (the last vector masked where cols is not a multiple of kLanes), the
+// activation of class A (ActClass). The row loop has a constant trip count, so the accumulators
+// stay in registers (a loop to `rows` indexed them through the stack).
+template <class I, int NV, int A>
+INFER_INLINE void store_tile(typename I::Vec (&acc)[I::kMR][NV], int64_t rows, int64_t cols, const float* res,
+                             float* y, int64_t ld, const Activation& act, const float* slope) {
+  using V = typename I::Vec;
+  constexpr int L = I::kLanes;
+  const bool full = cols == NV * L;
+  const int64_t last = cols - (NV - 1) * L;  // lanes of the last vector
+#pragma GCC unroll 16
+  for (int r = 0; r < I::kMR; ++r) {
+    if (r >= rows) break;
+#pragma GCC unroll 4
+    for (int q = 0; q < NV; ++q) {
+      V v = acc[r][q];
+      float* yq = y + r * ld + q * L;
+      if (full || q < NV - 1) {
+        if (res) {
+          V rv;
+          mk::load(rv, res + r * ld + q * L);
+          v += rv;
+        }
+        mk::store(yq, act_class<I, A>(v, act));
+      } else {
+        if (res) {
+          V rv;
+          load_n<I>(rv, res + r * ld + q * L, last);
+          v += rv;
+        }
+        store_n<I>(yq, act_class<I, A>(v, act), last);
+      }
+    }
+  }
+  if constexpr (A == kActScalar)
+    for (int64_t r = 0; r < rows; ++r) activate_span<I>(y + r * ld, cols, act, slope);
+}
+
+// acc[r][q] = init[q] + sum over the KH tap rows s and their seg floats j of arow[r][s*stride + j] *
+// b[(s*seg + j)*ldb + q*kLanes ..]: a pixel's window read in place in NHWC (stride = W*C: its tap
+// rows sit one image row apart) or from a gathered row (stride = seg).
+template <class I, int NV>
+INFER_INLINE void accumulate_window(const float* const (&arow)[I::kMR], int64_t stride, int64_t segs, int64_t seg,
+                                    const float* b, int64_t ldb, const typename I::Vec (&init)[NV],
+                                    typename I::Vec (&acc)[I::kMR][NV]) {
+  using V = typename I::Vec;
+  for (int r = 0; r < I::kMR; ++r)
+    for (int q = 0; q < NV; ++q) acc[r][q] = init[q];
+  for (int64_t sg = 0; sg < segs; ++sg) {
+    const float* a[I::kMR];
+    for (int r = 0; r < I::kMR; ++r) a[r] = arow[r] + sg * stride;
+    const float* bs = b + sg * seg * ldb;
+    for (int64_t j = 0; j < seg; ++j) {
+      V bv[NV];
+      for (int q = 0; q < NV; ++q) mk::load(bv[q], bs + j * ldb + q * I::kLanes);
+      for (int r = 0; r < I::kMR; ++r) {
+        const float ar = a[r][j];
+        for (int q = 0; q < NV; ++q) acc[r][q] += ar * bv[q];
+      }
+    }
+  }
 }
 
 }  // namespace nhwc

@@ -271,19 +271,30 @@ struct SqueezeExciteParams {
   Activation activation;         // after the multiply (the multiply's own fused epilogue)
 };
 
+// An engine-internal node (never in a file; the fuse_depthwise_pointwise pass, cpu): a depthwise conv2d
+// (3x3 / 5x5, stride 1 or 2, groups == C, its padding and activation) followed by a 1x1 stride-1 conv2d
+// (its activation, and the residual add of fuse_conv_residual) that read the depthwise's output and
+// nothing else: MobileNet's inverted-residual projection. Inputs x [N,C,H,W], dw_weight [C,1,KH,KW],
+// dw_bias [C], pw_weight [C_out,C,1,1], pw_bias [C_out], and the residual [N,C_out,HO,WO] where
+// pointwise.add_residual. The depthwise intermediate is never a tensor of the plan.
+struct DepthwisePointwiseParams {
+  Conv2DParams depthwise;  // stride, padding, groups (== C), activation; no residual, no PRelu
+  Conv2DParams pointwise;  // activation and add_residual; stride 1, no padding, groups 1, no PRelu
+};
+
 using OpParams = std::variant<Conv2DParams, ConvTranspose2DParams, Pool2DParams, DenseParams,
                               BatchNormParams, ActivationParams, FlattenParams, ReshapeParams,
                               SoftmaxParams, AddParams, ConcatParams, ConvPool2DParams, BinaryParams,
                               Pad2DParams, InstanceNormParams, ChannelShuffleParams, SliceParams,
                               ResizeParams, DepthToSpaceParams, PReluParams, LogSoftmaxParams,
                               QuantizeLinearParams, DequantizeLinearParams, LayoutParams,
-                              SqueezeExciteParams>;
+                              SqueezeExciteParams, DepthwisePointwiseParams>;
 
 // Every op once, in OpParams' order: X(OpType enumerator, parameter struct, name). OpType is made from
 // it; so are the op table (engine/ops/op_def.h: each op's definition is <name>_op in
 // engine/ops/<name>.cc, its reference kernel ref::run_<name> in kernels/reference/) and op_name().
 // The ops a file can hold come first, in the order of the schema's union (fb::Op is OpType + 1);
-// engine-internal ops (Layout, SqueezeExcite) stay last. engine/ops/op_util.cc checks at compile time
+// engine-internal ops (Layout, SqueezeExcite, DepthwisePointwise) stay last. engine/ops/op_util.cc checks at compile time
 // that each entry's struct is OpParams' alternative at its index.
 #define INFER_OPS(X)                                           \
   X(Conv2D, Conv2DParams, conv2d)                              \
@@ -310,7 +321,8 @@ using OpParams = std::variant<Conv2DParams, ConvTranspose2DParams, Pool2DParams,
   X(QuantizeLinear, QuantizeLinearParams, quantize_linear)     \
   X(DequantizeLinear, DequantizeLinearParams, dequantize_linear) \
   X(Layout, LayoutParams, layout)                              \
-  X(SqueezeExcite, SqueezeExciteParams, squeeze_excite)
+  X(SqueezeExcite, SqueezeExciteParams, squeeze_excite)        \
+  X(DepthwisePointwise, DepthwisePointwiseParams, depthwise_pointwise)
 
 #define INFER_OP_ENUMERATOR(type, params, name) type,
 enum class OpType : uint8_t { INFER_OPS(INFER_OP_ENUMERATOR) };
@@ -325,7 +337,8 @@ inline OpType op_type(const OpParams& p) { return static_cast<OpType>(p.index())
 // Stable lower-case names used by --kernel, the profile and kernel variant names:
 // conv2d, conv_transpose2d, pool2d, dense, batchnorm, activation, flatten, reshape, softmax, add,
 // concat, conv_pool2d, binary, pad2d, instance_norm, channel_shuffle, slice, resize,
-// depth_to_space, prelu, log_softmax, quantize_linear, dequantize_linear, layout, squeeze_excite.
+// depth_to_space, prelu, log_softmax, quantize_linear, dequantize_linear, layout, squeeze_excite,
+// depthwise_pointwise.
 const char* op_name(OpType op);
 // none, relu, leaky_relu, tanh, sigmoid, clip, hard_sigmoid, hard_swish, silu, elu, exp, sqrt, neg, abs,
 // softplus, prelu ("unknown" for a value outside the enum).

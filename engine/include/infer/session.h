@@ -61,6 +61,12 @@ struct PassOptions {
   // variants for the merged node applies it (KernelVariant::fuses_prelu); elsewhere it stays a node.
   // (A PRelu with one slope is fuse_activation's: a LeakyRelu epilogue.) Logged last.
   bool fuse_prelu = true;
+  // fuse_depthwise_pointwise (cpu only, after channels_last): a depthwise conv2d (3x3 / 5x5, stride 1
+  // or 2) whose only reader is a 1x1 stride-1 conv2d with no more output channels (MobileNet's
+  // projection, with its residual) becomes one depthwise_pointwise node, the depthwise result kept in
+  // a per-thread tile, where a cpu variant runs it (NHWC). Logged after fuse_prelu, on cpu only
+  // (other backends have no kernel for it and log nothing).
+  bool fuse_depthwise_pointwise = true;
 
   static const std::vector<std::string>& names();  // "fold_batchnorm", "fuse_conv_avgpool", ...
   // Switches one pass by name; an unknown name is an Error listing the known ones.
