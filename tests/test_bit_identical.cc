@@ -287,7 +287,18 @@ void check_case(const Case& c) {
     REQUIRE_MESSAGE(it != want.sections.end(), stem << ".txt has no [" << config.name << "]");
     const std::string where = stem + ".txt [" + config.name + "]";
     const bool exact = INFER_BIT_IDENTICAL_EXACT || config.backend != "cpu";
-    compare(lines(section), it->second, want.header[1] == header[1], exact, where);
+    // "plan-stale REASON" opens a section whose plan lines were saved before a change that could not
+    // be regenerated at that level (no such CPU at hand) but leaves its outputs' bits alone (a fusion
+    // whose kernel is bit-identical to the unfused pair): outputs compared, plan lines not, said here.
+    std::vector<std::string> want_lines = it->second;
+    bool plan_stale = false;
+    if (!want_lines.empty() && want_lines.front().rfind("plan-stale ", 0) == 0) {
+      MESSAGE(where << ": plan lines saved stale (" << want_lines.front().substr(11)
+                    << "): outputs compared, the plan not; `make bit-identical-data` on a CPU with this level clears it");
+      want_lines.erase(want_lines.begin());
+      plan_stale = true;
+    }
+    compare(lines(section), want_lines, want.header[1] == header[1] && !plan_stale, exact, where);
     for (const std::string& line : it->second) {  // "output K SHAPE HASH sum S saved OFFSET"
       size_t k = 0, offset = 0;
       const size_t at = line.find(" saved ");
