@@ -28,26 +28,12 @@ using infer::test::poison;
 using infer::test::random_activation;
 using infer::test::random_vector;
 using infer::test::rel_error;
+using infer::test::to_nchw;
+using infer::test::to_nhwc;
 using infer::test::uniform;
 
 namespace {
 
-std::vector<float> to_nhwc(const std::vector<float>& x, const Shape& s) {
-  const int64_t N = s[0], C = s[1], HW = s[2] * s[3];
-  std::vector<float> y(x.size());
-  for (int64_t n = 0; n < N; ++n)
-    for (int64_t c = 0; c < C; ++c)
-      for (int64_t p = 0; p < HW; ++p) y[size_t((n * HW + p) * C + c)] = x[size_t((n * C + c) * HW + p)];
-  return y;
-}
-std::vector<float> to_nchw(const std::vector<float>& x, const Shape& s) {
-  const int64_t N = s[0], C = s[1], HW = s[2] * s[3];
-  std::vector<float> y(x.size());
-  for (int64_t n = 0; n < N; ++n)
-    for (int64_t c = 0; c < C; ++c)
-      for (int64_t p = 0; p < HW; ++p) y[size_t((n * C + c) * HW + p)] = x[size_t((n * HW + p) * C + c)];
-  return y;
-}
 
 NodeDesc make_node(OpParams params, std::vector<Shape> inputs) {
   NodeDesc node;

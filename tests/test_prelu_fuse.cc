@@ -20,27 +20,13 @@ using infer::test::poison;
 using infer::test::random_vector;
 using infer::test::rel_error;
 using infer::test::run_cpu_variant;
+using infer::test::to_nchw;
+using infer::test::to_nhwc;
 using infer::test::uniform;
 
 namespace {
 
 // NCHW [N, C, ...] <-> NHWC order for the NHWC variants (rank 4 only).
-std::vector<float> to_nhwc(const std::vector<float>& v, const Shape& s) {
-  const int64_t N = s[0], C = s[1], HW = s[2] * s[3];
-  std::vector<float> out(v.size());
-  for (int64_t n = 0; n < N; ++n)
-    for (int64_t c = 0; c < C; ++c)
-      for (int64_t i = 0; i < HW; ++i) out[static_cast<size_t>((n * HW + i) * C + c)] = v[static_cast<size_t>((n * C + c) * HW + i)];
-  return out;
-}
-std::vector<float> to_nchw(const std::vector<float>& v, const Shape& s) {
-  const int64_t N = s[0], C = s[1], HW = s[2] * s[3];
-  std::vector<float> out(v.size());
-  for (int64_t n = 0; n < N; ++n)
-    for (int64_t c = 0; c < C; ++c)
-      for (int64_t i = 0; i < HW; ++i) out[static_cast<size_t>((n * C + c) * HW + i)] = v[static_cast<size_t>((n * HW + i) * C + c)];
-  return out;
-}
 
 // One fused node: `params` with a PRelu epilogue, inputs x, weight, bias (always, as the pass makes
 // it), slope; the unfused expectation computed from the reference variant of the producer.

@@ -192,6 +192,24 @@ inline RandomGroupedTconv random_grouped_conv_transpose2d_shapes(std::mt19937_64
   }
 }
 
+// [N,C,H,W] data -> [N,H,W,C] and back (the NHWC kernels' tests feed and read channels-last buffers).
+inline std::vector<float> to_nhwc(const std::vector<float>& x, const Shape& s) {
+  const int64_t N = s[0], C = s[1], HW = s[2] * s[3];
+  std::vector<float> y(x.size());
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t p = 0; p < HW; ++p) y[size_t((n * HW + p) * C + c)] = x[size_t((n * C + c) * HW + p)];
+  return y;
+}
+inline std::vector<float> to_nchw(const std::vector<float>& x, const Shape& s) {
+  const int64_t N = s[0], C = s[1], HW = s[2] * s[3];
+  std::vector<float> y(x.size());
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t p = 0; p < HW; ++p) y[size_t((n * C + c) * HW + p)] = x[size_t((n * HW + p) * C + c)];
+  return y;
+}
+
 struct RandomPool2D {
   Pool2DParams p;
   Shape x, y;
