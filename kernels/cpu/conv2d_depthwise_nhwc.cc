@@ -11,8 +11,9 @@
 // that needs it; the border columns two at a time, taps outside the image reading a zero vector.
 // Other kernels, strides, dilations: one output at a time, taps clipped. Bias and the fused
 // activation at the store (ReLU, Clip, HardSigmoid, HardSwish in registers; others per element after
-// the row). Threads: the kernels' team (thread_pool.h) over (image, output row, group of up to 4
-// channel vectors), guided; one thread below kParallelMin multiply-adds.
+// the row). The row kernel is depthwise_nhwc.cc's, shared with depthwise_pointwise.fused_nhwc.
+// Threads: the kernels' team (thread_pool.h) over (image, output row, group of up to 4 channel
+// vectors), guided; one thread below kParallelMin multiply-adds.
 #include <omp.h>
 
 #include <algorithm>
@@ -23,8 +24,6 @@
 #include "infer/error.h"
 #include "kernels/conv_shapes.h"
 #include "infer/kernel.h"
-#include "kernels/cpu/isa.h"
-#include "kernels/cpu/nhwc.h"
 #include "kernels/cpu/depthwise_nhwc.h"
 #include "kernels/cpu/thread_pool.h"
 
@@ -49,37 +48,6 @@ std::shared_ptr<void> dw_prepare(const NodeDesc& node) {
   return prep;
 }
 
-template <class I, int A>
-INFER_INLINE void dw_rows_act(const DwDims& d, const float* x, const float* w, const float* bias, float* y,
-                              int64_t t0, int64_t t1, const Activation& act, const float* slope) {
-  const int k = d.KH == d.KW && (d.KH == 3 || d.KH == 5) ? static_cast<int>(d.KH) : 0;
-  for (int64_t t = t0; t < t1; ++t) {
-    const int64_t g = t % d.groups, row = t / d.groups, n = row / d.HO, oy = row % d.HO;
-    const int64_t c0 = g * d.group, c1 = std::min(d.C, c0 + d.group);
-    float* yrow = y + (n * d.HO + oy) * d.WO * d.C;
-    if (k == 3) dw_row<I, 3, A>(d, x, w, bias, yrow, n, oy, c0, c1, act, slope);
-    else if (k == 5) dw_row<I, 5, A>(d, x, w, bias, yrow, n, oy, c0, c1, act, slope);
-    else dw_row<I, 0, A>(d, x, w, bias, yrow, n, oy, c0, c1, act, slope);
-  }
-}
-
-template <class I>
-INFER_INLINE void dw_rows_body(const DwDims& d, const float* x, const float* w, const float* bias, float* y,
-                               int64_t t0, int64_t t1, const Activation& act, const float* slope) {
-  switch (nhwc::act_class_of(act.kind)) {
-    case nhwc::kActNone: return dw_rows_act<I, nhwc::kActNone>(d, x, w, bias, y, t0, t1, act, slope);
-    case nhwc::kActRelu: return dw_rows_act<I, nhwc::kActRelu>(d, x, w, bias, y, t0, t1, act, slope);
-    case nhwc::kActClip: return dw_rows_act<I, nhwc::kActClip>(d, x, w, bias, y, t0, t1, act, slope);
-    case nhwc::kActVector: return dw_rows_act<I, nhwc::kActVector>(d, x, w, bias, y, t0, t1, act, slope);
-    default:  // the per-element kinds and a per-channel PRelu (nhwc::activate_span)
-      return dw_rows_act<I, nhwc::kActScalar>(d, x, w, bias, y, t0, t1, act, slope);
-  }
-}
-INFER_PER_ISA(void, dw_rows, dw_rows_body,
-              (const DwDims& d, const float* x, const float* w, const float* bias, float* y, int64_t t0,
-               int64_t t1, const Activation& act, const float* slope),
-              (d, x, w, bias, y, t0, t1, act, slope))
-
 void dw_run(const KernelCall& call) {
   const DwDims d = dw_dims(call.node);
   const auto* prep = static_cast<const DwPrepared*>(call.prepared);
@@ -90,9 +58,15 @@ void dw_run(const KernelCall& call) {
   float* y = call.outputs[0];
   const int64_t tasks = d.N * d.HO * d.groups;
   const bool parallel = d.N * d.HO * d.WO * d.C * d.KH * d.KW >= kParallelMin;
-  const auto dw_rows = dw_rows_for(call.node.isa);
+  const DwRowFn row_fn = dw_row_fn(call.node.isa, d, act.kind);
   const float *w = prep->w.data(), *bias = prep->bias.data();
-  parallel_for(tasks, parallel, [&](int64_t t0, int64_t t1, int) { dw_rows(d, x, w, bias, y, t0, t1, act, slope); });
+  parallel_for(tasks, parallel, [&](int64_t t0, int64_t t1, int) {
+    for (int64_t t = t0; t < t1; ++t) {  // task t: channel group g of output row oy of image n
+      const int64_t g = t % d.groups, row = t / d.groups, n = row / d.HO, oy = row % d.HO;
+      const int64_t c0 = g * d.group, c1 = std::min(d.C, c0 + d.group);
+      row_fn(d, x, w, bias, y + (n * d.HO + oy) * d.WO * d.C, n, oy, c0, c1, act, slope);
+    }
+  });
 }
 
 // Depthwise with one output channel per input channel (a channel multiplier would make the input a

@@ -1,7 +1,7 @@
 // CPU depthwise_pointwise "fused_nhwc": the fuse_depthwise_pointwise node (a depthwise 3x3 / 5x5 conv2d
 // at stride 1 or 2 and the 1x1 conv2d reading it: MobileNet's projection) on NHWC activations, the
 // depthwise result never written to the arena. A task is a block of rb output rows of one image: the
-// depthwise rows are computed into the thread's tile [rb*WO pixels][C] (depthwise_nhwc.h's dw_row, the
+// depthwise rows are computed into the thread's tile [rb*WO pixels][C] (depthwise_nhwc.h's row kernel, the
 // conv2d.depthwise_nhwc arithmetic: channel vectors, the K x K weights in registers), sized to stay in
 // L2, then the 1x1 runs over the tile as conv2d.gemm_nhwc runs a 1x1 (nhwc.h's register tile: kMR
 // pixels x up to kNV vectors of output channels, A broadcast from the tile in place, the weight packed
@@ -93,36 +93,6 @@ std::shared_ptr<void> dp_prepare(const NodeDesc& node) {
   return prep;
 }
 
-// The depthwise stage: output rows [oy0, oy1) of image n, every channel, into the tile (row oy at
-// tile + (oy - oy0) * WO * C).
-template <class I, int A>
-INFER_INLINE void dw_tile_act(const DwDims& d, const float* x, const float* w, const float* bias, float* tile,
-                              int64_t n, int64_t oy0, int64_t oy1, const Activation& act) {
-  const int k = d.KH == d.KW && (d.KH == 3 || d.KH == 5) ? static_cast<int>(d.KH) : 0;
-  for (int64_t oy = oy0; oy < oy1; ++oy) {
-    float* yrow = tile + (oy - oy0) * d.WO * d.C;
-    if (k == 3) dwk::dw_row<I, 3, A>(d, x, w, bias, yrow, n, oy, 0, d.C, act, nullptr);
-    else if (k == 5) dwk::dw_row<I, 5, A>(d, x, w, bias, yrow, n, oy, 0, d.C, act, nullptr);
-    else dwk::dw_row<I, 0, A>(d, x, w, bias, yrow, n, oy, 0, d.C, act, nullptr);
-  }
-}
-
-template <class I>
-INFER_INLINE void dw_tile_body(const DwDims& d, const float* x, const float* w, const float* bias, float* tile,
-                               int64_t n, int64_t oy0, int64_t oy1, const Activation& act) {
-  switch (nhwc::act_class_of(act.kind)) {
-    case nhwc::kActNone: return dw_tile_act<I, nhwc::kActNone>(d, x, w, bias, tile, n, oy0, oy1, act);
-    case nhwc::kActRelu: return dw_tile_act<I, nhwc::kActRelu>(d, x, w, bias, tile, n, oy0, oy1, act);
-    case nhwc::kActClip: return dw_tile_act<I, nhwc::kActClip>(d, x, w, bias, tile, n, oy0, oy1, act);
-    case nhwc::kActVector: return dw_tile_act<I, nhwc::kActVector>(d, x, w, bias, tile, n, oy0, oy1, act);
-    default: return dw_tile_act<I, nhwc::kActScalar>(d, x, w, bias, tile, n, oy0, oy1, act);
-  }
-}
-INFER_PER_ISA(void, dw_tile, dw_tile_body,
-              (const DwDims& d, const float* x, const float* w, const float* bias, float* tile, int64_t n,
-               int64_t oy0, int64_t oy1, const Activation& act),
-              (d, x, w, bias, tile, n, oy0, oy1, act))
-
 // The 1x1 stage for panel j (NV vectors of output channels from c0, `cols` real): the tile's M pixels
 // (C floats each), kMR at a time, into y (and res) at the tile's first pixel, CO floats a pixel; the
 // register tile and epilogue of conv2d.gemm_nhwc.
@@ -192,7 +162,7 @@ void dp_run(const KernelCall& call) {
   auto* ws = static_cast<float*>(call.workspace);
   const Activation dw_act = p.depthwise.activation, pw_act = p.pointwise.activation;
   const bool parallel = dw.N * dw.HO * dw.WO * (dw.C * dw.KH * dw.KW + dw.C * d.CO) >= kParallelMin;
-  const auto dw_tile = dw_tile_for(call.node.isa);
+  const dwk::DwRowFn dw_row = dwk::dw_row_fn(call.node.isa, dw, dw_act.kind);
   const auto pw_tile = pw_tile_for(call.node.isa);
   const float *dw_w = prep->dw.w.data(), *dw_b = prep->dw.bias.data(), *b = prep->b.data();
   parallel_for(
@@ -201,7 +171,8 @@ void dp_run(const KernelCall& call) {
         float* tile = ws + thread * d.tile_floats();
         for (int64_t t = t0; t < t1; ++t) {
           const int64_t n = t / d.blocks, oy0 = t % d.blocks * d.rb, oy1 = std::min(dw.HO, oy0 + d.rb);
-          dw_tile(dw, x, dw_w, dw_b, tile, n, oy0, oy1, dw_act);
+          for (int64_t oy = oy0; oy < oy1; ++oy)  // the depthwise rows, every channel, into the tile
+            dw_row(dw, x, dw_w, dw_b, tile + (oy - oy0) * dw.WO * dw.C, n, oy, 0, dw.C, dw_act, nullptr);
           const int64_t pix = (n * dw.HO + oy0) * dw.WO;
           pw_tile(d, b, tile, (oy1 - oy0) * dw.WO, bias, res ? res + pix * d.CO : nullptr, y + pix * d.CO, pw_act);
         }

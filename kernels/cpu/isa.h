@@ -4,7 +4,9 @@
 // with that level's target attribute so the inlined body is code-generated for it; NAME_for(isa)
 // returns the one to call. The level comes from NodeDesc::isa (infer/cpu_isa.h decides it once per
 // process from CPU features); never GCC's target_clones("arch=...") resolvers, which test the CPU model.
-// Bodies must not call non-inline helpers that hold vector code: those compile for baseline only.
+// Bodies must not call non-inline helpers that hold vector code: those compile for baseline only (a
+// body too large to compile as one function calls out-of-line overloads on the traits type, each
+// with its level's INFER_TARGET_*: depthwise_nhwc.cc's dw_channels).
 #pragma once
 
 #include "infer/cpu_isa.h"
