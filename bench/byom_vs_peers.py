@@ -42,9 +42,9 @@
     channels_last + CUDA graph and torch.compile of the channels_last module in the modes of --compile-modes
     (max-autotune, reduce-overhead; compile time recorded; at most --compile-timeout-s compile seconds per model,
     Inductor's caches in --inductor-cache-dir) through gpu_vs_pytorch.py's model_rows (imported); ratio against
-    PyTorch best, the fastest of them all (issue 31's goals with it). After each model the rows so far are in
-    <out>/byom-gpu-<date>[-tag]-partial.json (removed at the end), for --merge if the run is cut off.
-Writes <out>/byom-<cpu|gpu>-<date>[-tag].md and .json. --merge combines runs made part by part; --selftest
+    PyTorch best, the fastest of them all (issue 31's goals with it).
+Writes <out>/byom-<cpu|gpu>-<date>[-tag].md and .json; after each model (either device) the rows so far are in
+<out>/byom-<cpu|gpu>-<date>[-tag]-partial.json (removed at the end), for --merge if the run is cut off. --merge combines runs made part by part; --selftest
 builds and checks reports from synthetic numbers (no torch, no GPU, no build).
 """
 import argparse
@@ -822,7 +822,9 @@ def profile_misses(a, name, fb, rows, errors):
                     record_error(errors, "%s %s: infer --profile" % (name, r["isa"]), e)
 
 
-def part_cpu(a, errors, peer_isa):
+def part_cpu(a, results):
+    """The CPU rows; after each model the results so far are checkpointed (write_partial)."""
+    errors, peer_isa = results["errors"], results["peer_isa"]
     log("== CPU: levels %s, batches %s, threads %s" % (a.isa_levels, a.batches, a.threads_list))
     for level in a.isa_levels:
         peer_isa.setdefault("pytorch", {})[level] = torch_isa_probe(a, level)
@@ -830,6 +832,8 @@ def part_cpu(a, errors, peer_isa):
     rows = []
     for name in a.models:
         rows += cpu_model(a, name, errors, peer_isa)
+        a.partial = write_partial(a, dict(results, rows=rows, load_after=loadavg(),
+                                          wall_s=time.time() - a.started))
     return rows
 
 
@@ -996,29 +1000,32 @@ def part_gpu(a, errors):
         for p in (onnx_path, fb):
             if p and os.path.exists(p):
                 os.remove(p)
-        a.gpu_partial = gpu_checkpoint(a, rows, errors)
-    if getattr(a, "gpu_partial", None) and os.path.exists(a.gpu_partial):
-        os.remove(a.gpu_partial)  # every model done: the report written next holds them all
+        a.partial = gpu_checkpoint(a, rows, errors)
     return rows
 
 
 def gpu_checkpoint(a, rows, errors):
-    """The rows so far as <out>/byom-gpu-<date>[-tag]-partial.json (a results JSON that --merge reads), so a run
-    cut off (e.g. by a time limit) keeps the models it finished; removed once every model is done. Returns its path."""
+    """part_gpu's rows so far as a partial results JSON (write_partial). Returns its path."""
+    now = datetime.datetime.now(datetime.timezone.utc)
+    return write_partial(a, {
+        "device": "gpu", "date": now.strftime("%Y-%m-%d %H:%M UTC"), "size": a.size, "gen_size": a.gen_size,
+        "command": " ".join(shlex.quote(c) for c in [sys.executable] + sys.argv),
+        "models": a.models, "precisions": a.precisions, "batches": a.batches, "runs": a.runs,
+        "warmup": a.warmup, "large_runs": a.large_runs, "large_warmup": a.large_warmup,
+        "load_before": "n/a", "load_after": "n/a", "environment": getattr(a, "gpu_environment", {}),
+        "rows": rows, "errors": errors})
+
+
+def write_partial(a, results):
+    """results (the rows so far) as <out>/byom-<cpu|gpu>-<date>[-tag]-partial.json, marked incomplete: a results
+    JSON that --merge reads, so a run cut off (e.g. by a time limit) keeps the models it finished; main removes
+    it once the report is written. Returns its path (None where it could not be written)."""
     try:
-        now = datetime.datetime.now(datetime.timezone.utc)
-        path = os.path.join(a.out, "byom-gpu-%s%s-partial.json" % (now.strftime("%Y-%m-%d"),
-                                                                   ("-" + a.tag) if a.tag else ""))
+        path = os.path.join(a.out, "byom-%s-%s%s-partial.json" % (results["device"], results["date"][:10],
+                                                                ("-" + a.tag) if a.tag else ""))
         os.makedirs(a.out, exist_ok=True)
-        partial = {"device": "gpu", "date": now.strftime("%Y-%m-%d %H:%M UTC"), "size": a.size,
-                   "gen_size": a.gen_size, "incomplete": True,
-                   "command": " ".join(shlex.quote(c) for c in [sys.executable] + sys.argv),
-                   "models": a.models, "precisions": a.precisions, "batches": a.batches, "runs": a.runs,
-                   "warmup": a.warmup, "large_runs": a.large_runs, "large_warmup": a.large_warmup,
-                   "load_before": "n/a", "load_after": "n/a", "environment": getattr(a, "gpu_environment", {}),
-                   "rows": rows, "errors": errors}
         with open(path, "w") as f:
-            json.dump(partial, f, indent=1, default=float)
+            json.dump(dict(results, incomplete=True), f, indent=1, default=float)
         return path
     except Exception as e:  # noqa: BLE001  (a checkpoint never stops the run)
         log("   note: checkpoint not written: %s: %s" % (type(e).__name__, e))
@@ -1446,6 +1453,8 @@ def markdown_cpu(results):
                    " from synthetic numbers (--selftest)" if results.get("synthetic") else ""))
     out.append("")
     out.append("- command: `%s`" % results["command"])
+    if results.get("incomplete"):
+        out.append("- **incomplete**: the checkpoint of a run that did not finish (the models done so far)")
     out.append("- CPU: %s, %s logical CPUs; ISA flags: %s" % (env.get("cpu"), env.get("cpus"),
                                                            " ".join(env.get("cpu_flags_isa", [])) or "?"))
     out.append("- ISA levels: %s (this CPU has: %s)" % (", ".join(results["isa_levels"]),
@@ -1832,6 +1841,16 @@ def selftest():
         assert m["isa_levels"] == ["avx512", "avx2"] and len(m["rows"]) == len(cpu["rows"]), m["isa_levels"]
         m["goals"] = compute_goals(m)
         assert [x["detail"] for x in m["goals"]] == [x["detail"] for x in cpu["goals"]]
+        # a CPU run cut off after ResNet-18: its checkpoint merges with the rest into the whole table
+        cut = synthetic_cpu()
+        rest = [r for r in cut["rows"] if r["model"] != "resnet18"]
+        cut["rows"] = [r for r in cut["rows"] if r["model"] == "resnet18"]
+        path = write_partial(argparse.Namespace(out=tmp, tag="cpucut"), cut)
+        assert path and path.endswith("-cpucut-partial.json") and "byom-cpu-" in path, path
+        assert "**incomplete**" in write_report(merge_results([path]), os.path.join(tmp, "byom-cpu-cut"))
+        json.dump(dict(synthetic_cpu(), rows=rest), open(os.path.join(tmp, "rest.json"), "w"))
+        m = merge_results([path, os.path.join(tmp, "rest.json")])
+        assert len(m["rows"]) == len(cpu["rows"]) and not m.get("incomplete"), len(m["rows"])
         # the GPU report as before
         gpu = synthetic_gpu()
         text = write_report(gpu, os.path.join(tmp, "byom-gpu"))
@@ -2044,12 +2063,12 @@ def main():
         results.update({"isa_levels": a.isa_levels, "threads_list": a.threads_list, "all_cores": max(a.threads_list),
                         "budget": a.budget, "min_runs": a.min_runs, "peers": a.peers, "peer_isa": {}})
     log("load average before: %s" % results["load_before"])
-    started = time.time()
+    started = a.started = time.time()
     tmp = a.keep or tempfile.mkdtemp(prefix="byom-")
     os.makedirs(tmp, exist_ok=True)
     a.tmp = tmp
     try:
-        results["rows"] = part_cpu(a, results["errors"], results["peer_isa"]) if cpu else part_gpu(a, results["errors"])
+        results["rows"] = part_cpu(a, results) if cpu else part_gpu(a, results["errors"])
         if cpu and not a.no_peak:
             results["sgemm_size"] = a.sgemm_size
             part_cpu_peak(a, results, results["errors"])
@@ -2064,6 +2083,8 @@ def main():
                                                  ("-" + a.tag) if a.tag else ""))
     print(write_report(results, stem))
     update_docs(a, results, stem)
+    if getattr(a, "partial", None) and os.path.exists(a.partial):
+        os.remove(a.partial)  # the report just written holds every row
 
 
 if __name__ == "__main__":
