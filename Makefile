@@ -1,9 +1,10 @@
 # Top-level shortcuts around CMake + ctest. `make build` only builds (dependencies must be present);
 # test, test-asan and demo install missing Debian packages first (scripts/install-deps.sh, idempotent).
 # Builds use -j2 and Ninja; build/ is Release (with the CUDA backend when a toolkit is found),
-# build-asan/ is ASan + UBSan (RelWithDebInfo) of the host code without CUDA: ASan cannot see device
-# memory, and the CUDA code is checked with compute-sanitizer on a GPU machine instead. build-tsan/
-# (ThreadSanitizer, test-tsan) and build-fuzz/ (clang + libFuzzer, fuzz) build only their targets.
+# build-asan/ is ASan + UBSan (RelWithDebInfo, compiled at -O1 -g1: CMakeLists.txt says why) of the host
+# code without CUDA: ASan cannot see device memory, and the CUDA code is checked with compute-sanitizer
+# on a GPU machine instead. build-tsan/ (ThreadSanitizer, test-tsan) and build-fuzz/ (clang +
+# libFuzzer, fuzz) build only their targets.
 
 JOBS ?= 2
 BUILD_DIR := build
