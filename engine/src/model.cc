@@ -41,7 +41,7 @@ std::vector<ModelNode> Model::nodes() const {
     return v;
   };
   for (const detail::Node& n : graph_->nodes)
-    out.push_back({n.name, op_name(n.op()), names(n.inputs), names(n.outputs)});
+    out.push_back({n.name, op_name(n.op()), names(n.inputs), names(n.outputs), n.params});
   return out;
 }
 uint64_t Model::weight_bytes() const { return graph_->weight_bytes; }
@@ -51,7 +51,7 @@ const std::string& Model::origin() const { return graph_->origin; }
 std::vector<ModelConstant> Model::constants() const {
   std::vector<ModelConstant> out;
   for (const detail::Value& v : graph_->values)
-    if (v.is_constant()) out.push_back({v.name, v.shape, v.data});
+    if (v.is_constant()) out.push_back({v.name, v.shape, v.data, v.dequantized.has_value()});
   return out;
 }
 

@@ -101,7 +101,8 @@ struct ModelBuilder::Impl {
   std::vector<TensorRecord> tensors;
   std::vector<NodeRecord> nodes;
   std::vector<int> inputs, outputs;
-  std::set<std::string> names;
+  std::set<std::string> names;       // tensor names
+  std::set<std::string> node_names;
   uint64_t weight_bytes = 0;
 
   void claim_name(const std::string& tensor_name) {
@@ -194,7 +195,8 @@ int ModelBuilder::constant(const std::string& name, Shape shape, const std::vect
   return static_cast<int>(impl_->tensors.size()) - 1;
 }
 
-int ModelBuilder::node(const std::string& name, OpParams params, std::vector<int> inputs) {
+int ModelBuilder::node(const std::string& name, OpParams params, std::vector<int> inputs,
+                       const std::string& output_name) {
   const OpType op = op_type(params);
   const std::string where = "model builder: node '" + name + "' (" + op_name(op) + ")";
   if (static_cast<int>(op) >= kNumFileOpTypes)
@@ -240,10 +242,14 @@ int ModelBuilder::node(const std::string& name, OpParams params, std::vector<int
   if (out.size() != 1) throw Error(where + ": expected one output");
   if (batched) out[0][0] = -1;  // every op keeps the batch as dim 0
   check_shape(where + ": output", out[0], true);
-  impl_->claim_name(name);
+  if (name.empty()) throw Error("model builder: a node name must not be empty");
+  if (impl_->node_names.count(name)) throw Error("model builder: node name '" + name + "' is already used");
+  const std::string& tensor_name = output_name.empty() ? name : output_name;
+  impl_->claim_name(tensor_name);
+  impl_->node_names.insert(name);
 
   TensorRecord t;
-  t.name = name;
+  t.name = tensor_name;
   t.shape = std::move(out[0]);
   t.dtype = out_dtype;
   t.produced = !folds;

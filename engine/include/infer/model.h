@@ -34,6 +34,7 @@ struct ModelNode {
   std::string op;                   // op_name(), e.g. "dense"
   std::vector<std::string> inputs;  // value names: data first, then constants (weights)
   std::vector<std::string> outputs;
+  OpParams params;  // its parameters as stored (infer/ops.h): enough to rebuild it with ModelBuilder
 };
 
 // One constant (weight) of the model file as stored: float32 data that stays valid as long as the
@@ -42,6 +43,9 @@ struct ModelConstant {
   std::string name;
   Shape shape;
   const float* data = nullptr;  // shape_numel(shape) floats
+  // Folded at load from an integer tensor through dequantize_linear (a QDQ model's weight): `data`
+  // holds the dequantized floats.
+  bool dequantized = false;
 };
 
 // The format version this build writes and the newest it reads.

@@ -29,9 +29,11 @@ class ModelBuilder {
   // A constant (weights); `data` holds shape_numel(shape) floats, stored as `dtype`.
   int constant(const std::string& name, Shape shape, const std::vector<float>& data,
                DType dtype = DType::F32);
-  // A node; inputs are tensor ids (data first, then constants). Returns the output tensor id.
-  // Throws infer::Error if the parameters or input shapes are invalid for the op.
-  int node(const std::string& name, OpParams params, std::vector<int> inputs);
+  // A node; inputs are tensor ids (data first, then constants). Returns the output tensor id, which is
+  // named `output_name`, or after the node when that is empty. Node names are unique among nodes,
+  // tensor names among tensors. Throws infer::Error if the parameters or input shapes are invalid.
+  int node(const std::string& name, OpParams params, std::vector<int> inputs,
+           const std::string& output_name = "");
   void output(int tensor);
 
   // The shape of a tensor added so far (leading -1 for batch).
