@@ -3,7 +3,9 @@
 // outputs poisoned first; the shape and dtype rules; a QDQ model through the builder, the loader's
 // folding (Value::dequantized) and a cpu session, against the same model in float32; files the loader
 // must reject (bad scales, zero points, dtypes), written with the generated FlatBuffers API; and
-// files written before these dtypes and ops existed, which still load.
+// files written before these dtypes and ops existed, which still load. And `infer quantize`'s parts
+// (apps/common/quantizer.h): observer ranges (min-max, percentile, entropy), scales and zero points,
+// per-channel weights, and the QDQ rewrite of a float model, run against it.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -17,6 +19,7 @@
 #include "infer/model_builder.h"
 #include "infer/session.h"
 #include "model_generated.h"
+#include "quantizer.h"
 #include "shape_inference.h"
 #include "test_util.h"
 
@@ -427,4 +430,195 @@ TEST_CASE("files written before the quantized dtypes and ops still load") {
     const std::vector<Tensor> out = s.run(in);
     CHECK(test::all_finite(out.at(0).data));
   }
+}
+
+// ---- infer quantize's building blocks (apps/common/quantizer.h) ----------------------------------------
+
+TEST_CASE("quantizer: observer ranges by min-max, percentile and entropy") {
+  quant::Observer ob;
+  std::vector<float> a(1000);
+  for (size_t i = 0; i < a.size(); ++i) a[i] = float(i) / 1000.f;  // [0, 0.999]
+  ob.add(a.data(), int64_t(a.size()));
+  // A second batch widens the histogram (the first batch's counts are re-binned, none lost).
+  std::vector<float> b = {-2.f, 4.f, NAN, INFINITY};
+  ob.add(b.data(), int64_t(b.size()));
+  CHECK(ob.count() == 1002);
+  CHECK(ob.nonfinite() == 2);
+  CHECK(ob.min() == -2.f);
+  CHECK(ob.max() == 4.f);
+  CHECK(ob.amax() == 4.f);
+  double total = 0;
+  for (double c : ob.histogram()) total += c;
+  CHECK(total == 1002.0);
+  const auto mm = ob.range(quant::Method::MinMax, 99.99);
+  CHECK(mm.first == -2.f);
+  CHECK(mm.second == 4.f);
+  // 99% of |x| lies below ~0.99: the two outliers are clipped.
+  const auto pc = ob.range(quant::Method::Percentile, 99.0);
+  CHECK(pc.second == doctest::Approx(0.99).epsilon(0.01));
+  CHECK(pc.first == doctest::Approx(-0.99).epsilon(0.01));
+
+  // Entropy: N(0, 1) with a few far outliers clips well inside them and well outside the bulk.
+  quant::Observer g;
+  std::mt19937_64 rng(3);
+  std::normal_distribution<float> normal(0.f, 1.f);
+  std::vector<float> x(200000);
+  for (float& v : x) v = normal(rng);
+  x[0] = 60.f;
+  x[1] = -55.f;
+  g.add(x.data(), int64_t(x.size()));
+  const float t = g.entropy_threshold();
+  MESSAGE("entropy threshold of N(0,1) + outliers at 60: " << t);
+  CHECK(t > 2.5f);
+  CHECK(t < 20.f);
+  CHECK(g.range(quant::Method::Entropy, 0).second == doctest::Approx(t));
+  // Nothing seen: an all-zero range.
+  const quant::Observer empty;
+  CHECK(empty.range(quant::Method::Entropy, 99).first == 0.f);
+  CHECK(empty.range(quant::Method::Entropy, 99).second == 0.f);
+}
+
+TEST_CASE("quantizer: activation scales and zero points, weights per output channel") {
+  const quant::QuantParams u = quant::activation_params(-1.f, 3.f, DType::U8);
+  CHECK(u.scale == doctest::Approx(4.0 / 255));
+  CHECK(u.zero_point == 64);  // round(1 / (4/255)) = round(63.75)
+  const quant::QuantParams r = quant::activation_params(0.f, 6.f, DType::U8);  // after a ReLU6
+  CHECK(r.zero_point == 0);
+  CHECK(r.scale == doctest::Approx(6.0 / 255));
+  const quant::QuantParams s = quant::activation_params(-1.f, 3.f, DType::I8);
+  CHECK(s.zero_point == 0);
+  CHECK(s.scale == doctest::Approx(3.0 / 127));
+  CHECK(quant::activation_params(0.f, 0.f, DType::U8).scale == 1.f);  // scales must be > 0
+
+  // [2, 3, 2] per axis 1: channel c's largest |w| maps to +-127, the rest within half a step.
+  std::mt19937_64 rng(5);
+  for (int axis : {0, 1, 2}) {
+    const Shape shape{2, 3, 2};
+    std::vector<float> w(12);
+    for (float& v : w) v = std::uniform_real_distribution<float>(-2.f, 2.f)(rng);
+    w[4] = 0.f;  // a zero stays zero
+    const quant::QuantizedWeight q = quant::quantize_weight(w.data(), shape, axis);
+    REQUIRE(q.scale.size() == size_t(shape[size_t(axis)]));
+    std::vector<float> amax(q.scale.size(), 0.f);
+    int64_t inner = 1;
+    for (size_t d = size_t(axis) + 1; d < shape.size(); ++d) inner *= shape[d];
+    for (size_t i = 0; i < w.size(); ++i) {
+      const size_t c = (i / size_t(inner)) % q.scale.size();
+      amax[c] = std::max(amax[c], std::fabs(w[i]));
+      CHECK(q.q[i] == std::nearbyint(q.q[i]));
+      CHECK(std::fabs(q.q[i]) <= 127.f);
+      CHECK(std::fabs(q.q[i] * q.scale[c] - w[i]) <= 0.5f * q.scale[c] * 1.0001f);
+    }
+    CHECK(q.q[4] == 0.f);
+    for (size_t c = 0; c < amax.size(); ++c) CHECK(q.scale[c] == doctest::Approx(amax[c] / 127.f));
+  }
+}
+
+namespace {
+
+// conv -> relu -> conv_transpose2d -> flatten -> dense, with a conv reading the model input.
+std::vector<uint8_t> small_float_model() {
+  std::mt19937_64 rng(11);
+  const auto weights = [&](int64_t n, float r) {
+    std::vector<float> v(static_cast<size_t>(n));
+    for (float& x : v) x = std::uniform_real_distribution<float>(-r, r)(rng);
+    return v;
+  };
+  ModelBuilder b("small");
+  b.set_metadata("task", "classifier");
+  const int x = b.input("image", {-1, 2, 6, 6});
+  Conv2DParams c;
+  c.pad = {1, 1, 1, 1};
+  int h = b.node("c1", c, {x, b.constant("c1.w", {4, 2, 3, 3}, weights(72, 0.4f)), b.constant("c1.b", {4}, weights(4, 0.1f))},
+                 "c1_out");
+  h = b.node("r1", ActivationParams{}, {h}, "r1_out");
+  ConvTranspose2DParams t;
+  t.stride_h = t.stride_w = 2;
+  t.pad = {1, 1, 1, 1};
+  t.output_padding_h = t.output_padding_w = 1;  // 6 -> 12
+  h = b.node("t1", t, {h, b.constant("t1.w", {4, 3, 3, 3}, weights(108, 0.3f))}, "t1_out");
+  h = b.node("f1", FlattenParams{}, {h}, "f1_out");
+  h = b.node("d1", DenseParams{}, {h, b.constant("d1.w", {5, 432}, weights(5 * 432, 0.05f))}, "logits");
+  b.output(h);
+  return b.finish();
+}
+
+}  // namespace
+
+TEST_CASE("quantizer: the QDQ rewrite keeps names, folds int8 weights at load and stays close to float") {
+  const Model model = Model::from_bytes(small_float_model(), "small.fb");
+  quant::Options o;
+  const quant::Plan plan = quant::plan(model, o);
+  REQUIRE(plan.nodes.size() == 3);
+  CHECK(plan.nodes[0].name == "c1");
+  CHECK(plan.nodes[1].axis == 1);  // conv_transpose2d: weight [C_in, C_out, KH, KW]
+  CHECK(plan.activations == std::vector<std::string>{"image", "r1_out", "f1_out"});
+
+  // Ranges from the float model over random inputs, as infer quantize gathers them.
+  std::mt19937_64 rng(2);
+  Tensor in({8, 2, 6, 6});
+  for (float& v : in.data) v = std::uniform_real_distribution<float>(-1.f, 1.f)(rng);
+  SessionOptions so;
+  so.backend = "cpu";
+  so.extra_outputs = {"r1_out", "f1_out"};
+  Session fs(model, so);
+  const std::vector<Tensor> outs = fs.run({in});
+  REQUIRE(outs.size() == 3);
+  std::map<std::string, quant::Observer> ob;
+  ob["image"].add(in.data.data(), in.numel());
+  ob["r1_out"].add(outs[1].data.data(), outs[1].numel());
+  ob["f1_out"].add(outs[2].data.data(), outs[2].numel());
+  std::map<std::string, std::pair<float, float>> ranges;
+  for (auto& [name, o2] : ob) ranges[name] = o2.range(quant::Method::MinMax, 0);
+  CHECK(ranges["r1_out"].first == 0.f);  // after a ReLU
+
+  for (DType act : {DType::U8, DType::I8}) {
+    CAPTURE(dtype_name(act));
+    o.activation = act;
+    const Model q = Model::from_bytes(quant::rewrite(model, plan, ranges, o, "test", {{"quantization", "yes"}}), "q.fb");
+    CHECK(q.producer() == "test");
+    CHECK(q.meta("task") == "classifier");
+    CHECK(q.meta("quantization") == "yes");
+    CHECK(q.inputs()[0].name == "image");
+    CHECK(q.outputs()[0].name == "logits");
+    int dequantized = 0;
+    for (const ModelConstant& c : q.constants()) dequantized += c.dequantized;
+    CHECK(dequantized == 3);  // c1.w, t1.w, d1.w
+    int qnodes = 0;
+    for (const ModelNode& n : q.nodes()) qnodes += n.op == "quantize_linear";
+    CHECK(qnodes == 3);
+    CHECK(q.weight_bytes() < model.weight_bytes() / 2);
+    // The int8 weights are what quantize_weight makes of the float ones.
+    const detail::Graph& g = q.graph();
+    for (const detail::Value& v : g.values)
+      if (v.name == "d1.w") {
+        REQUIRE(v.dequantized);
+        CHECK(g.values[size_t(v.dequantized->source)].dtype == DType::I8);
+        CHECK(v.dequantized->axis == 0);
+      }
+    SessionOptions co;
+    co.backend = "cpu";
+    Session qs(q, co), rs(model, co);
+    const Tensor want = rs.run({in})[0], got = qs.run({in})[0];
+    double err = 0, ref = 0;
+    for (size_t i = 0; i < want.data.size(); ++i) {
+      err += std::pow(double(got.data[i]) - want.data[i], 2);
+      ref += std::pow(double(want.data[i]), 2);
+    }
+    MESSAGE(dtype_name(act) << ": relative error of the logits " << std::sqrt(err / ref));
+    CHECK(std::sqrt(err / ref) < 0.05);
+    CHECK(std::sqrt(err / ref) > 0.0);  // it is quantized
+  }
+
+  // Refusals: an already quantized model, an --exclude naming no node; an excluded node stays float.
+  o.activation = DType::U8;
+  const Model q = Model::from_bytes(quant::rewrite(model, plan, ranges, o, "test", {}), "q.fb");
+  CHECK_THROWS_WITH_AS(quant::plan(q, o), Contains("already quantized"), Error);
+  o.exclude = {"nope"};
+  CHECK_THROWS_WITH_AS(quant::plan(model, o), Contains("'nope'"), Error);
+  o.exclude = {"t1"};
+  const quant::Plan partial = quant::plan(model, o);
+  CHECK(partial.nodes.size() == 2);
+  CHECK(partial.activations == std::vector<std::string>{"image", "f1_out"});
+  CHECK_THROWS_WITH_AS(quant::parse_method("kl"), Contains("unknown calibration method 'kl'"), Error);
 }

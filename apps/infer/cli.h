@@ -119,6 +119,21 @@ void check_eval_usage(const EvalOptions& options);
 int run_eval(const EvalOptions& options);
 int run_generator_eval(const EvalOptions& options);  // eval_generator.cc
 
+// `infer quantize` (quantize.cc): post-training static int8 quantization into a QDQ model.
+struct QuantizeOptions {
+  std::string model, calib, out, report;
+  std::string method = "minmax";        // minmax | percentile | entropy
+  double percentile = 99.99;
+  std::string activation_type = "u8";  // u8 | i8
+  int64_t samples = 1000, batch = 32, report_samples = 256;
+  std::vector<std::string> exclude;
+  uint64_t seed = 1;
+  std::string backend = "auto";
+  std::string cpu_isa;
+};
+CLI::App* add_quantize_command(CLI::App& app, QuantizeOptions& options);
+int run_quantize(const QuantizeOptions& options);
+
 // What eval needs of a classifier: one input [-1, 1, H, W] (IDX images are grayscale), one output
 // [-1, classes], task "classifier", at most one mean/std value. Error naming `path` otherwise.
 struct ClassifierGeometry {

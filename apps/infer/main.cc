@@ -1,5 +1,6 @@
 // `infer`: run or profile a model file from the command line (see `infer --help`); `infer eval` (eval.cc)
-// evaluates a classifier on an IDX data set, or a generator (eval_generator.cc). Exit codes: 0 done,
+// evaluates a classifier on an IDX data set, or a generator (eval_generator.cc); `infer quantize`
+// (quantize.cc) writes an int8 QDQ model. Exit codes: 0 done,
 // 1 usage error (CLI11's message), 2 anything else, printed as exactly one line "error: <message>" on
 // stderr. Nothing escapes main(): every exception is caught here.
 #include <CLI/CLI.hpp>
@@ -97,11 +98,13 @@ int main(int argc, char** argv) {
   app.add_flag("-v,--verbose", o.verbose, "Debug logging: kernel per node, timings, memory");
   infer::cli::EvalOptions eval_options;
   CLI::App* eval = infer::cli::add_eval_command(app, eval_options);
+  infer::cli::QuantizeOptions quantize_options;
+  CLI::App* quantize = infer::cli::add_quantize_command(app, quantize_options);
 
   try {
     app.parse(argc, argv);
     if (eval->parsed()) infer::cli::check_eval_usage(eval_options);
-    if (!eval->parsed() && o.model.empty()) throw CLI::RequiredError("--model");
+    if (!eval->parsed() && !quantize->parsed() && o.model.empty()) throw CLI::RequiredError("--model");
     o.runs_given = runs->count() > 0;
     for (const std::string& choice : kernel_choices) {
       const size_t eq = choice.find('=');
@@ -129,6 +132,7 @@ int main(int argc, char** argv) {
     spdlog::set_default_logger(logger);
     spdlog::set_level(o.verbose ? spdlog::level::debug : spdlog::level::warn);
     if (eval->parsed()) return infer::cli::run_eval(eval_options);
+    if (quantize->parsed()) return infer::cli::run_quantize(quantize_options);
     return infer::cli::run(o);
   } catch (const std::exception& e) {
     // infer::Error and everything else (bad_alloc, filesystem errors): one line, exit 2.
