@@ -2,12 +2,14 @@
 // constant weight) as y[C_out, HO*WO] = w[C_out, K] col[K, HO*WO] with our own GEMM instead of
 // OpenBLAS: the weight packed once in prepare() into blocks of 8 output channels (gemm_microkernel.h),
 // the column matrix the input itself for a 1x1 stride-1 unpadded conv, else im2col into the workspace.
-// Per sample one OpenMP loop (guided) over (column block, block of kMR output channels); each iteration
-// runs the ISA's register-blocked micro-kernel (8 x 48 on AVX-512, 4 x 24 on AVX2, 4 x 8 on baseline;
-// isa.h, compiled per level and picked by NodeDesc::isa) over its columns, full K at once, so bias,
-// residual (add_residual) and activation are applied as the tile is stored. Columns are blocked so
-// that a block of col (K x NC floats) stays in a core's L2 while every channel block passes over it.
-// The last columns past the whole vectors run through mk::accumulate_cols, one column per
+// Per sample one OpenMP loop (guided) over (column block, chunk of channel blocks); each iteration runs
+// the ISA's register-blocked micro-kernel (8 x 48 on AVX-512, 4 x 24 on AVX2, 4 x 8 on baseline;
+// isa.h, compiled per level and picked by NodeDesc::isa) in BLIS's order (gemm_tiles_body): per column
+// tile and block of K, the tile packed into L1 and every channel block of the chunk run over it, the
+// chain of each output continued across K blocks (the full-K sums bit for bit); bias, residual
+// (add_residual) and activation are applied as the last block stores. Columns are blocked so that a
+// block of col (K x NC floats) stays in a core's L2. The columns left past whole tiles run at full K
+// (gemm_block_body), the last ones past whole vectors through mk::accumulate_cols, one column per
 // accumulator, straight from col. No BLAS, no allocation at run time.
 // The default from 2^20 multiply-adds up (packed_priority: below, OpenBLAS's small-GEMM path wins).
 // "packed_implicit" (below) runs the same GEMM without the column matrix: the input copied once into
@@ -45,6 +47,10 @@ using mk::load, mk::store;
 constexpr int64_t kColBlockBytes = 384 << 10;
 constexpr int64_t kColBlockBytesWeightHeavy = 960 << 10;
 constexpr int64_t kParallelMin = int64_t(1) << 15;  // multiply-adds below which one thread runs
+// A column tile (kNV vectors of columns) packed for a K block, on the stack: kept in L1 while a chunk
+// of channel blocks passes over it (gemm_tiles_body). kc = 16 KiB / (4 B x tile columns): 170 rows on
+// AVX2 (24 columns), 85 on AVX-512 (48), 512 on baseline (8).
+constexpr int64_t kTileBytes = 16 << 10;
 
 struct PackedDims {
   ConvProblem g;
@@ -55,6 +61,8 @@ struct PackedDims {
   int64_t nc;           // columns per column block (a multiple of kTileCols)
   int64_t NCB;          // column blocks, the partial vector (if any) in the last one
   bool identity;
+  int64_t kc;           // K block of the blocked tiles (a packed col tile of kc x tile_cols() floats in L1)
+  int64_t cbs, chunks;  // channel blocks per parallel chunk, chunks
   size_t col_floats() const { return identity ? 0 : static_cast<size_t>(K * P); }
 };
 
@@ -76,6 +84,13 @@ PackedDims packed_dims(const NodeDesc& node) {
   d.nc = ((d.P + d.NCB - 1) / d.NCB + lanes - 1) / lanes * lanes;
   d.NCB = std::max<int64_t>(1, (d.P + d.nc - 1) / d.nc);
   d.identity = im2col_is_identity(d.g);
+  d.kc = kTileBytes / (4 * d.s.tile_cols());
+  // Chunks of channel blocks: about 4 parallel iterations per thread with the column blocks, but at
+  // least 4 channel blocks a chunk where there are (each chunk packs its column tiles again).
+  const int64_t threads = omp_get_max_threads();
+  d.chunks = std::clamp<int64_t>((4 * threads + d.NCB - 1) / d.NCB, 1, std::max<int64_t>(1, d.COB / 4));
+  d.cbs = (d.COB + d.chunks - 1) / d.chunks;
+  d.chunks = (d.COB + d.cbs - 1) / d.cbs;
   return d;
 }
 
@@ -216,6 +231,69 @@ INFER_PER_ISA(void, gemm_block, gemm_block_body,
                const float* bias, const float* res, float* y, const Activation& act, const float* slope),
               (d, a, col, c0, c1, co0, bias, res, y, act, slope))
 
+// Channel blocks [cb0, cb1) over the whole tiles (kNV vectors each) of columns [c0, c_end) in
+// BLIS's order (Goto and van de Geijn 2008; Van Zee and van de Geijn 2015): per column tile and block
+// of kc rows of K, the tile's rows of col are packed contiguously into `tile` (L1) and every channel
+// block's micro-kernel runs over it, the packed weight's matching kc x kMR block streaming from L2.
+// Partial sums live in y between K blocks and each block continues them (mk::accumulate_onto: one FMA
+// chain per output over k, the full-K result bit for bit); the last block applies bias, residual and
+// ReLU as it stores, other activations run over the tile after it. (Full K per tile against col in place, as
+// gemm_block_body does, reads 3 vectors of a different col row per k from L2: on Zen 3's 32 KiB L1
+// that held ResNet-50's 1x1 layers near half of the FMA peak.)
+template <class I>
+INFER_INLINE void gemm_tiles_body(const PackedDims& d, const float* a, const float* col, int64_t c0, int64_t c_end,
+                                  int64_t cb0, int64_t cb1, const float* bias, const float* res, float* y,
+                                  const Activation& act, const float* slope) {
+  using V = typename I::Vec;
+  constexpr int L = I::kLanes, NV = I::kNV, MR = I::kMR, NR = NV * L;
+  const int64_t P = d.P, K = d.K, kc = d.kc;
+  alignas(64) float tile[kTileBytes / sizeof(float)];
+  const bool relu = act.kind == ActivationKind::Relu;
+  for (int64_t c = c0; c + NR <= c_end; c += NR) {
+    for (int64_t k0 = 0; k0 < K; k0 += kc) {
+      const int64_t kk = std::min(kc, K - k0);
+      for (int64_t k = 0; k < kk; ++k)
+        for (int q = 0; q < NV; ++q) {
+          V v;
+          load(v, col + (k0 + k) * P + c + q * L);
+          store(tile + k * NR + q * L, v);
+        }
+      const bool first = k0 == 0, last = k0 + kk == K;
+      for (int64_t cb = cb0; cb < cb1; ++cb) {
+        const int64_t co0 = cb * MR, rows = std::min<int64_t>(MR, d.CO - co0);
+        V acc[MR][NV];
+        float* yb = y + co0 * P + c;
+        if (first) {
+          mk::accumulate<I, NV>(a + (cb * K + k0) * MR, tile, NR, kk, acc);
+        } else {
+          for (int r = 0; r < MR; ++r)
+            for (int q = 0; q < NV; ++q) {
+              if (r < rows) load(acc[r][q], yb + r * P + q * L);
+              else acc[r][q] = V{};
+            }
+          mk::accumulate_onto<I, NV>(a + (cb * K + k0) * MR, tile, NR, kk, acc);
+        }
+        if (last) {
+          store_tile<I, NV>(acc, rows, NR, bias ? bias + co0 : nullptr, res ? res + co0 * P + c : nullptr, yb, P,
+                            relu);
+        } else {
+          for (int64_t r = 0; r < rows; ++r)
+            for (int q = 0; q < NV; ++q) store(yb + r * P + q * L, acc[r][q]);
+        }
+      }
+    }
+    if (act.kind != ActivationKind::None && !relu)
+      for (int64_t cb = cb0; cb < cb1; ++cb) {
+        const int64_t co0 = cb * MR;
+        act_block<I>(y + co0 * P + c, std::min<int64_t>(MR, d.CO - co0), NR, P, act, slope ? slope + co0 : nullptr);
+      }
+  }
+}
+INFER_PER_ISA(void, gemm_tiles, gemm_tiles_body,
+              (const PackedDims& d, const float* a, const float* col, int64_t c0, int64_t c_end, int64_t cb0,
+               int64_t cb1, const float* bias, const float* res, float* y, const Activation& act, const float* slope),
+              (d, a, col, c0, c_end, cb0, cb1, bias, res, y, act, slope))
+
 void packed_run(const KernelCall& call) {
   const PackedDims d = packed_dims(call.node);
   const auto io = unpack_conv_call<Prepared>(call, "packed_gemm", !d.identity);
@@ -226,7 +304,8 @@ void packed_run(const KernelCall& call) {
   const int64_t xs = d.g.C * d.g.H * d.g.W, ys = d.CO * d.P;
   const bool parallel = d.CO * d.K * d.P >= kParallelMin;
   const auto gemm_block = gemm_block_for(call.node.isa);
-  const int64_t mr = d.s.mr;
+  const auto gemm_tiles = gemm_tiles_for(call.node.isa);
+  const int64_t mr = d.s.mr, nr = d.s.tile_cols();
   // The column blocks: [cb * nc, min(P, (cb + 1) * nc)); the last one ends at P, partial vector included.
 
   for (int64_t n = 0; n < d.N; ++n) {
@@ -252,11 +331,18 @@ void packed_run(const KernelCall& call) {
         filled.arrive();
 #pragma omp barrier
       }
+      // Per (column block, chunk of channel blocks): its whole column tiles K-blocked (gemm_tiles),
+      // then per channel block the columns left (fewer than a tile) at full K (gemm_block).
 #pragma omp for collapse(2) schedule(guided) nowait
       for (int64_t jb = 0; jb < d.NCB; ++jb)
-        for (int64_t cb = 0; cb < d.COB; ++cb) {
+        for (int64_t ch = 0; ch < d.chunks; ++ch) {
           const int64_t c0 = jb * d.nc, c1 = jb + 1 == d.NCB ? d.P : std::min(d.P, c0 + d.nc);
-          gemm_block(d, a + cb * d.K * mr, col, c0, c1, cb * mr, bias, rn, yn, act, io.slope);
+          const int64_t cb0 = ch * d.cbs, cb1 = std::min(d.COB, cb0 + d.cbs);
+          const int64_t whole = std::min(c1, d.full) - c0, c_tiles = c0 + std::max<int64_t>(0, whole) / nr * nr;
+          gemm_tiles(d, a, col, c0, c_tiles, cb0, cb1, bias, rn, yn, act, io.slope);
+          if (c_tiles < c1)
+            for (int64_t cb = cb0; cb < cb1; ++cb)
+              gemm_block(d, a + cb * d.K * mr, col, c_tiles, c1, cb * mr, bias, rn, yn, act, io.slope);
         }
       last.arrive();
     }

@@ -47,11 +47,11 @@ struct OffsetRows {
 
 // acc[r][q] = sum_k a[k*kMR + r] * row(k)[q*kLanes .. +kLanes), r < kMR, q < NV: a is one packed
 // block of A (pack_a), row(k) the micro-tile's first column in row k of B.
+// accumulate_onto*: the same without zeroing acc first, so that a K split into blocks continues each
+// output's one FMA chain from where the previous block stored it (bit for bit the full-K result).
 template <class I, int NV, class Rows>
-INFER_INLINE void accumulate_rows(const float* a, Rows row, int64_t K, typename I::Vec (&acc)[I::kMR][NV]) {
+INFER_INLINE void accumulate_rows_onto(const float* a, Rows row, int64_t K, typename I::Vec (&acc)[I::kMR][NV]) {
   using V = typename I::Vec;
-  for (int r = 0; r < I::kMR; ++r)
-    for (int q = 0; q < NV; ++q) acc[r][q] = V{};
   for (int64_t k = 0; k < K; ++k) {
     V bv[NV];
     const float* bk = row(k);
@@ -62,11 +62,23 @@ INFER_INLINE void accumulate_rows(const float* a, Rows row, int64_t K, typename 
   }
 }
 
+template <class I, int NV, class Rows>
+INFER_INLINE void accumulate_rows(const float* a, Rows row, int64_t K, typename I::Vec (&acc)[I::kMR][NV]) {
+  for (int r = 0; r < I::kMR; ++r)
+    for (int q = 0; q < NV; ++q) acc[r][q] = typename I::Vec{};
+  accumulate_rows_onto<I, NV>(a, row, K, acc);
+}
+
 // The same with B row-major (leading dimension ldb), b the micro-tile's first column in row 0.
 template <class I, int NV>
 INFER_INLINE void accumulate(const float* a, const float* b, int64_t ldb, int64_t K,
                              typename I::Vec (&acc)[I::kMR][NV]) {
   accumulate_rows<I, NV>(a, StridedRows{b, ldb}, K, acc);
+}
+template <class I, int NV>
+INFER_INLINE void accumulate_onto(const float* a, const float* b, int64_t ldb, int64_t K,
+                                  typename I::Vec (&acc)[I::kMR][NV]) {
+  accumulate_rows_onto<I, NV>(a, StridedRows{b, ldb}, K, acc);
 }
 
 // The columns left after the whole vectors (1 to kLanes-1 of them): acc[j][r] = sum_k a[k*kMR + r] *
