@@ -2,7 +2,8 @@
 // add / batchnorm / softmax / log_softmax / prelu / concat / flatten / reshape direct): every variant against the
 // reference kernel through KernelRegistry::global() on many seeded random shapes, outputs and
 // workspaces poisoned with NaN before each run, relative error <= 1e-5; the heuristic picks the
-// fast variants; malformed calls are Errors; and whole zoo models on backend "cpu" vs "reference".
+// fast variants; malformed calls are Errors; whole zoo models on backend "cpu" vs "reference"; and the
+// int8 GEMM (qgemm.h) against exact integer sums.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -16,6 +17,7 @@
 #include "infer/error.h"
 #include "infer/infer.h"
 #include "infer/kernel.h"
+#include "kernels/cpu/qgemm.h"
 #include "test_util.h"
 #include "zoo.h"
 
@@ -980,4 +982,49 @@ TEST_CASE("zoo models on backend cpu match the reference backend") {
     CHECK(got[0].shape == want[0].shape);
     CHECK(rel_error(got[0].data, want[0].data) <= 1e-4);
   }
+}
+
+// The int8 GEMM of the int8 kernels to come (kernels/cpu/qgemm.h) at this process's level: against the
+// exact sums in int64 on random shapes (odd K, N past a panel, M past a tile, ldc > N), zero points and
+// values up to the ends of their ranges; C poisoned, its columns past N must stay so.
+TEST_CASE("qgemm: the int8 GEMM gives the exact integer sums") {
+  namespace qg = infer::cpu::qgemm;
+  const CpuIsa isa = cpu_isa_default();
+  CAPTURE(cpu_isa_name(isa));
+  std::mt19937_64 rng(23);
+  for (int t = 0; t < 150; ++t) {
+    const int64_t M = uniform(rng, 1, 40), N = uniform(rng, 1, 70), K = t < 3 ? 4095 : uniform(rng, 1, 300);
+    const int64_t ldc = N + (t % 2 ? 3 : 0);
+    const bool extreme = t % 5 == 0;  // a at 255 with zero point 0 against w at -128: the largest sums
+    const int32_t zero = extreme ? 0 : int32_t(uniform(rng, 0, 255));
+    std::vector<uint8_t> a(size_t(M * K));
+    std::vector<int8_t> w(size_t(N * K));
+    for (uint8_t& v : a) v = extreme ? 255 : uint8_t(rng() & 0xff);
+    for (int8_t& v : w) v = extreme ? int8_t(-128) : int8_t(int(rng() & 0xff) - 128);
+    const qg::PackedB b = qg::pack_b(w.data(), N, K, K, isa);
+    std::vector<int32_t> pa(qg::packed_a_size(M, K, isa), 0x5a5a5a5a);
+    qg::pack_a(a.data(), M, K, K, zero, isa, pa.data());
+    std::vector<int32_t> c(size_t(M * ldc), 0x7f7f7f7f);
+    qg::gemm(pa.data(), M, b, c.data(), ldc);
+    CAPTURE(t);
+    CAPTURE(M);
+    CAPTURE(N);
+    CAPTURE(K);
+    int64_t wrong = 0;
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t n = 0; n < ldc; ++n) {
+        int64_t want = 0x7f7f7f7f;
+        if (n < N) {
+          want = 0;
+          for (int64_t k = 0; k < K; ++k) want += (int64_t(a[m * K + k]) - zero) * w[n * K + k];
+        }
+        wrong += c[m * ldc + n] != want;
+      }
+    CHECK(wrong == 0);
+  }
+  std::vector<uint8_t> a(4);
+  std::vector<int32_t> pa(64);
+  CHECK_THROWS_AS(qg::pack_a(a.data(), 1, 4, 4, 256, isa, pa.data()), Error);
+  std::vector<int8_t> w(8);
+  CHECK_THROWS_AS(qg::pack_b(w.data(), 2, 4, 3, isa), Error);
 }

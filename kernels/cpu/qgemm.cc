@@ -1,0 +1,157 @@
+// The int8 CPU GEMM (qgemm.h): packing of uint8 activations (zero point subtracted) and int8 weights
+// into int16 pairs, and the register-tiled pmaddwd micro-kernel, compiled per ISA level (one
+// function per level with isa.h's target attribute). A tile: kMR rows x kNV vectors of int32
+// accumulators; per k-pair, kNV loads of B, and per row one 32-bit broadcast of A's pair, then kNV
+// pmaddwd + add. Threads: none (callers split).
+#include "kernels/cpu/qgemm.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+
+#include "infer/error.h"
+#include "kernels/cpu/isa.h"
+
+namespace infer::cpu::qgemm {
+namespace {
+
+// The micro-kernel once, as a macro expanded inside each level's function: the intrinsics are
+// always_inline functions of their own target, which GCC refuses to inline into a target-less
+// template before that template is inlined into the targeted function (isa.h's bodies therefore use
+// GCC vector extensions and builtins, nhwc.h's load_n says the same); pmaddwd has no vector-extension
+// form. OPS names five macros: ZERO(), LOAD(int16 ptr), BCAST(int32), MADD(acc, a, b), STORE(int32
+// ptr, v). Loop order: row blocks of A sized for L2 (kBlockBytes), in each every panel of B over
+// every row tile.
+#define INFER_QGEMM_BODY(V, MR, NV, L, ZERO, LOAD, BCAST, MADD, STORE)                                  \
+  do {                                                                                                 \
+    constexpr int NR = (NV) * (L);                                                                     \
+    const int64_t P = b.pairs;                                                                         \
+    const int64_t mb = std::max<int64_t>(MR, kBlockBytes / (std::max<int64_t>(P, 1) * 4 * (MR)) * (MR)); \
+    for (int64_t mb0 = 0; mb0 < M; mb0 += mb) {                                                        \
+      const int64_t mb1 = std::min(M, mb0 + mb);                                                       \
+      for (int64_t j = 0; j < b.panels; ++j) {                                                         \
+        const int16_t* bp = b.data.data() + j * P * NR * 2;                                            \
+        const int64_t n0 = j * NR;                                                                     \
+        const int cols = int(std::min<int64_t>(NR, b.N - n0));                                         \
+        for (int64_t m0 = mb0; m0 < mb1; m0 += (MR)) {                                                 \
+          const int32_t* ap = a + (m0 / (MR)) * P * (MR);                                              \
+          V acc[MR][NV];                                                                               \
+          for (int r = 0; r < (MR); ++r)                                                               \
+            for (int q = 0; q < (NV); ++q) acc[r][q] = ZERO();                                         \
+          for (int64_t p = 0; p < P; ++p) {                                                            \
+            V bv[NV];                                                                                  \
+            for (int q = 0; q < (NV); ++q) bv[q] = LOAD(bp + (p * (NV) + q) * (L) * 2);                \
+            const int32_t* ak = ap + p * (MR);                                                         \
+            for (int r = 0; r < (MR); ++r) {                                                           \
+              const V av = BCAST(ak[r]);                                                               \
+              for (int q = 0; q < (NV); ++q) acc[r][q] = MADD(acc[r][q], av, bv[q]);                   \
+            }                                                                                          \
+          }                                                                                            \
+          const int rows = int(std::min<int64_t>(MR, mb1 - m0));                                       \
+          for (int r = 0; r < rows; ++r) {                                                             \
+            int32_t* cr = c + (m0 + r) * ldc + n0;                                                     \
+            if (cols == NR) {                                                                          \
+              for (int q = 0; q < (NV); ++q) STORE(cr + q * (L), acc[r][q]);                           \
+            } else { /* the last panel's columns past N are not C's */                                 \
+              alignas(64) int32_t tmp[NR];                                                             \
+              for (int q = 0; q < (NV); ++q) STORE(tmp + q * (L), acc[r][q]);                          \
+              std::copy(tmp, tmp + cols, cr);                                                          \
+            }                                                                                          \
+          }                                                                                            \
+        }                                                                                              \
+      }                                                                                                \
+    }                                                                                                  \
+  } while (0)
+
+// Bytes of packed A a row block aims at, so that it stays in L2 while every panel of B passes over it.
+constexpr int64_t kBlockBytes = 128 << 10;
+
+// The tile per level (qgemm.h's table): rows, int32 lanes, vectors.
+constexpr TileShape kBaseline{4, 4, 2}, kAvx2{4, 8, 2}, kAvx512{8, 16, 2};
+
+#define Q_SSE2_ZERO() _mm_setzero_si128()
+#define Q_SSE2_LOAD(p) _mm_loadu_si128(reinterpret_cast<const __m128i*>(p))
+#define Q_SSE2_BCAST(x) _mm_set1_epi32(x)
+#define Q_SSE2_MADD(acc, x, y) _mm_add_epi32(acc, _mm_madd_epi16(x, y))
+#define Q_SSE2_STORE(p, v) _mm_storeu_si128(reinterpret_cast<__m128i*>(p), v)
+#define Q_AVX2_ZERO() _mm256_setzero_si256()
+#define Q_AVX2_LOAD(p) _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))
+#define Q_AVX2_BCAST(x) _mm256_set1_epi32(x)
+#define Q_AVX2_MADD(acc, x, y) _mm256_add_epi32(acc, _mm256_madd_epi16(x, y))
+#define Q_AVX2_STORE(p, v) _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), v)
+#define Q_AVX512_ZERO() _mm512_setzero_si512()
+#define Q_AVX512_LOAD(p) _mm512_loadu_si512(p)
+#define Q_AVX512_BCAST(x) _mm512_set1_epi32(x)
+#define Q_AVX512_MADD(acc, x, y) _mm512_add_epi32(acc, _mm512_madd_epi16(x, y))
+#define Q_AVX512_STORE(p, v) _mm512_storeu_si512(p, v)
+
+INFER_TARGET_AVX512 void gemm_avx512(const int32_t* a, int64_t M, const PackedB& b, int32_t* c, int64_t ldc) {
+  INFER_QGEMM_BODY(__m512i, 8, 2, 16, Q_AVX512_ZERO, Q_AVX512_LOAD, Q_AVX512_BCAST, Q_AVX512_MADD, Q_AVX512_STORE);
+}
+INFER_TARGET_AVX2 void gemm_avx2(const int32_t* a, int64_t M, const PackedB& b, int32_t* c, int64_t ldc) {
+  INFER_QGEMM_BODY(__m256i, 4, 2, 8, Q_AVX2_ZERO, Q_AVX2_LOAD, Q_AVX2_BCAST, Q_AVX2_MADD, Q_AVX2_STORE);
+}
+void gemm_baseline(const int32_t* a, int64_t M, const PackedB& b, int32_t* c, int64_t ldc) {
+  INFER_QGEMM_BODY(__m128i, 4, 2, 4, Q_SSE2_ZERO, Q_SSE2_LOAD, Q_SSE2_BCAST, Q_SSE2_MADD, Q_SSE2_STORE);
+}
+
+}  // namespace
+
+TileShape tile_shape(CpuIsa isa) { return isa == CpuIsa::Avx512 ? kAvx512 : isa == CpuIsa::Avx2 ? kAvx2 : kBaseline; }
+
+PackedB pack_b(const int8_t* w, int64_t N, int64_t K, int64_t ldw, CpuIsa isa) {
+  if (N < 0 || K < 0 || ldw < K) throw Error("qgemm: bad weight geometry");
+  const TileShape t = tile_shape(isa);
+  const int nr = t.nr();
+  PackedB b;
+  b.isa = isa, b.K = K, b.N = N;
+  b.pairs = (K + 1) / 2;
+  b.panels = (N + nr - 1) / nr;
+  b.data.assign(static_cast<size_t>(b.panels * b.pairs * nr * 2), 0);
+  for (int64_t j = 0; j < b.panels; ++j)
+    for (int64_t p = 0; p < b.pairs; ++p)
+      for (int cc = 0; cc < nr; ++cc) {
+        const int64_t n = j * nr + cc;
+        if (n >= N) break;
+        for (int h = 0; h < 2; ++h) {
+          const int64_t k = 2 * p + h;
+          if (k < K) b.data[static_cast<size_t>(((j * b.pairs + p) * nr + cc) * 2 + h)] = w[n * ldw + k];
+        }
+      }
+  return b;
+}
+
+size_t packed_a_size(int64_t M, int64_t K, CpuIsa isa) {
+  const int64_t mr = tile_shape(isa).mr;
+  return static_cast<size_t>((M + mr - 1) / mr * mr * ((K + 1) / 2));
+}
+
+void pack_a(const uint8_t* a, int64_t M, int64_t K, int64_t lda, int32_t zero, CpuIsa isa, int32_t* out) {
+  if (zero < 0 || zero > 255) throw Error("qgemm: a uint8 zero point must be in [0, 255]");
+  const int64_t mr = tile_shape(isa).mr, pairs = (K + 1) / 2, blocks = (M + mr - 1) / mr;
+  for (int64_t rb = 0; rb < blocks; ++rb)
+    for (int64_t p = 0; p < pairs; ++p)
+      for (int64_t r = 0; r < mr; ++r) {
+        const int64_t m = rb * mr + r, k = 2 * p;
+        int32_t lo = 0, hi = 0;
+        if (m < M) {
+          lo = int32_t(a[m * lda + k]) - zero;
+          hi = k + 1 < K ? int32_t(a[m * lda + k + 1]) - zero : 0;
+        }
+        out[(rb * pairs + p) * mr + r] =
+            int32_t(uint32_t(uint16_t(int16_t(lo))) | (uint32_t(uint16_t(int16_t(hi))) << 16));
+      }
+}
+
+void gemm(const int32_t* a, int64_t M, const PackedB& b, int32_t* c, int64_t ldc) {
+  if (b.isa > cpu_isa_supported())
+    throw Error(std::string("qgemm: weights packed for ") + cpu_isa_name(b.isa) + ", which this CPU lacks");
+  if (ldc < b.N) throw Error("qgemm: ldc below N");
+  switch (b.isa) {
+    case CpuIsa::Avx512: gemm_avx512(a, M, b, c, ldc); break;
+    case CpuIsa::Avx2: gemm_avx2(a, M, b, c, ldc); break;
+    default: gemm_baseline(a, M, b, c, ldc); break;
+  }
+}
+
+}  // namespace infer::cpu::qgemm

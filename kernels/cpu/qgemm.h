@@ -1,0 +1,49 @@
+// The integer GEMM under the int8 CPU kernels to come (issue 30, docs/quantization.md "Kernels"):
+// C[m][n] (int32) = sum_k (a[m][k] - a_zero) * w[n][k], a uint8 activations with one zero point (a
+// quantize_linear's output), w int8 weights (symmetric, no zero point), exact (no saturation). Method:
+// pmaddwd on int16 pairs at every level (SSE2 / AVX2 / AVX-512BW): both operands widened to int16 when
+// packed, the zero point subtracted from A then, so (a - a_zero) in [-255, 255] times w in [-128, 127]
+// summed in pairs stays far inside int32; vpmaddubsw (u8 x s8 in one instruction) would saturate its
+// int16 pair sums (255 * 127 * 2 > 32767) and VNNI (vpdpbusd) is an AVX-512 sub-feature not yet used.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "infer/cpu_isa.h"
+
+namespace infer::cpu::qgemm {
+
+// The register tile per level: kMR rows of A (one broadcast int16 pair each) against kNV vectors of
+// kLanes int32 columns (each vector of B holds kLanes columns' pairs of k), kMR * kNV accumulators:
+//   AVX-512: 8 x 2 x 16 (16 + 2 B + 1 broadcast + 1 product of 32 zmm)
+//   AVX2:    4 x 2 x 8  (8 + 2 + 1 + 1 of 16 ymm)
+//   baseline: 4 x 2 x 4 (8 + 2 + 1 + 1 of 16 xmm)
+struct TileShape {
+  int mr, lanes, nv;
+  int nr() const { return lanes * nv; }  // columns of a panel
+};
+TileShape tile_shape(CpuIsa isa);
+
+// Weights packed once for one level: panels of nr() columns (the last zero-padded), per k-pair the
+// panel's (w[n][2p], w[n][2p+1]) int16 pairs, k past K zero.
+struct PackedB {
+  CpuIsa isa = CpuIsa::Baseline;
+  int64_t K = 0, N = 0, pairs = 0, panels = 0;
+  std::vector<int16_t> data;  // panels * pairs * nr * 2
+};
+// w: row n of the weight at w + n * ldw, K int8 values (conv2d [C_out][C_in*KH*KW], dense [F_out][F_in]).
+PackedB pack_b(const int8_t* w, int64_t N, int64_t K, int64_t ldw, CpuIsa isa);
+
+// Packed A: blocks of mr() rows, per k-pair one int32 per row holding (a[m][2p] - zero, a[m][2p+1] -
+// zero) as two int16 (low half first); rows past M and k past K are zeros. packed_a_size() int32s.
+size_t packed_a_size(int64_t M, int64_t K, CpuIsa isa);
+void pack_a(const uint8_t* a, int64_t M, int64_t K, int64_t lda, int32_t zero, CpuIsa isa, int32_t* out);
+
+// c[m * ldc + n] = sum_k (a[m][k] - zero) * w[n][k] for m < M, n < b.N; `a` from pack_a with the same
+// M, K and b.isa's level. Single-threaded (a caller splits rows: pass a row block's packed A, a
+// multiple of mr() rows from the start, and its M). No allocation.
+void gemm(const int32_t* a, int64_t M, const PackedB& b, int32_t* c, int64_t ldc);
+
+}  // namespace infer::cpu::qgemm
