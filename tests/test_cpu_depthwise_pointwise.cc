@@ -25,24 +25,18 @@
 
 using namespace infer;
 using infer::test::poison;
+using infer::test::shaped_node;
 using infer::test::random_activation;
 using infer::test::random_vector;
 using infer::test::rel_error;
 using infer::test::to_nchw;
 using infer::test::to_nhwc;
 using infer::test::uniform;
+using infer::test::pass_line;
 
 namespace {
 
 
-NodeDesc make_node(OpParams params, std::vector<Shape> inputs) {
-  NodeDesc node;
-  node.params = std::move(params);
-  node.input_shapes = std::move(inputs);
-  node.output_shapes = detail::infer_node_shapes(node.params, node.input_shapes, "test", nullptr, true);
-  node.constants.assign(node.input_shapes.size(), nullptr);
-  return node;
-}
 
 // Runs cpu variant `name` on `node` in `layout` with NCHW-ordered inputs (activations converted to
 // NHWC first, the output back), constants at `constant` indices; output and workspace poisoned.
@@ -142,9 +136,9 @@ TEST_CASE("depthwise_pointwise cpu fused_nhwc matches the reference and the unfu
     const Shape x{N, C, H, W};
     DepthwisePointwiseParams plain = p;
     plain.pointwise.add_residual = false;
-    const NodeDesc probe = make_node(plain, dp_shapes(x, k, CO, false));
+    const NodeDesc probe = shaped_node(plain, dp_shapes(x, k, CO, false));
     const Shape y = probe.output_shapes[0];
-    const NodeDesc node = residual ? make_node(p, dp_shapes(x, k, CO, true, y)) : probe;
+    const NodeDesc node = residual ? shaped_node(p, dp_shapes(x, k, CO, true, y)) : probe;
     std::vector<std::vector<float>> in{random_vector(size_t(shape_numel(x)), 100 + t, -2.f, 2.f),
                                        random_vector(size_t(C * k * k), 200 + t, -0.5f, 0.5f),
                                        random_vector(size_t(C), 300 + t, -0.5f, 0.5f),
@@ -161,12 +155,12 @@ TEST_CASE("depthwise_pointwise cpu fused_nhwc matches the reference and the unfu
     CHECK(infer::test::all_finite(got));
     CHECK(rel_error(got, ref) <= 1e-5);
     // the two nodes it replaces, on the NHWC path: the same operations in the same order
-    const NodeDesc dw = make_node(p.depthwise, {x, {C, 1, k, k}, {C}});
+    const NodeDesc dw = shaped_node(p.depthwise, {x, {C, 1, k, k}, {C}});
     const auto mid = run_in(Layout::NHWC, "depthwise_nhwc", dw, {in[0], in[1], in[2]}, {1, 2});
     std::vector<Shape> pw_shapes{dw.output_shapes[0], {CO, C, 1, 1}, {CO}};
     std::vector<std::vector<float>> pw_in{mid, in[3], in[4]};
     if (residual) pw_shapes.push_back(y), pw_in.push_back(in[5]);
-    const auto unfused = run_in(Layout::NHWC, "gemm_nhwc", make_node(p.pointwise, pw_shapes), pw_in, {1, 2});
+    const auto unfused = run_in(Layout::NHWC, "gemm_nhwc", shaped_node(p.pointwise, pw_shapes), pw_in, {1, 2});
     CHECK(got == unfused);
   }
 }
@@ -217,11 +211,6 @@ Model block_graph() {
   return Model::from_bytes(b.finish(), "mbv2_blocks.fb");
 }
 
-std::string pass_line(const Session& s, const std::string& name) {
-  for (const std::string& l : s.passes())
-    if (l.rfind(name + ":", 0) == 0) return l;
-  return "";
-}
 
 }  // namespace
 

@@ -23,6 +23,7 @@
 
 using namespace infer;
 using infer::test::poison;
+using infer::test::shaped_node;
 using infer::test::random_activation;
 using infer::test::random_vector;
 using infer::test::rel_error;
@@ -65,14 +66,6 @@ std::vector<float> run_in(Layout layout, const std::string& name, NodeDesc node,
   return nhwc && ys.size() == 4 ? to_nchw(out, ys) : out;
 }
 
-NodeDesc make_node(OpParams params, std::vector<Shape> inputs) {
-  NodeDesc node;
-  node.params = std::move(params);
-  node.input_shapes = std::move(inputs);
-  node.output_shapes = detail::infer_node_shapes(node.params, node.input_shapes, "test", nullptr, true);
-  node.constants.assign(node.input_shapes.size(), nullptr);
-  return node;
-}
 
 std::vector<std::vector<float>> random_inputs(const std::vector<Shape>& shapes, uint64_t seed) {
   std::vector<std::vector<float>> v;
@@ -123,7 +116,7 @@ TEST_CASE("layout.transpose_tiled: NCHW <-> NHWC bit-exact on random shapes") {
     CAPTURE(shape_str(s));
     const std::vector<float> x = random_vector(size_t(shape_numel(s)), 100 + t);
     for (Layout to : {Layout::NHWC, Layout::NCHW}) {
-      NodeDesc node = make_node(LayoutParams{to == Layout::NHWC ? Layout::NCHW : Layout::NHWC, to}, {s});
+      NodeDesc node = shaped_node(LayoutParams{to == Layout::NHWC ? Layout::NCHW : Layout::NHWC, to}, {s});
       node.layout = to;
       const KernelVariant& v = variant("layout", "transpose_tiled");
       REQUIRE(variant_applies(v, node));
@@ -137,7 +130,7 @@ TEST_CASE("layout.transpose_tiled: NCHW <-> NHWC bit-exact on random shapes") {
   // conversions large enough to be split over the threads: channels and an image
   for (const Shape& big : {Shape{1, 67, 71, 75}, Shape{2, 3, 224, 223}}) {
     const std::vector<float> x = random_vector(size_t(shape_numel(big)), 7);
-    NodeDesc node = make_node(LayoutParams{Layout::NCHW, Layout::NHWC}, {big});
+    NodeDesc node = shaped_node(LayoutParams{Layout::NCHW, Layout::NHWC}, {big});
     node.layout = Layout::NHWC;
     std::vector<float> out(x.size());
     poison(out);
@@ -175,7 +168,7 @@ NodeDesc random_conv(std::mt19937_64& rng, int t) {
   std::vector<Shape> in{{N, CI, H, W}, {CO, CI, kh, kw}};
   if (rng() % 4 != 0 || p.add_residual) in.push_back({CO});
   if (p.add_residual) in.push_back({N, CO, HO, WO});
-  return make_node(p, in);
+  return shaped_node(p, in);
 }
 
 }  // namespace
@@ -216,7 +209,7 @@ TEST_CASE("conv2d.gemm_nhwc on MobileNet-sized layers: several pixel blocks and 
     const int64_t ho = (c.h + 2 * (c.k / 2) - c.k) / c.s + 1;
     std::vector<Shape> in{{c.n, c.ci, c.h, c.h}, {c.co, c.ci, c.k, c.k}, {c.co}};
     if (c.residual) in.push_back({c.n, c.co, ho, ho});
-    const NodeDesc node = make_node(p, in);
+    const NodeDesc node = shaped_node(p, in);
     const std::string desc = conv_str(node);
     CAPTURE(desc);
     check_nhwc("gemm_nhwc", node, random_inputs(in, 77), {1, 2});
@@ -248,7 +241,7 @@ TEST_CASE("conv2d.depthwise_nhwc matches the reference on 240 random shapes") {
     } while (H + p.pad.top + p.pad.bottom < ekh || W + p.pad.left + p.pad.right < ekw);
     std::vector<Shape> in{{N, C, H, W}, {C, 1, kh, kw}};
     if (rng() % 4 != 0) in.push_back({C});
-    const NodeDesc node = make_node(p, in);
+    const NodeDesc node = shaped_node(p, in);
     const std::string desc = conv_str(node);
     CAPTURE(desc);
     check_nhwc("depthwise_nhwc", node, random_inputs(in, 3000 + t), {1, 2});
@@ -276,7 +269,7 @@ TEST_CASE("conv2d.depthwise_nhwc on MobileNet / EfficientNet layers (threads, 5x
     p.groups = int(c.c);
     p.activation = {ActivationKind::Silu, 0.f, 0.f};
     const std::vector<Shape> in{{c.n, c.c, c.h, c.h}, {c.c, 1, c.k, c.k}, {c.c}};
-    const NodeDesc node = make_node(p, in);
+    const NodeDesc node = shaped_node(p, in);
     const std::string desc = conv_str(node);
     CAPTURE(desc);
     check_nhwc("depthwise_nhwc", node, random_inputs(in, 91), {1, 2});
@@ -287,7 +280,7 @@ TEST_CASE("pool2d.direct_nhwc matches the reference on 200 random pools and glob
   std::mt19937_64 rng(20261130);
   for (int t = 0; t < 200; ++t) {
     const test::RandomPool2D r = test::random_pool2d(rng);
-    NodeDesc node = make_node(r.p, {r.x});
+    NodeDesc node = shaped_node(r.p, {r.x});
     CAPTURE(shape_str(r.x));
     check_nhwc("direct_nhwc", node, random_inputs({r.x}, 5000 + t));
   }
@@ -297,7 +290,7 @@ TEST_CASE("pool2d.direct_nhwc matches the reference on 200 random pools and glob
     p.kernel_h = p.stride_h = int(s[2]);
     p.kernel_w = p.stride_w = int(s[3]);
     CAPTURE(shape_str(s));
-    check_nhwc("direct_nhwc", make_node(p, {s}), random_inputs({s}, 9));
+    check_nhwc("direct_nhwc", shaped_node(p, {s}), random_inputs({s}, 9));
   }
 }
 
@@ -313,7 +306,7 @@ TEST_CASE("squeeze_excite.direct_nhwc matches the reference on 80 random shapes"
     const Shape x{N, C, uniform(rng, 1, 15), uniform(rng, 1, 15)};
     const std::vector<Shape> in{x, {R, C, 1, 1}, {R}, {C, R, 1, 1}, {C}};
     CAPTURE(shape_str(x));
-    check_nhwc("direct_nhwc", make_node(p, in), random_inputs(in, 7000 + t), {1, 2, 3, 4});
+    check_nhwc("direct_nhwc", shaped_node(p, in), random_inputs(in, 7000 + t), {1, 2, 3, 4});
   }
 }
 
@@ -331,27 +324,27 @@ TEST_CASE("concat, slice, channel_shuffle, flatten, reshape direct_nhwc match th
     ConcatParams cp;
     cp.axis = axis;
     CAPTURE(t);
-    check_nhwc("direct_nhwc", make_node(cp, in), random_inputs(in, 100 + t));
+    check_nhwc("direct_nhwc", shaped_node(cp, in), random_inputs(in, 100 + t));
 
     const Shape x{N, uniform(rng, 2, 40), H, W};
     SliceParams sp;
     sp.axis = t % 3 == 0 ? uniform(rng, 2, 3) : 1;
     sp.start = uniform(rng, 0, int(x[size_t(sp.axis)]) - 1);
     sp.end = uniform(rng, int(sp.start) + 1, int(x[size_t(sp.axis)]));
-    check_nhwc("direct_nhwc", make_node(sp, {x}), random_inputs({x}, 200 + t));
+    check_nhwc("direct_nhwc", shaped_node(sp, {x}), random_inputs({x}, 200 + t));
 
     ChannelShuffleParams shp;
     shp.groups = uniform(rng, 1, 4);
     const Shape xs{N, shp.groups * uniform(rng, 1, 30), H, W};
-    check_nhwc("direct_nhwc", make_node(shp, {xs}), random_inputs({xs}, 300 + t));
+    check_nhwc("direct_nhwc", shaped_node(shp, {xs}), random_inputs({xs}, 300 + t));
   }
   // flatten / reshape apply in NHWC only where the memory order is NCHW's (H*W == 1 or C == 1)
   const Shape pooled{3, 37, 1, 1};
-  check_nhwc("direct_nhwc", make_node(FlattenParams{}, {pooled}), random_inputs({pooled}, 1));
+  check_nhwc("direct_nhwc", shaped_node(FlattenParams{}, {pooled}), random_inputs({pooled}, 1));
   ReshapeParams rp;
   rp.shape = {37};
-  check_nhwc("direct_nhwc", make_node(rp, {pooled}), random_inputs({pooled}, 2));
-  NodeDesc spatial = make_node(FlattenParams{}, {Shape{1, 4, 2, 2}});
+  check_nhwc("direct_nhwc", shaped_node(rp, {pooled}), random_inputs({pooled}, 2));
+  NodeDesc spatial = shaped_node(FlattenParams{}, {Shape{1, 4, 2, 2}});
   spatial.layout = Layout::NHWC;
   CHECK_FALSE(variant_applies(variant("flatten", "direct_nhwc"), spatial));
 }
@@ -363,18 +356,18 @@ TEST_CASE("activation, add and binary run in NHWC (binary broadcasting with NCHW
     CAPTURE(shape_str(x));
     ActivationParams ap;
     ap.activation = random_activation(rng);
-    check_nhwc("direct", make_node(ap, {x}), random_inputs({x}, 400 + t));
+    check_nhwc("direct", shaped_node(ap, {x}), random_inputs({x}, 400 + t));
     AddParams add;
     add.activation = random_activation(rng);
-    check_nhwc("direct", make_node(add, {x, x}), random_inputs({x, x}, 500 + t));
+    check_nhwc("direct", shaped_node(add, {x, x}), random_inputs({x, x}, 500 + t));
     BinaryParams bp;
     bp.kind = static_cast<BinaryKind>(t % 3);  // add, sub, mul
     bp.activation = random_activation(rng);
     // an SE-style gate [N, C, 1, 1] (an activation, so NHWC too), then a per-channel constant [C, 1, 1]
     const Shape gate{x[0], x[1], 1, 1};
-    check_nhwc("broadcast", make_node(bp, {x, gate}), random_inputs({x, gate}, 600 + t));
+    check_nhwc("broadcast", shaped_node(bp, {x, gate}), random_inputs({x, gate}, 600 + t));
     const Shape scale{x[1], 1, 1};
-    check_nhwc("broadcast", make_node(bp, {scale, x}), random_inputs({scale, x}, 700 + t), {0});
+    check_nhwc("broadcast", shaped_node(bp, {scale, x}), random_inputs({scale, x}, 700 + t), {0});
   }
 }
 
@@ -384,7 +377,7 @@ TEST_CASE("prelu.direct runs NHWC: per-channel and shared slopes match the refer
     const Shape s{uniform(rng, 1, 3), uniform(rng, 1, 37), uniform(rng, 1, 9), uniform(rng, 1, 11)};
     const Shape slope{t % 4 == 0 ? 1 : s[1]};
     CAPTURE(t);
-    const NodeDesc node = make_node(PReluParams{}, {s, slope});
+    const NodeDesc node = shaped_node(PReluParams{}, {s, slope});
     const auto in = random_inputs({s, slope}, 2800 + t);
     check_nhwc("direct", node, in, {1}, 0.0);  // bit-exact: one multiply either way
   }
@@ -396,7 +389,7 @@ TEST_CASE("priorities: NHWC outranks NCHW only at depthwise convolutions; 1x1 an
     p.groups = groups;
     p.pad = {k / 2, k / 2, k / 2, k / 2};
     const std::vector<Shape> in{{1, c, h, h}, {co, c / groups, k, k}, {co}};
-    NodeDesc node = make_node(p, in);
+    NodeDesc node = shaped_node(p, in);
     static std::vector<float> weights(1 << 22, 0.5f);  // constants for the variants that need them
     node.constants = {nullptr, weights.data(), weights.data()};
     return node;
@@ -431,7 +424,7 @@ TEST_CASE("priorities: NHWC outranks NCHW only at depthwise convolutions; 1x1 an
   Pool2DParams gp;
   gp.kind = PoolKind::Average;
   gp.kernel_h = gp.kernel_w = gp.stride_h = gp.stride_w = 7;
-  const NodeDesc pool = make_node(gp, {{1, 1280, 7, 7}});
+  const NodeDesc pool = shaped_node(gp, {{1, 1280, 7, 7}});
   CHECK(chosen(pool, Layout::NHWC).second == chosen(pool, Layout::NCHW).second);
 }
 

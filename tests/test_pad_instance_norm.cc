@@ -21,6 +21,7 @@
 using namespace infer;
 using infer::detail::infer_node_shapes;
 using infer::test::poison;
+using infer::test::shaped_node;
 using infer::test::random_vector;
 using infer::test::rel_error;
 using infer::test::uniform;
@@ -48,14 +49,6 @@ std::vector<float> run_variant(const std::string& name, const NodeDesc& node,
   return infer::test::run_cpu_variant(name, node, inputs);
 }
 
-NodeDesc make_node(OpParams params, std::vector<Shape> inputs) {
-  NodeDesc node;
-  node.params = std::move(params);
-  node.input_shapes = std::move(inputs);
-  node.output_shapes = infer_node_shapes(node.params, node.input_shapes, "test", nullptr, true);
-  node.constants.assign(node.input_shapes.size(), nullptr);
-  return node;
-}
 
 }  // namespace
 
@@ -160,7 +153,7 @@ TEST_CASE("pad2d direct matches the reference on 300 random shapes, every mode")
     const int hmax = mode == PadMode::Reflect ? int(H) - 1 : 6, wmax = mode == PadMode::Reflect ? int(W) - 1 : 6;
     const Pad2DParams p = pad(mode, uniform(rng, 0, hmax), uniform(rng, 0, wmax), uniform(rng, 0, hmax),
                               uniform(rng, 0, wmax), float(uniform(rng, -3, 3)) * 0.25f);
-    const NodeDesc node = make_node(p, {{N, C, H, W}});
+    const NodeDesc node = shaped_node(p, {{N, C, H, W}});
     const std::vector<std::vector<float>> in{random_vector(size_t(N * C * H * W), 100 + t)};
     const auto ref = run_variant("reference", node, in), got = run_variant("direct", node, in);
     CAPTURE(t);
@@ -181,7 +174,7 @@ TEST_CASE("instance_norm direct matches the reference on random shapes and activ
     InstanceNormParams p;
     p.epsilon = t % 2 ? 1e-5f : 1e-3f;
     p.activation = infer::test::random_activation(rng);
-    const NodeDesc node = make_node(p, {x, {C}, {C}});
+    const NodeDesc node = shaped_node(p, {x, {C}, {C}});
     std::vector<std::vector<float>> in{random_vector(size_t(shape_numel(x)), 200 + t, big ? 97.f : -3.f,
                                                      big ? 103.f : 5.f),
                                        random_vector(size_t(C), 300 + t, 0.5f, 2.f),
@@ -259,11 +252,11 @@ TEST_CASE("channel_shuffle and slice: shapes, reference values, cpu direct") {
     const int64_t g = uniform(rng, 1, 4), C = g * uniform(rng, 1, 5);
     const Shape xs{uniform(rng, 1, 3), C, uniform(rng, 1, 9), uniform(rng, 1, 9)};
     const std::vector<std::vector<float>> in{random_vector(size_t(shape_numel(xs)), 900 + t)};
-    const NodeDesc shuffle = make_node(ChannelShuffleParams{int(g)}, {xs});
+    const NodeDesc shuffle = shaped_node(ChannelShuffleParams{int(g)}, {xs});
     CHECK(run_variant("direct", shuffle, in) == run_variant("reference", shuffle, in));
     const int axis = uniform(rng, 1, 3);
     const int64_t dim = xs[size_t(axis)], start = uniform(rng, 0, int(dim) - 1);
-    const NodeDesc sl = make_node(SliceParams{axis, start, uniform(rng, int(start) + 1, int(dim))}, {xs});
+    const NodeDesc sl = shaped_node(SliceParams{axis, start, uniform(rng, int(start) + 1, int(dim))}, {xs});
     CHECK(run_variant("direct", sl, in) == run_variant("reference", sl, in));
   }
 }

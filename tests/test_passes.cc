@@ -30,6 +30,7 @@
 using namespace infer;
 using infer::test::random_vector;
 using infer::test::rel_error;
+using infer::test::pass_line;
 
 namespace {
 
@@ -147,11 +148,6 @@ int act(ModelBuilder& b, const std::string& name, int x, ActivationKind kind) {
 }
 
 // The pass log line of pass `name` ("" when the session logged none).
-std::string pass_line(const Session& s, const std::string& name) {
-  for (const std::string& l : s.passes())
-    if (l.rfind(name + ":", 0) == 0) return l;
-  return "";
-}
 
 }  // namespace
 

@@ -1,7 +1,8 @@
 // Helpers shared by the test suites: seeded random data, NaN poisoning (so unwritten outputs fail),
 // the relative error ||out - ref|| / ||ref|| that docs/design.md's tolerances are stated in, random
 // op shapes shared by the cpu and cuda kernel tests (grouped conv2d and conv_transpose2d among them),
-// and the kernel variant the session's default heuristic picks for a node.
+// the kernel variant the session's default heuristic picks for a node, a NodeDesc from parameters and
+// input shapes, and a session's pass-log line by pass name.
 #pragma once
 
 #include <algorithm>
@@ -15,6 +16,7 @@
 #include "infer/kernel.h"
 #include "engine/src/shape_inference.h"
 #include "infer/error.h"
+#include "infer/session.h"
 
 namespace infer::test {
 
@@ -346,6 +348,24 @@ inline std::string shape_error(const OpParams& p, const std::vector<Shape>& in, 
   } catch (const Error& e) {
     return e.what();
   }
+  return "";
+}
+
+// A node of `params` on inputs of these shapes (NCHW, no constants), its output shape from the op's
+// shape rule (empty tensors allowed).
+inline NodeDesc shaped_node(OpParams params, std::vector<Shape> inputs) {
+  NodeDesc node;
+  node.params = std::move(params);
+  node.input_shapes = std::move(inputs);
+  node.output_shapes = detail::infer_node_shapes(node.params, node.input_shapes, "test", nullptr, true);
+  node.constants.assign(node.input_shapes.size(), nullptr);
+  return node;
+}
+
+// The line pass `name` logged in a session ("name: ..."), or "" when it logged none.
+inline std::string pass_line(const Session& s, const std::string& name) {
+  for (const std::string& l : s.passes())
+    if (l.rfind(name + ":", 0) == 0) return l;
   return "";
 }
 
