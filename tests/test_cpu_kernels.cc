@@ -984,9 +984,10 @@ TEST_CASE("zoo models on backend cpu match the reference backend") {
   }
 }
 
-// The int8 GEMM of the int8 kernels to come (kernels/cpu/qgemm.h) at this process's level: against the
+// The int8 GEMM under quantized_conv2d (kernels/cpu/qgemm.h) at this process's level: against the
 // exact sums in int64 on random shapes (odd K, N past a panel, M past a tile, ldc > N), zero points and
-// values up to the ends of their ranges; C poisoned, its columns past N must stay so.
+// values up to the ends of their ranges; C poisoned, its columns past N must stay so. Packed A through
+// gemm, and row-major A (lda past the pairs) over a random run of panels through gemm_rows.
 TEST_CASE("qgemm: the int8 GEMM gives the exact integer sums") {
   namespace qg = infer::cpu::qgemm;
   const CpuIsa isa = cpu_isa_default();
@@ -1021,6 +1022,23 @@ TEST_CASE("qgemm: the int8 GEMM gives the exact integer sums") {
         wrong += c[m * ldc + n] != want;
       }
     CHECK(wrong == 0);
+    // gemm_rows: the same A row-major as int16 pairs (rows of lda >= pairs int32), a run of panels
+    const int64_t pairs = (K + 1) / 2, lda = pairs + (t % 3);
+    std::vector<int16_t> ra(size_t(M * lda * 2), int16_t(0x5a5a));
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t k = 0; k < 2 * pairs; ++k) ra[size_t(m * lda * 2 + k)] = int16_t(k < K ? int(a[m * K + k]) - zero : 0);
+    const int64_t nr = qg::tile_shape(isa).nr(), j0 = uniform(rng, 0, int(b.panels - 1));
+    const int64_t j1 = uniform(rng, int(j0 + 1), int(b.panels)), cols = std::min(N, j1 * nr) - j0 * nr;
+    std::vector<int32_t> rc(size_t(M * cols), 0x7f7f7f7f);
+    qg::gemm_rows(reinterpret_cast<const int32_t*>(ra.data()), lda, M, b, rc.data(), cols, j0, j1);
+    int64_t wrong_rows = 0;
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t n = 0; n < cols; ++n) {
+        int64_t want = 0;
+        for (int64_t k = 0; k < K; ++k) want += (int64_t(a[m * K + k]) - zero) * w[(j0 * nr + n) * K + k];
+        wrong_rows += rc[size_t(m * cols + n)] != want;
+      }
+    CHECK(wrong_rows == 0);
   }
   std::vector<uint8_t> a(4);
   std::vector<int32_t> pa(64);

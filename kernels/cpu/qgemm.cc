@@ -22,34 +22,38 @@ namespace {
 // form. OPS names five macros: ZERO(), LOAD(int16 ptr), BCAST(int32), MADD(acc, a, b), STORE(int32
 // ptr, v). Loop order: row blocks of A sized for L2 (kBlockBytes), in each every panel of B over
 // every row tile.
+// A's pair p of tile row r is at rowp[r][p * PS]: packed A (PS = MR, rowp[r] = the tile's block + r)
+// or row-major A (PS = 1, rowp[r] = row m0 + r, the last row repeated past M).
 #define INFER_QGEMM_BODY(V, MR, NV, L, ZERO, LOAD, BCAST, MADD, STORE)                                  \
   do {                                                                                                 \
     constexpr int NR = (NV) * (L);                                                                     \
     const int64_t P = b.pairs;                                                                         \
+    const int64_t PS = lda ? 1 : (MR);                                                                 \
     const int64_t mb = std::max<int64_t>(MR, kBlockBytes / (std::max<int64_t>(P, 1) * 4 * (MR)) * (MR)); \
     for (int64_t mb0 = 0; mb0 < M; mb0 += mb) {                                                        \
       const int64_t mb1 = std::min(M, mb0 + mb);                                                       \
-      for (int64_t j = 0; j < b.panels; ++j) {                                                         \
+      for (int64_t j = j0; j < j1; ++j) {                                                              \
         const int16_t* bp = b.data.data() + j * P * NR * 2;                                            \
-        const int64_t n0 = j * NR;                                                                     \
+        const int64_t n0 = j * NR; /* C's column n0 - j0 * NR */                                       \
         const int cols = int(std::min<int64_t>(NR, b.N - n0));                                         \
         for (int64_t m0 = mb0; m0 < mb1; m0 += (MR)) {                                                 \
-          const int32_t* ap = a + (m0 / (MR)) * P * (MR);                                              \
+          const AliasI32* rowp[MR];                                                                    \
+          for (int r = 0; r < (MR); ++r)                                                               \
+            rowp[r] = lda ? a + std::min<int64_t>(m0 + r, M - 1) * lda : a + (m0 / (MR)) * P * (MR) + r; \
           V acc[MR][NV];                                                                               \
           for (int r = 0; r < (MR); ++r)                                                               \
             for (int q = 0; q < (NV); ++q) acc[r][q] = ZERO();                                         \
           for (int64_t p = 0; p < P; ++p) {                                                            \
             V bv[NV];                                                                                  \
             for (int q = 0; q < (NV); ++q) bv[q] = LOAD(bp + (p * (NV) + q) * (L) * 2);                \
-            const int32_t* ak = ap + p * (MR);                                                         \
             for (int r = 0; r < (MR); ++r) {                                                           \
-              const V av = BCAST(ak[r]);                                                               \
+              const V av = BCAST(rowp[r][p * PS]);                                                     \
               for (int q = 0; q < (NV); ++q) acc[r][q] = MADD(acc[r][q], av, bv[q]);                   \
             }                                                                                          \
           }                                                                                            \
           const int rows = int(std::min<int64_t>(MR, mb1 - m0));                                       \
           for (int r = 0; r < rows; ++r) {                                                             \
-            int32_t* cr = c + (m0 + r) * ldc + n0;                                                     \
+            int32_t* cr = c + (m0 + r) * ldc + (n0 - j0 * NR);                                         \
             if (cols == NR) {                                                                          \
               for (int q = 0; q < (NV); ++q) STORE(cr + q * (L), acc[r][q]);                           \
             } else { /* the last panel's columns past N are not C's */                                 \
@@ -62,6 +66,10 @@ namespace {
       }                                                                                                \
     }                                                                                                  \
   } while (0)
+
+// A's pairs are read as int32 from memory its producer may have written as int16 (gemm_rows: an im2col
+// row, the quantized input itself): a may_alias type keeps that access defined under strict aliasing.
+typedef int32_t AliasI32 __attribute__((may_alias));
 
 // Bytes of packed A a row block aims at, so that it stays in L2 while every panel of B passes over it.
 constexpr int64_t kBlockBytes = 128 << 10;
@@ -85,13 +93,16 @@ constexpr TileShape kBaseline{4, 4, 2}, kAvx2{4, 8, 2}, kAvx512{8, 16, 2};
 #define Q_AVX512_MADD(acc, x, y) _mm512_add_epi32(acc, _mm512_madd_epi16(x, y))
 #define Q_AVX512_STORE(p, v) _mm512_storeu_si512(p, v)
 
-INFER_TARGET_AVX512 void gemm_avx512(const int32_t* a, int64_t M, const PackedB& b, int32_t* c, int64_t ldc) {
+INFER_TARGET_AVX512 void gemm_avx512(const int32_t* a, int64_t lda, int64_t M, const PackedB& b, int64_t j0, int64_t j1, int32_t* c,
+                 int64_t ldc) {
   INFER_QGEMM_BODY(__m512i, 8, 2, 16, Q_AVX512_ZERO, Q_AVX512_LOAD, Q_AVX512_BCAST, Q_AVX512_MADD, Q_AVX512_STORE);
 }
-INFER_TARGET_AVX2 void gemm_avx2(const int32_t* a, int64_t M, const PackedB& b, int32_t* c, int64_t ldc) {
+INFER_TARGET_AVX2 void gemm_avx2(const int32_t* a, int64_t lda, int64_t M, const PackedB& b, int64_t j0, int64_t j1, int32_t* c,
+               int64_t ldc) {
   INFER_QGEMM_BODY(__m256i, 4, 2, 8, Q_AVX2_ZERO, Q_AVX2_LOAD, Q_AVX2_BCAST, Q_AVX2_MADD, Q_AVX2_STORE);
 }
-void gemm_baseline(const int32_t* a, int64_t M, const PackedB& b, int32_t* c, int64_t ldc) {
+void gemm_baseline(const int32_t* a, int64_t lda, int64_t M, const PackedB& b, int64_t j0, int64_t j1, int32_t* c,
+                   int64_t ldc) {
   INFER_QGEMM_BODY(__m128i, 4, 2, 4, Q_SSE2_ZERO, Q_SSE2_LOAD, Q_SSE2_BCAST, Q_SSE2_MADD, Q_SSE2_STORE);
 }
 
@@ -143,15 +154,34 @@ void pack_a(const uint8_t* a, int64_t M, int64_t K, int64_t lda, int32_t zero, C
       }
 }
 
-void gemm(const int32_t* a, int64_t M, const PackedB& b, int32_t* c, int64_t ldc) {
+namespace {
+
+// lda 0: packed A; else row-major A with rows lda int32 apart. Panels j0 .. j1-1 only.
+void dispatch(const int32_t* a, int64_t lda, int64_t M, const PackedB& b, int64_t j0, int64_t j1, int32_t* c,
+              int64_t ldc) {
   if (b.isa > cpu_isa_supported())
     throw Error(std::string("qgemm: weights packed for ") + cpu_isa_name(b.isa) + ", which this CPU lacks");
-  if (ldc < b.N) throw Error("qgemm: ldc below N");
+  if (j0 < 0 || j1 > b.panels || j0 > j1) throw Error("qgemm: panel range outside the weight");
+  const int64_t nr = tile_shape(b.isa).nr();
+  if (ldc < std::min(b.N, j1 * nr) - j0 * nr) throw Error("qgemm: ldc below the columns written");
+  if (M <= 0 || j0 == j1) return;
   switch (b.isa) {
-    case CpuIsa::Avx512: gemm_avx512(a, M, b, c, ldc); break;
-    case CpuIsa::Avx2: gemm_avx2(a, M, b, c, ldc); break;
-    default: gemm_baseline(a, M, b, c, ldc); break;
+    case CpuIsa::Avx512: gemm_avx512(a, lda, M, b, j0, j1, c, ldc); break;
+    case CpuIsa::Avx2: gemm_avx2(a, lda, M, b, j0, j1, c, ldc); break;
+    default: gemm_baseline(a, lda, M, b, j0, j1, c, ldc); break;
   }
+}
+
+}  // namespace
+
+void gemm(const int32_t* a, int64_t M, const PackedB& b, int32_t* c, int64_t ldc) {
+  dispatch(a, 0, M, b, 0, b.panels, c, ldc);
+}
+
+void gemm_rows(const int32_t* a, int64_t lda, int64_t M, const PackedB& b, int32_t* c, int64_t ldc, int64_t j0,
+               int64_t j1) {
+  if (lda < b.pairs) throw Error("qgemm: lda below the pairs of K");
+  dispatch(a, lda, M, b, j0, j1 < 0 ? b.panels : j1, c, ldc);
 }
 
 }  // namespace infer::cpu::qgemm

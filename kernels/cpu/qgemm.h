@@ -1,4 +1,4 @@
-// The integer GEMM under the int8 CPU kernels to come (issue 30, docs/quantization.md "Kernels"):
+// The integer GEMM under the int8 CPU kernels (quantized_conv2d.qgemm; issue 30, docs/kernels.md):
 // C[m][n] (int32) = sum_k (a[m][k] - a_zero) * w[n][k], a uint8 activations with one zero point (a
 // quantize_linear's output), w int8 weights (symmetric, no zero point), exact (no saturation). Method:
 // pmaddwd on int16 pairs at every level (SSE2 / AVX2 / AVX-512BW): both operands widened to int16 when
@@ -45,5 +45,13 @@ void pack_a(const uint8_t* a, int64_t M, int64_t K, int64_t lda, int32_t zero, C
 // M, K and b.isa's level. Single-threaded (a caller splits rows: pass a row block's packed A, a
 // multiple of mr() rows from the start, and its M). No allocation.
 void gemm(const int32_t* a, int64_t M, const PackedB& b, int32_t* c, int64_t ldc);
+
+// The same with A row-major, unpacked: row m's k-pair p is the int32 a[m * lda + p] (its two int16, k
+// even in the low half; lda >= b.pairs), so an int16 activation matrix with an even row length is A
+// as it is (quantized_conv2d's NHWC rows). Rows are read only below M. Only the weight's panels j0 ..
+// j1-1 (j1 -1: to the last), columns j0 * nr() .. of the weight written from c's column 0 (so a
+// caller splits the columns of a few rows between threads).
+void gemm_rows(const int32_t* a, int64_t lda, int64_t M, const PackedB& b, int32_t* c, int64_t ldc,
+               int64_t j0 = 0, int64_t j1 = -1);
 
 }  // namespace infer::cpu::qgemm
