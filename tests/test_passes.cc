@@ -156,7 +156,8 @@ TEST_CASE("PassOptions: names, set by name, unknown names are errors") {
                                                          "fuse_activation", "channels_last",
                                                          "fold_width", "fuse_conv_residual",
                                                          "fuse_squeeze_excite", "fuse_prelu",
-                                                         "fuse_depthwise_pointwise"});
+                                                         "fuse_depthwise_pointwise",
+                                                         "fuse_quantized_conv2d"});
   PassOptions p;
   CHECK(p.fold_batchnorm);
   CHECK(p.fuse_conv_avgpool);

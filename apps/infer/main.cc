@@ -91,7 +91,7 @@ int main(int argc, char** argv) {
   app.add_option("--pass", pass_choices,
                  "Switch one graph pass on or off: fold_batchnorm, fuse_conv_avgpool, "
                  "fuse_activation, channels_last, fold_width, fuse_conv_residual, fuse_squeeze_excite, "
-                 "fuse_prelu, fuse_depthwise_pointwise "
+                 "fuse_prelu, fuse_depthwise_pointwise, fuse_quantized_conv2d "
                  "(repeatable, "
                  "applied after --no-fuse)")
       ->option_text("NAME=on|off ...");

@@ -309,8 +309,11 @@ int run_quantize(const QuantizeOptions& o) {
     }
     std::map<std::string, const quant::Plan::Node*> by_output;
     for (const quant::Plan::Node& n : plan.nodes) by_output[n.output] = &n;
-    fmt::print("per-layer error over {} sample(s), fake-quantized in float on backend {} (errors accumulate "
-               "from the input on):\n", compare, int8.backend());
+    const auto int8_nodes = std::count_if(int8.nodes().begin(), int8.nodes().end(),
+                                          [](const NodeInfo& n) { return n.op == "quantized_conv2d"; });
+    fmt::print("per-layer error over {} sample(s) on backend {}, {} of {} quantized node(s) in int8 kernels, the "
+               "rest fake-quantized in float (errors accumulate from the input on):\n",
+               compare, int8.backend(), int8_nodes, plan.nodes.size());
     fmt::print("  {:<32} {:<17} {:>12} {:>10} {:>12}\n", "node (output)", "op", "rel. error", "SQNR dB", "max |err|");
     // Printed in execution order of the quantized nodes, then the model outputs that none of them makes.
     std::vector<size_t> order;

@@ -139,6 +139,7 @@ constinit const OpDef quantize_linear_op{
     .shape = shape,
     .flops = flops,
     .reference = ref::run_quantize_linear,
+    .reference_any_layout = true,  // element-wise: a per-axis scale follows the layout (quantize.cc)
 };
 
 constinit const OpDef dequantize_linear_op{
@@ -149,6 +150,7 @@ constinit const OpDef dequantize_linear_op{
     .shape = shape,
     .flops = flops,
     .reference = ref::run_dequantize_linear,
+    .reference_any_layout = true,
 };
 
 }  // namespace infer::detail

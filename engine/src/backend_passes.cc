@@ -1,6 +1,7 @@
 // Backend passes (backend_passes.h). Each asks the registry through the session's KernelSelector
 // about a node the pass would make (a merged conv2d with its residual, a squeeze_excite node, a node
-// in each layout, a depthwise_pointwise node) and rewrites the graph with the graph-level passes of passes.h and layout.h.
+// in each layout, a depthwise_pointwise node, a quantized_conv2d node) and rewrites the graph with the
+// graph-level passes of passes.h and layout.h.
 #include "backend_passes.h"
 
 #include <algorithm>
@@ -184,6 +185,33 @@ bool fuse_depthwise_pointwise_where_taken(ShapedGraph& g, const BackendPassConte
   return true;
 }
 
+// The fuse_quantized_conv2d backend pass, cpu only, before channels_last (its kernel runs either
+// layout): a QDQ conv2d chain is fused where a quantized_conv2d variant this session may run, other
+// than the reference one, applies to the merged node in NCHW. Logs only for graphs with a
+// quantize_linear node (every other model's pass log stays as it was). Returns whether it logged.
+bool fuse_quantized_conv2d_where_taken(ShapedGraph& g, const BackendPassContext& c, std::string& line) {
+  if (c.kernels.backend_name() != "cpu") return false;
+  if (std::none_of(g.graph->nodes.begin(), g.graph->nodes.end(),
+                   [](const Node& n) { return n.op() == OpType::QuantizeLinear; }))
+    return false;
+  if (!c.passes.fuse_quantized_conv2d) {
+    line = "fuse_quantized_conv2d: off";
+    return true;
+  }
+  const std::vector<const KernelVariant*> candidates = c.kernels.candidates_for("quantized_conv2d");
+  auto takes = [&](const Graph& graph, const Node& merged) {
+    const NodeDesc desc = proposed_desc(graph, merged, g.shapes, c);
+    for (const KernelVariant* v : candidates)
+      if (v->name != "reference" && c.kernels.allowed(*v) && v->run && variant_applies(*v, desc)) return true;
+    return false;
+  };
+  std::vector<std::string> log;
+  Graph rewritten = fuse_quantized_conv2d(*g.graph, takes, &log);
+  g.adopt(std::move(rewritten));
+  line = first_line(log, "fuse_quantized_conv2d");
+  return true;
+}
+
 }  // namespace
 
 std::vector<std::string> run_backend_passes(ShapedGraph& g, const BackendPassContext& c,
@@ -192,8 +220,9 @@ std::vector<std::string> run_backend_passes(ShapedGraph& g, const BackendPassCon
   deferred.push_back(fuse_residual_where_taken(g, c));
   deferred.push_back(fuse_squeeze_excite_where_taken(g, c));
   deferred.push_back(fuse_prelu_where_taken(g, c));
-  choose_layouts(g, c, pass_log);
   std::string line;
+  if (fuse_quantized_conv2d_where_taken(g, c, line)) deferred.push_back(line);
+  choose_layouts(g, c, pass_log);
   if (fuse_depthwise_pointwise_where_taken(g, c, line)) deferred.push_back(line);
   return deferred;
 }

@@ -24,7 +24,8 @@ const std::vector<std::string>& PassOptions::names() {
   static const std::vector<std::string> kNames = {"fold_batchnorm", "fuse_conv_avgpool",
                                                   "fuse_activation", "channels_last", "fold_width",
                                                   "fuse_conv_residual", "fuse_squeeze_excite",
-                                                  "fuse_prelu", "fuse_depthwise_pointwise"};
+                                                  "fuse_prelu", "fuse_depthwise_pointwise",
+                                                  "fuse_quantized_conv2d"};
   return kNames;
 }
 
@@ -47,6 +48,8 @@ void PassOptions::set(const std::string& name, bool on) {
     fuse_prelu = on;
   } else if (name == "fuse_depthwise_pointwise") {
     fuse_depthwise_pointwise = on;
+  } else if (name == "fuse_quantized_conv2d") {
+    fuse_quantized_conv2d = on;
   } else {
     std::string known;
     for (const std::string& n : names()) known += (known.empty() ? "" : ", ") + n;
@@ -56,7 +59,7 @@ void PassOptions::set(const std::string& name, bool on) {
 
 void PassOptions::set_all(bool on) {
   fold_batchnorm = fuse_conv_avgpool = fuse_activation = channels_last = fold_width = fuse_conv_residual =
-      fuse_squeeze_excite = fuse_prelu = fuse_depthwise_pointwise = on;
+      fuse_squeeze_excite = fuse_prelu = fuse_depthwise_pointwise = fuse_quantized_conv2d = on;
 }
 
 void PassOptions::apply(const std::string& choice) {
@@ -77,6 +80,7 @@ bool PassOptions::enabled(const std::string& name) const {
   if (name == "fuse_squeeze_excite") return fuse_squeeze_excite;
   if (name == "fuse_prelu") return fuse_prelu;
   if (name == "fuse_depthwise_pointwise") return fuse_depthwise_pointwise;
+  if (name == "fuse_quantized_conv2d") return fuse_quantized_conv2d;
   return false;
 }
 
@@ -156,6 +160,13 @@ void compact(Graph& g, const std::vector<bool>& removed) {
     for (int id : n.inputs) used.at(static_cast<size_t>(id)) = true;
     for (int id : n.outputs) used.at(static_cast<size_t>(id)) = true;
   }
+  // A kept dequantized constant keeps its integer source, scale and zero point (fuse_quantized_conv2d
+  // reads them), their ids remapped below.
+  for (size_t id = 0; id < g.values.size(); ++id)
+    if (used[id] && g.values[id].dequantized)
+      for (int src : {g.values[id].dequantized->source, g.values[id].dequantized->scale,
+                      g.values[id].dequantized->zero_point})
+        if (src >= 0) used.at(static_cast<size_t>(src)) = true;
   std::vector<int> remap(g.values.size(), -1);
   std::vector<Value> values;
   for (size_t id = 0; id < g.values.size(); ++id) {
@@ -173,6 +184,10 @@ void compact(Graph& g, const std::vector<bool>& removed) {
     fix(n.inputs);
     fix(n.outputs);
   }
+  for (Value& v : g.values)
+    if (v.dequantized)
+      for (int* src : {&v.dequantized->source, &v.dequantized->scale, &v.dequantized->zero_point})
+        if (*src >= 0) *src = remap[static_cast<size_t>(*src)];
 }
 
 // "3 BatchNorm nodes folded into conv2d (2), dense (1)" style counts, in first-seen order.
@@ -671,6 +686,104 @@ Graph fuse_depthwise_pointwise(Graph g, const DepthwisePointwisePredicate& takes
   return g;
 }
 
+// --- fuse_quantized_conv2d ---------------------------------------------------------------------------
+// conv2d(dequantize_linear(quantize_linear(x, s, z), s, z), W) with W dequantized at load from int8 with
+// zero point 0 (per tensor, or per output channel: axis 0) becomes quantized_conv2d(x, W_q, W_scale,
+// bias) at the conv's place: the pair must quantize per tensor to u8 or i8 with one scale and zero point
+// on both sides. The pair stays for readers that are not fused (or are graph outputs) and goes when
+// none is left. The merged node lists the pair's names after its own fused ones.
+namespace {
+
+// The per-tensor value of a one-element constant, or nullopt.
+std::optional<float> scalar_constant(const Graph& g, int id) {
+  if (id < 0) return 0.f;  // an absent zero point
+  const Value& v = value(g, id);
+  if (!v.is_constant() || shape_numel(v.shape) != 1) return std::nullopt;
+  return v.data[0];
+}
+
+}  // namespace
+
+Graph fuse_quantized_conv2d(Graph g, const QuantizedConvPredicate& takes, std::vector<std::string>* log) {
+  Uses uses(g);
+  int count = 0;
+  bool added = false;
+  for (size_t c = 0; c < g.nodes.size(); ++c) {
+    const Node& conv = g.nodes[c];
+    const auto* cp = std::get_if<Conv2DParams>(&conv.params);
+    if (!cp || cp->activation.kind == ActivationKind::PRelu || conv.inputs.size() < 2) continue;
+    const int dq_id = uses.producer[static_cast<size_t>(conv.inputs[0])];
+    if (dq_id < 0) continue;
+    const Node& dq = g.nodes[static_cast<size_t>(dq_id)];
+    if (dq.op() != OpType::DequantizeLinear) continue;
+    const int q_id = uses.producer[static_cast<size_t>(dq.inputs[0])];
+    if (q_id < 0) continue;
+    const Node& q = g.nodes[static_cast<size_t>(q_id)];
+    if (q.op() != OpType::QuantizeLinear) continue;
+    const auto& qp = std::get<QuantizeLinearParams>(q.params);
+    const auto qs = scalar_constant(g, q.inputs[1]), ds = scalar_constant(g, dq.inputs[1]);
+    const auto qz = scalar_constant(g, q.inputs.size() > 2 ? q.inputs[2] : -1);
+    const auto dz = scalar_constant(g, dq.inputs.size() > 2 ? dq.inputs[2] : -1);
+    if (!qs || !ds || !qz || !dz || *qs != *ds || *qz != *dz) continue;
+    // the weight: int8 with zero point 0, per tensor or per output channel
+    const Value& w = value(g, conv.inputs[1]);
+    if (!w.dequantized || w.shape.size() != 4) continue;
+    const Value::Dequantized wd = *w.dequantized;
+    if (value(g, wd.source).dtype != DType::I8) continue;
+    const Value& wscale = value(g, wd.scale);
+    const int64_t wscales = shape_numel(wscale.shape);
+    if (wscales != 1 && !(wscales == w.shape[0] && (wd.axis == 0 || wd.axis == -4))) continue;
+    if (wd.zero_point >= 0) {
+      const Value& wz = value(g, wd.zero_point);
+      if (!std::all_of(wz.data, wz.data + shape_numel(wz.shape), [](float v) { return v == 0.f; })) continue;
+    }
+    Node merged;
+    merged.name = conv.name;
+    merged.params = QuantizedConv2DParams{*cp, *qs, static_cast<int32_t>(*qz), qp.dtype};
+    merged.layout = conv.layout;
+    merged.outputs = conv.outputs;
+    merged.fused = conv.fused;
+    merged.fused.push_back(q.name);
+    merged.fused.push_back(dq.name);
+    // add_constant grows g.values: ids are gathered before any is added.
+    const int x = q.inputs[0], source = wd.source, scale = wd.scale, weight = conv.inputs[1];
+    const int bias = conv.inputs.size() > 2 ? conv.inputs[2] : -1;
+    const int residual = cp->add_residual ? conv.inputs[3] : -1;
+    const std::string name = conv.name;
+    int b = bias;
+    if (b < 0) {
+      b = zero_bias(g, name, weight);
+      added = true;
+    }
+    merged.inputs = {x, source, scale, b};
+    if (residual >= 0) merged.inputs.push_back(residual);
+    if (takes && !takes(g, merged)) continue;
+    g.nodes[c] = std::move(merged);
+    ++count;
+  }
+  std::vector<bool> removed(g.nodes.size(), false);
+  if (count) {  // the pairs no reader is left for
+    const Uses after(g);
+    for (size_t i = g.nodes.size(); i-- > 0;) {
+      const Node& n = g.nodes[i];
+      if (n.op() != OpType::DequantizeLinear && n.op() != OpType::QuantizeLinear) continue;
+      const auto out = static_cast<size_t>(n.outputs.at(0));
+      int readers = after.readers[out];
+      for (size_t j = i + 1; j < g.nodes.size(); ++j)  // readers removed in this sweep do not count
+        if (removed[j])
+          for (int id : g.nodes[j].inputs) readers -= static_cast<size_t>(id) == out;
+      removed[i] = readers == 0 && !after.is_output[out];
+    }
+  }
+  if (count || added) compact(g, removed);
+  if (log)
+    log->push_back(count ? fmt::format("fuse_quantized_conv2d: {} quantize_linear -> dequantize_linear -> conv2d {} "
+                                       "fused into quantized_conv2d",
+                                       count, plural(count, "chain", "chains"))
+                         : "fuse_quantized_conv2d: no quantize_linear -> dequantize_linear -> conv2d chain to fuse");
+  return g;
+}
+
 void add_extra_outputs(Graph& g, const std::vector<std::string>& names) {
   const size_t model_outputs = g.outputs.size();
   for (const std::string& name : names) {
@@ -740,8 +853,10 @@ void validate_graph(const Graph& g) {
       // binary: either input may be a constant (the shape rule checks how it broadcasts).
       const auto* conv = std::get_if<Conv2DParams>(&n.params);
       const auto* dwpw = std::get_if<DepthwisePointwiseParams>(&n.params);
+      const auto* qconv = std::get_if<QuantizedConv2DParams>(&n.params);
       const bool residual = (conv && conv->add_residual && k == 3) ||  // fuse_conv_residual's data input
-                            (dwpw && dwpw->pointwise.add_residual && k == 5);  // and the fused block's
+                            (dwpw && dwpw->pointwise.add_residual && k == 5) ||  // and the fused blocks'
+                            (qconv && qconv->conv.add_residual && k == 4);
       if (n.op() != OpType::Binary && (is_parameter_input(n.op(), k) && !residual) != constant)
         fail(fmt::format("{}: input {} '{}' is {}", where, k, g.values[id].name,
                          constant ? "a constant where data is expected" : "an activation where a "

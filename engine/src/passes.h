@@ -50,6 +50,15 @@ using DepthwisePointwisePredicate = std::function<bool(const Graph&, const Node&
 Graph fuse_depthwise_pointwise(Graph graph, const DepthwisePointwisePredicate& takes = nullptr,
                                std::vector<std::string>* log = nullptr);
 
+// A backend pass (cpu, before channels_last): conv2d reading a per-tensor quantize_linear ->
+// dequantize_linear pair, with a weight dequantized at load from int8 (zero point 0, per tensor or per
+// output channel), becomes one quantized_conv2d node (the pair kept for its other readers) where
+// takes(graph, merged node) says a kernel variant runs it (null takes: everywhere). Logs only for
+// graphs with such a chain or a quantize_linear node (the caller decides; see backend_passes.cc).
+using QuantizedConvPredicate = std::function<bool(const Graph&, const Node& merged)>;
+Graph fuse_quantized_conv2d(Graph graph, const QuantizedConvPredicate& takes = nullptr,
+                            std::vector<std::string>* log = nullptr);
+
 // The fused activation slot of ops that have one (conv2d, conv_transpose2d, dense, batchnorm, add,
 // conv_pool2d, binary, instance_norm), nullptr for the others.
 Activation* epilogue(OpParams& params);

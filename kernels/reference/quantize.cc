@@ -3,7 +3,8 @@
 // ONNX Runtime's (MLAS) in float32: quantize divides x / scale, rounds half to even (nearbyint in the
 // default rounding mode), adds the zero point and saturates (NaN gives the low end); dequantize is
 // float(x - zp) * scale (ORT's float(int32(x) - int32(zp)) * scale). Integers travel as float values
-// (exact). One thread; may run in place.
+// (exact). One thread; may run in place. Either layout: a 4-D NHWC tensor's per-axis channel is found
+// in its memory order (the channels_last pass keeps a quantized model's mobile blocks NHWC).
 #include <cmath>
 
 #include "engine/ops/op_def.h"
@@ -28,7 +29,13 @@ AxisWalk walk(const KernelCall& c, int axis, const char* op) {
   if (w.per_axis) {
     const int a = resolved_axis(axis, s);
     w.dim = s[static_cast<size_t>(a)];
-    for (size_t d = static_cast<size_t>(a) + 1; d < s.size(); ++d) w.inner *= s[d];
+    if (c.node.layout == Layout::NHWC && s.size() == 4) {  // memory order N, H, W, C
+      static constexpr size_t kPos[4] = {0, 3, 1, 2};       // an NCHW axis's place in it
+      const Shape mem{s[0], s[2], s[3], s[1]};
+      for (size_t d = kPos[a] + 1; d < 4; ++d) w.inner *= mem[d];
+    } else {
+      for (size_t d = static_cast<size_t>(a) + 1; d < s.size(); ++d) w.inner *= s[d];
+    }
   }
   return w;
 }

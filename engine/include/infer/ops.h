@@ -282,19 +282,34 @@ struct DepthwisePointwiseParams {
   Conv2DParams pointwise;  // activation and add_residual; stride 1, no padding, groups 1, no PRelu
 };
 
+// An engine-internal node (never in a file; the fuse_quantized_conv2d pass, cpu): a conv2d whose data
+// input came through a per-tensor quantize_linear -> dequantize_linear pair and whose weight was
+// dequantized at load from int8 with zero point 0 (a QDQ model's convolution, as `infer quantize` and
+// ONNX Runtime write it), run in integers: q = clamp(round_half_even(x / x_scale) + x_zero_point) as
+// quantize_linear, acc[k] = sum (q - x_zero_point) * w_q exactly in int32, then y = act(float(acc) *
+// (x_scale * w_scale[k]) + bias[k] (+ r)). Inputs x [N,C_in,H,W] (float), weight_q [C_out,C_in/groups,
+// KH,KW] (the int8 values), weight_scale [C_out] or [1], bias [C_out], and the residual where
+// conv.add_residual. The same values as the QDQ nodes and the float conv up to float rounding.
+struct QuantizedConv2DParams {
+  Conv2DParams conv;          // geometry, activation, add_residual; no PRelu
+  float x_scale = 1.f;        // the input's quantize_linear: per tensor, finite and > 0
+  int32_t x_zero_point = 0;   // in [0, 255] (U8) or [-128, 127] (I8)
+  DType x_dtype = DType::U8;  // U8 or I8
+};
+
 using OpParams = std::variant<Conv2DParams, ConvTranspose2DParams, Pool2DParams, DenseParams,
                               BatchNormParams, ActivationParams, FlattenParams, ReshapeParams,
                               SoftmaxParams, AddParams, ConcatParams, ConvPool2DParams, BinaryParams,
                               Pad2DParams, InstanceNormParams, ChannelShuffleParams, SliceParams,
                               ResizeParams, DepthToSpaceParams, PReluParams, LogSoftmaxParams,
                               QuantizeLinearParams, DequantizeLinearParams, LayoutParams,
-                              SqueezeExciteParams, DepthwisePointwiseParams>;
+                              SqueezeExciteParams, DepthwisePointwiseParams, QuantizedConv2DParams>;
 
 // Every op once, in OpParams' order: X(OpType enumerator, parameter struct, name). OpType is made from
 // it; so are the op table (engine/ops/op_def.h: each op's definition is <name>_op in
 // engine/ops/<name>.cc, its reference kernel ref::run_<name> in kernels/reference/) and op_name().
 // The ops a file can hold come first, in the order of the schema's union (fb::Op is OpType + 1);
-// engine-internal ops (Layout, SqueezeExcite, DepthwisePointwise) stay last. engine/ops/op_util.cc checks at compile time
+// engine-internal ops (Layout, SqueezeExcite, DepthwisePointwise, QuantizedConv2D) stay last. engine/ops/op_util.cc checks at compile time
 // that each entry's struct is OpParams' alternative at its index.
 #define INFER_OPS(X)                                           \
   X(Conv2D, Conv2DParams, conv2d)                              \
@@ -322,7 +337,8 @@ using OpParams = std::variant<Conv2DParams, ConvTranspose2DParams, Pool2DParams,
   X(DequantizeLinear, DequantizeLinearParams, dequantize_linear) \
   X(Layout, LayoutParams, layout)                              \
   X(SqueezeExcite, SqueezeExciteParams, squeeze_excite)        \
-  X(DepthwisePointwise, DepthwisePointwiseParams, depthwise_pointwise)
+  X(DepthwisePointwise, DepthwisePointwiseParams, depthwise_pointwise) \
+  X(QuantizedConv2D, QuantizedConv2DParams, quantized_conv2d)
 
 #define INFER_OP_ENUMERATOR(type, params, name) type,
 enum class OpType : uint8_t { INFER_OPS(INFER_OP_ENUMERATOR) };

@@ -67,6 +67,11 @@ struct PassOptions {
   // a per-thread tile, where a cpu variant runs it (NHWC). Logged after fuse_prelu, on cpu only
   // (other backends have no kernel for it and log nothing).
   bool fuse_depthwise_pointwise = true;
+  // fuse_quantized_conv2d (cpu only, before channels_last): a QDQ model's conv2d (its input through a
+  // per-tensor quantize_linear -> dequantize_linear pair, its weight int8 dequantized at load) runs in
+  // integers as one quantized_conv2d node (docs/quantization.md). Off: the pair and the float conv run
+  // as written (fake quantization). Logged after fuse_prelu, on cpu, for models with quantize_linear.
+  bool fuse_quantized_conv2d = true;
 
   static const std::vector<std::string>& names();  // "fold_batchnorm", "fuse_conv_avgpool", ...
   // Switches one pass by name; an unknown name is an Error listing the known ones.

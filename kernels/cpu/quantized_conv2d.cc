@@ -1,0 +1,278 @@
+// CPU quantized_conv2d "qgemm": a QDQ model's convolution in integers (issue 30, docs/quantization.md
+// "How it runs"), NCHW or NHWC. The input is quantized once into int16 (q - zero point, quantize_linear's
+// rounding: x / x_scale half to even, quantize.h); per block of output pixels its im2col rows are int16 with k in
+// (c, ky, kx) order (NCHW) or (ky, kx, c) (NHWC: one memcpy per tap; a 1x1 stride-1 unpadded conv with
+// an even channel count reads the quantized input in place), the weight packed in the same order once
+// in prepare(); qgemm.h's exact pmaddwd GEMM (gemm_rows) gives int32 (rows: pixels, columns: output
+// channels) and the epilogue float(acc) * (x_scale * w_scale[k]) + bias[k] (+ residual), activation
+// writes the float output. Threads: the kernels' team over (image, group, block of pixels, run of
+// weight panels: split where blocks are few), each item's rows and int32 tile in the thread's
+// workspace slot; one thread below kParallelMin multiply-adds.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <omp.h>
+#include <vector>
+
+#include "infer/error.h"
+#include "infer/kernel.h"
+#include "kernels/cpu/activation_simd.h"
+#include "kernels/cpu/isa.h"
+#include "kernels/cpu/qgemm.h"
+#include "kernels/cpu/quantize.h"
+#include "kernels/cpu/thread_pool.h"
+
+namespace infer::cpu {
+namespace {
+
+constexpr int64_t kParallelMin = int64_t(1) << 19;
+// One block's im2col rows (and its int32 tile) stay in L2 while every panel of the weight passes over it.
+constexpr int64_t kBlockBytes = 64 << 10;
+// (q - zero) in [-255, 255] times w in [-128, 127]: |sum| <= K * 32640 stays below 2^31 up to here.
+constexpr int64_t kMaxDepth = 65536;
+// The most threads one node runs on (each needs a workspace slot of about 2 * kBlockBytes).
+constexpr int64_t kMaxSlots = 64;
+
+struct QDims {
+  int64_t N, C, H, W, CO, G, Cg, Kg, KH, KW, HO, WO, M, depth, pairs, mr, mb, blocks, slots;
+  int64_t nr, panels, splits, per_split;  // the weight's panels a group, shared out in `splits` runs
+  int64_t sh, sw, pt, pl, dh, dw;
+  bool nhwc, in_place;  // in_place: A is the quantized input itself (NHWC 1x1 stride 1, no padding)
+  size_t xq_bytes() const { return up(size_t(N * C * H * W) * 2); }
+  size_t a_bytes() const { return up(size_t(mb * pairs) * 4); }    // one block's rows
+  size_t c_bytes() const { return up(size_t(mb * Kg) * 4); }       // one block's int32 tile
+  size_t workspace() const { return xq_bytes() + size_t(slots) * (a_bytes() + c_bytes()); }
+  static size_t up(size_t b) { return (b + 255) / 256 * 256; }
+};
+
+QDims qdims(const NodeDesc& node) {
+  const auto& p = std::get<QuantizedConv2DParams>(node.params).conv;
+  const Shape &x = node.input_shapes[0], &w = node.input_shapes[1], &y = node.output_shapes[0];
+  QDims d{};
+  d.N = x[0], d.C = x[1], d.H = x[2], d.W = x[3];
+  d.CO = w[0], d.G = p.groups, d.Cg = w[1], d.Kg = w[0] / std::max(p.groups, 1);
+  d.KH = w[2], d.KW = w[3], d.HO = y[2], d.WO = y[3], d.M = d.HO * d.WO;
+  d.depth = d.Cg * d.KH * d.KW, d.pairs = (d.depth + 1) / 2;
+  d.mr = qgemm::tile_shape(node.isa).mr;
+  // rows a block: its int16 rows and its int32 tile each near kBlockBytes (at least one tile of mr)
+  const int64_t row_bytes = std::max<int64_t>(d.pairs * 4, d.Kg * 4);
+  d.mb = std::max<int64_t>(d.mr, kBlockBytes / (row_bytes * d.mr) * d.mr);
+  d.mb = std::min(d.mb, (d.M + d.mr - 1) / d.mr * d.mr);
+  d.blocks = (d.M + d.mb - 1) / d.mb;
+  d.sh = p.stride_h, d.sw = p.stride_w, d.pt = p.pad.top, d.pl = p.pad.left;
+  d.dh = p.dilation_h, d.dw = p.dilation_w;
+  d.nhwc = node.layout == Layout::NHWC;
+  d.in_place = d.nhwc && d.KH == 1 && d.KW == 1 && d.sh == 1 && d.sw == 1 && !p.pad.top && !p.pad.left &&
+               !p.pad.bottom && !p.pad.right && d.HO == d.H && d.WO == d.W && d.C % 2 == 0 && d.Cg % 2 == 0;
+  // Few blocks (7x7 and 14x14 layers at batch 1): the weight's panels shared out too, so that every
+  // thread has about 4 items; each split packs its rows again (cheap beside the multiply).
+  const int64_t threads = std::max(1, omp_get_max_threads());
+  d.nr = qgemm::tile_shape(node.isa).nr();
+  d.panels = (d.Kg + d.nr - 1) / d.nr;
+  const int64_t items = d.N * d.G * d.blocks;
+  d.splits = std::clamp<int64_t>((4 * threads + items - 1) / items, 1, d.panels);
+  d.per_split = (d.panels + d.splits - 1) / d.splits;
+  d.splits = (d.panels + d.per_split - 1) / d.per_split;
+  // Workspace slots do not depend on the thread count (workspace_bytes() and run() may see different
+  // ones): at most kMaxSlots, and a run uses no more threads than there are slots.
+  d.slots = std::max<int64_t>(1, std::min<int64_t>(kMaxSlots, items * d.panels));
+  return d;
+}
+
+// Fewer than 8 output channels a group (depthwise) would fill one lane of the GEMM's 8-16: those
+// convolutions stay on the float path (the pass does not fuse them).
+bool applicable(const NodeDesc& node) {
+  const auto& p = std::get<QuantizedConv2DParams>(node.params);
+  if (p.conv.activation.kind == ActivationKind::PRelu) return false;
+  const Shape& w = node.input_shapes[1];
+  return w[0] / std::max(p.conv.groups, 1) >= 8 && w[1] * w[2] * w[3] <= kMaxDepth && node.constants.size() >= 3 &&
+         node.constants[1] && node.constants[2];
+}
+
+struct Prepared {
+  std::vector<qgemm::PackedB> b;  // one per group
+  std::vector<float> mult;        // x_scale * w_scale[k], per output channel
+};
+
+std::shared_ptr<void> prepare(const NodeDesc& node) {
+  const auto& p = std::get<QuantizedConv2DParams>(node.params);
+  const QDims d = qdims(node);
+  const float* w = node.constants[1];
+  const float* ws = node.constants[2];
+  if (!w || !ws) throw Error("cpu quantized_conv2d.qgemm: the weight and its scale must be constants");
+  auto prep = std::make_shared<Prepared>();
+  std::vector<int8_t> wq(static_cast<size_t>(d.Kg * d.depth));
+  for (int64_t gi = 0; gi < d.G; ++gi) {
+    for (int64_t k = 0; k < d.Kg; ++k)
+      for (int64_t c = 0; c < d.Cg; ++c)
+        for (int64_t t = 0; t < d.KH * d.KW; ++t) {
+          const float v = w[((gi * d.Kg + k) * d.Cg + c) * d.KH * d.KW + t];
+          if (!(v >= -128.f && v <= 127.f) || v != std::nearbyint(v))
+            throw Error("cpu quantized_conv2d.qgemm: weight_q holds " + std::to_string(v) +
+                        ", not an int8 value");
+          const int64_t col = d.nhwc ? t * d.Cg + c : c * d.KH * d.KW + t;
+          wq[static_cast<size_t>(k * d.depth + col)] = static_cast<int8_t>(v);
+        }
+    prep->b.push_back(qgemm::pack_b(wq.data(), d.Kg, d.depth, d.depth, node.isa));
+  }
+  const bool per_channel = node.input_shapes[2][0] != 1;
+  prep->mult.resize(static_cast<size_t>(d.CO));
+  for (int64_t k = 0; k < d.CO; ++k) {
+    const float s = ws[per_channel ? k : 0];
+    if (!std::isfinite(s) || !(s > 0.f))
+      throw Error("cpu quantized_conv2d.qgemm: weight_scale holds " + std::to_string(s) + " (finite and > 0)");
+    prep->mult[static_cast<size_t>(k)] = p.x_scale * s;
+  }
+  return prep;
+}
+
+// x -> (q - zero point) as int16, quantize_linear's arithmetic (quantize.h), compiled per level.
+template <class I>
+INFER_INLINE void quantize_input_body(const float* x, int64_t n, float scale, float zero, float lo, float hi,
+                                      int16_t* out) {
+  quant::quantize_row_i16(x, n, scale, zero, lo, hi, out);
+}
+INFER_PER_ISA(void, quantize_input, quantize_input_body,
+              (const float* x, int64_t n, float scale, float zero, float lo, float hi, int16_t* out),
+              (x, n, scale, zero, lo, hi, out))
+
+// Rows m0 .. m0+rows-1 (output pixels of image n, group gi) im2col'd as int16 rows of 2 * pairs
+// (row-major A of qgemm::gemm_rows). Taps in the padding and k past the depth are zero ((q - zero
+// point) of a zero input is 0).
+void im2col_rows(const QDims& d, const int16_t* xq, int64_t n, int64_t gi, int64_t m0, int64_t rows, int16_t* out) {
+  const int64_t ld = 2 * d.pairs;
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t m = m0 + r, oy = m / d.WO, ox = m % d.WO;
+    int16_t* row = out + r * ld;
+    if (ld > d.depth) row[ld - 1] = 0;
+    for (int64_t ky = 0; ky < d.KH; ++ky) {
+      const int64_t iy = oy * d.sh - d.pt + ky * d.dh;
+      const bool y_in = iy >= 0 && iy < d.H;
+      for (int64_t kx = 0; kx < d.KW; ++kx) {
+        const int64_t ix = ox * d.sw - d.pl + kx * d.dw;
+        const bool in = y_in && ix >= 0 && ix < d.W;
+        if (d.nhwc) {
+          int16_t* dst = row + (ky * d.KW + kx) * d.Cg;
+          if (in)
+            std::memcpy(dst, xq + ((n * d.H + iy) * d.W + ix) * d.C + gi * d.Cg, size_t(d.Cg) * 2);
+          else
+            std::memset(dst, 0, size_t(d.Cg) * 2);
+        } else {
+          int16_t* dst = row + ky * d.KW + kx;
+          const int64_t plane = d.H * d.W;
+          if (in) {
+            const int16_t* src = xq + ((n * d.C + gi * d.Cg) * d.H + iy) * d.W + ix;
+            for (int64_t c = 0; c < d.Cg; ++c) dst[c * d.KH * d.KW] = src[c * plane];
+          } else {
+            for (int64_t c = 0; c < d.Cg; ++c) dst[c * d.KH * d.KW] = 0;
+          }
+        }
+      }
+    }
+  }
+}
+
+// The epilogue of rows m0 .. m1-1, channels k0 .. k0+kn-1 of image n: c int32 [m1-m0][kn] -> y float.
+template <class I>
+INFER_INLINE void epilogue_body(const QDims& d, const int32_t* c, const float* mult, const float* bias,
+                                const float* residual, const Activation& act, float* y, int64_t n, int64_t m0,
+                                int64_t m1, int64_t k0, int64_t kn) {
+  if (d.nhwc) {
+    for (int64_t m = m0; m < m1; ++m) {
+      const int32_t* cr = c + (m - m0) * kn;
+      const int64_t at = (n * d.M + m) * d.CO + k0;
+      float* yr = y + at;
+      for (int64_t k = 0; k < kn; ++k) yr[k] = static_cast<float>(cr[k]) * mult[k0 + k] + bias[k0 + k];
+      if (residual)
+        for (int64_t k = 0; k < kn; ++k) yr[k] += residual[at + k];
+      activate_row<I>(yr, kn, act);
+    }
+  } else {
+    for (int64_t k = 0; k < kn; ++k) {
+      const int64_t at = (n * d.CO + k0 + k) * d.M;
+      float* yr = y + at;
+      const float mk = mult[k0 + k], bk = bias[k0 + k];
+      for (int64_t m = m0; m < m1; ++m) yr[m] = static_cast<float>(c[(m - m0) * kn + k]) * mk + bk;
+      if (residual)
+        for (int64_t m = m0; m < m1; ++m) yr[m] += residual[at + m];
+      activate_row<I>(yr + m0, m1 - m0, act);
+    }
+  }
+}
+INFER_PER_ISA(void, epilogue, epilogue_body,
+              (const QDims& d, const int32_t* c, const float* mult, const float* bias, const float* residual,
+               const Activation& act, float* y, int64_t n, int64_t m0, int64_t m1, int64_t k0, int64_t kn),
+              (d, c, mult, bias, residual, act, y, n, m0, m1, k0, kn))
+
+size_t workspace(const NodeDesc& node) { return qdims(node).workspace(); }
+
+void run(const KernelCall& call) {
+  const auto& p = std::get<QuantizedConv2DParams>(call.node.params);
+  const auto* prep = static_cast<const Prepared*>(call.prepared);
+  if (!prep) throw Error("cpu quantized_conv2d.qgemm: not prepared for this node");
+  if (!call.workspace) throw Error("cpu quantized_conv2d.qgemm: needs a workspace, got none");
+  const QDims d = qdims(call.node);
+  auto* ws = static_cast<char*>(call.workspace);
+  auto* xq = reinterpret_cast<int16_t*>(ws);
+  char* slots = ws + d.xq_bytes();
+  const float* bias = call.inputs[3];
+  const float* residual = p.conv.add_residual ? call.inputs[4] : nullptr;
+  float* y = call.outputs[0];
+  const Activation act = p.conv.activation;
+  const bool parallel = d.N * d.M * d.CO * d.depth >= kParallelMin;
+  const auto finish = epilogue_for(call.node.isa);
+
+  // 1. the input, quantized once (in chunks of 4096 elements)
+  constexpr int64_t kChunk = 4096;
+  const int64_t nx = d.N * d.C * d.H * d.W;
+  const float qlo = p.x_dtype == DType::I8 ? -128.f : 0.f, qhi = p.x_dtype == DType::I8 ? 127.f : 255.f;
+  const auto quantize = quantize_input_for(call.node.isa);
+  parallel_for((nx + kChunk - 1) / kChunk, parallel, [&](int64_t b, int64_t e, int) {
+    const int64_t lo = b * kChunk, hi = std::min(nx, e * kChunk);
+    quantize(call.inputs[0] + lo, hi - lo, p.x_scale, float(p.x_zero_point), qlo, qhi, xq + lo);
+  });
+  // 2. per (image, group, block of output pixels): im2col, multiply, finish, in the thread's slot
+  const int64_t items = d.N * d.G * d.blocks * d.splits;
+  parallel_for(
+      items, parallel,
+      [&](int64_t b, int64_t e, int t) {
+        char* slot = slots + size_t(t) * (d.a_bytes() + d.c_bytes());
+        auto* rows = reinterpret_cast<int16_t*>(slot);
+        auto* c = reinterpret_cast<int32_t*>(slot + d.a_bytes());
+        for (int64_t it = b; it < e; ++it) {
+          const int64_t s = it % d.splits, blk = it / d.splits;
+          const int64_t n = blk / (d.G * d.blocks), gi = (blk / d.blocks) % d.G, rb = blk % d.blocks;
+          const int64_t m0 = rb * d.mb, m1 = std::min(d.M, m0 + d.mb);
+          const int64_t j0 = s * d.per_split, j1 = std::min(d.panels, j0 + d.per_split);
+          const int64_t k0 = j0 * d.nr, kn = std::min(d.Kg, j1 * d.nr) - k0;
+          const qgemm::PackedB& w = prep->b[static_cast<size_t>(gi)];
+          if (d.in_place) {
+            const int16_t* a = xq + (n * d.M + m0) * d.C + gi * d.Cg;
+            qgemm::gemm_rows(reinterpret_cast<const int32_t*>(a), d.C / 2, m1 - m0, w, c, kn, j0, j1);
+          } else {
+            im2col_rows(d, xq, n, gi, m0, m1 - m0, rows);
+            qgemm::gemm_rows(reinterpret_cast<const int32_t*>(rows), d.pairs, m1 - m0, w, c, kn, j0, j1);
+          }
+          finish(d, c, prep->mult.data(), bias, residual, act, y, n, m0, m1, gi * d.Kg + k0, kn);
+        }
+      },
+      static_cast<int>(d.slots));
+}
+
+}  // namespace
+
+INFER_REGISTER_KERNELS(quantized_conv2d) {
+  // NHWC ranks higher: its im2col reads a pixel's channels contiguously (the channels_last pass then
+  // switches a quantized graph to NHWC at its first quantized_conv2d)
+  registry.add("cpu", {{.op = "quantized_conv2d", .name = "qgemm", .priority = 10,
+                        .priority_for = [](const NodeDesc& d) { return d.layout == Layout::NHWC ? 11 : 10; },
+                        .layouts = {Layout::NCHW, Layout::NHWC},
+                        .isa = KernelVariant::Isa::PerIsa,
+                        .applicable = applicable,
+                        .workspace_bytes = workspace,
+                        .prepare = prepare,
+                        .run = run}});
+}
+
+}  // namespace infer::cpu

@@ -1,0 +1,47 @@
+// Reference quantized_conv2d (the engine-internal node of the fuse_quantized_conv2d pass), NCHW: the
+// input quantized as quantize_linear does it (x / x_scale rounded half to even, plus the zero point,
+// saturated), the zero point taken off, the reference conv2d over those integers and the int8 weight
+// (double accumulation of integers: exact), then per output channel float(acc) * (x_scale *
+// weight_scale[k]) + bias[k] (+ residual) and the activation. The oracle may allocate.
+#include <cmath>
+#include <vector>
+
+#include "engine/ops/op_def.h"
+#include "kernels/reference/common.h"
+#include "kernels/reference/reference.h"
+
+namespace infer::ref {
+
+// x, weight_q, weight_scale, bias (+ residual where conv.add_residual)
+void run_quantized_conv2d(const KernelCall& c) {
+  const auto& p = std::get<QuantizedConv2DParams>(c.node.params);
+  const auto& s = c.node.input_shapes;
+  const Shape& y_shape = c.node.output_shapes[0];
+  detail::check_shape("quantized_conv2d", "input", s[0], 4);
+  const float lo = p.x_dtype == DType::I8 ? -128.f : 0.f, hi = p.x_dtype == DType::I8 ? 127.f : 255.f;
+  const float zp = static_cast<float>(p.x_zero_point);
+  const int64_t nx = shape_numel(s[0]);
+  std::vector<float> xq(static_cast<size_t>(nx));
+  for (int64_t i = 0; i < nx; ++i) {
+    const float v = std::nearbyint(c.inputs[0][i] / p.x_scale) + zp;
+    xq[static_cast<size_t>(i)] = (std::isnan(v) ? lo : v < lo ? lo : v > hi ? hi : v) - zp;
+  }
+  Conv2DParams plain = p.conv;  // the integer sums only: no bias, residual or activation
+  plain.activation = Activation{};
+  plain.add_residual = false;
+  const int64_t ny = shape_numel(y_shape);
+  std::vector<float> acc(static_cast<size_t>(ny));
+  conv2d(plain, xq.data(), s[0], c.inputs[1], s[1], nullptr, acc.data(), y_shape);
+  const int64_t K = y_shape[1], plane = y_shape[2] * y_shape[3];
+  const bool per_channel = s[2][0] != 1;
+  const float* residual = p.conv.add_residual ? c.inputs[4] : nullptr;
+  for (int64_t i = 0; i < ny; ++i) {
+    const int64_t k = (i / plane) % K;
+    const float m = p.x_scale * c.inputs[2][per_channel ? k : 0];
+    double v = static_cast<double>(acc[static_cast<size_t>(i)] * m) + c.inputs[3][k];
+    if (residual) v += residual[i];
+    c.outputs[0][i] = static_cast<float>(detail::activate(p.conv.activation, v));
+  }
+}
+
+}  // namespace infer::ref

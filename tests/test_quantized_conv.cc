@@ -1,0 +1,405 @@
+// quantized_conv2d and the fuse_quantized_conv2d pass (issue 30 must 3, cpu): the shape rule's errors;
+// the reference against quantize -> dequantize -> float conv2d (the QDQ nodes it replaces); the cpu
+// "qgemm" kernel against the reference on random shapes (odd channel counts and sizes, kernels 1-5,
+// strides 1-3, dilation, asymmetric padding, groups, u8 and i8 inputs with any zero point and
+// saturation, per-channel and per-tensor weight scales, a residual, bounded activations, batch 1-3) in
+// NCHW and NHWC, outputs and workspace poisoned; and the pass on a quantized model from infer
+// quantize's rewrite: what fuses, what stays (a 4-channel conv, a value read back), the log, the same
+// outputs as fake quantization up to float rounding; per-axis quantize_linear / dequantize_linear in
+// NHWC against NCHW; their cpu "direct" kernels (per tensor) bit for bit against the reference (ties,
+// NaN, saturation, both layouts). Run per CPU ISA level by ctest (INFER_CPU_ISA).
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "infer/error.h"
+#include "infer/infer.h"
+#include "infer/kernel.h"
+#include "infer/model_builder.h"
+#include "quantizer.h"
+#include "shape_inference.h"
+#include "test_util.h"
+
+using namespace infer;
+using doctest::Contains;
+using infer::test::poison;
+using infer::test::shaped_node;
+using infer::test::random_activation;
+using infer::test::random_vector;
+using infer::test::rel_error;
+using infer::test::to_nchw;
+using infer::test::to_nhwc;
+using infer::test::uniform;
+using infer::test::pass_line;
+
+namespace {
+
+// A random quantized_conv2d with its inputs (x, weight_q, weight_scale, bias [, residual]), NCHW.
+struct Case {
+  QuantizedConv2DParams p;
+  std::vector<Shape> shapes;
+  std::vector<std::vector<float>> inputs;
+};
+
+Case random_case(std::mt19937_64& rng, int t) {
+  Case c;
+  Conv2DParams& p = c.p.conv;
+  const int kh = uniform(rng, 1, 5), kw = rng() % 4 == 0 ? uniform(rng, 1, 5) : kh;
+  p.stride_h = uniform(rng, 1, 3);
+  p.stride_w = rng() % 4 == 0 ? uniform(rng, 1, 3) : p.stride_h;
+  p.dilation_h = rng() % 4 == 0 ? 2 : 1;
+  p.dilation_w = rng() % 4 == 0 ? 2 : p.dilation_h;
+  const int ekh = p.dilation_h * (kh - 1) + 1, ekw = p.dilation_w * (kw - 1) + 1;
+  p.pad.top = uniform(rng, 0, ekh - 1);
+  p.pad.bottom = rng() % 3 == 0 ? uniform(rng, 0, ekh - 1) : p.pad.top;
+  p.pad.left = uniform(rng, 0, ekw - 1);
+  p.pad.right = rng() % 3 == 0 ? uniform(rng, 0, ekw - 1) : p.pad.left;
+  p.activation = random_activation(rng);
+  p.groups = t % 5 == 4 ? uniform(rng, 2, 3) : 1;
+  p.add_residual = t % 3 == 2;
+  const int64_t N = uniform(rng, 1, 3), CG = uniform(rng, 1, 37), KG = uniform(rng, 8, 45);
+  int64_t H, W;
+  do {
+    H = uniform(rng, 1, 17), W = uniform(rng, 1, 17);
+  } while (H + p.pad.top + p.pad.bottom < ekh || W + p.pad.left + p.pad.right < ekw);
+  const int64_t C = CG * p.groups, K = KG * p.groups;
+  c.p.x_dtype = t % 2 ? DType::I8 : DType::U8;
+  c.p.x_zero_point = c.p.x_dtype == DType::U8 ? uniform(rng, 0, 255) : uniform(rng, -128, 127);
+  if (t % 7 == 3) c.p.x_zero_point = 0;  // symmetric (i8) or a ReLU's range (u8)
+  c.p.x_scale = std::uniform_real_distribution<float>(0.004f, 0.03f)(rng);
+  const bool per_channel = t % 4 != 1;
+  const Shape y{N, K, (H + p.pad.top + p.pad.bottom - ekh) / p.stride_h + 1,
+                (W + p.pad.left + p.pad.right - ekw) / p.stride_w + 1};
+  c.shapes = {{N, C, H, W}, {K, CG, kh, kw}, {per_channel ? K : 1}, {K}};
+  if (p.add_residual) c.shapes.push_back(y);
+  const uint64_t seed = rng();
+  // x beyond the quantized range one time in four (saturation), else mostly inside it
+  const float lo_q = (c.p.x_dtype == DType::U8 ? 0.f : -128.f) - float(c.p.x_zero_point);
+  const float hi_q = (c.p.x_dtype == DType::U8 ? 255.f : 127.f) - float(c.p.x_zero_point);
+  const float widen = t % 4 == 0 ? 1.3f : 0.9f;
+  c.inputs.push_back(random_vector(size_t(shape_numel(c.shapes[0])), seed, lo_q * c.p.x_scale * widen - 0.05f,
+                                   hi_q * c.p.x_scale * widen + 0.05f));
+  std::vector<float> wq(size_t(shape_numel(c.shapes[1])));
+  for (float& v : wq) v = float(uniform(rng, -128, 127));
+  c.inputs.push_back(wq);
+  c.inputs.push_back(random_vector(size_t(c.shapes[2][0]), seed + 1, 0.0005f, 0.01f));
+  c.inputs.push_back(random_vector(size_t(K), seed + 2, -0.5f, 0.5f));
+  if (p.add_residual) c.inputs.push_back(random_vector(size_t(shape_numel(y)), seed + 3));
+  return c;
+}
+
+// Runs cpu variant `name` on the case in `layout` (activations converted to NHWC and back), the
+// weight, its scale and the bias as constants; output and workspace poisoned.
+std::vector<float> run_in(Layout layout, const std::string& name, const Case& c) {
+  NodeDesc node = shaped_node(c.p, c.shapes);
+  node.layout = layout;
+  for (size_t k : {size_t(1), size_t(2), size_t(3)}) node.constants[k] = c.inputs[k].data();
+  const KernelVariant* v = KernelRegistry::global().find("cpu", "quantized_conv2d", name);
+  REQUIRE_MESSAGE(v != nullptr, "no variant cpu/quantized_conv2d/" << name);
+  REQUIRE_MESSAGE(variant_applies(*v, node), name << " does not apply");
+  std::vector<std::vector<float>> in = c.inputs;
+  const bool nhwc = layout == Layout::NHWC;
+  if (nhwc) {
+    in[0] = to_nhwc(in[0], c.shapes[0]);
+    if (c.p.conv.add_residual) in[4] = to_nhwc(in[4], c.shapes[4]);
+  }
+  std::vector<float> workspace(v->workspace_bytes ? v->workspace_bytes(node) / sizeof(float) + 1 : 0);
+  poison(workspace);
+  const std::shared_ptr<void> prepared = v->prepare ? v->prepare(node) : nullptr;
+  const Shape& ys = node.output_shapes.at(0);
+  std::vector<float> out(static_cast<size_t>(shape_numel(ys)));
+  poison(out);
+  KernelCall call{node, {}, {out.data()}, workspace.empty() ? nullptr : workspace.data(), prepared.get()};
+  for (const auto& x : in) call.inputs.push_back(x.data());
+  v->run(call);
+  return nhwc ? to_nchw(out, ys) : out;
+}
+
+std::string error_of(const QuantizedConv2DParams& p, const std::vector<Shape>& in) {
+  return infer::test::shape_error(p, in, "qc");
+}
+
+bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+
+// A float model: c1 3->16 3x3 (ReLU), c2 16->16 3x3 with a residual add of c1's output (ReLU after),
+// c3 16->4 1x1 (4 output channels: stays float), global average pool. Quantized by infer quantize's
+// plan and rewrite with min-max ranges over `calib`.
+std::vector<uint8_t> float_model() {
+  std::mt19937_64 rng(21);
+  const auto weights = [&](int64_t n, float r) {
+    std::vector<float> v(static_cast<size_t>(n));
+    for (float& x : v) x = std::uniform_real_distribution<float>(-r, r)(rng);
+    return v;
+  };
+  ModelBuilder b("qnet");
+  const int x = b.input("image", {-1, 3, 9, 11});
+  Conv2DParams c;
+  c.pad = {1, 1, 1, 1};
+  c.activation = Activation{ActivationKind::Relu, 0.01f, 0.f};
+  const int h1 = b.node("c1", c, {x, b.constant("c1.w", {16, 3, 3, 3}, weights(432, 0.4f)),
+                                  b.constant("c1.b", {16}, weights(16, 0.1f))}, "c1_out");
+  Conv2DParams c2 = c;
+  c2.activation = Activation{};
+  const int h2 = b.node("c2", c2, {h1, b.constant("c2.w", {16, 16, 3, 3}, weights(16 * 144, 0.15f))}, "c2_out");
+  AddParams add;
+  add.activation = Activation{ActivationKind::Relu, 0.01f, 0.f};
+  const int h3 = b.node("add", add, {h2, h1}, "add_out");
+  Conv2DParams c3;
+  const int h4 = b.node("c3", c3, {h3, b.constant("c3.w", {4, 16, 1, 1}, weights(64, 0.3f)),
+                                   b.constant("c3.b", {4}, weights(4, 0.1f))}, "c3_out");
+  Pool2DParams gap;
+  gap.kind = PoolKind::Average;
+  gap.kernel_h = gap.stride_h = 9, gap.kernel_w = gap.stride_w = 11;
+  b.output(b.node("gap", gap, {h4}, "scores"));
+  return b.finish();
+}
+
+std::vector<uint8_t> quantized_model(const Model& model, const Tensor& calib, DType act) {
+  quant::Options o;
+  o.activation = act;
+  const quant::Plan plan = quant::plan(model, o);
+  SessionOptions so;
+  so.backend = "cpu";
+  for (const std::string& v : plan.activations)
+    if (v != "image") so.extra_outputs.push_back(v);
+  Session fs(model, so);
+  const std::vector<Tensor> outs = fs.run({calib});
+  std::map<std::string, std::pair<float, float>> ranges;
+  for (const std::string& v : plan.activations) {
+    quant::Observer ob;
+    const auto at = std::find(so.extra_outputs.begin(), so.extra_outputs.end(), v);
+    const Tensor& t = v == "image" ? calib : outs.at(1 + size_t(at - so.extra_outputs.begin()));
+    ob.add(t.data.data(), t.numel());
+    ranges[v] = ob.range(quant::Method::MinMax, 0);
+  }
+  return quant::rewrite(model, plan, ranges, o, "test", {});
+}
+
+}  // namespace
+
+TEST_CASE("quantized_conv2d: the shape rule names what is wrong") {
+  QuantizedConv2DParams p;
+  p.conv.pad = {1, 1, 1, 1};
+  const std::vector<Shape> ok{{1, 3, 5, 5}, {8, 3, 3, 3}, {8}, {8}};
+  CHECK(error_of(p, ok).empty());
+  CHECK(error_of(p, {{1, 3, 5, 5}, {8, 3, 3, 3}, {1}, {8}}).empty());  // per tensor
+  CHECK_MESSAGE(has(error_of(p, {{1, 3, 5, 5}, {8, 3, 3, 3}, {4}, {8}}), "input 2 (weight_scale) has shape 4"), error_of(p, {{1, 3, 5, 5}, {8, 3, 3, 3}, {4}, {8}}));
+  CHECK_MESSAGE(has(error_of(p, {{1, 3, 5, 5}, {8, 3, 3, 3}, {8}}), "4 inputs"), error_of(p, {{1, 3, 5, 5}, {8, 3, 3, 3}, {8}}));
+  QuantizedConv2DParams bad = p;
+  bad.x_scale = 0.f;
+  CHECK_MESSAGE(has(error_of(bad, ok), "x_scale must be finite and > 0"), error_of(bad, ok));
+  bad = p;
+  bad.x_zero_point = 256;
+  CHECK_MESSAGE(has(error_of(bad, ok), "x_zero_point 256 is outside u8's range"), error_of(bad, ok));
+  bad = p;
+  bad.x_dtype = DType::I8;
+  bad.x_zero_point = 128;
+  CHECK_MESSAGE(has(error_of(bad, ok), "x_zero_point 128 is outside i8's range"), error_of(bad, ok));
+  bad = p;
+  bad.x_dtype = DType::F32;
+  CHECK_MESSAGE(has(error_of(bad, ok), "x_dtype is f32"), error_of(bad, ok));
+  bad = p;
+  bad.conv.activation = Activation{ActivationKind::PRelu, 0.f, 0.f};
+  CHECK_MESSAGE(has(error_of(bad, ok), "prelu"), error_of(bad, ok));
+  bad = p;
+  bad.conv.add_residual = true;
+  CHECK_MESSAGE(has(error_of(bad, {{1, 3, 5, 5}, {8, 3, 3, 3}, {8}, {8}, {1, 8, 4, 5}}), "residual"), error_of(bad, {{1, 3, 5, 5}, {8, 3, 3, 3}, {8}, {8}, {1, 8, 4, 5}}));
+}
+
+TEST_CASE("quantized_conv2d reference: the quantize -> dequantize -> conv2d it replaces, up to rounding") {
+  std::mt19937_64 rng(31);
+  const KernelVariant* qdq_q = KernelRegistry::global().find("cpu", "quantize_linear", "reference");
+  const KernelVariant* conv = KernelRegistry::global().find("cpu", "conv2d", "reference");
+  REQUIRE(qdq_q);
+  REQUIRE(conv);
+  for (int t = 0; t < 40; ++t) {
+    CAPTURE(t);
+    const Case c = random_case(rng, t);
+    const std::vector<float> got = infer::test::run_cpu_variant("reference", shaped_node(c.p, c.shapes), c.inputs);
+    // the QDQ pair in float, then the float conv with the dequantized weight
+    std::vector<float> xdq(c.inputs[0].size());
+    const float lo = c.p.x_dtype == DType::U8 ? 0.f : -128.f, hi = c.p.x_dtype == DType::U8 ? 255.f : 127.f;
+    for (size_t i = 0; i < xdq.size(); ++i)
+      xdq[i] = (std::clamp(std::nearbyint(c.inputs[0][i] / c.p.x_scale) + float(c.p.x_zero_point), lo, hi) -
+                float(c.p.x_zero_point)) *
+               c.p.x_scale;
+    std::vector<float> w(c.inputs[1].size());
+    const int64_t per = shape_numel(c.shapes[1]) / c.shapes[1][0];
+    for (size_t i = 0; i < w.size(); ++i) w[i] = c.inputs[1][i] * c.inputs[2][c.shapes[2][0] == 1 ? 0 : i / size_t(per)];
+    std::vector<Shape> fs{c.shapes[0], c.shapes[1], c.shapes[3]};
+    std::vector<std::vector<float>> fi{xdq, w, c.inputs[3]};
+    if (c.p.conv.add_residual) {
+      fs.push_back(c.shapes[4]);
+      fi.push_back(c.inputs[4]);
+    }
+    const std::vector<float> want = infer::test::run_cpu_variant("reference", shaped_node(c.p.conv, fs), fi);
+    CHECK(rel_error(got, want) <= 1e-5);
+  }
+}
+
+TEST_CASE("quantized_conv2d.qgemm: the reference's values on random shapes, NCHW and NHWC") {
+  std::mt19937_64 rng(41);
+  for (int t = 0; t < 160; ++t) {
+    CAPTURE(t);
+    const Case c = random_case(rng, t);
+    CAPTURE(shape_str(c.shapes[0]));
+    CAPTURE(shape_str(c.shapes[1]));
+    const std::vector<float> want = infer::test::run_cpu_variant("reference", shaped_node(c.p, c.shapes), c.inputs);
+    for (Layout layout : {Layout::NCHW, Layout::NHWC}) {
+      CAPTURE(layout == Layout::NHWC);
+      const std::vector<float> got = run_in(layout, "qgemm", c);
+      REQUIRE(got.size() == want.size());
+      double worst = 0;
+      for (size_t i = 0; i < got.size(); ++i)
+        worst = std::max(worst, std::fabs(double(got[i]) - want[i]) / (1.0 + std::fabs(double(want[i]))));
+      CHECK(worst <= 2e-6);  // one rounding of float(acc) * m + b and the activation's few ulp
+      CHECK(infer::test::all_finite(got));
+    }
+  }
+}
+
+TEST_CASE("quantized_conv2d.qgemm: a weight that is not int8 is refused when prepared") {
+  QuantizedConv2DParams p;
+  NodeDesc node = shaped_node(p, {{1, 3, 4, 4}, {8, 3, 1, 1}, {1}, {8}});
+  std::vector<float> w(24, 3.f), s{0.01f}, b(8, 0.f);
+  node.constants = {nullptr, w.data(), s.data(), b.data()};
+  const KernelVariant* v = KernelRegistry::global().find("cpu", "quantized_conv2d", "qgemm");
+  REQUIRE(v);
+  CHECK_NOTHROW(v->prepare(node));
+  w[5] = 2.5f;
+  CHECK_THROWS_WITH_AS(v->prepare(node), Contains("weight_q holds 2.5"), Error);
+  w[5] = 200.f;
+  CHECK_THROWS_WITH_AS(v->prepare(node), Contains("not an int8 value"), Error);
+  w[5] = 1.f;
+  s[0] = -1.f;
+  CHECK_THROWS_WITH_AS(v->prepare(node), Contains("weight_scale holds"), Error);
+  // depthwise-like groups (fewer than 8 outputs a group) stay on the float path
+  QuantizedConv2DParams dw;
+  dw.conv.groups = 8;
+  NodeDesc dwn = shaped_node(dw, {{1, 8, 4, 4}, {8, 1, 3, 3}, {8}, {8}});
+  std::vector<float> dww(72, 1.f), dws(8, 0.01f);
+  dwn.constants = {nullptr, dww.data(), dws.data(), b.data()};
+  CHECK_FALSE(variant_applies(*v, dwn));
+}
+
+TEST_CASE("fuse_quantized_conv2d: a quantized model's convolutions run in int8 on cpu, as fake quantization does") {
+  const Model model = Model::from_bytes(float_model(), "qnet.fb");
+  Tensor calib({6, 3, 9, 11});
+  std::mt19937_64 rng(3);
+  for (float& v : calib.data) v = std::uniform_real_distribution<float>(-1.f, 1.f)(rng);
+  Tensor in({2, 3, 9, 11});
+  for (float& v : in.data) v = std::uniform_real_distribution<float>(-1.1f, 1.1f)(rng);
+  for (DType act : {DType::U8, DType::I8}) {
+    CAPTURE(dtype_name(act));
+    const Model q = Model::from_bytes(quantized_model(model, calib, act), "q.fb");
+    SessionOptions on, off, ref;
+    on.backend = off.backend = "cpu";
+    ref.backend = "reference";
+    off.passes.fuse_quantized_conv2d = false;
+    Session fused(q, on), plain(q, off), oracle(q, ref), flt(model, on);
+    CHECK(pass_line(fused, "fuse_quantized_conv2d") ==
+          "fuse_quantized_conv2d: 2 quantize_linear -> dequantize_linear -> conv2d chains fused into quantized_conv2d");
+    CHECK(pass_line(plain, "fuse_quantized_conv2d") == "fuse_quantized_conv2d: off");
+    CHECK(pass_line(oracle, "fuse_quantized_conv2d").empty());  // cpu only
+    CHECK(pass_line(flt, "fuse_quantized_conv2d").empty());     // no quantize_linear: no line
+    int qconv = 0, qdq = 0;
+    for (const NodeInfo& n : fused.nodes()) {
+      if (n.op == "quantized_conv2d") {
+        ++qconv;
+        CHECK(n.variant == "qgemm");
+        CHECK(n.fused.size() >= 2);  // its quantize_linear and dequantize_linear
+      }
+      qdq += n.op == "quantize_linear" || n.op == "dequantize_linear";
+    }
+    CHECK(qconv == 2);  // c1 and c2 (with its residual); c3 has 4 output channels
+    CHECK(qdq == 2);    // c3's pair stays
+    const std::vector<float> got = fused.run({in})[0].data, fake = plain.run({in})[0].data,
+                             want = oracle.run({in})[0].data, f32 = flt.run({in})[0].data;
+    CHECK(rel_error(got, fake) <= 1e-5);
+    CHECK(rel_error(got, want) <= 1e-5);
+    CHECK(rel_error(got, f32) > 0.0);  // quantized
+    CHECK(rel_error(got, f32) <= 0.05);
+    // a value read back keeps the pair that makes it (and the conv reading it still fuses)
+    SessionOptions keep = on;
+    for (const ModelNode& n : q.nodes())
+      if (n.op == "dequantize_linear") {
+        keep.extra_outputs.push_back(n.outputs.at(0));
+        break;
+      }
+    REQUIRE(keep.extra_outputs.size() == 1);
+    Session read(q, keep);
+    CHECK(pass_line(read, "fuse_quantized_conv2d") ==
+          "fuse_quantized_conv2d: 2 quantize_linear -> dequantize_linear -> conv2d chains fused into quantized_conv2d");
+    const std::vector<Tensor> r = read.run({in});
+    CHECK(rel_error(r[0].data, got) <= 1e-6);
+  }
+}
+
+TEST_CASE("quantize_linear / dequantize_linear in NHWC: a per-axis scale follows the layout") {
+  std::mt19937_64 rng(51);
+  const Shape x{2, 5, 3, 4};
+  const std::vector<float> data = random_vector(size_t(shape_numel(x)), 9, -2.f, 2.f);
+  for (int axis : {1, 2, 3, -1}) {
+    CAPTURE(axis);
+    const int a = axis < 0 ? axis + 4 : axis;
+    const int64_t dim = x[size_t(a)];
+    const std::vector<float> scale = random_vector(size_t(dim), 10 + uint64_t(a), 0.01f, 0.05f);
+    std::vector<float> zp(static_cast<size_t>(dim));
+    for (float& v : zp) v = float(uniform(rng, 0, 255));
+    const std::vector<Shape> in{x, {dim}, {dim}};
+    for (bool dequantize : {false, true}) {
+      CAPTURE(dequantize);
+      const OpParams p = dequantize ? OpParams{DequantizeLinearParams{axis}} : OpParams{QuantizeLinearParams{axis, DType::U8}};
+      std::vector<float> src = data;
+      if (dequantize)
+        for (float& v : src) v = float(uniform(rng, 0, 255));
+      NodeDesc nchw = shaped_node(p, in);
+      const std::vector<float> want = infer::test::run_cpu_variant("reference", nchw, {src, scale, zp});
+      NodeDesc nhwc = nchw;
+      nhwc.layout = Layout::NHWC;
+      const std::vector<float> got = to_nchw(infer::test::run_cpu_variant("reference", nhwc, {to_nhwc(src, x), scale, zp}), x);
+      CHECK(got == want);
+    }
+  }
+}
+
+TEST_CASE("quantize_linear / dequantize_linear direct: the reference's values bit for bit, per tensor") {
+  std::mt19937_64 rng(61);
+  const KernelVariant* q = KernelRegistry::global().find("cpu", "quantize_linear", "direct");
+  const KernelVariant* dq = KernelRegistry::global().find("cpu", "dequantize_linear", "direct");
+  REQUIRE(q);
+  REQUIRE(dq);
+  for (int t = 0; t < 60; ++t) {
+    CAPTURE(t);
+    const Shape x{uniform(rng, 1, 3), uniform(rng, 1, 37), uniform(rng, 1, 40), uniform(rng, 1, 40)};
+    const DType type = t % 2 ? DType::I8 : DType::U8;
+    const float scale = std::uniform_real_distribution<float>(0.001f, 0.1f)(rng);
+    const std::vector<float> s{scale}, zp{float(type == DType::U8 ? uniform(rng, 0, 255) : uniform(rng, -128, 127))};
+    std::vector<float> data = random_vector(size_t(shape_numel(x)), uint64_t(t), -300.f * scale, 300.f * scale);
+    for (size_t i = 0; i < data.size(); i += 7) data[i] = (std::floor(data[i] / scale) + 0.5f) * scale;  // near ties
+    data[0] = std::nanf("");
+    if (data.size() > 2) data[1] = 1e30f, data[2] = -1e30f;
+    const Layout layout = t % 3 == 0 ? Layout::NHWC : Layout::NCHW;
+    NodeDesc qn = shaped_node(QuantizeLinearParams{1, type}, {x, {1}, {1}});
+    qn.layout = layout;
+    REQUIRE(variant_applies(*q, qn));
+    const std::vector<float> want = infer::test::run_cpu_variant("reference", qn, {data, s, zp});
+    const std::vector<float> got = infer::test::run_cpu_variant("direct", qn, {data, s, zp});
+    CHECK(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0);
+    NodeDesc dn = shaped_node(DequantizeLinearParams{1}, {x, {1}, {1}});
+    dn.layout = layout;
+    const std::vector<float> dwant = infer::test::run_cpu_variant("reference", dn, {want, s, zp});
+    const std::vector<float> dgot = infer::test::run_cpu_variant("direct", dn, {want, s, zp});
+    CHECK(std::memcmp(dgot.data(), dwant.data(), dgot.size() * sizeof(float)) == 0);
+  }
+  // per axis: the reference's
+  NodeDesc per_axis = shaped_node(QuantizeLinearParams{1, DType::U8}, {{1, 4, 2, 2}, {4}, {4}});
+  CHECK_FALSE(variant_applies(*q, per_axis));
+}
