@@ -17,7 +17,7 @@ constexpr int64_t kChunk = 4096;
 
 template <class I>
 INFER_INLINE void q_body(const float* x, int64_t n, float scale, float zero, float lo, float hi, float* y) {
-  quant::quantize_row(x, n, scale, zero, lo, hi, y);
+  quant::quantize_row<I>(x, n, scale, zero, lo, hi, y);
 }
 INFER_PER_ISA(void, q_row, q_body, (const float* x, int64_t n, float scale, float zero, float lo, float hi, float* y),
               (x, n, scale, zero, lo, hi, y))

@@ -1,11 +1,12 @@
-// quantize_linear's arithmetic for the CPU kernels, written so that GCC vectorises it at every ISA level
-// (an always_inline loop: call it from an INFER_PER_ISA function): t = x / scale, rounded half to even by
-// adding and subtracting 1.5 * 2^23 (exact in the default rounding mode for |t| <= 2^22; t is clamped
+// quantize_linear's arithmetic for the CPU kernels, vectorised with GCC vector extensions at every ISA
+// level (always_inline templates over isa.h's traits: call them from an INFER_PER_ISA function):
+// t = x / scale, rounded half to even by adding and subtracting 1.5 * 2^23 (exact in the default rounding mode for |t| <= 2^22; t is clamped
 // there first, far outside any integer range), plus the zero point, saturated to [lo, hi], NaN to lo:
 // the values of the reference kernel (kernels/reference/quantize.cc, std::nearbyint), bit for bit.
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 
 #include "kernels/cpu/isa.h"
 
@@ -19,15 +20,61 @@ INFER_INLINE float quantize_value(float x, float scale, float zero, float lo, fl
   return v != v ? lo : v < lo ? lo : v > hi ? hi : v;
 }
 
+// Integer vectors with as many lanes as V (structs: GCC drops the attribute of a dependent alias).
+template <class V>
+struct I32Of {
+  typedef int32_t type __attribute__((vector_size(sizeof(V))));
+};
+template <class V>
+struct I16Of {
+  typedef int16_t type __attribute__((vector_size(sizeof(V) / 2)));
+};
+
+// quantize_value on one vector of I's lanes (GCC vector extensions, as activation_simd.h: element-wise
+// selects, so GCC need not if-convert a loop itself, which it does not do for the baseline level).
+template <class I>
+INFER_INLINE typename I::Vec quantize_vec(const float* x, float scale, float zero, float lo, float hi) {
+  using V = typename I::Vec;
+  V v;
+  std::memcpy(&v, x, sizeof v);
+  const V big = V{} + 4194304.f, small = V{} - 4194304.f, magic = V{} + 12582912.f;
+  const V vlo = V{} + lo, vhi = V{} + hi;
+  V t = v / scale;
+  t = t > big ? big : t;
+  t = t < small ? small : t;
+  V q = ((t + magic) - magic) + zero;
+  q = q < vlo ? vlo : q;  // a NaN compares false everywhere: it stays NaN here
+  q = q > vhi ? vhi : q;
+  return q != q ? vlo : q;
+}
+
 // out[i] = quantize_value(x[i]) (as float: the integer's exact value) for i < n.
+template <class I>
 INFER_INLINE void quantize_row(const float* x, int64_t n, float scale, float zero, float lo, float hi, float* out) {
-  for (int64_t i = 0; i < n; ++i) out[i] = quantize_value(x[i], scale, zero, lo, hi);
+  using V = typename I::Vec;
+  constexpr int L = I::kLanes;
+  int64_t i = 0;
+  for (; i + L <= n; i += L) {
+    const V q = quantize_vec<I>(x + i, scale, zero, lo, hi);
+    std::memcpy(out + i, &q, sizeof q);
+  }
+  for (; i < n; ++i) out[i] = quantize_value(x[i], scale, zero, lo, hi);
 }
 
 // out[i] = quantize_value(x[i]) - zero as int16 (quantized_conv2d's A: q - zero point in [-255, 255]).
+template <class I>
 INFER_INLINE void quantize_row_i16(const float* x, int64_t n, float scale, float zero, float lo, float hi,
                                    int16_t* out) {
-  for (int64_t i = 0; i < n; ++i) out[i] = static_cast<int16_t>(quantize_value(x[i], scale, zero, lo, hi) - zero);
+  using V = typename I::Vec;
+  constexpr int L = I::kLanes;
+  using IV = typename I32Of<V>::type;
+  using SV = typename I16Of<V>::type;
+  int64_t i = 0;
+  for (; i + L <= n; i += L) {
+    const SV q = __builtin_convertvector(__builtin_convertvector(quantize_vec<I>(x + i, scale, zero, lo, hi) - zero, IV), SV);
+    std::memcpy(out + i, &q, sizeof q);
+  }
+  for (; i < n; ++i) out[i] = static_cast<int16_t>(quantize_value(x[i], scale, zero, lo, hi) - zero);
 }
 
 }  // namespace infer::cpu::quant

@@ -131,7 +131,7 @@ std::shared_ptr<void> prepare(const NodeDesc& node) {
 template <class I>
 INFER_INLINE void quantize_input_body(const float* x, int64_t n, float scale, float zero, float lo, float hi,
                                       int16_t* out) {
-  quant::quantize_row_i16(x, n, scale, zero, lo, hi, out);
+  quant::quantize_row_i16<I>(x, n, scale, zero, lo, hi, out);
 }
 INFER_PER_ISA(void, quantize_input, quantize_input_body,
               (const float* x, int64_t n, float scale, float zero, float lo, float hi, int16_t* out),
