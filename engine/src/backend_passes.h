@@ -1,7 +1,7 @@
 // Backend passes: graph rewrites that ask the kernel registry, so they run after shape inference, once
 // the backend, precision, CPU ISA and batch are known: fuse_conv_residual, fuse_squeeze_excite,
-// fuse_prelu and (cpu, after channels_last) fuse_depthwise_pointwise fuse where a variant the session
-// may run takes the merged node; choose_layouts runs channels_last
+// fuse_prelu, (cpu) fuse_quantized_conv2d and (cpu, after channels_last) fuse_depthwise_pointwise fuse
+// where a variant the session may run takes the merged node; choose_layouts runs channels_last
 // (layout.h); fold_width_log reports the width-folded variants chosen. Each rewrite is re-validated and
 // re-shaped, and keeps passes.h's rules (graph outputs kept, one reader per fused value).
 #pragma once
@@ -33,10 +33,10 @@ struct BackendPassContext {
   CpuIsa cpu_isa = CpuIsa::Baseline;
 };
 
-// fuse_conv_residual, fuse_squeeze_excite, fuse_prelu, channels_last, then (cpu only)
-// fuse_depthwise_pointwise, in that order. channels_last logs its line in `pass_log`; the fusions'
-// lines (three, four on cpu) are returned, for the session to log after fold_width's
-// (PassOptions::fuse_conv_residual says why).
+// fuse_conv_residual, fuse_squeeze_excite, fuse_prelu, (cpu, graphs with quantize_linear)
+// fuse_quantized_conv2d, channels_last, then (cpu only) fuse_depthwise_pointwise, in that order.
+// channels_last logs its line in `pass_log`; the fusions' lines (three, four or five on cpu) are
+// returned, for the session to log after fold_width's (PassOptions::fuse_conv_residual says why).
 std::vector<std::string> run_backend_passes(ShapedGraph& g, const BackendPassContext& c,
                                             std::vector<std::string>& pass_log);
 
