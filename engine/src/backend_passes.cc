@@ -159,6 +159,16 @@ std::string fuse_prelu_where_taken(ShapedGraph& g, const BackendPassContext& c) 
   return first_line(log, "fuse_prelu");
 }
 
+// True when a variant among `candidates` other than the reference one, that this session may run,
+// applies to `desc`: what the cpu-only fusions ask (the reference variant of a fused op would be slower
+// than the unfused nodes' own kernels).
+bool fast_variant_runs(const BackendPassContext& c, const std::vector<const KernelVariant*>& candidates,
+                       const NodeDesc& desc) {
+  for (const KernelVariant* v : candidates)
+    if (v->name != "reference" && c.kernels.allowed(*v) && v->run && variant_applies(*v, desc)) return true;
+  return false;
+}
+
 // The fuse_depthwise_pointwise backend pass, cpu only, after channels_last (its kernel runs NHWC): a
 // depthwise + 1x1 pair in one layout is fused where a depthwise_pointwise variant this session may run,
 // other than the reference one, applies to the merged node in that layout (the reference variant would
@@ -174,9 +184,7 @@ bool fuse_depthwise_pointwise_where_taken(ShapedGraph& g, const BackendPassConte
   auto takes = [&](const Graph& graph, const Node& merged) {
     NodeDesc desc = proposed_desc(graph, merged, g.shapes, c);
     desc.layout = merged.layout;
-    for (const KernelVariant* v : candidates)
-      if (v->name != "reference" && c.kernels.allowed(*v) && v->run && variant_applies(*v, desc)) return true;
-    return false;
+    return fast_variant_runs(c, candidates, desc);
   };
   std::vector<std::string> log;
   Graph rewritten = fuse_depthwise_pointwise(*g.graph, takes, &log);
@@ -200,10 +208,7 @@ bool fuse_quantized_conv2d_where_taken(ShapedGraph& g, const BackendPassContext&
   }
   const std::vector<const KernelVariant*> candidates = c.kernels.candidates_for("quantized_conv2d");
   auto takes = [&](const Graph& graph, const Node& merged) {
-    const NodeDesc desc = proposed_desc(graph, merged, g.shapes, c);
-    for (const KernelVariant* v : candidates)
-      if (v->name != "reference" && c.kernels.allowed(*v) && v->run && variant_applies(*v, desc)) return true;
-    return false;
+    return fast_variant_runs(c, candidates, proposed_desc(graph, merged, g.shapes, c));
   };
   std::vector<std::string> log;
   Graph rewritten = fuse_quantized_conv2d(*g.graph, takes, &log);

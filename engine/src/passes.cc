@@ -762,17 +762,15 @@ Graph fuse_quantized_conv2d(Graph g, const QuantizedConvPredicate& takes, std::v
     ++count;
   }
   std::vector<bool> removed(g.nodes.size(), false);
-  if (count) {  // the pairs no reader is left for
-    const Uses after(g);
+  if (count) {  // the pairs no reader is left for: backwards, a removed node's inputs lose a reader
+    Uses after(g);
     for (size_t i = g.nodes.size(); i-- > 0;) {
       const Node& n = g.nodes[i];
       if (n.op() != OpType::DequantizeLinear && n.op() != OpType::QuantizeLinear) continue;
       const auto out = static_cast<size_t>(n.outputs.at(0));
-      int readers = after.readers[out];
-      for (size_t j = i + 1; j < g.nodes.size(); ++j)  // readers removed in this sweep do not count
-        if (removed[j])
-          for (int id : g.nodes[j].inputs) readers -= static_cast<size_t>(id) == out;
-      removed[i] = readers == 0 && !after.is_output[out];
+      if (after.readers[out] != 0 || after.is_output[out]) continue;
+      removed[i] = true;
+      for (int id : n.inputs) --after.readers[static_cast<size_t>(id)];
     }
   }
   if (count || added) compact(g, removed);

@@ -42,7 +42,8 @@ void chunked(const KernelCall& call, F&& row) {
 
 void quantize_run(const KernelCall& call) {
   const auto& p = std::get<QuantizeLinearParams>(call.node.params);
-  const float lo = p.dtype == DType::I8 ? -128.f : 0.f, hi = p.dtype == DType::I8 ? 127.f : 255.f;
+  float lo, hi;
+  quant::range_of(p.dtype, lo, hi);
   const float scale = call.inputs[1][0], zero = call.inputs.size() > 2 ? call.inputs[2][0] : 0.f;
   const auto fn = q_row_for(call.node.isa);
   chunked(call, [&](int64_t at, int64_t n) { fn(call.inputs[0] + at, n, scale, zero, lo, hi, call.outputs[0] + at); });

@@ -8,9 +8,16 @@
 #include <cstdint>
 #include <cstring>
 
+#include "infer/ops.h"
 #include "kernels/cpu/isa.h"
 
 namespace infer::cpu::quant {
+
+// The integer range of a quantize_linear output type, as floats: I8 [-128, 127], else U8 [0, 255].
+inline void range_of(DType type, float& lo, float& hi) {
+  lo = type == DType::I8 ? -128.f : 0.f;
+  hi = type == DType::I8 ? 127.f : 255.f;
+}
 
 INFER_INLINE float quantize_value(float x, float scale, float zero, float lo, float hi) {
   float t = x / scale;

@@ -226,7 +226,8 @@ void run(const KernelCall& call) {
   // 1. the input, quantized once (in chunks of 4096 elements)
   constexpr int64_t kChunk = 4096;
   const int64_t nx = d.N * d.C * d.H * d.W;
-  const float qlo = p.x_dtype == DType::I8 ? -128.f : 0.f, qhi = p.x_dtype == DType::I8 ? 127.f : 255.f;
+  float qlo, qhi;
+  quant::range_of(p.x_dtype, qlo, qhi);
   const auto quantize = quantize_input_for(call.node.isa);
   parallel_for((nx + kChunk - 1) / kChunk, parallel, [&](int64_t b, int64_t e, int) {
     const int64_t lo = b * kChunk, hi = std::min(nx, e * kChunk);

@@ -55,6 +55,15 @@ inline Activation channel_act(const Activation& a, const float* slope, int64_t c
   return channel_activation(a, slope, c);
 }
 
+// quantize_linear of one value (ONNX Runtime's arithmetic in float32): x / scale rounded half to even
+// (nearbyint in the default rounding mode), plus the zero point, saturated to `type`'s range (I8
+// [-128, 127], else U8 [0, 255]); NaN gives the low end. Integers below 2^24: exact.
+inline float quantize_value(float x, float scale, float zero, DType type) {
+  const float lo = type == DType::I8 ? -128.f : 0.f, hi = type == DType::I8 ? 127.f : 255.f;
+  const float v = std::nearbyint(x / scale) + zero;
+  return std::isnan(v) ? lo : v < lo ? lo : v > hi ? hi : v;
+}
+
 // Throws if any dimension of `s` is negative (a trusted shape never has one; cheap insurance).
 inline void check_dims(const char* op, const char* what, const Shape& s) {
   for (int64_t d : s)

@@ -5,7 +5,6 @@
 // float(x - zp) * scale (ORT's float(int32(x) - int32(zp)) * scale). Integers travel as float values
 // (exact). One thread; may run in place. Either layout: a 4-D NHWC tensor's per-axis channel is found
 // in its memory order (the channels_last pass keeps a quantized model's mobile blocks NHWC).
-#include <cmath>
 
 #include "engine/ops/op_def.h"
 #include "kernels/reference/common.h"
@@ -46,17 +45,13 @@ AxisWalk walk(const KernelCall& c, int axis, const char* op) {
 void run_quantize_linear(const KernelCall& c) {
   const auto& p = std::get<QuantizeLinearParams>(c.node.params);
   const AxisWalk w = walk(c, p.axis, "quantize_linear");
-  const float lo = p.dtype == DType::I8 ? -128.f : 0.f;
-  const float hi = p.dtype == DType::I8 ? 127.f : 255.f;
   const float* x = c.inputs[0];
   const float* scale = c.inputs[1];
   const float* zp = detail::optional_input(c, 2);
   float* y = c.outputs[0];
   for (int64_t i = 0; i < w.n; ++i) {
     const int64_t ch = w.channel(i);
-    const float z = zp ? zp[ch] : 0.f;
-    const float v = std::nearbyint(x[i] / scale[ch]) + z;  // integers below 2^24: exact
-    y[i] = std::isnan(v) ? lo : v < lo ? lo : v > hi ? hi : v;
+    y[i] = detail::quantize_value(x[i], scale[ch], zp ? zp[ch] : 0.f, p.dtype);
   }
 }
 

@@ -3,7 +3,6 @@
 // saturated), the zero point taken off, the reference conv2d over those integers and the int8 weight
 // (double accumulation of integers: exact), then per output channel float(acc) * (x_scale *
 // weight_scale[k]) + bias[k] (+ residual) and the activation. The oracle may allocate.
-#include <cmath>
 #include <vector>
 
 #include "engine/ops/op_def.h"
@@ -18,14 +17,11 @@ void run_quantized_conv2d(const KernelCall& c) {
   const auto& s = c.node.input_shapes;
   const Shape& y_shape = c.node.output_shapes[0];
   detail::check_shape("quantized_conv2d", "input", s[0], 4);
-  const float lo = p.x_dtype == DType::I8 ? -128.f : 0.f, hi = p.x_dtype == DType::I8 ? 127.f : 255.f;
   const float zp = static_cast<float>(p.x_zero_point);
   const int64_t nx = shape_numel(s[0]);
   std::vector<float> xq(static_cast<size_t>(nx));
-  for (int64_t i = 0; i < nx; ++i) {
-    const float v = std::nearbyint(c.inputs[0][i] / p.x_scale) + zp;
-    xq[static_cast<size_t>(i)] = (std::isnan(v) ? lo : v < lo ? lo : v > hi ? hi : v) - zp;
-  }
+  for (int64_t i = 0; i < nx; ++i)
+    xq[static_cast<size_t>(i)] = detail::quantize_value(c.inputs[0][i], p.x_scale, zp, p.x_dtype) - zp;
   Conv2DParams plain = p.conv;  // the integer sums only: no bias, residual or activation
   plain.activation = Activation{};
   plain.add_residual = false;
