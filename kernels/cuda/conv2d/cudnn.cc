@@ -87,12 +87,22 @@ bool cudnn_applicable(const NodeDesc& node) {
 // reachable through --autotune or --kernel. H100 fp16, the 13 VGG-16 convolutions (profile sums,
 // 2026-11-24): batch 1 0.39 ms im2col vs 1.09 ms cudnn, batch 4 1.07 vs 0.76 ms, so batch >= 4.
 constexpr int64_t kFp32MinBatch = 8;
+constexpr int64_t kDepthwise5x5MinBatch = 8;  // fp16 5x5 depthwise in NHWC: cuDNN first from this batch
 
 int cudnn_priority(const NodeDesc& node) {
   const Geometry g = geometry(node);
   if (!g.ok) return 0;
-  // depthwise: an --autotune candidate beside conv2d.depthwise (20), not the default
-  if (g.problem.groups > 1 && g.problem.groups == g.problem.C) return 2;
+  // depthwise: an --autotune candidate beside conv2d.depthwise (20), not the default, but for fp16 5x5
+  // in NHWC from batch 8: EfficientNet-B0 fp16 batch 64 (H200, 2026-11-29, infer-bench, three
+  // interleaved rounds) ran in 2.947 ms with its nine 5x5 depthwise nodes on cuDNN and 2.994 with
+  // only the two stride-2 ones (the tiled kernel on the rest); per layer cuDNN won both stride-2 layers
+  // and one of four stride-1 shapes (bench/results/depthwise-2026-11-29-h200). Above 20, so that the
+  // layout plan keeps the node in NHWC instead of taking the NCHW depthwise kernel's 20 (5x slower).
+  if (g.problem.groups > 1 && g.problem.groups == g.problem.C) {
+    const bool half_5x5_batched = node.layout == Layout::NHWC && node.precision == Precision::FP16 &&
+                                  g.problem.R == 5 && g.problem.S == 5 && g.problem.N >= kDepthwise5x5MinBatch;
+    return half_5x5_batched ? 25 : 2;
+  }
   // Strict fp32 in NCHW from batch 8: cuDNN's Winograd / FFT / implicit GEMM beat im2col + SGEMM
   // (H100, the convolutions' profile sums: VGG-16 batch 64 34.9 vs 57.7 ms, batch 8 5.25 vs 8.03 ms,
   // AlexNet batch 64 1.24 vs 2.96 ms), not at batch 1 (VGG-16 2.07 vs 1.36 ms). 1x1 convolutions keep

@@ -1,20 +1,30 @@
 // CUDA conv2d "depthwise" (groups == C_in > 1, weight [M*C_in,1,KH,KW], output channel co reads input
 // channel co/M), NCHW and NHWC, float or half storage with float sums; bias, residual (add_residual),
-// any fused activation and a per-channel PRelu slope in one epilogue (gemm_epilogue.cuh). A direct
-// convolution: a GEMM with K = KH*KW (9) wastes the machine. Three kernels:
-// - tiled NHWC (3x3 / 5x5, stride 1 or 2 both ways, dilation 1, M == 1; the default): a block owns an
-//   output tile of TH rows x TW columns x one channel group (32 half / 16 float channels: 64 bytes per
-//   pixel), stages the input tile + halo ((TH-1)*S+K rows x (TW-1)*S+K columns, zeros outside the
-//   image and past C) in shared memory with coalesced 8/16-byte loads along C, and the group's weights
-//   as float. Thread (cv, pg): 4 channels (vector cv) x 4 adjacent outputs along W of one tile row;
-//   per kernel row it reads the (4-1)*S+K input columns once and applies each to every output and tap
-//   it meets (register reuse across the KW taps, fully unrolled), float accumulation. A register-
-//   blocked direct convolution with smem staging, as in Zhang et al. 2020 ("High Performance
-//   Depthwise and Pointwise Convolutions on Mobile Devices") and PyTorch's channels-last kernels.
+// any fused activation and a per-channel PRelu slope in one epilogue (gemm_epilogue.cuh), instantiated
+// per common activation (dispatch_fixed_epilogue) so the hot kernels pay no per-element switch. A
+// direct convolution: a GEMM with K = KH*KW (9) wastes the machine. Four kernels:
+// - rows NHWC (3x3 in fp16, 3x3 / 5x5 in fp32; stride 1 or 2 both ways, dilation 1, M == 1, C a
+//   multiple of the 16-byte vector (8 half / 4 float; 2 float at 5x5)): thread (cv, task) owns V
+//   channels x RY = 4 output rows of one output column; the channel group's weights go through shared
+//   memory into registers once, and the (RY-1)*S+K input rows x K columns it needs are read once each
+//   straight from global memory (16-byte loads along C, neighbours' overlap served by L1), each applied
+//   to every output row it meets. Block: cvg channel vectors (the largest divisor of C/V <= 32) x
+//   256/cvg tasks along W. Register blocking as in Zhang et al. 2020 ("High Performance Depthwise and
+//   Pointwise Convolutions on Mobile Devices") without staging the input, which a per-block barrier
+//   kept from overlapping its loads (H200, fp16 batch 64: 1.3-2.0x the tiled kernel at 3x3).
+// - tiled NHWC (the rest of 3x3 / 5x5, stride 1 or 2, dilation 1, M == 1; fp16 5x5 by default): a
+//   block owns an output tile of TH rows x TW columns x one channel group (32 half / 16 float channels:
+//   64 bytes per pixel), stages the input tile + halo ((TH-1)*S+K rows x (TW-1)*S+K columns, zeros
+//   outside the image and past C) in shared memory with coalesced 8/16-byte loads along C, and the
+//   group's weights as float. Thread (cv, pg): 4 channels (vector cv) x 4 adjacent outputs along W of
+//   one tile row; per kernel row it reads the (4-1)*S+K input columns once and applies each to every
+//   output and tap it meets (register reuse across the KW taps, fully unrolled), float accumulation.
 // - generic NHWC (anything else: other kernels, dilation, M > 1): one thread per (pixel, vector of V
 //   channels), V = 2 (float) or 4 (half) when M == 1 and C allows; every tap a global load.
 // - NCHW: one thread per output element, consecutive threads along ox (coalesced rows).
+#include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <variant>
 
 #include "infer/error.h"
@@ -79,7 +89,7 @@ Tile tile_for(int64_t WO) {
 
 // Launch bounds: 1024 threads per SM (4 half / 8 float blocks), i.e. at most 64 registers (ptxas -v,
 // sm_90: half 61-64 without spills; float 64 with 8-16 spilled bytes in three of the four shapes).
-template <class T, int K, int S>
+template <class T, int K, int S, int A>
 __global__ void __launch_bounds__(kPixelGroups * group_channels<T>() / kVec, 32 * kVec / group_channels<T>())
     depthwise_tiled_nhwc_kernel(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y,
                                 GemmEpilogue<T> ep, int C, int H, int W, int HO, int WO, int pt, int pl,
@@ -177,12 +187,12 @@ __global__ void __launch_bounds__(kPixelGroups * group_channels<T>() / kVec, 32 
     if (vec_io) {
       Pack<T, kVec> out;
 #pragma unroll
-      for (int j = 0; j < kVec; ++j) out.v[j] = from_float<T>(ep(acc[o][j], ch[j], i + j));
+      for (int j = 0; j < kVec; ++j) out.v[j] = from_float<T>(ep.template apply<A>(acc[o][j], ch[j], i + j));
       *reinterpret_cast<Pack<T, kVec>*>(y + i) = out;
     } else {
 #pragma unroll
       for (int j = 0; j < kVec; ++j)
-        if (c + j < C) y[i + j] = from_float<T>(ep(acc[o][j], ch[j], i + j));
+        if (c + j < C) y[i + j] = from_float<T>(ep.template apply<A>(acc[o][j], ch[j], i + j));
     }
   }
 }
@@ -211,9 +221,12 @@ void launch_tiled(const DwArgs& a, const T* x, const T* w, T* y, const GemmEpilo
                    reinterpret_cast<uintptr_t>(x) % (sizeof(T) * kVec) == 0 &&
                    reinterpret_cast<uintptr_t>(y) % (sizeof(T) * kVec) == 0 &&
                    reinterpret_cast<uintptr_t>(ep.residual) % (sizeof(T) * kVec) == 0;
-  depthwise_tiled_nhwc_kernel<T, K, S><<<grid, kPixelGroups * CG / kVec, smem_bytes<T, K, S>(t.twg, t.th), s>>>(
-      x, w, y, ep, int(a.C), int(a.H), int(a.W), int(a.HO), int(a.WO), int(a.pt), int(a.pl), t.twg, t.th,
-      int(tiles_w), vec);
+  dispatch_fixed_epilogue(ep, [&](auto act) {
+    depthwise_tiled_nhwc_kernel<T, K, S, decltype(act)::value>
+        <<<grid, kPixelGroups * CG / kVec, smem_bytes<T, K, S>(t.twg, t.th), s>>>(
+            x, w, y, ep, int(a.C), int(a.H), int(a.W), int(a.HO), int(a.WO), int(a.pt), int(a.pl), t.twg, t.th,
+            int(tiles_w), vec);
+  });
 }
 
 template <class T>
@@ -222,6 +235,178 @@ void run_tiled(const DwArgs& a, const T* x, const T* w, T* y, const GemmEpilogue
     a.sh == 1 ? launch_tiled<T, 3, 1>(a, x, w, y, ep, s) : launch_tiled<T, 3, 2>(a, x, w, y, ep, s);
   else
     a.sh == 1 ? launch_tiled<T, 5, 1>(a, x, w, y, ep, s) : launch_tiled<T, 5, 2>(a, x, w, y, ep, s);
+}
+
+// --- rows NHWC ------------------------------------------------------------------------------------
+
+constexpr int kRowsOut = 4;        // RY: output rows per thread
+constexpr int kRowsThreads = 256;  // threads per block: cvg channel vectors x 256/cvg tasks
+constexpr int kRowsMaxCvg = 32;    // channel vectors per block at most
+
+// The rows kernel's channels per thread: one 16-byte vector, 8 bytes for fp32 5x5 (its 25 x 4 weights
+// would not fit the registers beside the sums: 64 B of spills at 4 floats, none at 2).
+template <class T, int K> constexpr int rows_vec() { return sizeof(T) == 4 && K == 5 ? 2 : 16 / int(sizeof(T)); }
+
+// A V-element vector of x at p (aligned to it) through the read-only path.
+template <class T, int V>
+__device__ __forceinline__ Pack<T, V> load_pack(const T* p) {
+  static_assert(sizeof(Pack<T, V>) == 16 || sizeof(Pack<T, V>) == 8, "16- or 8-byte vectors");
+  Pack<T, V> r;
+  if constexpr (sizeof(Pack<T, V>) == 16) {
+    const uint4 u = __ldg(reinterpret_cast<const uint4*>(p));
+    memcpy(&r, &u, 16);
+  } else {
+    const uint2 u = __ldg(reinterpret_cast<const uint2*>(p));
+    memcpy(&r, &u, 8);
+  }
+  return r;
+}
+
+// 2 blocks of 256 threads per SM at least: at most 128 registers (ptxas -v, sm_90: float 118-128 and no
+// spills; 3x3 half 128 with 4-40 bytes spilled, L1-resident, and the fastest of the shapes timed).
+template <class T, int K, int S, int A>
+__global__ void __launch_bounds__(kRowsThreads, 2)
+    depthwise_rows_nhwc_kernel(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y,
+                               GemmEpilogue<T> ep, int C, int H, int W, int HO, int WO, int pt, int pl,
+                               int tiles_y, int tasks) {
+  constexpr int V = rows_vec<T, K>(), RY = kRowsOut, ROWS = (RY - 1) * S + K;
+  extern __shared__ float4 smem[];
+  float* s_w = reinterpret_cast<float*>(smem);  // [K*K][cvg*V] the group's weights as float
+  const int cvg = blockDim.x, cgv = cvg * V;
+  const int c0 = blockIdx.y * cgv;
+  const int tid = threadIdx.y * cvg + threadIdx.x, threads = cvg * blockDim.y;
+  for (int item = tid; item < K * K * cgv; item += threads) {
+    const int cl = item % cgv, tap = item / cgv;
+    s_w[item] = to_float(w[int64_t(c0 + cl) * K * K + tap]);
+  }
+  __syncthreads();
+  const int task = blockIdx.x * blockDim.y + threadIdx.y;  // tasks < 2^31 (rows_shape)
+  if (task >= tasks) return;
+  // task = (n * tiles_y + row block) * WO + ox: consecutive tasks along W, so a warp's loads of one
+  // tap cover neighbouring pixels' channel vectors
+  const int ox = task % WO, t2 = task / WO;
+  const int oy0 = (t2 % tiles_y) * RY, n = t2 / tiles_y;
+  const int c = c0 + threadIdx.x * V;
+
+  float wr[K * K][V];
+#pragma unroll
+  for (int t = 0; t < K * K; ++t)
+#pragma unroll
+    for (int j = 0; j < V; ++j) wr[t][j] = s_w[t * cgv + threadIdx.x * V + j];
+  float acc[RY][V];
+#pragma unroll
+  for (int o = 0; o < RY; ++o)
+#pragma unroll
+    for (int j = 0; j < V; ++j) acc[o][j] = 0.f;
+
+  const int iy0 = oy0 * S - pt, ix0 = ox * S - pl;
+  const T* xn = x + int64_t(n) * H * W * C + c;
+#pragma unroll
+  for (int r = 0; r < ROWS; ++r) {
+    const int iy = iy0 + r;
+    const bool row_in = iy >= 0 && iy < H;
+    Pack<T, V> in[K];
+#pragma unroll
+    for (int kx = 0; kx < K; ++kx) {
+      const int ix = ix0 + kx;
+      if (row_in && ix >= 0 && ix < W) {
+        in[kx] = load_pack<T, V>(xn + (int64_t(iy) * W + ix) * C);
+      } else {
+#pragma unroll
+        for (int j = 0; j < V; ++j) in[kx].v[j] = from_float<T>(0.f);
+      }
+    }
+    // input row r is kernel row ky = r - o*S of output row o
+#pragma unroll
+    for (int kx = 0; kx < K; ++kx) {
+      float f[V];
+#pragma unroll
+      for (int j = 0; j < V; ++j) f[j] = to_float(in[kx].v[j]);
+#pragma unroll
+      for (int o = 0; o < RY; ++o) {
+        const int ky = r - o * S;
+        if (ky >= 0 && ky < K) {
+#pragma unroll
+          for (int j = 0; j < V; ++j) acc[o][j] = fmaf(wr[ky * K + kx][j], f[j], acc[o][j]);
+        }
+      }
+    }
+  }
+
+  typename GemmEpilogue<T>::Channel ch[V];
+#pragma unroll
+  for (int j = 0; j < V; ++j) ch[j] = ep.channel(c + j);
+#pragma unroll
+  for (int o = 0; o < RY; ++o) {
+    const int oy = oy0 + o;
+    if (oy >= HO) break;
+    const int64_t i = ((int64_t(n) * HO + oy) * WO + ox) * C + c;
+    Pack<T, V> out;
+#pragma unroll
+    for (int j = 0; j < V; ++j) out.v[j] = from_float<T>(ep.template apply<A>(acc[o][j], ch[j], i + j));
+    *reinterpret_cast<Pack<T, V>*>(y + i) = out;
+  }
+}
+
+// The channel vectors per block: the largest divisor of C/V up to kRowsMaxCvg (whole vectors only, so
+// no thread idles on a partial group).
+int rows_cvg(int64_t vectors) {
+  int cvg = 1;
+  for (int d = 1; d <= std::min<int64_t>(vectors, kRowsMaxCvg); ++d)
+    if (vectors % d == 0) cvg = d;
+  return cvg;
+}
+
+// True when the rows kernel takes the node (after tiled_shape's checks): fp32 / tf32 at 3x3 and 5x5,
+// fp16 at 3x3 (its 5x5 stays tiled: 8 channels x 25 taps of weights spill, and the tiled kernel was
+// the faster one there), C a multiple of V, the grid in range.
+bool rows_shape(const NodeDesc& node) {
+  const DwArgs a = dw_args(node);
+  const bool half = node.precision == Precision::FP16;
+  if (half && a.KH != 3) return false;
+  const int64_t v = half ? 8 : a.KH == 5 ? 2 : 4;
+  if (a.C % v != 0) return false;
+  const int cvg = rows_cvg(a.C / v);
+  const int64_t tasks = a.N * ((a.HO + kRowsOut - 1) / kRowsOut) * a.WO;
+  return a.C / v / cvg <= 65535 && tasks + kRowsThreads < (int64_t(1) << 31);
+}
+
+// The rows kernel's vectors of x, y and the residual start aligned (V elements per pixel's channel
+// vector; the arena aligns whole tensors, a view into one might not).
+bool rows_aligned(const KernelCall& call) {
+  const auto& p = std::get<Conv2DParams>(call.node.params);
+  const size_t bytes = call.node.precision == Precision::FP16 ? 16 : call.node.input_shapes[1][2] == 5 ? 8 : 16;
+  const void* residual = p.add_residual ? call.inputs.at(3) : nullptr;
+  for (const void* ptr : {static_cast<const void*>(call.inputs[0]), static_cast<const void*>(call.outputs[0]), residual})
+    if (reinterpret_cast<uintptr_t>(ptr) % bytes != 0) return false;
+  return true;
+}
+
+template <class T, int K, int S>
+void launch_rows(const DwArgs& a, const T* x, const T* w, T* y, const GemmEpilogue<T>& ep, cudaStream_t s) {
+  constexpr int V = rows_vec<T, K>();
+  const int cvg = rows_cvg(a.C / V), per_block = std::max(1, kRowsThreads / cvg);
+  const int64_t tiles_y = (a.HO + kRowsOut - 1) / kRowsOut, tasks = a.N * tiles_y * a.WO;
+  const dim3 block(static_cast<unsigned>(cvg), static_cast<unsigned>(per_block));
+  const dim3 grid(static_cast<unsigned>((tasks + per_block - 1) / per_block), static_cast<unsigned>(a.C / V / cvg));
+  const size_t smem = size_t(K) * K * cvg * V * sizeof(float);
+  dispatch_fixed_epilogue(ep, [&](auto act) {
+    depthwise_rows_nhwc_kernel<T, K, S, decltype(act)::value><<<grid, block, smem, s>>>(
+        x, w, y, ep, int(a.C), int(a.H), int(a.W), int(a.HO), int(a.WO), int(a.pt), int(a.pl), int(tiles_y),
+        int(tasks));
+  });
+}
+
+// The rows kernel for what rows_shape admits (fp16 only at 3x3: the 5x5 half instances are not built).
+template <class T>
+void run_rows(const DwArgs& a, const T* x, const T* w, T* y, const GemmEpilogue<T>& ep, cudaStream_t s) {
+  if (a.KH == 3) {
+    a.sh == 1 ? launch_rows<T, 3, 1>(a, x, w, y, ep, s) : launch_rows<T, 3, 2>(a, x, w, y, ep, s);
+  } else if constexpr (sizeof(T) == 4) {
+    a.sh == 1 ? launch_rows<T, 5, 1>(a, x, w, y, ep, s) : launch_rows<T, 5, 2>(a, x, w, y, ep, s);
+  } else {
+    throw Error("cuda conv2d.depthwise: no fp16 5x5 rows kernel");  // rows_shape rules it out
+  }
 }
 
 // --- generic NHWC and NCHW ------------------------------------------------------------------------
@@ -301,6 +486,7 @@ void run_depthwise(const KernelCall& call) {
   const int64_t outputs = a.N * a.CO * a.HO * a.WO;
   if (outputs == 0) return;
   const bool tiled = tiled_shape(call.node);
+  const bool rows = tiled && rows_shape(call.node) && rows_aligned(call);
   dispatch(call.node.precision, [&](auto tag) {
     using T = decltype(tag);
     const T* x = static_cast<const T*>(xv);
@@ -309,6 +495,10 @@ void run_depthwise(const KernelCall& call) {
     const GemmEpilogue<T> ep = gemm_epilogue<T>(bias, fused_activation(call.node.params), residual, prelu_slope(call));
     if (call.node.layout != Layout::NHWC) {
       depthwise_nchw_kernel<T><<<grid_for(outputs), 256, 0, ctx.stream>>>(x, w, y, ep, a, outputs);
+      return;
+    }
+    if (tiled && rows) {
+      run_rows<T>(a, x, w, y, ep, ctx.stream);
       return;
     }
     if (tiled) {
@@ -336,9 +526,10 @@ bool depthwise_applicable(const NodeDesc& node) {
          node.input_shapes[1][1] == 1;
 }
 
-// The default for every depthwise node the tiled kernel takes and in NCHW (20, above cuDNN's 2 for
-// depthwise nodes: cudnn.cc); the generic NHWC kernel ranks 1, below cuDNN, which beat it on all 13
-// MobileNetV2 layers (H200, fp16 batch 64 autotune, issue 31), so there cuDNN runs where it is built.
+// The default for every depthwise node the tiled / rows kernels take and in NCHW (20, above cuDNN's 2
+// for depthwise nodes: cudnn.cc, which ranks itself first only on fp16 5x5 in NHWC from batch 8); the
+// generic NHWC kernel ranks 1, below cuDNN, which beat it on all 13 MobileNetV2 layers (H200,
+// fp16 batch 64 autotune, issue 31), so there cuDNN runs where it is built.
 int depthwise_priority(const NodeDesc& node) {
   return node.layout != Layout::NHWC || tiled_shape(node) ? 20 : 1;
 }
