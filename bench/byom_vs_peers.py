@@ -998,7 +998,7 @@ def part_gpu(a, errors):
         del net
         g.free_cuda()
         for p in (onnx_path, fb):
-            if p and os.path.exists(p):
+            if p and os.path.exists(p) and not a.keep:  # --keep: the files stay for a later run
                 os.remove(p)
         a.partial = gpu_checkpoint(a, rows, errors)
     return rows
