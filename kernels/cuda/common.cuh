@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <initializer_list>
+#include <type_traits>
 
 #include <cuda_fp16.h>
 
@@ -67,6 +68,38 @@ __device__ __forceinline__ float activate(const DeviceActivation& a, float x) {
 __device__ __forceinline__ float activate_prelu(const DeviceActivation& a, float v, bool prelu, float slope) {
   v = activate(a, v);
   return prelu && v < 0.f ? slope * v : v;
+}
+
+// activate() with the kind fixed at compile time (A = int(ActivationKind)): the same formulas without
+// the run-time switch per element, which costs a memory-bound kernel its bandwidth and doubled the
+// instructions of the depthwise ones (ncu, H200). Kernels templated on A are launched through
+// dispatch_fixed_activation.
+template <int A>
+__device__ __forceinline__ float activate_fixed(DeviceActivation a, float x) {
+  a.kind = static_cast<ActivationKind>(A);
+  return activate(a, x);
+}
+
+// The tag of the run-time activation path (any kind, PRelu slopes, ...).
+constexpr int kGenericActivation = -1;
+
+// Host side: f(std::integral_constant<int, int(kind)>{}) for the activations common after a convolution
+// or GEMM (none, ReLU, Clip / ReLU6, SiLU, HardSwish) when `fixed` (the caller's epilogue needs nothing
+// per element beyond activate(): no PRelu slope, say), else f(std::integral_constant<int,
+// kGenericActivation>{}): a kernel templated on the tag instantiates six versions.
+template <class F>
+void dispatch_fixed_activation(ActivationKind kind, bool fixed, F&& f) {
+  if (fixed) {
+    switch (kind) {
+      case ActivationKind::None: return f(std::integral_constant<int, int(ActivationKind::None)>{});
+      case ActivationKind::Relu: return f(std::integral_constant<int, int(ActivationKind::Relu)>{});
+      case ActivationKind::Clip: return f(std::integral_constant<int, int(ActivationKind::Clip)>{});
+      case ActivationKind::Silu: return f(std::integral_constant<int, int(ActivationKind::Silu)>{});
+      case ActivationKind::HardSwish: return f(std::integral_constant<int, int(ActivationKind::HardSwish)>{});
+      default: break;
+    }
+  }
+  f(std::integral_constant<int, kGenericActivation>{});
 }
 
 // activate_prelu for an element of channel c, its slope read from `slope` (P: float or half; null

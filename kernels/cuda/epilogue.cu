@@ -5,7 +5,9 @@
 // of a pack is contiguous), one row of C per pixel, rows across the grid-stride loop. The residual r
 // (a conv + residual add, fuse_conv_residual) has y's layout: element i of r adds to element i of y.
 // A per-channel PRelu (fuse_prelu) reads its channel's slope where the kernel finds the bias
-// (activate_channel, common.cuh: the select GemmEpilogue applies too).
+// (activate_channel, common.cuh: the select GemmEpilogue applies too). The feature-map and NHWC kernels
+// are instantiated per common activation (dispatch_fixed_activation) so no element pays the run-time
+// switch; the NHWC one also indexes in int where the tensor allows.
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/epilogue.h"
 
@@ -33,7 +35,8 @@ __global__ void bias_activation_kernel(T* y, const T* bias, const T* r, const T*
 // Feature maps: planes (image, channel) across grid.y, so the channel and its bias are found once
 // per plane; in a plane each thread moves packs of V elements with 32-bit indices (the flat kernel's
 // int64 division per element held VGG's 224x224 epilogues to ~0.3 TB/s).
-template <class T, int V>
+// A: the activation fixed at compile time (activate_fixed; no slope) or kGenericActivation.
+template <class T, int V, int A>
 __global__ void bias_activation_planes_kernel(T* y, const T* bias, const T* r, const T* slope, int64_t planes,
                                               int64_t channels, int packs, int inner, DeviceActivation act) {
   for (int64_t plane = blockIdx.y; plane < planes; plane += gridDim.y) {
@@ -51,7 +54,10 @@ __global__ void bias_activation_planes_kernel(T* y, const T* bias, const T* r, c
         float f = to_float(v.v[k]);
         if (bias) f += b;
         if (rrow) f += to_float(rv.v[k]);
-        v.v[k] = from_float<T>(activate_channel(act, f, slope, c));
+        if constexpr (A < 0)
+          v.v[k] = from_float<T>(activate_channel(act, f, slope, c));
+        else
+          v.v[k] = from_float<T>(activate_fixed<A>(act, f));
       }
       row[i] = v;
     }
@@ -64,18 +70,22 @@ void launch_planes(Context& ctx, T* y, const T* bias, const T* r, const T* slope
   const int packs = static_cast<int>(inner / V);
   const dim3 grid(std::min<unsigned>(grid_for(packs), 1024u),
                   static_cast<unsigned>(std::min<int64_t>(planes, 65535)));
-  bias_activation_planes_kernel<T, V><<<grid, 256, 0, ctx.stream>>>(y, bias, r, slope, planes, channels, packs,
-                                                                      static_cast<int>(inner), act);
+  dispatch_fixed_activation(act.kind, slope == nullptr, [&](auto a) {
+    bias_activation_planes_kernel<T, V, decltype(a)::value><<<grid, 256, 0, ctx.stream>>>(
+        y, bias, r, slope, planes, channels, packs, static_cast<int>(inner), act);
+  });
 }
 
-// NHWC: pack i of the tensor holds channels (i % packs_per_row) * V ... + V - 1 of one pixel.
-template <class T, int V>
-__global__ void bias_activation_nhwc_kernel(T* y, const T* bias, const T* r, const T* slope, int64_t total_packs,
+// NHWC: pack i of the tensor holds channels (i % packs_per_row) * V ... + V - 1 of one pixel. I: the
+// index type, int where the tensor's packs (and the grid's stride past them) fit, whose modulo is a
+// few instructions against int64's ~40; A: the activation fixed at compile time (activate_fixed; no
+// slope) or kGenericActivation (with int64 indices only: any tensor, any epilogue).
+template <class T, int V, int A, class I>
+__global__ void bias_activation_nhwc_kernel(T* y, const T* bias, const T* r, const T* slope, I total_packs,
                                             int packs_per_row, DeviceActivation act) {
   Pack<T, V>* p = reinterpret_cast<Pack<T, V>*>(y);
   const Pack<T, V>* rp = reinterpret_cast<const Pack<T, V>*>(r);
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total_packs;
-       i += int64_t(gridDim.x) * blockDim.x) {
+  for (I i = blockIdx.x * I(blockDim.x) + threadIdx.x; i < total_packs; i += I(gridDim.x) * blockDim.x) {
     const int c0 = static_cast<int>(i % packs_per_row) * V;
     Pack<T, V> v = p[i];
     Pack<T, V> rv;
@@ -85,7 +95,10 @@ __global__ void bias_activation_nhwc_kernel(T* y, const T* bias, const T* r, con
       float f = to_float(v.v[k]);
       if (bias) f += to_float(bias[c0 + k]);
       if (rp) f += to_float(rv.v[k]);
-      v.v[k] = from_float<T>(activate_channel(act, f, slope, c0 + k));
+      if constexpr (A < 0)
+        v.v[k] = from_float<T>(activate_channel(act, f, slope, c0 + k));
+      else
+        v.v[k] = from_float<T>(activate_fixed<A>(act, f));
     }
     p[i] = v;
   }
@@ -95,8 +108,16 @@ template <class T, int V>
 void launch_nhwc(Context& ctx, T* y, const T* bias, const T* r, const T* slope, int64_t rows, int64_t channels,
                  DeviceActivation act) {
   const int64_t total = rows * channels / V;
-  bias_activation_nhwc_kernel<T, V><<<grid_for(total), 256, 0, ctx.stream>>>(
-      y, bias, r, slope, total, static_cast<int>(channels / V), act);
+  const unsigned grid = grid_for(total);
+  const bool small = total + int64_t(grid) * 256 < INT_MAX;  // i + the grid's stride stays in int
+  const int ppr = static_cast<int>(channels / V);
+  dispatch_fixed_activation(act.kind, small && slope == nullptr, [&](auto a) {
+    constexpr int A = decltype(a)::value;
+    if constexpr (A < 0)
+      bias_activation_nhwc_kernel<T, V, A, int64_t><<<grid, 256, 0, ctx.stream>>>(y, bias, r, slope, total, ppr, act);
+    else
+      bias_activation_nhwc_kernel<T, V, A, int><<<grid, 256, 0, ctx.stream>>>(y, bias, r, slope, int(total), ppr, act);
+  });
 }
 
 __global__ void f32_to_f16_kernel(const float* in, __half* out, int64_t n) {

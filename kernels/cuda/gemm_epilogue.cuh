@@ -11,7 +11,6 @@
 #include <cstdint>
 #include <memory>
 #include <string>
-#include <type_traits>
 
 #include "infer/kernel.h"
 #include "kernels/cuda/common.cuh"
@@ -78,40 +77,24 @@ struct GemmEpilogue {
 
   // operator() with the activation known at compile time: A = int(ActivationKind) when the kernel was
   // launched through dispatch_fixed_epilogue for an epilogue of bias + that activation only (no
-  // residual, no PRelu slope), kGenericEpilogue for any other. The same formulas (activate()); what
-  // it saves is the run-time switch per element, which doubled the instructions of the depthwise
-  // kernels (92.8M -> 47M on a MobileNetV2 layer, ncu on an H200, 2026-11-29).
+  // residual, no PRelu slope), kGenericEpilogue for any other (activate_fixed, common.cuh).
   template <int A>
   __device__ __forceinline__ float apply(float sum, const Channel& ch, int64_t i) const {
-    if constexpr (A < 0) {
+    if constexpr (A < 0)
       return (*this)(sum, ch, i);
-    } else {
-      DeviceActivation a = act;
-      a.kind = static_cast<ActivationKind>(A);
-      return activate(a, sum + ch.bias);
-    }
+    else
+      return activate_fixed<A>(act, sum + ch.bias);
   }
 };
 
 // The generic epilogue's tag for GemmEpilogue::apply (any residual, slope or activation).
-constexpr int kGenericEpilogue = -1;
+constexpr int kGenericEpilogue = kGenericActivation;
 
-// Host side: calls f(std::integral_constant<int, A>{}) with A = int(ep.act.kind) when the epilogue is
-// bias + one of the activations common after a convolution (none, ReLU, Clip / ReLU6, SiLU, HardSwish)
-// and nothing else, else with kGenericEpilogue: a kernel templated on A instantiates six epilogues.
+// Host side: f(std::integral_constant<int, A>{}) with A = int(ep.act.kind) when the epilogue is bias +
+// one of dispatch_fixed_activation's activations and nothing else, else with kGenericEpilogue.
 template <class T, class P, class F>
 void dispatch_fixed_epilogue(const GemmEpilogue<T, P>& ep, F&& f) {
-  if (!ep.residual && !ep.slope) {
-    switch (ep.act.kind) {
-      case ActivationKind::None: return f(std::integral_constant<int, int(ActivationKind::None)>{});
-      case ActivationKind::Relu: return f(std::integral_constant<int, int(ActivationKind::Relu)>{});
-      case ActivationKind::Clip: return f(std::integral_constant<int, int(ActivationKind::Clip)>{});
-      case ActivationKind::Silu: return f(std::integral_constant<int, int(ActivationKind::Silu)>{});
-      case ActivationKind::HardSwish: return f(std::integral_constant<int, int(ActivationKind::HardSwish)>{});
-      default: break;
-    }
-  }
-  f(std::integral_constant<int, kGenericEpilogue>{});
+  dispatch_fixed_activation(ep.act.kind, !ep.residual && !ep.slope, static_cast<F&&>(f));
 }
 
 // Host side: the epilogue of a node's fused bias (may be null), activation, residual and PRelu slopes.
