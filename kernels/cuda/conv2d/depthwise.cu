@@ -88,7 +88,8 @@ Tile tile_for(int64_t WO) {
 }
 
 // Launch bounds: 1024 threads per SM (4 half / 8 float blocks), i.e. at most 64 registers (ptxas -v,
-// sm_90: half 61-64 without spills; float 64 with 8-16 spilled bytes in three of the four shapes).
+// sm_90: half 59-64 without spills; float 0-48 spilled bytes; fp32 takes the rows kernel wherever C
+// and the pointers allow).
 template <class T, int K, int S, int A>
 __global__ void __launch_bounds__(kPixelGroups * group_channels<T>() / kVec, 32 * kVec / group_channels<T>())
     depthwise_tiled_nhwc_kernel(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y,
@@ -244,7 +245,7 @@ constexpr int kRowsThreads = 256;  // threads per block: cvg channel vectors x 2
 constexpr int kRowsMaxCvg = 32;    // channel vectors per block at most
 
 // The rows kernel's channels per thread: one 16-byte vector, 8 bytes for fp32 5x5 (its 25 x 4 weights
-// would not fit the registers beside the sums: 64 B of spills at 4 floats, none at 2).
+// would not fit the registers beside the sums: 24-200 bytes spilled at 4 floats, none at 2).
 template <class T, int K> constexpr int rows_vec() { return sizeof(T) == 4 && K == 5 ? 2 : 16 / int(sizeof(T)); }
 
 // A V-element vector of x at p (aligned to it) through the read-only path.
