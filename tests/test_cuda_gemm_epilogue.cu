@@ -1,5 +1,6 @@
 // The hand-written CUDA GEMMs' one epilogue (kernels/cuda/gemm_epilogue.cuh) on its own: a test kernel
-// applies GemmEpilogue to random sums through store(), store_pair() and finish() for every activation,
+// applies GemmEpilogue to random sums through store(), store_pair(), finish() and apply<A> (launched
+// through dispatch_fixed_epilogue, as the depthwise kernels are) for every activation,
 // with and without bias, residual and per-channel PRelu slopes (no graph node reaches them yet), float
 // and half storage, outputs poisoned; checked against the formula on the host (the reference's
 // activation in double), exactly where the arithmetic is exact. Skipped without a CUDA device.
@@ -19,7 +20,7 @@ using namespace infer;
 
 namespace {
 
-enum class Call { Store, StorePair, Finish };
+enum class Call { Store, StorePair, Finish, Fixed };
 
 // Element i has channel i % C (NHWC: consecutive elements are consecutive channels, as store_pair needs).
 template <class T, class P>
@@ -39,6 +40,15 @@ __global__ void epilogue_kernel(const float* sums, T* y, int64_t n, int64_t C, c
       }
     }
   }
+}
+
+// Call::Fixed: apply<A> with the activation as dispatch_fixed_epilogue picks it (a compile-time kind for
+// bias + none / ReLU / Clip / SiLU / HardSwish alone, the generic path otherwise), as the depthwise
+// kernels store.
+template <class T, class P, int A>
+__global__ void fixed_epilogue_kernel(const float* sums, T* y, int64_t n, int64_t C, cuda::GemmEpilogue<T, P> ep) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    y[i] = cuda::from_float<T>(ep.template apply<A>(sums[i], ep.channel(i % C), i));
 }
 
 // Kinds whose device arithmetic is the host's to the bit (float sums, selects, one multiply).
@@ -79,7 +89,13 @@ void check_epilogue(Precision p, ActivationKind kind, bool with_bias, bool with_
   const auto ep = cuda::gemm_epilogue<T, P>(with_bias ? d_bias->data() : nullptr, act,
                                             with_residual ? d_res->data() : nullptr,
                                             with_slope ? d_slope->data() : nullptr);
-  epilogue_kernel<T, P><<<4, 64>>>(d_sums->template as<float>(), static_cast<T*>(d_y->data()), n, C, ep, call);
+  if (call == Call::Fixed)
+    cuda::dispatch_fixed_epilogue(ep, [&](auto a) {
+      fixed_epilogue_kernel<T, P, decltype(a)::value>
+          <<<4, 64>>>(d_sums->template as<float>(), static_cast<T*>(d_y->data()), n, C, ep);
+    });
+  else
+    epilogue_kernel<T, P><<<4, 64>>>(d_sums->template as<float>(), static_cast<T*>(d_y->data()), n, C, ep, call);
   INFER_CUDA_CHECK(cudaGetLastError());
   INFER_CUDA_CHECK(cudaDeviceSynchronize());
   const std::vector<float> y = test::download(d_y->data(), n, p);
@@ -118,7 +134,7 @@ CUDA_TEST_CASE("gemm_epilogue: bias, residual, every activation and PRelu slopes
     const auto kind = static_cast<ActivationKind>(k);
     for (int flags = 0; flags < 8; ++flags) {
       const bool b = flags & 1, r = flags & 2, s = flags & 4;
-      for (Call call : {Call::Store, Call::StorePair, Call::Finish}) {
+      for (Call call : {Call::Store, Call::StorePair, Call::Finish, Call::Fixed}) {
         check_epilogue<float, float>(Precision::FP32, kind, b, r, s, call, rng);
         check_epilogue<__half, float>(Precision::FP16, kind, b, r, s, call, rng);
         check_epilogue<__half, __half>(Precision::FP16, kind, b, r, s, call, rng);
