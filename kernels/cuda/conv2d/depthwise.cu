@@ -11,7 +11,7 @@
 //   to every output row it meets. Block: cvg channel vectors (the largest divisor of C/V <= 32) x
 //   256/cvg tasks along W. Register blocking as in Zhang et al. 2020 ("High Performance Depthwise and
 //   Pointwise Convolutions on Mobile Devices") without staging the input, which a per-block barrier
-//   kept from overlapping its loads (H200, fp16 batch 64: 1.3-2.0x the tiled kernel at 3x3).
+//   kept from overlapping its loads (H200, fp16 batch 64: 1.3-2.1x the tiled kernel at 3x3).
 // - tiled NHWC (the rest of 3x3 / 5x5, stride 1 or 2, dilation 1, M == 1; fp16 5x5 by default): a
 //   block owns an output tile of TH rows x TW columns x one channel group (32 half / 16 float channels:
 //   64 bytes per pixel), stages the input tile + halo ((TH-1)*S+K rows x (TW-1)*S+K columns, zeros
