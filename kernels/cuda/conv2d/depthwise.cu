@@ -358,14 +358,20 @@ int rows_cvg(int64_t vectors) {
   return cvg;
 }
 
+// rows_vec for a node's storage type and kernel size (3 or 5), on the host.
+int rows_vec_of(const NodeDesc& node) {
+  const bool k5 = node.input_shapes[1][2] == 5;
+  if (node.precision == Precision::FP16) return k5 ? rows_vec<__half, 5>() : rows_vec<__half, 3>();
+  return k5 ? rows_vec<float, 5>() : rows_vec<float, 3>();
+}
+
 // True when the rows kernel takes the node (after tiled_shape's checks): fp32 / tf32 at 3x3 and 5x5,
 // fp16 at 3x3 (its 5x5 stays tiled: 8 channels x 25 taps of weights spill, and the tiled kernel was
 // the faster one there), C a multiple of V, the grid in range.
 bool rows_shape(const NodeDesc& node) {
   const DwArgs a = dw_args(node);
-  const bool half = node.precision == Precision::FP16;
-  if (half && a.KH != 3) return false;
-  const int64_t v = half ? 8 : a.KH == 5 ? 2 : 4;
+  if (node.precision == Precision::FP16 && a.KH != 3) return false;
+  const int64_t v = rows_vec_of(node);
   if (a.C % v != 0) return false;
   const int cvg = rows_cvg(a.C / v);
   const int64_t tasks = a.N * ((a.HO + kRowsOut - 1) / kRowsOut) * a.WO;
@@ -376,7 +382,7 @@ bool rows_shape(const NodeDesc& node) {
 // vector; the arena aligns whole tensors, a view into one might not).
 bool rows_aligned(const KernelCall& call) {
   const auto& p = std::get<Conv2DParams>(call.node.params);
-  const size_t bytes = call.node.precision == Precision::FP16 ? 16 : call.node.input_shapes[1][2] == 5 ? 8 : 16;
+  const size_t bytes = size_t(rows_vec_of(call.node)) * element_size(call.node.precision);
   const void* residual = p.add_residual ? call.inputs.at(3) : nullptr;
   for (const void* ptr : {static_cast<const void*>(call.inputs[0]), static_cast<const void*>(call.outputs[0]), residual})
     if (reinterpret_cast<uintptr_t>(ptr) % bytes != 0) return false;
@@ -498,7 +504,7 @@ void run_depthwise(const KernelCall& call) {
       depthwise_nchw_kernel<T><<<grid_for(outputs), 256, 0, ctx.stream>>>(x, w, y, ep, a, outputs);
       return;
     }
-    if (tiled && rows) {
+    if (rows) {
       run_rows<T>(a, x, w, y, ep, ctx.stream);
       return;
     }
