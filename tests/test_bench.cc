@@ -177,6 +177,24 @@ TEST_CASE("model benchmark, weights and outputs dumps") {
     CHECK(t.data == std::vector<float>(v.data, v.data + t.numel()));
   }
   CHECK(constants == 10);  // conv1, conv2, fc1, fc2, fc3: weight + bias each
+
+  // --kernel holds in every timed session: "default" is the plan with the choice (a variant that
+  // takes every node, and one on a single node by name), and the op's other variants keep the rest.
+  r = bench("model " + fb + " --runs 1 --warmup 0 --threads 1 --no-variants --kernel dense=reference "
+            "--kernel conv_pool2d:conv1=reference --json " + out);
+  CAPTURE(r.err);
+  REQUIRE(r.code == 0);
+  CHECK(r.out.find("dense=reference(3)") != std::string::npos);
+  const json forced = read_json(out);
+  int dense = 0, conv_reference = 0;
+  for (const json& n : forced["nodes"]) {
+    if (n["op"] == "dense") dense += n["variant"] == "reference" ? 1 : 100;
+    if (n["op"] == "conv_pool2d") conv_reference += n["variant"] == "reference" ? 1 : 0;
+  }
+  CHECK(dense == 3);  // all three on reference
+  CHECK(conv_reference == 1);
+  CHECK(forced["results"][0]["label"] == "default");
+  CHECK(forced["results"][0]["ran"].get<bool>());
 }
 
 TEST_CASE("bad input: exit 2 with one error line, usage errors exit 1") {
@@ -193,6 +211,8 @@ TEST_CASE("bad input: exit 2 with one error line, usage errors exit 1") {
   check_error(bench("op conv2d --input 1x3x4x4 --out-channels 2 --kernel 9"), "");
   check_error(bench("op conv2d --input 1x3x8x8 --out-channels 2 --variant no_such --runs 1 --warmup 0"), "no_such");
   check_error(bench("model " + tmp("missing.fb")), "missing.fb");
+  CHECK(bench("model " + tmp("missing.fb") + " --kernel conv2d").code == 1);  // not op=variant
+  CHECK(bench("model " + tmp("missing.fb") + " --kernel conv2d=a --kernel conv2d=b").code != 0);
   check_error(bench("--table4 --memory-only --model NoGAN"), "NoGAN");
   CHECK(bench("").code == 1);  // no subcommand: help, usage error
   CHECK(bench("op conv9d --input 1x1x4x4").code == 1);

@@ -147,6 +147,7 @@ struct ModelBenchOptions {
   bool variants = true;     // also force every other applicable variant per op
   bool no_passes = true;    // also time the plan with the three graph passes off
   std::string dump_dir;     // write input_<i>.npy / output_<i>.npy of the default session here
+  std::map<std::string, std::string> kernels;  // --kernel: forced in every session ("default" included)
 };
 int run_model(const ModelBenchOptions& options, const RunSettings& settings, const std::string& json_path);
 

@@ -15,6 +15,7 @@
 #include <string>
 
 #include "bench.h"
+#include "kernel_choice.h"
 
 namespace {
 
@@ -105,6 +106,12 @@ int main(int argc, char** argv) {
   bool default_only = false;
   model->add_flag("--default-only", default_only, "Only the default plan (implies --no-variants)");
   model->add_option("--dump", mo.dump_dir, "Write the default plan's input_<i>.npy / output_<i>.npy here");
+  std::vector<std::string> kernel_choices;
+  model->add_option("--kernel", kernel_choices,
+                    "Force a kernel variant in every timed session, e.g. conv_transpose2d=reference, or on one "
+                    "node by name, e.g. conv2d:conv1_1=cudnn_folded (repeatable; 'default' is then that plan)")
+      ->check(CLI::Validator([](std::string& t) { return infer::cli::check_kernel_choice(t); }, ""))
+      ->option_text("OP[:NODE]=VAR ...");
 
   std::string weights_file, weights_dir;
   CLI::App* weights = app.add_subcommand("weights", "Write every constant of a model to DIR/<name>.npy");
@@ -163,6 +170,7 @@ int main(int argc, char** argv) {
       mo.batch = batch;
       mo.variants = !no_variants && !default_only;
       mo.no_passes = !default_only;
+      mo.kernels = infer::cli::kernel_choice_map(kernel_choices);
       return run_model(mo, settings, json_path);
     }
     if (peak->parsed()) return run_peak(settings, json_path);

@@ -1,7 +1,7 @@
 // `infer-bench model FILE`: the whole model with the engine's default choices (passes and kernel
 // heuristic), the same with every graph pass off, then for every op in the planned graph each other
 // applicable variant of the chosen backend forced for all nodes of that op, one op at a time; ratios
-// against the default. `infer-bench weights` dumps a model's
+// against the default; --kernel choices hold in all of them ("default" is then the plan with them). `infer-bench weights` dumps a model's
 // constants as .npy files named after their tensors, so another framework can load the same weights.
 #include <cstdio>
 #include <filesystem>
@@ -21,7 +21,8 @@ int run_model(const ModelBenchOptions& options, const RunSettings& settings, con
   session_options.autotune = settings.autotune;
   session_options.plan_cache = settings.plan_cache;
   session_options.batch = options.batch;
-  session_options.passes = settings.passes;  // the printed plan is the timed default's (--pass)
+  session_options.passes = settings.passes;  // the printed plan is the timed default's (--pass, --kernel)
+  session_options.kernels = options.kernels;
   Session session(model, session_options);
   const std::vector<Tensor> inputs = random_inputs(session, settings.seed);
 
@@ -34,14 +35,17 @@ int run_model(const ModelBenchOptions& options, const RunSettings& settings, con
   }
 
   std::vector<VariantResult> results;
-  results.push_back(bench_one(model, options.batch, "default", {}, inputs, settings));
-  if (options.no_passes) results.push_back(bench_one(model, options.batch, "no passes", {}, inputs, settings, false));
+  results.push_back(bench_one(model, options.batch, "default", options.kernels, inputs, settings));
+  if (options.no_passes)
+    results.push_back(bench_one(model, options.batch, "no passes", options.kernels, inputs, settings, false));
   if (options.variants) {
     for (const std::string& op : ops) {
       for (const std::string& v : candidate_variants(settings.backend, op, settings.with_reference)) {
         const auto& counts = used[op];
         if (counts.size() == 1 && counts.begin()->first == v) continue;  // already the default
-        results.push_back(bench_one(model, options.batch, op + "=" + v, {{op, v}}, inputs, settings));
+        std::map<std::string, std::string> forced = options.kernels;
+        forced[op] = v;
+        results.push_back(bench_one(model, options.batch, op + "=" + v, forced, inputs, settings));
       }
     }
   }

@@ -13,18 +13,9 @@
 #include <string>
 
 #include "cli.h"
+#include "kernel_choice.h"
 
 namespace {
-
-// "op=variant" or "op:node=variant" with both sides non-empty; CLI11 reports a non-empty return as a
-// usage error.
-std::string check_kernel_choice(std::string& text) {
-  const size_t eq = text.find('=');
-  if (eq == std::string::npos || eq == 0 || eq + 1 == text.size() ||
-      text.find('=', eq + 1) != std::string::npos)
-    return "expected op=variant or op:node=variant (e.g. conv_transpose2d=reference), got '" + text + "'";
-  return "";
-}
 
 int fail(const std::string& message) {
   std::string line = message;
@@ -85,7 +76,7 @@ int main(int argc, char** argv) {
   app.add_option("--kernel", kernel_choices,
                  "Force a kernel variant, e.g. conv_transpose2d=reference, or on one node by name, e.g. "
                  "conv2d:conv1_1=cudnn_folded (repeatable; -v lists the variant each node runs)")
-      ->check(CLI::Validator(check_kernel_choice, ""))
+      ->check(CLI::Validator([](std::string& t) { return infer::cli::check_kernel_choice(t); }, ""))
       ->option_text("OP[:NODE]=VAR ...");
   app.add_flag("--no-fuse", no_fuse, "Run no graph pass (no BatchNorm folding, no fusion)");
   app.add_option("--pass", pass_choices,
@@ -106,10 +97,10 @@ int main(int argc, char** argv) {
     if (eval->parsed()) infer::cli::check_eval_usage(eval_options);
     if (!eval->parsed() && !quantize->parsed() && o.model.empty()) throw CLI::RequiredError("--model");
     o.runs_given = runs->count() > 0;
-    for (const std::string& choice : kernel_choices) {
-      const size_t eq = choice.find('=');
-      if (!o.kernels.emplace(choice.substr(0, eq), choice.substr(eq + 1)).second)
-        throw CLI::ValidationError("--kernel", "'" + choice.substr(0, eq) + "' given twice");
+    try {
+      o.kernels = infer::cli::kernel_choice_map(kernel_choices);
+    } catch (const infer::Error& e) {
+      throw CLI::ValidationError("--kernel", e.what());
     }
     if (no_fuse) o.passes.set_all(false);
     for (const std::string& choice : pass_choices) {
