@@ -116,7 +116,7 @@ OpCase conv_case(Conv2DParams p, int64_t N, int64_t CI, int64_t CO, int64_t H, i
 //  0: any kernel 1..5 (mostly 3 and 5), strides 1-2, asymmetric edge paddings, odd sizes (direct,
 //     im2col_gemm, cudnn where the padding is symmetric);
 //  1: channels multiples of 8, 3x3 / 5x5, symmetric padding (cudnn in both layouts, cutlass);
-//  2: 1x1, stride 1, no padding (gemm_1x1, gemm_1x1_nhwc, cutlass);
+//  2: 1x1, stride 1, no padding (gemm_1x1, gemm_1x1_nhwc, mma_1x1_nhwc, cutlass);
 //  3: C_in 1..4, C_out a multiple of 8, 3x3 / 5x5 / 7x7 (mma_small_cin_nhwc);
 //  4: C_out 1..8, C_in a multiple of 8 (direct_small_cout, direct_small_cout_nhwc, mma_small_cout_nhwc);
 //  5: width-foldable stride-1 layers with C_in or C_out <= 4 (cudnn_folded);
@@ -285,7 +285,8 @@ CUDA_TEST_CASE("fused prelu epilogue: every fusing cuda conv2d variant equals co
       if (kCutlass) want.push_back("cutlass/nhwc");
     }
     if (p == Precision::FP16)
-      for (const char* v : {"mma_small_cin_nhwc/nhwc", "mma_small_cout_nhwc/nhwc"}) want.push_back(v);
+      for (const char* v : {"mma_small_cin_nhwc/nhwc", "mma_small_cout_nhwc/nhwc", "mma_1x1_nhwc/nhwc"})
+        want.push_back(v);
     check_covered(seen[pi], want, p);
   }
 }
