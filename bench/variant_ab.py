@@ -16,42 +16,39 @@ import sys
 import tempfile
 
 
-def bench_model(a, kernels):
-    """(median ms, infer-bench's JSON) of one default-only session with `kernels` forced."""
+def run_json(args, what, timeout):
+    """Runs `args` + [json path] (the tool writes its JSON there) and returns the parsed JSON."""
     fd, path = tempfile.mkstemp(suffix=".json")
     os.close(fd)
-    args = [os.path.join(a.build, "infer-bench"), "--backend", a.backend, "--precision", a.precision, "--batch",
-            str(a.batch), "--runs", str(a.runs), "--warmup", str(a.warmup), "--json", path, "model", a.model,
-            "--default-only"]
-    for k in kernels:
-        args += ["--kernel", k]
     try:
-        r = subprocess.run(args, capture_output=True, text=True, timeout=a.timeout)
+        r = subprocess.run(args + [path], capture_output=True, text=True, timeout=timeout)
         if r.returncode != 0:
-            sys.exit("infer-bench failed: " + r.stderr.strip()[-500:])
+            sys.exit("%s failed: %s" % (what, r.stderr.strip()[-500:]))
         with open(path) as f:
-            d = json.load(f)
+            return json.load(f)
     finally:
         os.remove(path)
+
+
+def forced(kernels):
+    """The --kernel arguments of `kernels` (OP[:NODE]=VAR strings)."""
+    return [x for k in kernels for x in ("--kernel", k)]
+
+
+def bench_model(a, kernels):
+    """(median ms, infer-bench's JSON) of one default-only session with `kernels` forced."""
+    args = [os.path.join(a.build, "infer-bench"), "--backend", a.backend, "--precision", a.precision, "--batch",
+            str(a.batch), "--runs", str(a.runs), "--warmup", str(a.warmup), "model", a.model, "--default-only"]
+    d = run_json(args + forced(kernels) + ["--json"], "infer-bench", a.timeout)
     return d["results"][0]["time"]["median_ms"], d
 
 
 def profile(a, kernels):
     """{node name: node} from `infer --profile-json` of the plan with `kernels` forced."""
-    fd, path = tempfile.mkstemp(suffix=".json")
-    os.close(fd)
     args = [os.path.join(a.build, "infer"), "--model", a.model, "--backend", a.backend, "--precision", a.precision,
-            "--batch", str(a.batch), "--profile", "--runs", "20", "--profile-json", path]
-    for k in kernels:
-        args += ["--kernel", k]
-    try:
-        r = subprocess.run(args, capture_output=True, text=True, timeout=a.timeout)
-        if r.returncode != 0:
-            sys.exit("infer --profile failed: " + r.stderr.strip()[-500:])
-        with open(path) as f:
-            return {n["name"]: n for n in json.load(f)["nodes"]}
-    finally:
-        os.remove(path)
+            "--batch", str(a.batch), "--profile", "--runs", "20"]
+    return {n["name"]: n for n in run_json(args + forced(kernels) + ["--profile-json"], "infer --profile",
+                                            a.timeout)["nodes"]}
 
 
 def main():
@@ -75,16 +72,16 @@ def main():
     names = [n["name"] for n in d["nodes"] if n["op"] == a.op and n["variant"] == a.new]
     if not names:
         sys.exit("no %s node runs %s in the default plan" % (a.op, a.new))
-    forced = ["%s:%s=%s" % (a.op, n, a.old) for n in names]
+    to_old = ["%s:%s=%s" % (a.op, n, a.old) for n in names]
     new, old = [], []
     for _ in range(a.rounds):
         new.append(bench_model(a, [])[0])
-        old.append(bench_model(a, forced)[0])
+        old.append(bench_model(a, to_old)[0])
     fmt = lambda v: ", ".join("%.4f" % x for x in v)
     print("%s %s batch %d: %d %s nodes on %s; default plan %s ms, those forced to %s %s ms" % (
         os.path.basename(a.model), a.precision, a.batch, len(names), a.op, a.new, fmt(new), a.old, fmt(old)))
     if a.profile:
-        pn, po = profile(a, []), profile(a, forced)
+        pn, po = profile(a, []), profile(a, to_old)
         tn = to = 0.0
         for n in names:
             x, y = pn[n], po[n]

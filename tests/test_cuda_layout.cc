@@ -82,6 +82,16 @@ OpCase random_tconv(std::mt19937_64& rng, uint64_t seed) {
 
 const Precision kPrecisions[] = {Precision::FP32, Precision::TF32, Precision::FP16};
 
+// An NHWC 1x1 conv2d node, N x C_in x 7 x 7 -> C_out, with parameters p (for priority checks); stride 2
+// gives the 4 x 4 output of a strided 1x1 (not one GEMM over the pixels).
+NodeDesc nhwc_1x1_node(const Conv2DParams& p, int64_t n, int64_t ci, int64_t co, Precision prec) {
+  const int64_t ho = p.stride_h == 1 ? 7 : 4;
+  NodeDesc d = test::make_case_data(make_case(p, {{n, ci, 7, 7}, {co, ci, 1, 1}}, {false, true}, {n, co, ho, ho}, 1),
+                                    prec).node;
+  d.layout = Layout::NHWC;
+  return d;
+}
+
 }  // namespace
 
 CUDA_TEST_CASE("layout: NCHW <-> NHWC copies match the reference (odd sizes, C = 1, HW = 1, graph)") {
@@ -156,12 +166,7 @@ CUDA_TEST_CASE("conv2d.gemm_1x1_nhwc matches the reference in NHWC (residual inp
   const KernelVariant* v = KernelRegistry::global().find("cuda", "conv2d", "gemm_1x1_nhwc");
   REQUIRE(v);
   Conv2DParams p;
-  auto node = [&](int64_t n, int64_t ci, int64_t co, Precision prec) {
-    NodeDesc d = test::make_case_data(make_case(p, {{n, ci, 7, 7}, {co, ci, 1, 1}}, {false, true},
-                                                {n, co, 7, 7}, 1), prec).node;
-    d.layout = Layout::NHWC;
-    return d;
-  };
+  auto node = [&](int64_t n, int64_t ci, int64_t co, Precision prec) { return nhwc_1x1_node(p, n, ci, co, prec); };
   CHECK(v->priority_for(node(64, 96, 24, Precision::FP16)) == 55);
   p.activation.kind = ActivationKind::Relu;  // cudnn fuses bias + ReLU (+ residual): it stays ahead
   CHECK(v->priority_for(node(64, 96, 24, Precision::FP16)) == 45);
@@ -173,74 +178,7 @@ CUDA_TEST_CASE("conv2d.gemm_1x1_nhwc matches the reference in NHWC (residual inp
   CHECK(v->priority_for(node(64, 90, 24, Precision::FP16)) == 3);  // C_in not a multiple of 8
   CHECK(variant_applies(*v, node(64, 96, 24, Precision::FP16)));
   p.stride_h = p.stride_w = 2;  // stride 2: not one GEMM over the pixels
-  NodeDesc strided = test::make_case_data(make_case(p, {{4, 8, 8, 8}, {8, 8, 1, 1}}, {false, true},
-                                                    {4, 8, 4, 4}, 1), Precision::FP16).node;
-  strided.layout = Layout::NHWC;
-  CHECK_FALSE(variant_applies(*v, strided));
-}
-
-// The tensor-core 1x1 GEMM with its epilogue in registers: fp16, C_in and C_out multiples of 8 (C_in
-// not a multiple of 32: a zero-padded last channel group; C_out past 64: several column blocks, the
-// last one partly empty, e.g. 72 = 2 blocks of 5 n8 tiles), pixel counts past the last full 128-row
-// block, bias or none, residual inputs, every activation kind (the fixed-epilogue kernels and the
-// generic one); the default from batch 4 on few input channels.
-CUDA_TEST_CASE("conv2d.mma_1x1_nhwc matches the reference (fp16, residual inputs too); where it applies") {
-  test::require_registered("conv2d", {"mma_1x1_nhwc"});
-  std::mt19937_64 rng(7711);
-  int residual = 0, ran = 0, wide = 0;
-  for (int t = 0; t < scaled(60); ++t) {
-    Conv2DParams p;
-    p.activation = random_activation(rng);
-    const int64_t N = uniform(rng, 1, 5);
-    const int64_t CI = 8 * (t % 5 == 4 ? uniform(rng, 9, 40) : uniform(rng, 1, 8));
-    const int64_t CO = 8 * (t % 4 == 3 ? uniform(rng, 9, 30) : uniform(rng, 1, 8));
-    const int64_t H = uniform(rng, 1, 23), W = t % 7 == 6 ? uniform(rng, 60, 90) : uniform(rng, 1, 17);
-    std::vector<Shape> in{{N, CI, H, W}, {CO, CI, 1, 1}};
-    if (rng() % 4 != 0) in.push_back({CO});
-    OpCase c = make_case(p, in, {false, true, true}, {N, CO, H, W}, 7500 + t);
-    if (t % 3 == 1) c = test::with_residual(std::move(c)), ++residual;
-    const auto names = check_case_in_layout(c, Precision::FP16, Layout::NHWC, {"mma_1x1_nhwc"}, t % 2 == 0);
-    CHECK_MESSAGE(contains(names, "mma_1x1_nhwc"), test::describe(c));
-    ran += contains(names, "mma_1x1_nhwc");
-    wide += CO > 64;
-  }
-  CHECK(ran == scaled(60));
-  CHECK(residual >= scaled(60) / 4);
-  CHECK(wide >= scaled(60) / 8);
-  const KernelVariant* v = KernelRegistry::global().find("cuda", "conv2d", "mma_1x1_nhwc");
-  REQUIRE(v);
-  Conv2DParams p;
-  auto node = [&](int64_t n, int64_t ci, int64_t co, Precision prec) {
-    NodeDesc d = test::make_case_data(make_case(p, {{n, ci, 7, 7}, {co, ci, 1, 1}}, {false, true},
-                                                {n, co, 7, 7}, 1), prec).node;
-    d.layout = Layout::NHWC;
-    return d;
-  };
-  CHECK(variant_applies(*v, node(64, 96, 24, Precision::FP16)));
-  // the default where measured to win: few input channels, batch >= 4, no plain ReLU (cuDNN fuses it)
-  CHECK(v->priority_for(node(64, 16, 96, Precision::FP16)) == 58);
-  CHECK(v->priority_for(node(64, 96, 24, Precision::FP16)) == 58);
-  CHECK(v->priority_for(node(64, 144, 24, Precision::FP16)) == 2);  // a long K: cuBLAS + the pass
-  CHECK(v->priority_for(node(64, 64, 384, Precision::FP16)) == 2);
-  CHECK(v->priority_for(node(2, 16, 96, Precision::FP16)) == 2);    // batch < 4
-  p.activation.kind = ActivationKind::Clip;
-  CHECK(v->priority_for(node(64, 16, 96, Precision::FP16)) == 58);
-  p.activation.kind = ActivationKind::Relu;
-  CHECK(v->priority_for(node(64, 16, 96, Precision::FP16)) == 2);
-  p.activation.kind = ActivationKind::Silu;
-  CHECK(v->priority_for(node(64, 16, 96, Precision::FP16)) == 2);
-  p.activation.kind = ActivationKind::None;
-  CHECK_FALSE(variant_applies(*v, node(64, 96, 24, Precision::TF32)));  // fp16 only
-  CHECK_FALSE(variant_applies(*v, node(64, 90, 24, Precision::FP16)));  // C_in % 8
-  CHECK_FALSE(variant_applies(*v, node(64, 96, 20, Precision::FP16)));  // C_out % 8
-  NodeDesc nchw = node(64, 96, 24, Precision::FP16);
-  nchw.layout = Layout::NCHW;
-  CHECK_FALSE(variant_applies(*v, nchw));
-  p.stride_h = p.stride_w = 2;  // stride 2: not one GEMM over the pixels
-  NodeDesc strided = test::make_case_data(make_case(p, {{4, 8, 8, 8}, {8, 8, 1, 1}}, {false, true},
-                                                    {4, 8, 4, 4}, 1), Precision::FP16).node;
-  strided.layout = Layout::NHWC;
-  CHECK_FALSE(variant_applies(*v, strided));
+  CHECK_FALSE(variant_applies(*v, node(4, 8, 8, Precision::FP16)));
 }
 
 CUDA_TEST_CASE("conv2d.cudnn: grouped, depthwise and dilated convolutions in NCHW and NHWC") {
@@ -403,6 +341,62 @@ CUDA_TEST_CASE("conv_pool2d.cudnn_direct_sum and cudnn_fused_filter match the re
   }
 }
 #endif  // INFER_WITH_CUDNN
+
+// The tensor-core 1x1 GEMM with its epilogue inside: fp16, C_in and C_out multiples of 8 (C_in
+// not a multiple of 32: a zero-padded last channel group; C_out past 64: several column blocks, the
+// last one partly empty, e.g. 72 = 2 blocks of 5 n8 tiles), pixel counts past the last full 128-row
+// block, bias or none, residual inputs, every activation kind (the fixed-epilogue kernels and the
+// generic one); the default from batch 4 on few input channels.
+CUDA_TEST_CASE("conv2d.mma_1x1_nhwc matches the reference (fp16, residual inputs too); where it applies") {
+  test::require_registered("conv2d", {"mma_1x1_nhwc"});
+  std::mt19937_64 rng(7711);
+  int residual = 0, ran = 0, wide = 0;
+  for (int t = 0; t < scaled(60); ++t) {
+    Conv2DParams p;
+    p.activation = random_activation(rng);
+    const int64_t N = uniform(rng, 1, 5);
+    const int64_t CI = 8 * (t % 5 == 4 ? uniform(rng, 9, 40) : uniform(rng, 1, 8));
+    const int64_t CO = 8 * (t % 4 == 3 ? uniform(rng, 9, 30) : uniform(rng, 1, 8));
+    const int64_t H = uniform(rng, 1, 23), W = t % 7 == 6 ? uniform(rng, 60, 90) : uniform(rng, 1, 17);
+    std::vector<Shape> in{{N, CI, H, W}, {CO, CI, 1, 1}};
+    if (rng() % 4 != 0) in.push_back({CO});
+    OpCase c = make_case(p, in, {false, true, true}, {N, CO, H, W}, 7500 + t);
+    if (t % 3 == 1) c = test::with_residual(std::move(c)), ++residual;
+    const auto names = check_case_in_layout(c, Precision::FP16, Layout::NHWC, {"mma_1x1_nhwc"}, t % 2 == 0);
+    CHECK_MESSAGE(contains(names, "mma_1x1_nhwc"), test::describe(c));
+    ran += contains(names, "mma_1x1_nhwc");
+    wide += CO > 64;
+  }
+  CHECK(ran == scaled(60));
+  CHECK(residual >= scaled(60) / 4);
+  CHECK(wide >= scaled(60) / 8);
+  const KernelVariant* v = KernelRegistry::global().find("cuda", "conv2d", "mma_1x1_nhwc");
+  REQUIRE(v);
+  Conv2DParams p;
+  auto node = [&](int64_t n, int64_t ci, int64_t co, Precision prec) { return nhwc_1x1_node(p, n, ci, co, prec); };
+  CHECK(variant_applies(*v, node(64, 96, 24, Precision::FP16)));
+  // the default where measured to win: few input channels, batch >= 4, no plain ReLU (cuDNN fuses it)
+  CHECK(v->priority_for(node(64, 16, 96, Precision::FP16)) == 58);
+  CHECK(v->priority_for(node(64, 96, 24, Precision::FP16)) == 58);
+  CHECK(v->priority_for(node(64, 144, 24, Precision::FP16)) == 2);  // a long K: cuBLAS + the pass
+  CHECK(v->priority_for(node(64, 64, 384, Precision::FP16)) == 2);
+  CHECK(v->priority_for(node(2, 16, 96, Precision::FP16)) == 2);    // batch < 4
+  p.activation.kind = ActivationKind::Clip;
+  CHECK(v->priority_for(node(64, 16, 96, Precision::FP16)) == 58);
+  p.activation.kind = ActivationKind::Relu;
+  CHECK(v->priority_for(node(64, 16, 96, Precision::FP16)) == 2);
+  p.activation.kind = ActivationKind::Silu;
+  CHECK(v->priority_for(node(64, 16, 96, Precision::FP16)) == 2);
+  p.activation.kind = ActivationKind::None;
+  CHECK_FALSE(variant_applies(*v, node(64, 96, 24, Precision::TF32)));  // fp16 only
+  CHECK_FALSE(variant_applies(*v, node(64, 90, 24, Precision::FP16)));  // C_in % 8
+  CHECK_FALSE(variant_applies(*v, node(64, 96, 20, Precision::FP16)));  // C_out % 8
+  NodeDesc nchw = node(64, 96, 24, Precision::FP16);
+  nchw.layout = Layout::NCHW;
+  CHECK_FALSE(variant_applies(*v, nchw));
+  p.stride_h = p.stride_w = 2;  // stride 2: not one GEMM over the pixels
+  CHECK_FALSE(variant_applies(*v, node(4, 8, 8, Precision::FP16)));
+}
 
 // The projection of a 1x1 latent in NHWC (its weight re-laid out [C_in][KH][KW][C_out]): the gemv path
 // at batch <= 4 (bias indexed by the channel-last column) and the GEMM path above, every precision.
