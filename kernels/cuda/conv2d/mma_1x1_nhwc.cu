@@ -209,8 +209,8 @@ int tiles_per_warp(int CO) {
 // 56x56 0.036 vs 0.066; 32 -> 192 at 28x28 0.018 vs 0.024; 96 -> 24 at 56x56 0.024 vs 0.027. It loses
 // where K is long for its M (a warp walks all of K alone): 40 -> 240 (SiLU) 0.036 vs 0.033, 64 -> 384
 // at 14x14 0.017 vs 0.015, 80 -> 480 0.031 vs 0.021, 144 -> 24 + residual at 56x56 0.050 vs 0.036,
-// 1152 -> 192 + residual at 7x7 0.127 vs 0.011; there it is an --autotune candidate. A plain ReLU stays with
-// cuDNN, which fuses it, and SiLU with cuBLAS + the pass: the per-node profile put this variant ahead
+// 1152 -> 192 + residual at 7x7 0.127 vs 0.011; there it is an --autotune candidate. A plain ReLU
+// stays with cuDNN, which fuses it, and SiLU with cuBLAS + the pass: the per-node profile put it ahead
 // on EfficientNet-B0's SiLU layers, but the graph-replayed model got slower with them (whole model,
 // fp16 batch 64: 2.736 ms with none of its 1x1 layers here, 2.768 with five, two of them SiLU).
 int priority(const NodeDesc& node) {
@@ -251,7 +251,8 @@ std::shared_ptr<void> prepare(const NodeDesc& node) {
 template <int kN>
 void launch(const Checked& c, const __half* x, const uint4* wt, __half* y, const Epilogue& ep, Context& ctx) {
   const int64_t items = int64_t((c.rows + kRowsPerWarp - 1) / kRowsPerWarp) * ((c.CO / 8 + kN - 1) / kN);
-  const int64_t blocks = std::min<int64_t>((items + kWarps - 1) / kWarps, int64_t(ctx.sm_count > 0 ? ctx.sm_count : 132) * 16);
+  const int64_t sms = ctx.sm_count > 0 ? ctx.sm_count : 132;
+  const int64_t blocks = std::min<int64_t>((items + kWarps - 1) / kWarps, sms * 16);
   dispatch_fixed_epilogue(ep, [&](auto a) {
     mma_1x1_nhwc_kernel<kN, decltype(a)::value><<<static_cast<unsigned>(blocks), kWarps * 32, 0, ctx.stream>>>(
         x, wt, y, c.rows, c.C, c.CO, ep);
@@ -263,24 +264,25 @@ void run(const KernelCall& call) {
   const Checked c = check(call.node);
   if (!c.ok) throw Error("cuda conv2d.mma_1x1_nhwc: needs an NHWC fp16 1x1 convolution, C_in and C_out % 8 == 0");
   const conv::ConvCall cc = conv::conv_call(call);
-  if ((reinterpret_cast<uintptr_t>(cc.x) | reinterpret_cast<uintptr_t>(cc.y) | reinterpret_cast<uintptr_t>(cc.residual)) % 16)
+  const auto addr = [](const void* p) { return reinterpret_cast<uintptr_t>(p); };
+  if ((addr(cc.x) | addr(cc.y) | addr(cc.residual)) % 16)
     throw Error("cuda conv2d.mma_1x1_nhwc: the input, output or residual is not 16-byte aligned");
   const State& st = *static_cast<const State*>(call.prepared);
-  const auto ep = gemm_epilogue<__half, float>(data_or_null(st.bias), std::get<Conv2DParams>(call.node.params).activation,
-                                               cc.residual, data_or_null(st.slope));
+  const auto ep = gemm_epilogue<__half, float>(
+      data_or_null(st.bias), std::get<Conv2DParams>(call.node.params).activation, cc.residual, data_or_null(st.slope));
   const __half* x = static_cast<const __half*>(cc.x);
   const uint4* wt = st.weights->as<uint4>();
   __half* y = static_cast<__half*>(cc.y);
-  Context& s = context_of(call);
+  Context& ctx = context_of(call);
   switch (tiles_per_warp(c.CO)) {
-    case 1: launch<1>(c, x, wt, y, ep, s); break;
-    case 2: launch<2>(c, x, wt, y, ep, s); break;
-    case 3: launch<3>(c, x, wt, y, ep, s); break;
-    case 4: launch<4>(c, x, wt, y, ep, s); break;
-    case 5: launch<5>(c, x, wt, y, ep, s); break;
-    case 6: launch<6>(c, x, wt, y, ep, s); break;
-    case 7: launch<7>(c, x, wt, y, ep, s); break;
-    default: launch<8>(c, x, wt, y, ep, s); break;
+    case 1: launch<1>(c, x, wt, y, ep, ctx); break;
+    case 2: launch<2>(c, x, wt, y, ep, ctx); break;
+    case 3: launch<3>(c, x, wt, y, ep, ctx); break;
+    case 4: launch<4>(c, x, wt, y, ep, ctx); break;
+    case 5: launch<5>(c, x, wt, y, ep, ctx); break;
+    case 6: launch<6>(c, x, wt, y, ep, ctx); break;
+    case 7: launch<7>(c, x, wt, y, ep, ctx); break;
+    default: launch<8>(c, x, wt, y, ep, ctx); break;
   }
   INFER_CUDA_CHECK_LAUNCH();
 }
