@@ -137,6 +137,11 @@ int main(int argc, char** argv) {
       throw CLI::RequiredError("a subcommand (op, model, weights, soak, peak) or --table4");
     if (table4 && !app.get_subcommands().empty())
       throw CLI::ValidationError("--table4", "runs on its own, not with a subcommand");
+    try {
+      mo.kernels = infer::cli::kernel_choice_map(kernel_choices);
+    } catch (const infer::Error& e) {
+      throw CLI::ValidationError("--kernel", e.what());  // a usage error, as in infer
+    }
     if (settings.backend != "cpu" && threads_option->count() > 0)
       throw CLI::ValidationError("--threads", "is cpu-only (OpenMP and OpenBLAS threads)");
     if (settings.backend == "cpu" && precision != "fp32")
@@ -170,7 +175,6 @@ int main(int argc, char** argv) {
       mo.batch = batch;
       mo.variants = !no_variants && !default_only;
       mo.no_passes = !default_only;
-      mo.kernels = infer::cli::kernel_choice_map(kernel_choices);
       return run_model(mo, settings, json_path);
     }
     if (peak->parsed()) return run_peak(settings, json_path);

@@ -1,8 +1,9 @@
 // `infer-bench model FILE`: the whole model with the engine's default choices (passes and kernel
 // heuristic), the same with every graph pass off, then for every op in the planned graph each other
 // applicable variant of the chosen backend forced for all nodes of that op, one op at a time; ratios
-// against the default; --kernel choices hold in all of them ("default" is then the plan with them). `infer-bench weights` dumps a model's
-// constants as .npy files named after their tensors, so another framework can load the same weights.
+// against the default; --kernel choices hold in all of them ("default" is then the plan with them).
+// `infer-bench weights` dumps a model's constants as .npy files named after their tensors, so another
+// framework can load the same weights.
 #include <cstdio>
 #include <filesystem>
 #include <map>
