@@ -70,11 +70,6 @@ struct GemmEpilogue {
       *reinterpret_cast<float2*>(y + i) = make_float2(v0, v1);
   }
 
-  // True when nothing but an optional ReLU follows the bias (the fast half2 paths of the kernels).
-  __device__ __forceinline__ bool relu_only() const {
-    return !residual && !slope && (act.kind == ActivationKind::None || act.kind == ActivationKind::Relu);
-  }
-
   // operator() with the activation known at compile time: A = int(ActivationKind) when the kernel was
   // launched through dispatch_fixed_epilogue for an epilogue of bias + that activation only (no
   // residual, no PRelu slope), kGenericEpilogue for any other (activate_fixed, common.cuh).

@@ -146,8 +146,7 @@ __global__ void __launch_bounds__(kWarps * 32)
           }
         }
 #pragma unroll
-        for (int j = 0; j < 8; ++j)
-          v[j] = activate_prelu(ep.act, v[j], ep.slope != nullptr, ep.slope ? ep.slope[(nt0 + nt) * 8 + j] : 0.f);
+        for (int j = 0; j < 8; ++j) v[j] = activate_channel(ep.act, v[j], ep.slope, (nt0 + nt) * 8 + j);
       }
       uint4 out;
       __half2* oh = reinterpret_cast<__half2*>(&out);
@@ -174,12 +173,10 @@ Checked check(const NodeDesc& node) {
     return r;
   const auto& p = std::get<Conv2DParams>(node.params);
   const bool prelu = fused_activation(node.params).kind == ActivationKind::PRelu;
-  const size_t want = p.add_residual || prelu ? 4 : 3;
-  if (node.input_shapes.size() < 2 || node.input_shapes.size() > want) return r;
-  if (node.input_shapes.size() == 4 && node.input_shapes.size() != want) return r;  // a 4th input is one of them
-  if (node.input_shapes.size() >= 3 && (node.constants.size() < 3 || !node.constants[2])) return r;
-  if (prelu && (node.input_shapes.size() != 4 || node.constants.size() < 4 || !node.constants[3])) return r;
-  if (p.add_residual && node.input_shapes.size() != 4) return r;
+  const size_t n = node.input_shapes.size();
+  if (n < 2 || (p.add_residual || prelu ? n != 4 : n > 3)) return r;  // a 4th input: residual or slopes
+  if (n >= 3 && (node.constants.size() < 3 || !node.constants[2])) return r;
+  if (prelu && (node.constants.size() < 4 || !node.constants[3])) return r;
   const Shape &x = node.input_shapes[0], &w = node.input_shapes[1];
   const int64_t rows = x[0] * x[2] * x[3];
   // work items (32 rows x a column block) and their grid-stride successors in int
