@@ -516,15 +516,19 @@ CUDA_TEST_CASE("conv2d.mma_small_cout_nhwc matches the reference (fp16, C_out 1.
     ran += !names.empty();
   }
   CHECK(ran == scaled(40));
-  // both kernels on purpose: the shared-memory tile (stride 1; 4 rows per block, or 1 when a 5x5
-  // kernel's weights leave less room; several column tiles, zero-padded channel groups) and the
-  // gather kernel (stride 2)
+  // every kernel on purpose: the rows kernel (stride 1, C_in <= 128, KH x KW x C_out <= 32: 1x1 -> 1,
+  // 3x3 -> 3 over two 64-column strips, 5x5 -> 1 with padding 2, C_in 24 (one zero-padded group), 128
+  // (four groups) over many strips of rows, padding 2 on a 3x3), the shared-memory tile (stride 1 past
+  // those limits; 4 rows per block, or 1 when a 5x5 kernel's weights leave less room; several column
+  // tiles, zero-padded channel groups; C_in 136) and the gather kernel (stride 2)
   struct Fixed {
     int64_t N, CI, H, W, CO;
     int k, stride, pad;
   };
   const Fixed fixed[] = {{2, 64, 9, 70, 3, 3, 1, 1}, {1, 64, 11, 13, 4, 5, 1, 2}, {1, 40, 7, 66, 8, 3, 1, 1},
-                         {3, 8, 5, 9, 1, 1, 1, 0},   {2, 64, 12, 75, 3, 5, 1, 0}, {2, 96, 13, 17, 5, 3, 2, 1}};
+                         {3, 8, 5, 9, 1, 1, 1, 0},   {2, 64, 12, 75, 3, 5, 1, 0}, {2, 96, 13, 17, 5, 3, 2, 1},
+                         {1, 16, 6, 7, 1, 5, 1, 2},  {1, 24, 19, 130, 2, 3, 1, 2}, {2, 128, 40, 37, 3, 3, 1, 1},
+                         {2, 136, 9, 20, 3, 3, 1, 1}};
   for (const Fixed& f : fixed) {
     Conv2DParams p;
     p.stride_h = p.stride_w = f.stride;

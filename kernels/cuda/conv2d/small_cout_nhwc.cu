@@ -8,13 +8,16 @@
 //   staged once per block in shared memory as [tap][slice][n][16 k] half. Stride 1: the tile kernel
 //   stages the input window of 4 output rows x 64 columns per channel group with cp.async (zeros
 //   outside the image: no padding pass); other strides: the gather kernel loads A rows from global
-//   memory (L1 serves the taps' overlap).
+//   memory (L1 serves the taps' overlap). Stride 1 with C_in <= 128 and KH x KW x C_out <= 32 (3x3 -> 3:
+//   27) takes the rows kernel instead: N = every (tap, output channel) pair, K = C_in, so each input
+//   pixel is read once into A fragments, and the taps are summed afterwards from shared memory.
 // - `direct_small_cout_nhwc` (fp32 / tf32 / fp16): one thread per output pixel computes all C_out
 //   channels with float FMAs, reading each input pixel's C_in channels as 16-byte vectors, weights
 //   in shared memory as float [KH][KW][C_in][C_out] (warp-uniform reads: broadcasts).
 // Both sum in float and fuse bias and activation (or a per-channel PRelu: GemmEpilogue's slopes); a
 // grid of a few blocks per SM loops over the work, so the weights load once per block.
 #include <algorithm>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -252,6 +255,120 @@ __global__ void __launch_bounds__(kMmaWarps * 32)
   }
 }
 
+// Stride 1, C_in <= 128, KH x KW x C_out <= 32 (EB-GAN's 64 -> 3 3x3 output layer: 27): the "rows"
+// kernel. The GEMM's N holds every (tap, output channel) pair instead of K holding the taps, so each
+// input pixel's channels are read once, from global memory straight into A fragments, rather than
+// once per tap from a staged window: Z[pixel][(ky KW + kx) CO + co] = sum_c x[pixel][c] w[co][c][ky][kx]
+// (K = C_in in G groups of 32 channels, N = KH KW CO padded to NT n8 tiles), then
+// y[oy][ox][co] = sum_{ky,kx} Z[oy + ky][ox + kx][(ky KW + kx) CO + co], the shift-add of a col2im, in
+// shared memory. A block owns a strip of 64 output columns x `rows` output rows of one image and walks
+// down it: warp w computes window columns 16w .. 16w + 15 (one m16 tile; 5 warps: 80 >= 64 + KW - 1
+// columns) of one window row per step, with B in registers for the whole strip and the next row's A
+// loaded during this row's MMAs; the Z rows live in a ring of KH + 1 rows, and after the step's one
+// barrier the block finishes output row r - KH + 1 from the ring (a thread per output element, the
+// same elements of every row: their Z offsets computed once per strip).
+constexpr int kRowsWarps = 5;
+constexpr int kRowsCols = 16 * kRowsWarps;  // window columns per strip
+constexpr int kRowsOut = 64;                // output columns per strip
+constexpr int kRowsMaxGroups = 4;           // C_in <= 128: B and two rows of A stay in registers
+constexpr int kRowsMaxN = 32;               // KH x KW x C_out <= 32: at most four n8 tiles
+constexpr size_t kRowsMaxSmem = 96 * 1024;
+constexpr int kRowsElems = (kRowsOut * kMaxCout + kRowsWarps * 32 - 1) / (kRowsWarps * 32);  // per thread and row
+
+// Floats per Z pixel: NT x 8 columns, padded so that a half-warp's float2 stores of the D fragments
+// (rows g, 8 apart in pixels, columns 2t) fall in distinct banks (stride = 8 or 24 mod 32).
+__host__ __device__ constexpr int rows_z_stride(int nt) { return nt % 2 ? nt * 8 : nt * 8 + 8; }
+size_t rows_smem(const Geo& g, int nt) { return size_t(g.KH + 1) * kRowsCols * rows_z_stride(nt) * sizeof(float); }
+
+template <int G, int NT>
+__global__ void __launch_bounds__(kRowsWarps * 32)
+    mma_small_cout_rows_kernel(const __half* __restrict__ x, const uint32_t* __restrict__ wt, __half* __restrict__ y,
+                               Geo geo, int CO, MmaEpilogue ep, int rows) {
+  constexpr int S = rows_z_stride(NT);
+  extern __shared__ float zs[];  // [KH + 1][kRowsCols][S]
+  const int warp = threadIdx.x / 32, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const int strips_x = (geo.WO + kRowsOut - 1) / kRowsOut, strips_y = (geo.HO + rows - 1) / rows;
+  const int sx = static_cast<int>(blockIdx.x % strips_x);
+  const int q = static_cast<int>(blockIdx.x / strips_x);
+  const int sy = q % strips_y, n = q / strips_y;
+  // B: group gi's two k16 slices of n8 tile nt, laid out [gi][nt][slice][n 8][k 16] by prepare()
+  uint32_t b[G][NT][4];
+#pragma unroll
+  for (int gi = 0; gi < G; ++gi)
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+      const uint32_t* w0 = wt + (gi * NT + nt) * 128 + g * 8 + t;
+      b[gi][nt][0] = w0[0], b[gi][nt][1] = w0[4], b[gi][nt][2] = w0[64], b[gi][nt][3] = w0[68];
+    }
+  const int oy0 = sy * rows, ox0 = sx * kRowsOut;
+  const int out_rows = min(rows, geo.HO - oy0), win_rows = out_rows + geo.KH - 1;
+  const int out_cols = min(kRowsOut, geo.WO - ox0);
+  const int iy_top = oy0 - geo.pt;
+  const int wc0 = 16 * warp + g, wc1 = wc0 + 8;  // this lane's two window columns (A rows g, g + 8)
+  const int ix0 = ox0 - geo.pl + wc0, ix1 = ix0 + 8;
+  const bool in0 = ix0 >= 0 && ix0 < geo.W, in1 = ix1 >= 0 && ix1 < geo.W;
+  const __half* img = x + int64_t(n) * geo.H * geo.W * geo.C;
+  // window row wr's A rows: channels 32 gi + 8t .. + 7 of the lane's two pixels, zeros outside the image
+  // (the padding) and past C_in (C_in % 8 == 0: a lane's 8 channels are wholly in or out)
+  auto load = [&](int wr, uint4 (&r0)[G], uint4 (&r1)[G]) {
+    const int iy = iy_top + wr;
+    const bool row_in = iy >= 0 && iy < geo.H;
+    const __half* prow = img + int64_t(row_in ? iy : 0) * geo.W * geo.C + 8 * t;
+#pragma unroll
+    for (int gi = 0; gi < G; ++gi) {
+      const bool c_in = 32 * gi + 8 * t < geo.C;
+      r0[gi] = row_in && in0 && c_in ? __ldg(reinterpret_cast<const uint4*>(prow + int64_t(ix0) * geo.C + 32 * gi))
+                                     : make_uint4(0, 0, 0, 0);
+      r1[gi] = row_in && in1 && c_in ? __ldg(reinterpret_cast<const uint4*>(prow + int64_t(ix1) * geo.C + 32 * gi))
+                                     : make_uint4(0, 0, 0, 0);
+    }
+  };
+  // this thread's output elements of a row, e = threadIdx.x + q x blockDim (pixel i = e / CO, channel
+  // co): their Z offsets i S + co (co < S), fixed for the strip
+  const int elems = out_cols * CO;
+  int zoff[kRowsElems];
+#pragma unroll
+  for (int q = 0; q < kRowsElems; ++q) {
+    const int e = q * kRowsWarps * 32 + threadIdx.x, i = e / CO;
+    zoff[q] = i * S + (e - i * CO);
+  }
+  const int ring = geo.KH + 1;
+  uint4 r0[G], r1[G];
+  load(0, r0, r1);
+  for (int wr = 0; wr < win_rows; ++wr) {
+    uint4 n0[G], n1[G];
+    if (wr + 1 < win_rows) load(wr + 1, n0, n1);
+    WarpMma16816<1, NT> mma;
+#pragma unroll
+    for (int gi = 0; gi < G; ++gi) mma.group(0, r0[gi], r1[gi], b[gi]);
+    float* zrow = zs + (wr % ring) * kRowsCols * S + 2 * t;
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+      *reinterpret_cast<float2*>(zrow + wc0 * S + nt * 8) = make_float2(mma.acc[0][nt][0], mma.acc[0][nt][1]);
+      *reinterpret_cast<float2*>(zrow + wc1 * S + nt * 8) = make_float2(mma.acc[0][nt][2], mma.acc[0][nt][3]);
+    }
+    // Z row wr is visible; the ring slot the next step overwrites (row wr - KH) was last read by the
+    // previous step's output row, which every thread finished before this barrier
+    __syncthreads();
+    if (const int j = wr - (geo.KH - 1); j >= 0) {
+      const int64_t out = ((int64_t(n) * geo.HO + oy0 + j) * geo.WO + ox0) * CO;
+      const int slot0 = j % ring;
+#pragma unroll
+      for (int q = 0; q < kRowsElems; ++q) {
+        if (q * kRowsWarps * 32 + int(threadIdx.x) >= elems) break;
+        float s = 0.f;
+        for (int ky = 0, slot = slot0; ky < geo.KH; ++ky, slot = slot + 1 == ring ? 0 : slot + 1) {
+          const float* z = zs + slot * kRowsCols * S + zoff[q] + ky * geo.KW * CO;
+          for (int kx = 0; kx < geo.KW; ++kx) s += z[kx * (S + CO)];
+        }
+        ep.store(y, out + q * kRowsWarps * 32 + threadIdx.x, ep.channel(zoff[q] % S), s);
+      }
+    }
+#pragma unroll
+    for (int gi = 0; gi < G; ++gi) r0[gi] = n0[gi], r1[gi] = n1[gi];
+  }
+}
+
 struct Checked {
   bool ok = false;
   Geo g{};
@@ -392,8 +509,54 @@ int mma_priority(const NodeDesc& node) {
   return c.g.N >= 4 ? 65 : 5;
 }
 
+// The rows kernel's instance for a node: G groups of 32 input channels, NT n8 tiles of (tap, output
+// channel) columns; G = 0 where it does not apply (other strides, C_in > 128, KH x KW x C_out > 32,
+// KW > 17, a ring of Z rows over 96 KiB, a grid past 2^31 blocks).
+struct RowsShape {
+  int G = 0, NT = 0;
+};
+RowsShape rows_shape(const Geo& g, int CO) {
+  const int nt = (g.KH * g.KW * CO + 7) / 8;
+  const int64_t strips_x = (g.WO + kRowsOut - 1) / kRowsOut;
+  if (g.sh != 1 || g.sw != 1 || g.KW > kRowsCols - kRowsOut + 1 || g.C > 32 * kRowsMaxGroups ||
+      g.KH * g.KW * CO > kRowsMaxN || rows_smem(g, nt) > kRowsMaxSmem || int64_t(g.N) * g.HO * strips_x > INT32_MAX)
+    return {};
+  return {(g.C + 31) / 32, nt};
+}
+
+using RowsKernel = void (*)(const __half*, const uint32_t*, __half*, Geo, int, MmaEpilogue, int);
+template <int G>
+RowsKernel rows_kernel_for(int nt) {
+  switch (nt) {
+    case 1: return mma_small_cout_rows_kernel<G, 1>;
+    case 2: return mma_small_cout_rows_kernel<G, 2>;
+    case 3: return mma_small_cout_rows_kernel<G, 3>;
+    default: return mma_small_cout_rows_kernel<G, 4>;
+  }
+}
+RowsKernel rows_kernel(const RowsShape& r) {
+  switch (r.G) {
+    case 1: return rows_kernel_for<1>(r.NT);
+    case 2: return rows_kernel_for<2>(r.NT);
+    case 3: return rows_kernel_for<3>(r.NT);
+    default: return rows_kernel_for<4>(r.NT);
+  }
+}
+
+// Output rows per strip: 32 (the window's KH - 1 extra rows amortized), halved while the grid would
+// give fewer than 4 blocks per SM.
+int rows_per_strip(const Geo& g, int sms) {
+  const int64_t strips_x = (g.WO + kRowsOut - 1) / kRowsOut;
+  int rows = 32;
+  while (rows > 2 && int64_t(g.N) * ((g.HO + rows - 1) / rows) * strips_x < 4 * int64_t(sms)) rows /= 2;
+  return rows;
+}
+
 struct MmaState {
-  std::unique_ptr<DeviceArray> weights;  // half [tap][slice][n = 8][k = 16], zeros past C_out and C_in
+  // tile / gather kernels: half [tap][slice][n = 8][k = 16]; rows kernel: half [group][n8 tile][slice 2]
+  // [n = 8][k = 16] with column n = (ky KW + kx) C_out + co; zeros past C_out and C_in
+  std::unique_ptr<DeviceArray> weights;
+  RowsShape rows;  // the rows kernel's instance, or G = 0
   std::unique_ptr<DeviceArray> bias;     // float [C_out], or null
   std::unique_ptr<DeviceArray> slope;    // float [C_out] per-channel PRelu slopes (fuse_prelu), or null
 };
@@ -416,6 +579,25 @@ std::shared_ptr<void> mma_prepare(const NodeDesc& node) {
                   w[((int64_t(n) * g.C + ci) * g.KH + ky) * g.KW + kx];
           }
   auto st = std::make_shared<MmaState>();
+  st->rows = rows_shape(g, c.CO);
+  if (const RowsShape& r = st->rows; r.G > 0) {
+    t.assign(size_t(r.G) * r.NT * 2 * 8 * 16, 0.f);
+    for (int gi = 0; gi < r.G; ++gi)
+      for (int col = 0; col < g.KH * g.KW * c.CO; ++col) {
+        const int tap = col / c.CO, co = col % c.CO, ky = tap / g.KW, kx = tap % g.KW;
+        for (int s = 0; s < 2; ++s)
+          for (int k = 0; k < 16; ++k) {
+            const int ci = mma_k_channel(2 * gi + s, k);
+            if (ci < g.C)
+              t[static_cast<size_t>((((gi * r.NT + col / 8) * 2 + s) * 8 + col % 8) * 16 + k)] =
+                  w[((int64_t(co) * g.C + ci) * g.KH + ky) * g.KW + kx];
+          }
+      }
+    // above 48 KiB of shared memory a kernel must opt in (once per instance, here: not inside a capture)
+    if (const size_t smem = rows_smem(g, r.NT); smem > 48 * 1024)
+      INFER_CUDA_CHECK(cudaFuncSetAttribute(rows_kernel(r), cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                            static_cast<int>(smem)));
+  }
   st->weights = upload(t.data(), t.size(), Precision::FP16);
   st->bias = float_bias(node, c.CO, "conv2d.mma_small_cout_nhwc");
   st->slope = float_slope(node, c.CO, "conv2d.mma_small_cout_nhwc");
@@ -438,7 +620,12 @@ void mma_run(const KernelCall& call) {
   __half* y = reinterpret_cast<__half*>(call.outputs[0]);
   const auto ep =
       gemm_epilogue<__half, float>(data_or_null(st.bias), p.activation, nullptr, data_or_null(st.slope));
-  if (const int rows = mma_tile_rows(c.g); rows > 0) {
+  if (const RowsShape& r = st.rows; r.G > 0) {
+    const int rows = rows_per_strip(c.g, ctx.sm_count > 0 ? ctx.sm_count : 132);
+    const int64_t strips = int64_t(c.g.N) * ((c.g.HO + rows - 1) / rows) * ((c.g.WO + kRowsOut - 1) / kRowsOut);
+    rows_kernel(r)<<<static_cast<unsigned>(strips), kRowsWarps * 32, rows_smem(c.g, r.NT), ctx.stream>>>(
+        x, st.weights->as<uint32_t>(), y, c.g, c.CO, ep, rows);
+  } else if (const int rows = mma_tile_rows(c.g); rows > 0) {
     const int64_t tiles = int64_t(c.g.N) * ((c.g.HO + rows - 1) / rows) *
                           ((c.g.WO + kMmaPixelsPerWarp - 1) / kMmaPixelsPerWarp);
     const size_t smem = wbytes + size_t(rows + c.g.KH - 1) * (kMmaPixelsPerWarp + c.g.KW - 1) * 64;
