@@ -24,6 +24,7 @@
 #include "infer/infer.h"
 #include "infer/kernel.h"
 #include "models/zoo.h"
+#include "layout.h"
 #include "passes.h"
 #include "test_util.h"
 
@@ -806,4 +807,30 @@ TEST_CASE("fuse_conv_residual: conv + residual add on cpu, same values, shown in
   ModelBuilder nb("n");
   const int nx = nb.input("x", {-1, 1, 3, 3});
   CHECK_THROWS_AS(nb.node("c", fused, {nx, nb.constant("w", {1, 1, 1, 1}, {1.f})}), Error);
+}
+
+// The channels_last pass on a generator: its latent z [N, 100, 1, 1] is the same bytes in both layouts,
+// so the projection (equal priority in both) takes the layout its reader strictly prefers and reads z
+// without a conversion; before, it stayed NCHW and a transpose ran between it and the next layer.
+TEST_CASE("channels_last: a [N, C, 1, 1] input is read unconverted; its reader follows the next layer") {
+  const Model m = Model::from_bytes(zoo::build("dcgan").finish(), "dcgan");
+  const detail::Graph g = passed(m);
+  REQUIRE(g.nodes.size() >= 2);
+  REQUIRE(g.nodes[0].op() == OpType::ConvTranspose2D);
+  std::vector<detail::LayoutSupport> support(g.nodes.size());
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    support[i] = i == 0 ? detail::LayoutSupport{60, 60} : detail::LayoutSupport{10, 50};
+  std::vector<std::string> log;
+  const detail::Graph out = detail::assign_layouts(g, support, &log);
+  CHECK(out.nodes[0].layout == Layout::NHWC);
+  CHECK(out.nodes[0].inputs[0] == g.nodes[0].inputs[0]);  // z itself, no converted copy
+  int conversions = 0;
+  for (const detail::Node& n : out.nodes) conversions += n.op() == OpType::Layout;
+  CHECK(conversions == 1);  // the image output back to NCHW only
+  REQUIRE(log.size() == 1);
+  CHECK(log[0].find("1 layout conversion(s) (nchw for output") != std::string::npos);
+  // the next layer preferring NCHW: the projection keeps z's NCHW
+  for (size_t i = 1; i < g.nodes.size(); ++i) support[i] = {50, 10};
+  const detail::Graph nchw = detail::assign_layouts(g, support, nullptr);
+  for (const detail::Node& n : nchw.nodes) CHECK(n.layout == Layout::NCHW);
 }

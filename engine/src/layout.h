@@ -22,6 +22,8 @@ struct LayoutSupport {
 // best variant is strictly preferred (so element-wise ops and pooling follow their producer, and a
 // convolution switches where a channels-last kernel outranks the NCHW ones). Each switch reads a
 // converted copy (one per value and layout); NHWC graph outputs get a final conversion back to NCHW.
+// A [N, C, 1, 1] activation is the same bytes in both layouts: never converted, and a node whose 4-D
+// inputs are all such takes the layout its first reader strictly prefers when it runs there as well.
 // Appends one line to `log`.
 Graph assign_layouts(Graph graph, const std::vector<LayoutSupport>& support,
                      std::vector<std::string>* log = nullptr);
