@@ -7,7 +7,9 @@
 // quantize's rewrite: what fuses, what stays (a 4-channel conv, a value read back), the log, the same
 // outputs as fake quantization up to float rounding; per-axis quantize_linear / dequantize_linear in
 // NHWC against NCHW; their cpu "direct" kernels (per tensor) bit for bit against the reference (ties,
-// NaN, saturation, both layouts). Run per CPU ISA level by ctest (INFER_CPU_ISA).
+// NaN, saturation, both layouts); the cpu "depthwise" kernel against the reference on random depthwise
+// shapes, a MobileNet grid and quantize_linear's edge cases (bit for bit without a residual), and the
+// pass on a MobileNet-like model (no float depthwise left). Run per CPU ISA level by ctest (INFER_CPU_ISA).
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -121,6 +123,73 @@ std::vector<float> run_in(Layout layout, const std::string& name, const Case& c)
   return nhwc ? to_nchw(out, ys) : out;
 }
 
+// A random depthwise quantized_conv2d (groups == C_in == C_out, weight [C,1,KH,KW]): channel counts
+// from a list of odd and vector-edge sizes, kernels mostly 3x3 and 5x5 (sometimes 1-7, KH != KW),
+// strides 1-2 (3 at times), dilation 2 at times, padding 0 .. K-1 per side (asymmetric one time in
+// three), odd H and W, no activation / ReLU / ReLU6 / another bounded one in turn, a zero bias
+// (the pass's) one time in four, a residual one time in three, u8 and i8 inputs.
+Case random_dw_case(std::mt19937_64& rng, int t) {
+  static const int64_t kChannels[] = {1, 2, 3, 4, 7, 8, 9, 15, 16, 17, 24, 31, 32, 33, 40, 47, 64, 96, 97};
+  Case c;
+  Conv2DParams& p = c.p.conv;
+  const int kh = t % 8 == 7 ? uniform(rng, 1, 7) : (t % 2 ? 5 : 3);
+  const int kw = t % 8 == 7 && rng() % 2 ? uniform(rng, 1, 7) : kh;
+  p.stride_h = t % 11 == 10 ? 3 : uniform(rng, 1, 2);
+  p.stride_w = rng() % 5 == 0 ? uniform(rng, 1, 3) : p.stride_h;
+  p.dilation_h = rng() % 6 == 0 ? 2 : 1;
+  p.dilation_w = rng() % 6 == 0 ? 2 : p.dilation_h;
+  const int ekh = p.dilation_h * (kh - 1) + 1, ekw = p.dilation_w * (kw - 1) + 1;
+  p.pad.top = uniform(rng, 0, std::min(ekh - 1, 2));
+  p.pad.bottom = rng() % 3 == 0 ? uniform(rng, 0, ekh - 1) : p.pad.top;
+  p.pad.left = uniform(rng, 0, std::min(ekw - 1, 2));
+  p.pad.right = rng() % 3 == 0 ? uniform(rng, 0, ekw - 1) : p.pad.left;
+  const int a = t % 4;
+  p.activation = a == 0 ? Activation{} : a == 1 ? Activation{ActivationKind::Relu, 0.01f, 0.f}
+                 : a == 2 ? Activation{ActivationKind::Clip, 0.f, 6.f} : random_activation(rng);
+  p.add_residual = t % 3 == 2;
+  const int64_t C = kChannels[rng() % (sizeof kChannels / sizeof kChannels[0])];
+  p.groups = static_cast<int>(C);
+  const int64_t N = uniform(rng, 1, 2);
+  int64_t H, W;
+  do {
+    H = 2 * uniform(rng, 0, 9) + 1, W = 2 * uniform(rng, 0, 9) + 1;  // odd, 1 .. 19
+    if (rng() % 4 == 0) W += 1;
+  } while (H + p.pad.top + p.pad.bottom < ekh || W + p.pad.left + p.pad.right < ekw);
+  c.p.x_dtype = t % 2 ? DType::I8 : DType::U8;
+  if (t % 3 == 1) c.p.x_dtype = c.p.x_dtype == DType::I8 ? DType::U8 : DType::I8;  // both types with both kernels
+  c.p.x_zero_point = c.p.x_dtype == DType::U8 ? uniform(rng, 0, 255) : uniform(rng, -128, 127);
+  if (t % 7 == 3) c.p.x_zero_point = 0;
+  c.p.x_scale = std::uniform_real_distribution<float>(0.004f, 0.03f)(rng);
+  const bool per_channel = t % 5 != 1;
+  const Shape y{N, C, (H + p.pad.top + p.pad.bottom - ekh) / p.stride_h + 1,
+                (W + p.pad.left + p.pad.right - ekw) / p.stride_w + 1};
+  c.shapes = {{N, C, H, W}, {C, 1, kh, kw}, {per_channel ? C : 1}, {C}};
+  if (p.add_residual) c.shapes.push_back(y);
+  const uint64_t seed = rng();
+  const float lo_q = (c.p.x_dtype == DType::U8 ? 0.f : -128.f) - float(c.p.x_zero_point);
+  const float hi_q = (c.p.x_dtype == DType::U8 ? 255.f : 127.f) - float(c.p.x_zero_point);
+  const float widen = t % 4 == 0 ? 1.3f : 0.9f;  // saturation one time in four
+  c.inputs.push_back(random_vector(size_t(shape_numel(c.shapes[0])), seed, lo_q * c.p.x_scale * widen - 0.05f,
+                                   hi_q * c.p.x_scale * widen + 0.05f));
+  std::vector<float> wq(size_t(shape_numel(c.shapes[1])));
+  for (float& v : wq) v = float(uniform(rng, -128, 127));
+  if (t % 9 == 4)  // the extremes everywhere: the largest sums
+    for (size_t i = 0; i < wq.size(); ++i) wq[i] = i % 2 ? -128.f : 127.f;
+  c.inputs.push_back(wq);
+  c.inputs.push_back(random_vector(size_t(c.shapes[2][0]), seed + 1, 0.0005f, 0.01f));
+  c.inputs.push_back(t % 4 == 3 ? std::vector<float>(size_t(C), 0.f) : random_vector(size_t(C), seed + 2, -0.5f, 0.5f));
+  if (p.add_residual) c.inputs.push_back(random_vector(size_t(shape_numel(y)), seed + 3));
+  return c;
+}
+
+// The largest |got - want| / (1 + |want|) over the outputs.
+double worst_error(const std::vector<float>& got, const std::vector<float>& want) {
+  double worst = 0;
+  for (size_t i = 0; i < got.size(); ++i)
+    worst = std::max(worst, std::fabs(double(got[i]) - want[i]) / (1.0 + std::fabs(double(want[i]))));
+  return worst;
+}
+
 std::string error_of(const QuantizedConv2DParams& p, const std::vector<Shape>& in) {
   return infer::test::shape_error(p, in, "qc");
 }
@@ -158,6 +227,54 @@ std::vector<uint8_t> float_model() {
   gap.kind = PoolKind::Average;
   gap.kernel_h = gap.stride_h = 9, gap.kernel_w = gap.stride_w = 11;
   b.output(b.node("gap", gap, {h4}, "scores"));
+  return b.finish();
+}
+
+// A MobileNetV2-like float model: c1 3->16 3x3 s2 (ReLU6), dw1 16 3x3 depthwise (ReLU6), pw1 16->16
+// 1x1, dw2 16 5x5 s2 depthwise with asymmetric padding (no activation), pw2 16->24 1x1 (ReLU6), c3 24->4
+// 1x1 (4 output channels: stays float), global average pool.
+std::vector<uint8_t> depthwise_model() {
+  std::mt19937_64 rng(22);
+  const auto weights = [&](int64_t n, float r) {
+    std::vector<float> v(static_cast<size_t>(n));
+    for (float& x : v) x = std::uniform_real_distribution<float>(-r, r)(rng);
+    return v;
+  };
+  const Activation relu6{ActivationKind::Clip, 0.f, 6.f};
+  ModelBuilder b("dwnet");
+  const int x = b.input("image", {-1, 3, 17, 15});
+  Conv2DParams c1;
+  c1.stride_h = c1.stride_w = 2;
+  c1.pad = {1, 1, 1, 1};
+  c1.activation = relu6;
+  const int h1 = b.node("c1", c1, {x, b.constant("c1.w", {16, 3, 3, 3}, weights(432, 0.5f)),
+                                   b.constant("c1.b", {16}, weights(16, 0.1f))}, "c1_out");
+  Conv2DParams dw1;
+  dw1.groups = 16;
+  dw1.pad = {1, 1, 1, 1};
+  dw1.activation = relu6;
+  const int h2 = b.node("dw1", dw1, {h1, b.constant("dw1.w", {16, 1, 3, 3}, weights(144, 0.6f)),
+                                     b.constant("dw1.b", {16}, weights(16, 0.1f))}, "dw1_out");
+  Conv2DParams pw;
+  const int h3 = b.node("pw1", pw, {h2, b.constant("pw1.w", {16, 16, 1, 1}, weights(256, 0.4f)),
+                                    b.constant("pw1.b", {16}, weights(16, 0.1f))}, "pw1_out");
+  Conv2DParams dw2;
+  dw2.groups = 16;
+  dw2.stride_h = dw2.stride_w = 2;
+  dw2.pad = {1, 1, 2, 2};
+  const int h4 = b.node("dw2", dw2, {h3, b.constant("dw2.w", {16, 1, 5, 5}, weights(400, 0.3f))}, "dw2_out");
+  Conv2DParams pw2;
+  pw2.activation = relu6;
+  const int h5 = b.node("pw2", pw2, {h4, b.constant("pw2.w", {24, 16, 1, 1}, weights(384, 0.4f)),
+                                     b.constant("pw2.b", {24}, weights(24, 0.1f))}, "pw2_out");
+  Conv2DParams c3;
+  const int h6 = b.node("c3", c3, {h5, b.constant("c3.w", {4, 24, 1, 1}, weights(96, 0.3f)),
+                                   b.constant("c3.b", {4}, weights(4, 0.1f))}, "c3_out");
+  Pool2DParams gap;
+  gap.kind = PoolKind::Average;
+  gap.kernel_h = gap.stride_h = 3, gap.kernel_w = gap.stride_w = 2;
+  gap.pad = {0, 0, 0, 0};
+  b.output(b.node("gap", gap, {h6}, "scores"));
   return b.finish();
 }
 
@@ -289,6 +406,156 @@ TEST_CASE("quantized_conv2d.qgemm: a weight that is not int8 is refused when pre
   CHECK_FALSE(variant_applies(*v, dwn));
 }
 
+TEST_CASE("quantized_conv2d.depthwise: the reference's values on random depthwise shapes, NCHW and NHWC") {
+  std::mt19937_64 rng(71);
+  int exact_cases = 0;
+  for (int t = 0; t < 240; ++t) {
+    CAPTURE(t);
+    const Case c = random_dw_case(rng, t);
+    CAPTURE(shape_str(c.shapes[0]));
+    CAPTURE(shape_str(c.shapes[1]));
+    CAPTURE(c.p.conv.stride_h);
+    CAPTURE(c.p.conv.stride_w);
+    CAPTURE(c.p.conv.dilation_h);
+    CAPTURE(c.p.conv.dilation_w);
+    CAPTURE(c.p.conv.pad.top);
+    CAPTURE(c.p.conv.pad.left);
+    CAPTURE(c.p.conv.pad.bottom);
+    CAPTURE(c.p.conv.pad.right);
+    CAPTURE(dtype_name(c.p.x_dtype));
+    const std::vector<float> want = infer::test::run_cpu_variant("reference", shaped_node(c.p, c.shapes), c.inputs);
+    REQUIRE(infer::test::all_finite(want));
+    // float(acc) * m is the reference's product; + bias is one float rounding of the reference's exact
+    // double sum, and ReLU / Clip commute with rounding: bit for bit without a residual
+    const ActivationKind k = c.p.conv.activation.kind;
+    const bool exact = !c.p.conv.add_residual &&
+                       (k == ActivationKind::None || k == ActivationKind::Relu || k == ActivationKind::Clip);
+    exact_cases += exact;
+    for (Layout layout : {Layout::NCHW, Layout::NHWC}) {
+      CAPTURE(layout == Layout::NHWC);
+      const std::vector<float> got = run_in(layout, "depthwise", c);
+      REQUIRE(got.size() == want.size());
+      CHECK(infer::test::all_finite(got));
+      if (exact) CHECK(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0);
+      CHECK(worst_error(got, want) <= 2e-6);  // a residual: two float roundings; vector activations: few ulp
+    }
+  }
+  CHECK(exact_cases >= 80);
+}
+
+TEST_CASE("quantized_conv2d.depthwise: MobileNet's shapes, every channel count edge, both input types") {
+  // 3x3 and 5x5, stride 1 and 2, padding 0 / 1 / 2 and asymmetric (0, 1) as a stride-2 'same' export
+  // writes it, C around the vector widths; ReLU6 as MobileNetV2's
+  std::mt19937_64 rng(81);
+  int t = 0;
+  for (int64_t C : {1, 3, 7, 17, 32, 33})
+    for (int k : {3, 5})
+      for (int s : {1, 2})
+        for (int pad : {0, 1, 2, -1}) {
+          CAPTURE(C);
+          CAPTURE(k);
+          CAPTURE(s);
+          CAPTURE(pad);
+          Case c = random_dw_case(rng, 0);
+          c.p.x_dtype = t++ % 2 ? DType::I8 : DType::U8;
+          c.p.x_zero_point = c.p.x_dtype == DType::U8 ? uniform(rng, 0, 255) : uniform(rng, -128, 127);
+          Conv2DParams& p = c.p.conv;
+          p.add_residual = false;
+          c.inputs.resize(4);
+          p.stride_h = p.stride_w = s;
+          p.dilation_h = p.dilation_w = 1;
+          p.pad = pad < 0 ? Padding2D{0, 0, 1, 1} : Padding2D{pad, pad, pad, pad};
+          p.activation = Activation{ActivationKind::Clip, 0.f, 6.f};
+          p.groups = static_cast<int>(C);
+          const int64_t H = 13, W = 11;
+          c.shapes = {{1, C, H, W}, {C, 1, k, k}, {C}, {C}};
+          c.inputs[0] = random_vector(size_t(C * H * W), uint64_t(t), -1.f, 3.f);
+          c.inputs[1].resize(size_t(C * k * k));
+          for (float& v : c.inputs[1]) v = float(uniform(rng, -128, 127));
+          c.inputs[2] = random_vector(size_t(C), uint64_t(t) + 7, 0.0005f, 0.01f);
+          c.inputs[3] = random_vector(size_t(C), uint64_t(t) + 8, -0.5f, 0.5f);
+          const std::vector<float> want = infer::test::run_cpu_variant("reference", shaped_node(c.p, c.shapes), c.inputs);
+          for (Layout layout : {Layout::NHWC, Layout::NCHW}) {
+            const std::vector<float> got = run_in(layout, "depthwise", c);
+            REQUIRE(got.size() == want.size());
+            CHECK(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0);
+          }
+        }
+}
+
+TEST_CASE("quantized_conv2d.depthwise: quantize_linear's rounding of ties, NaN, infinities and saturation, bit for bit") {
+  std::mt19937_64 rng(91);
+  for (int t = 0; t < 24; ++t) {
+    CAPTURE(t);
+    Case c = random_dw_case(rng, 0);  // no residual, no activation
+    c.p.conv.activation = Activation{};
+    c.p.x_dtype = t % 2 ? DType::I8 : DType::U8;
+    c.p.x_zero_point = c.p.x_dtype == DType::U8 ? uniform(rng, 0, 255) : uniform(rng, -128, 127);
+    // a power of two (exact ties) or any scale (ties as near as float gets)
+    c.p.x_scale = t % 3 == 0 ? 0.015625f : std::uniform_real_distribution<float>(0.004f, 0.03f)(rng);
+    std::vector<float>& x = c.inputs[0];
+    for (size_t i = 0; i < x.size(); ++i) {
+      const float k = float(uniform(rng, -300, 300));
+      x[i] = i % 3 == 0 ? (k + 0.5f) * c.p.x_scale : i % 3 == 1 ? (k - 0.5f) * c.p.x_scale : k * c.p.x_scale * 0.37f;
+    }
+    const float specials[] = {std::nanf(""), INFINITY, -INFINITY, 1e30f, -1e30f, 3e9f, -3e9f, -0.f};
+    for (size_t i = 0; i < x.size(); i += 5) x[i] = specials[(i / 5) % 8];
+    const std::vector<float> want = infer::test::run_cpu_variant("reference", shaped_node(c.p, c.shapes), c.inputs);
+    REQUIRE(infer::test::all_finite(want));
+    for (Layout layout : {Layout::NHWC, Layout::NCHW}) {
+      CAPTURE(layout == Layout::NHWC);
+      const std::vector<float> got = run_in(layout, "depthwise", c);
+      CHECK(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0);
+    }
+  }
+}
+
+TEST_CASE("quantized_conv2d.depthwise: depthwise only, and a weight that is not int8 is refused when prepared") {
+  const KernelVariant* v = KernelRegistry::global().find("cpu", "quantized_conv2d", "depthwise");
+  REQUIRE(v);
+  CHECK(v->layouts == std::vector<Layout>{Layout::NCHW, Layout::NHWC});
+  QuantizedConv2DParams p;
+  p.conv.pad = {1, 1, 1, 1};
+  p.conv.groups = 8;
+  NodeDesc node = shaped_node(p, {{1, 8, 6, 6}, {8, 1, 3, 3}, {8}, {8}});
+  std::vector<float> w(72, 3.f), s(8, 0.01f), b(8, 0.f);
+  node.constants = {nullptr, w.data(), s.data(), b.data()};
+  CHECK(variant_applies(*v, node));
+  CHECK_NOTHROW(v->prepare(node));
+  w[5] = 2.5f;
+  CHECK_THROWS_WITH_AS(v->prepare(node), Contains("weight_q holds 2.5"), Error);
+  w[5] = -129.f;
+  CHECK_THROWS_WITH_AS(v->prepare(node), Contains("not an int8 value"), Error);
+  w[5] = 1.f;
+  s[3] = 0.f;
+  CHECK_THROWS_WITH_AS(v->prepare(node), Contains("weight_scale holds"), Error);
+  s[3] = 0.01f;
+  NodeDesc no_const = node;
+  no_const.constants[1] = nullptr;
+  CHECK_FALSE(variant_applies(*v, no_const));
+  // not depthwise: one group, grouped (2 channels a group), a channel multiplier of 2
+  QuantizedConv2DParams dense = p;
+  dense.conv.groups = 1;
+  std::vector<float> wd(8 * 8 * 9, 1.f);
+  NodeDesc dn = shaped_node(dense, {{1, 8, 6, 6}, {8, 8, 3, 3}, {8}, {8}});
+  dn.constants = {nullptr, wd.data(), s.data(), b.data()};
+  CHECK_FALSE(variant_applies(*v, dn));
+  QuantizedConv2DParams grouped = p;
+  grouped.conv.groups = 4;
+  NodeDesc gn = shaped_node(grouped, {{1, 8, 6, 6}, {8, 2, 3, 3}, {8}, {8}});
+  gn.constants = {nullptr, wd.data(), s.data(), b.data()};
+  CHECK_FALSE(variant_applies(*v, gn));
+  std::vector<float> s16(16, 0.01f), b16(16, 0.f);
+  NodeDesc mn = shaped_node(p, {{1, 8, 6, 6}, {16, 1, 3, 3}, {16}, {16}});
+  mn.constants = {nullptr, wd.data(), s16.data(), b16.data()};
+  CHECK_FALSE(variant_applies(*v, mn));
+  // one channel (groups 1 == C_in == C_out) is depthwise too (qgemm takes 8 outputs or more)
+  QuantizedConv2DParams one;
+  NodeDesc on = shaped_node(one, {{1, 1, 6, 6}, {1, 1, 3, 3}, {1}, {1}});
+  on.constants = {nullptr, w.data(), s.data(), b.data()};
+  CHECK(variant_applies(*v, on));
+}
+
 TEST_CASE("fuse_quantized_conv2d: a quantized model's convolutions run in int8 on cpu, as fake quantization does") {
   const Model model = Model::from_bytes(float_model(), "qnet.fb");
   Tensor calib({6, 3, 9, 11});
@@ -339,6 +606,49 @@ TEST_CASE("fuse_quantized_conv2d: a quantized model's convolutions run in int8 o
           "fuse_quantized_conv2d: 2 quantize_linear -> dequantize_linear -> conv2d chains fused into quantized_conv2d");
     const std::vector<Tensor> r = read.run({in});
     CHECK(rel_error(r[0].data, got) <= 1e-6);
+  }
+}
+
+TEST_CASE("fuse_quantized_conv2d: depthwise convolutions fuse too (quantized_conv2d.depthwise), no float one left between Q / DQ") {
+  const Model model = Model::from_bytes(depthwise_model(), "dwnet.fb");
+  Tensor calib({6, 3, 17, 15});
+  std::mt19937_64 rng(4);
+  for (float& v : calib.data) v = std::uniform_real_distribution<float>(-1.f, 1.f)(rng);
+  Tensor in({2, 3, 17, 15});
+  for (float& v : in.data) v = std::uniform_real_distribution<float>(-1.1f, 1.1f)(rng);
+  for (DType act : {DType::U8, DType::I8}) {
+    CAPTURE(dtype_name(act));
+    const Model q = Model::from_bytes(quantized_model(model, calib, act), "q.fb");
+    SessionOptions on, off, ref, gemm_only;
+    on.backend = off.backend = gemm_only.backend = "cpu";
+    ref.backend = "reference";
+    off.passes.fuse_quantized_conv2d = false;
+    gemm_only.kernels["quantized_conv2d"] = "qgemm";  // the behaviour before the depthwise variant
+    Session fused(q, on), plain(q, off), oracle(q, ref), before(q, gemm_only);
+    CHECK(pass_line(fused, "fuse_quantized_conv2d") ==
+          "fuse_quantized_conv2d: 5 quantize_linear -> dequantize_linear -> conv2d chains fused into quantized_conv2d");
+    CHECK(pass_line(before, "fuse_quantized_conv2d") ==
+          "fuse_quantized_conv2d: 3 quantize_linear -> dequantize_linear -> conv2d chains fused into quantized_conv2d");
+    std::map<std::string, std::string> variant;
+    int qdq = 0, float_conv = 0;
+    for (const NodeInfo& n : fused.nodes()) {
+      if (n.op == "quantized_conv2d") variant[n.name] = n.variant;
+      if (n.op == "conv2d") ++float_conv;
+      qdq += n.op == "quantize_linear" || n.op == "dequantize_linear";
+      if (n.name == "dw1" || n.name == "dw2") CHECK(n.layout == Layout::NHWC);
+    }
+    CHECK(variant == std::map<std::string, std::string>{{"c1", "qgemm"}, {"dw1", "depthwise"}, {"pw1", "qgemm"},
+                                                       {"dw2", "depthwise"}, {"pw2", "qgemm"}});
+    CHECK(float_conv == 1);  // c3 (4 output channels) and its pair
+    CHECK(qdq == 2);
+    int before_qdq = 0;
+    for (const NodeInfo& n : before.nodes()) before_qdq += n.op == "quantize_linear" || n.op == "dequantize_linear";
+    CHECK(before_qdq == 6);  // dw1's, dw2's and c3's pairs
+    const std::vector<float> got = fused.run({in})[0].data, fake = plain.run({in})[0].data,
+                             want = oracle.run({in})[0].data, old = before.run({in})[0].data;
+    CHECK(rel_error(got, fake) <= 1e-5);
+    CHECK(rel_error(got, want) <= 1e-5);
+    CHECK(rel_error(got, old) <= 1e-5);
   }
 }
 
