@@ -14,8 +14,6 @@
 // - `direct_small_cout_nhwc` (fp32 / tf32 / fp16): one thread per output pixel computes all C_out
 //   channels with float FMAs, reading each input pixel's C_in channels as 16-byte vectors, weights
 //   in shared memory as float [KH][KW][C_in][C_out] (warp-uniform reads: broadcasts).
-// The rows kernel also applies conv2d's input epilogue (fuse_input_epilogue: the producer's bias and
-// activation on each loaded input value), the variant's only kernel that does.
 // Both sum in float and fuse bias and activation (or a per-channel PRelu: GemmEpilogue's slopes); a
 // grid of a few blocks per SM loops over the work, so the weights load once per block.
 #include <algorithm>
@@ -285,8 +283,7 @@ size_t rows_smem(const Geo& g, int nt) { return size_t(g.KH + 1) * kRowsCols * r
 template <int G, int NT>
 __global__ void __launch_bounds__(kRowsWarps * 32)
     mma_small_cout_rows_kernel(const __half* __restrict__ x, const uint32_t* __restrict__ wt, __half* __restrict__ y,
-                               Geo geo, int CO, MmaEpilogue ep, int rows, const float* __restrict__ in_bias,
-                               DeviceActivation in_act) {
+                               Geo geo, int CO, MmaEpilogue ep, int rows) {
   constexpr int S = rows_z_stride(NT);
   extern __shared__ float zs[];  // [KH + 1][kRowsCols][S]
   const int warp = threadIdx.x / 32, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
@@ -311,27 +308,6 @@ __global__ void __launch_bounds__(kRowsWarps * 32)
   const int ix0 = ox0 - geo.pl + wc0, ix1 = ix0 + 8;
   const bool in0 = ix0 >= 0 && ix0 < geo.W, in1 = ix1 >= 0 && ix1 < geo.W;
   const __half* img = x + int64_t(n) * geo.H * geo.W * geo.C;
-  // The input epilogue (Conv2DParams::input_epilogue): each loaded value v of channel c becomes
-  // in_act(v + in_bias[c]) in float, rounded back to half; the padding stays zero. A lane's 8 channels
-  // per group are fixed: their biases load once.
-  float ib[G][8];
-  if (in_bias) {
-#pragma unroll
-    for (int gi = 0; gi < G; ++gi)
-#pragma unroll
-      for (int k = 0; k < 8; ++k) {
-        const int c = 32 * gi + 8 * t + k;
-        ib[gi][k] = c < geo.C ? in_bias[c] : 0.f;
-      }
-  }
-  auto prologue = [&](uint4& v, int gi) {
-    __half2* h = reinterpret_cast<__half2*>(&v);
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      const float2 f = __half22float2(h[k]);
-      h[k] = __floats2half2_rn(activate(in_act, f.x + ib[gi][2 * k]), activate(in_act, f.y + ib[gi][2 * k + 1]));
-    }
-  };
   // window row wr's A rows: channels 32 gi + 8t .. + 7 of the lane's two pixels, zeros outside the image
   // (the padding) and past C_in (C_in % 8 == 0: a lane's 8 channels are wholly in or out)
   auto load = [&](int wr, uint4 (&r0)[G], uint4 (&r1)[G]) {
@@ -345,17 +321,6 @@ __global__ void __launch_bounds__(kRowsWarps * 32)
                                      : make_uint4(0, 0, 0, 0);
       r1[gi] = row_in && in1 && c_in ? __ldg(reinterpret_cast<const uint4*>(prow + int64_t(ix1) * geo.C + 32 * gi))
                                      : make_uint4(0, 0, 0, 0);
-    }
-  };
-  // applied when the registers are consumed (not at the load: the next row's loads stay in flight)
-  auto finish_load = [&](uint4 (&r0)[G], uint4 (&r1)[G], int wr) {
-    const int iy = iy_top + wr;
-    if (!in_bias || iy < 0 || iy >= geo.H) return;
-#pragma unroll
-    for (int gi = 0; gi < G; ++gi) {
-      if (32 * gi + 8 * t >= geo.C) continue;
-      if (in0) prologue(r0[gi], gi);
-      if (in1) prologue(r1[gi], gi);
     }
   };
   // this thread's output elements of a row, e = threadIdx.x + q x blockDim (pixel i = e / CO, channel
@@ -373,7 +338,6 @@ __global__ void __launch_bounds__(kRowsWarps * 32)
   for (int wr = 0; wr < win_rows; ++wr) {
     uint4 n0[G], n1[G];
     if (wr + 1 < win_rows) load(wr + 1, n0, n1);
-    finish_load(r0, r1, wr);
     WarpMma16816<1, NT> mma;
 #pragma unroll
     for (int gi = 0; gi < G; ++gi) mma.group(0, r0[gi], r1[gi], b[gi]);
@@ -522,28 +486,11 @@ int mma_tile_rows(const Geo& g) {
   return 0;
 }
 
-// The rows kernel's instance for a node: G groups of 32 input channels, NT n8 tiles of (tap, output
-// channel) columns; G = 0 where it does not apply (other strides, C_in > 128, KH x KW x C_out > 32,
-// KW > 17, a ring of Z rows over 96 KiB, a grid past 2^31 blocks).
-struct RowsShape {
-  int G = 0, NT = 0;
-};
-RowsShape rows_shape(const Geo& g, int CO) {
-  const int nt = (g.KH * g.KW * CO + 7) / 8;
-  const int64_t strips_x = (g.WO + kRowsOut - 1) / kRowsOut;
-  if (g.sh != 1 || g.sw != 1 || g.KW > kRowsCols - kRowsOut + 1 || g.C > 32 * kRowsMaxGroups ||
-      g.KH * g.KW * CO > kRowsMaxN || rows_smem(g, nt) > kRowsMaxSmem || int64_t(g.N) * g.HO * strips_x > INT32_MAX)
-    return {};
-  return {(g.C + 31) / 32, nt};
-}
-
 // fp16 with C_in a multiple of 8 (each A register holds a channel pair; the pair never straddles
 // C_in) and the staged weights within 48 KiB of shared memory (3x3 kernels up to C_in = 336).
 Checked mma_check(const NodeDesc& node) {
   Checked c = check(node);
   c.ok = c.ok && node.precision == Precision::FP16 && c.g.C % 8 == 0 && mma_weight_bytes(c.g) <= kSmemBytes;
-  // an input epilogue (fuse_input_epilogue) only in the rows kernel
-  if (c.ok && has_input_epilogue(node.params)) c.ok = rows_shape(c.g, c.CO).G > 0;
   return c;
 }
 
@@ -562,8 +509,22 @@ int mma_priority(const NodeDesc& node) {
   return c.g.N >= 4 ? 65 : 5;
 }
 
-using RowsKernel = void (*)(const __half*, const uint32_t*, __half*, Geo, int, MmaEpilogue, int, const float*,
-                            DeviceActivation);
+// The rows kernel's instance for a node: G groups of 32 input channels, NT n8 tiles of (tap, output
+// channel) columns; G = 0 where it does not apply (other strides, C_in > 128, KH x KW x C_out > 32,
+// KW > 17, a ring of Z rows over 96 KiB, a grid past 2^31 blocks).
+struct RowsShape {
+  int G = 0, NT = 0;
+};
+RowsShape rows_shape(const Geo& g, int CO) {
+  const int nt = (g.KH * g.KW * CO + 7) / 8;
+  const int64_t strips_x = (g.WO + kRowsOut - 1) / kRowsOut;
+  if (g.sh != 1 || g.sw != 1 || g.KW > kRowsCols - kRowsOut + 1 || g.C > 32 * kRowsMaxGroups ||
+      g.KH * g.KW * CO > kRowsMaxN || rows_smem(g, nt) > kRowsMaxSmem || int64_t(g.N) * g.HO * strips_x > INT32_MAX)
+    return {};
+  return {(g.C + 31) / 32, nt};
+}
+
+using RowsKernel = void (*)(const __half*, const uint32_t*, __half*, Geo, int, MmaEpilogue, int);
 template <int G>
 RowsKernel rows_kernel_for(int nt) {
   switch (nt) {
@@ -596,7 +557,6 @@ struct MmaState {
   // [n = 8][k = 16] with column n = (ky KW + kx) C_out + co; zeros past C_out and C_in
   std::unique_ptr<DeviceArray> weights;
   RowsShape rows;  // the rows kernel's instance, or G = 0
-  std::unique_ptr<DeviceArray> in_bias;  // float [C_in]: the input epilogue's bias, or null
   std::unique_ptr<DeviceArray> bias;     // float [C_out], or null
   std::unique_ptr<DeviceArray> slope;    // float [C_out] per-channel PRelu slopes (fuse_prelu), or null
 };
@@ -639,8 +599,6 @@ std::shared_ptr<void> mma_prepare(const NodeDesc& node) {
                                             static_cast<int>(smem)));
   }
   st->weights = upload(t.data(), t.size(), Precision::FP16);
-  if (has_input_epilogue(node.params))
-    st->in_bias = float_operand(node, 3, g.C, "input epilogue's bias", "conv2d.mma_small_cout_nhwc");
   st->bias = float_bias(node, c.CO, "conv2d.mma_small_cout_nhwc");
   st->slope = float_slope(node, c.CO, "conv2d.mma_small_cout_nhwc");
   return st;
@@ -666,8 +624,7 @@ void mma_run(const KernelCall& call) {
     const int rows = rows_per_strip(c.g, ctx.sm_count > 0 ? ctx.sm_count : 132);
     const int64_t strips = int64_t(c.g.N) * ((c.g.HO + rows - 1) / rows) * ((c.g.WO + kRowsOut - 1) / kRowsOut);
     rows_kernel(r)<<<static_cast<unsigned>(strips), kRowsWarps * 32, rows_smem(c.g, r.NT), ctx.stream>>>(
-        x, st.weights->as<uint32_t>(), y, c.g, c.CO, ep, rows,
-        st.in_bias ? st.in_bias->as<float>() : nullptr, device_activation(p.input_activation));
+        x, st.weights->as<uint32_t>(), y, c.g, c.CO, ep, rows);
   } else if (const int rows = mma_tile_rows(c.g); rows > 0) {
     const int64_t tiles = int64_t(c.g.N) * ((c.g.HO + rows - 1) / rows) *
                           ((c.g.WO + kMmaPixelsPerWarp - 1) / kMmaPixelsPerWarp);
@@ -692,8 +649,8 @@ INFER_REGISTER_KERNELS(conv2d_small_cout_nhwc) {
       {.op = "conv2d", .name = "direct_small_cout_nhwc", .priority = 3, .priority_for = priority,
        .layouts = {Layout::NHWC}, .fuses_prelu = true, .applicable = applicable, .prepare = prepare, .run = run},
       {.op = "conv2d", .name = "mma_small_cout_nhwc", .priority = 65, .priority_for = mma_priority,
-       .layouts = {Layout::NHWC}, .fuses_prelu = true, .fuses_input_epilogue = true,
-       .applicable = mma_applicable, .prepare = mma_prepare, .run = mma_run},
+       .layouts = {Layout::NHWC}, .fuses_prelu = true, .applicable = mma_applicable, .prepare = mma_prepare,
+       .run = mma_run},
   });
 }
 
