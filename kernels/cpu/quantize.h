@@ -5,13 +5,34 @@
 // the values of the reference kernel (kernels/reference/quantize.cc, std::nearbyint), bit for bit.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <string>
 
+#include "infer/error.h"
 #include "infer/ops.h"
 #include "kernels/cpu/isa.h"
 
 namespace infer::cpu::quant {
+
+// What both quantized_conv2d variants check of their constants in prepare(), once here: each of the n
+// weight_q values an int8 integer, and mult[k] = x_scale * weight_scale[k] for k < channels (a [1]
+// scale repeated), every scale finite and > 0. Errors name `variant` ("cpu quantized_conv2d.qgemm").
+inline void check_int8_weights(const float* w, int64_t n, const char* variant) {
+  for (int64_t i = 0; i < n; ++i)
+    if (!(w[i] >= -128.f && w[i] <= 127.f) || w[i] != std::nearbyint(w[i]))
+      throw Error(std::string(variant) + ": weight_q holds " + std::to_string(w[i]) + ", not an int8 value");
+}
+inline void scale_multipliers(const float* scales, bool per_channel, float x_scale, int64_t channels, float* mult,
+                              const char* variant) {
+  for (int64_t k = 0; k < channels; ++k) {
+    const float s = scales[per_channel ? k : 0];
+    if (!std::isfinite(s) || !(s > 0.f))
+      throw Error(std::string(variant) + ": weight_scale holds " + std::to_string(s) + " (finite and > 0)");
+    mult[k] = x_scale * s;
+  }
+}
 
 // The integer range of a quantize_linear output type, as floats: I8 [-128, 127], else U8 [0, 255].
 inline void range_of(DType type, float& lo, float& hi) {

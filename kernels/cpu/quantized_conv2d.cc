@@ -102,28 +102,21 @@ std::shared_ptr<void> prepare(const NodeDesc& node) {
   const float* ws = node.constants[2];
   if (!w || !ws) throw Error("cpu quantized_conv2d.qgemm: the weight and its scale must be constants");
   auto prep = std::make_shared<Prepared>();
+  quant::check_int8_weights(w, d.CO * d.depth, "cpu quantized_conv2d.qgemm");
   std::vector<int8_t> wq(static_cast<size_t>(d.Kg * d.depth));
   for (int64_t gi = 0; gi < d.G; ++gi) {
     for (int64_t k = 0; k < d.Kg; ++k)
       for (int64_t c = 0; c < d.Cg; ++c)
         for (int64_t t = 0; t < d.KH * d.KW; ++t) {
           const float v = w[((gi * d.Kg + k) * d.Cg + c) * d.KH * d.KW + t];
-          if (!(v >= -128.f && v <= 127.f) || v != std::nearbyint(v))
-            throw Error("cpu quantized_conv2d.qgemm: weight_q holds " + std::to_string(v) +
-                        ", not an int8 value");
           const int64_t col = d.nhwc ? t * d.Cg + c : c * d.KH * d.KW + t;
           wq[static_cast<size_t>(k * d.depth + col)] = static_cast<int8_t>(v);
         }
     prep->b.push_back(qgemm::pack_b(wq.data(), d.Kg, d.depth, d.depth, node.isa));
   }
-  const bool per_channel = node.input_shapes[2][0] != 1;
   prep->mult.resize(static_cast<size_t>(d.CO));
-  for (int64_t k = 0; k < d.CO; ++k) {
-    const float s = ws[per_channel ? k : 0];
-    if (!std::isfinite(s) || !(s > 0.f))
-      throw Error("cpu quantized_conv2d.qgemm: weight_scale holds " + std::to_string(s) + " (finite and > 0)");
-    prep->mult[static_cast<size_t>(k)] = p.x_scale * s;
-  }
+  quant::scale_multipliers(ws, node.input_shapes[2][0] != 1, p.x_scale, d.CO, prep->mult.data(),
+                           "cpu quantized_conv2d.qgemm");
   return prep;
 }
 

@@ -98,9 +98,7 @@ std::shared_ptr<void> prepare(const NodeDesc& node) {
   if (!w || !ws) throw Error("cpu quantized_conv2d.depthwise: the weight and its scale must be constants");
   auto prep = std::make_shared<Prepared>();
   const int64_t taps = d.KH * d.KW;
-  for (int64_t i = 0; i < d.C * taps; ++i)
-    if (!(w[i] >= -128.f && w[i] <= 127.f) || w[i] != std::nearbyint(w[i]))
-      throw Error("cpu quantized_conv2d.depthwise: weight_q holds " + std::to_string(w[i]) + ", not an int8 value");
+  quant::check_int8_weights(w, d.C * taps, "cpu quantized_conv2d.depthwise");
   if (d.nhwc) {
     const auto wq = [&](int64_t c, int64_t ky, int64_t kx) -> uint32_t {
       return kx < d.KW ? uint16_t(int16_t(w[(c * d.KH + ky) * d.KW + kx])) : 0u;
@@ -115,14 +113,9 @@ std::shared_ptr<void> prepare(const NodeDesc& node) {
     prep->w.resize(size_t(d.C * taps));
     for (int64_t i = 0; i < d.C * taps; ++i) prep->w[size_t(i)] = static_cast<int32_t>(w[i]);
   }
-  const bool per_channel = node.input_shapes[2][0] != 1;
   prep->mult.assign(size_t(d.Cp), 0.f);
-  for (int64_t c = 0; c < d.C; ++c) {
-    const float s = ws[per_channel ? c : 0];
-    if (!std::isfinite(s) || !(s > 0.f))
-      throw Error("cpu quantized_conv2d.depthwise: weight_scale holds " + std::to_string(s) + " (finite and > 0)");
-    prep->mult[size_t(c)] = p.x_scale * s;
-  }
+  quant::scale_multipliers(ws, node.input_shapes[2][0] != 1, p.x_scale, d.C, prep->mult.data(),
+                           "cpu quantized_conv2d.depthwise");
   return prep;
 }
 
