@@ -80,11 +80,11 @@ QDims qdims(const NodeDesc& node) {
   return d;
 }
 
-// Fewer than 8 output channels a group (depthwise) would fill one lane of the GEMM's 8-16: those
-// convolutions stay on the float path (the pass does not fuse them).
+// Fewer than 8 output channels a group would fill one lane of the GEMM's 8-16: depthwise ones take
+// quantized_conv2d.depthwise, the rest stay on the float path. (A PRelu epilogue never reaches here: the
+// op's shape rule refuses it and variant_applies offers it only to fuses_prelu variants.)
 bool applicable(const NodeDesc& node) {
   const auto& p = std::get<QuantizedConv2DParams>(node.params);
-  if (p.conv.activation.kind == ActivationKind::PRelu) return false;
   const Shape& w = node.input_shapes[1];
   return w[0] / std::max(p.conv.groups, 1) >= 8 && w[1] * w[2] * w[3] <= kMaxDepth && node.constants.size() >= 3 &&
          node.constants[1] && node.constants[2];

@@ -74,10 +74,10 @@ DDims ddims(const NodeDesc& node) {
 }
 
 // Depthwise only: groups == C_in == C_out (weight [C,1,KH,KW]; C = 1 included), KH <= kMaxKH, the weight
-// and its scales constants. Any stride, dilation and padding.
+// and its scales constants. Any stride, dilation and padding. (A PRelu epilogue never reaches here:
+// the op's shape rule refuses it and variant_applies offers it only to fuses_prelu variants.)
 bool applicable(const NodeDesc& node) {
   const auto& p = std::get<QuantizedConv2DParams>(node.params);
-  if (p.conv.activation.kind == ActivationKind::PRelu) return false;
   const Shape &x = node.input_shapes[0], &w = node.input_shapes[1];
   return p.conv.groups == x[1] && w[0] == x[1] && w[1] == 1 && w[2] <= kMaxKH && w[2] * w[3] <= kMaxTaps &&
          node.constants.size() >= 3 && node.constants[1] && node.constants[2];
