@@ -1046,3 +1046,63 @@ TEST_CASE("qgemm: the int8 GEMM gives the exact integer sums") {
   std::vector<int8_t> w(8);
   CHECK_THROWS_AS(qg::pack_b(w.data(), 2, 4, 3, isa), Error);
 }
+
+// The u8s8 form (vpmaddubsw, 7-bit weights) at this process's level: the exact sums again, with a at
+// 255 against w at +-64 (the pair sums' largest, 32640, just inside int16) and the zero point folded
+// into the start; rows past the quads (lda > 4 * quads) poisoned, k past K random (weights 0 there).
+// Below AVX2 the form is refused.
+TEST_CASE("qgemm: the u8s8 form gives the exact integer sums with 7-bit weights") {
+  namespace qg = infer::cpu::qgemm;
+  const CpuIsa isa = cpu_isa_default();
+  CAPTURE(cpu_isa_name(isa));
+  std::vector<int8_t> w7(64, 64), w8(64, 64);
+  w8[17] = -65;
+  if (isa < CpuIsa::Avx2) {
+    CHECK_FALSE(qg::fits_u8s8(w7.data(), 64, isa));
+    CHECK_THROWS_AS(qg::pack_b_u8s8(w7.data(), 8, 8, 8, 0, isa), Error);
+    return;
+  }
+  CHECK(qg::fits_u8s8(w7.data(), 64, isa));
+  CHECK_FALSE(qg::fits_u8s8(w8.data(), 64, isa));
+  CHECK_THROWS_WITH_AS(qg::pack_b_u8s8(w8.data(), 8, 8, 8, 0, isa), doctest::Contains("[-64, 64]"), Error);
+  std::mt19937_64 rng(29);
+  for (int t = 0; t < 150; ++t) {
+    const int64_t M = uniform(rng, 1, 40), N = uniform(rng, 1, 70), K = t < 3 ? 4095 : uniform(rng, 1, 300);
+    const int64_t quads = (K + 3) / 4, lda = 4 * (quads + t % 3), cols_pad = t % 2 ? 3 : 0;
+    const int extreme = t % 5;  // 1: a 255, zero 0, w +64; 2: a 255, zero 0, w -64; 3: a 0, zero 255, w -64
+    const int32_t zero = extreme == 3 ? 255 : extreme ? 0 : int32_t(uniform(rng, 0, 255));
+    std::vector<uint8_t> a(size_t(M * lda), 0xa5);
+    std::vector<int8_t> w(size_t(N * K));
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t k = 0; k < 4 * quads; ++k)
+        a[size_t(m * lda + k)] = k >= K ? uint8_t(rng() & 0xff) : extreme == 3 ? 0 : extreme ? 255 : uint8_t(rng() & 0xff);
+    for (int8_t& v : w) v = extreme == 1 ? int8_t(64) : extreme >= 2 ? int8_t(-64) : int8_t(uniform(rng, -64, 64));
+    const qg::PackedB8 b = qg::pack_b_u8s8(w.data(), N, K, K, zero, isa);
+    const int64_t nr = qg::tile_shape(isa).nr(), j0 = uniform(rng, 0, int(b.panels - 1));
+    const int64_t j1 = uniform(rng, int(j0 + 1), int(b.panels)), cols = std::min(N, j1 * nr) - j0 * nr;
+    const int64_t ldc = cols + cols_pad;
+    std::vector<int32_t> c(size_t(M * ldc), 0x7f7f7f7f);
+    qg::gemm_rows_u8s8(a.data(), lda, M, b, c.data(), ldc, j0, j1);
+    CAPTURE(t);
+    CAPTURE(M);
+    CAPTURE(N);
+    CAPTURE(K);
+    int64_t wrong = 0;
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t n = 0; n < ldc; ++n) {
+        int64_t want = 0x7f7f7f7f;
+        if (n < cols) {
+          want = 0;
+          for (int64_t k = 0; k < K; ++k) want += (int64_t(a[size_t(m * lda + k)]) - zero) * w[size_t((j0 * nr + n) * K + k)];
+        }
+        wrong += c[size_t(m * ldc + n)] != want;
+      }
+    CHECK(wrong == 0);
+  }
+  std::vector<uint8_t> a(64);
+  std::vector<int32_t> c(64);
+  const qg::PackedB8 b = qg::pack_b_u8s8(w7.data(), 8, 8, 8, 3, isa);
+  CHECK_THROWS_AS(qg::gemm_rows_u8s8(a.data(), 6, 1, b, c.data(), 8), Error);  // lda not a multiple of 4
+  CHECK_THROWS_AS(qg::gemm_rows_u8s8(a.data(), 4, 1, b, c.data(), 8), Error);  // lda below the quads
+  CHECK_THROWS_AS(qg::pack_b_u8s8(w7.data(), 8, 8, 8, 256, isa), Error);
+}

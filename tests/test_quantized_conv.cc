@@ -88,7 +88,11 @@ Case random_case(std::mt19937_64& rng, int t) {
   c.inputs.push_back(random_vector(size_t(shape_numel(c.shapes[0])), seed, lo_q * c.p.x_scale * widen - 0.05f,
                                    hi_q * c.p.x_scale * widen + 0.05f));
   std::vector<float> wq(size_t(shape_numel(c.shapes[1])));
-  for (float& v : wq) v = float(uniform(rng, -128, 127));
+  // 7-bit weights one time in three (quantized_conv2d.qgemm's u8s8 form on AVX2 / AVX-512), at the
+  // ends of their range one time in six
+  const int wbits = t % 3 == 0 ? 7 : 8;
+  for (float& v : wq) v = wbits == 7 ? float(t % 6 == 0 ? (rng() % 2 ? 64 : -64) : uniform(rng, -64, 64))
+                                     : float(uniform(rng, -128, 127));
   c.inputs.push_back(wq);
   c.inputs.push_back(random_vector(size_t(c.shapes[2][0]), seed + 1, 0.0005f, 0.01f));
   c.inputs.push_back(random_vector(size_t(K), seed + 2, -0.5f, 0.5f));
@@ -361,6 +365,36 @@ TEST_CASE("quantized_conv2d reference: the quantize -> dequantize -> conv2d it r
   }
 }
 
+namespace {
+
+// No activation, and an input made of rounding ties ((k +- 0.5) steps, the scale a power of two one
+// time in three so that they are exact, else as near as float gets), other values, and every fifth a
+// special one (NaN, +-inf, far out of range, -0): quantize_linear's edge cases.
+void rounding_input(Case& c, std::mt19937_64& rng, int t) {
+  c.p.conv.activation = Activation{};
+  c.p.x_scale = t % 3 == 0 ? 0.015625f : std::uniform_real_distribution<float>(0.004f, 0.03f)(rng);
+  std::vector<float>& x = c.inputs[0];
+  for (size_t i = 0; i < x.size(); ++i) {
+    const float k = float(uniform(rng, -300, 300));
+    x[i] = i % 3 == 0 ? (k + 0.5f) * c.p.x_scale : i % 3 == 1 ? (k - 0.5f) * c.p.x_scale : k * c.p.x_scale * 0.37f;
+  }
+  const float specials[] = {std::nanf(""), INFINITY, -INFINITY, 1e30f, -1e30f, 3e9f, -3e9f, -0.f};
+  for (size_t i = 0; i < x.size(); i += 5) x[i] = specials[(i / 5) % 8];
+}
+
+// The largest |got - want| / (1 + |want|) of qgemm's output in `layout` against the reference's `want`.
+double qgemm_error(Layout layout, const Case& c, const std::vector<float>& want) {
+  const std::vector<float> got = run_in(layout, "qgemm", c);
+  REQUIRE(got.size() == want.size());
+  CHECK(infer::test::all_finite(got));
+  double worst = 0;
+  for (size_t i = 0; i < got.size(); ++i)
+    worst = std::max(worst, std::fabs(double(got[i]) - want[i]) / (1.0 + std::fabs(double(want[i]))));
+  return worst;
+}
+
+}  // namespace
+
 TEST_CASE("quantized_conv2d.qgemm: the reference's values on random shapes, NCHW and NHWC") {
   std::mt19937_64 rng(41);
   for (int t = 0; t < 160; ++t) {
@@ -371,13 +405,27 @@ TEST_CASE("quantized_conv2d.qgemm: the reference's values on random shapes, NCHW
     const std::vector<float> want = infer::test::run_cpu_variant("reference", shaped_node(c.p, c.shapes), c.inputs);
     for (Layout layout : {Layout::NCHW, Layout::NHWC}) {
       CAPTURE(layout == Layout::NHWC);
-      const std::vector<float> got = run_in(layout, "qgemm", c);
-      REQUIRE(got.size() == want.size());
-      double worst = 0;
-      for (size_t i = 0; i < got.size(); ++i)
-        worst = std::max(worst, std::fabs(double(got[i]) - want[i]) / (1.0 + std::fabs(double(want[i]))));
-      CHECK(worst <= 2e-6);  // one rounding of float(acc) * m + b and the activation's few ulp
-      CHECK(infer::test::all_finite(got));
+      CHECK(qgemm_error(layout, c, want) <= 2e-6);  // one rounding of float(acc) * m + b and the activation's few ulp
+    }
+  }
+}
+
+// The input's quantization in both GEMM forms (int16 pairs; uint8 with 7-bit weights on AVX2 / AVX-512):
+// ties, NaN, infinities and saturation as quantize_linear rounds them, against the reference.
+TEST_CASE("quantized_conv2d.qgemm: quantize_linear's rounding of ties, NaN, infinities and saturation") {
+  std::mt19937_64 rng(93);
+  for (int t = 0; t < 24; ++t) {
+    CAPTURE(t);
+    Case c = random_case(rng, 3 * (t / 2) + (t % 2 ? 1 : 0));  // 7-bit weights for even t, never a residual
+    c.p.conv.add_residual = false;
+    c.shapes.resize(4);
+    c.inputs.resize(4);
+    rounding_input(c, rng, t);
+    const std::vector<float> want = infer::test::run_cpu_variant("reference", shaped_node(c.p, c.shapes), c.inputs);
+    REQUIRE(infer::test::all_finite(want));
+    for (Layout layout : {Layout::NHWC, Layout::NCHW}) {
+      CAPTURE(layout == Layout::NHWC);
+      CHECK(qgemm_error(layout, c, want) <= 2e-6);
     }
   }
 }
@@ -488,18 +536,9 @@ TEST_CASE("quantized_conv2d.depthwise: quantize_linear's rounding of ties, NaN, 
   for (int t = 0; t < 24; ++t) {
     CAPTURE(t);
     Case c = random_dw_case(rng, 0);  // no residual, no activation
-    c.p.conv.activation = Activation{};
     c.p.x_dtype = t % 2 ? DType::I8 : DType::U8;
     c.p.x_zero_point = c.p.x_dtype == DType::U8 ? uniform(rng, 0, 255) : uniform(rng, -128, 127);
-    // a power of two (exact ties) or any scale (ties as near as float gets)
-    c.p.x_scale = t % 3 == 0 ? 0.015625f : std::uniform_real_distribution<float>(0.004f, 0.03f)(rng);
-    std::vector<float>& x = c.inputs[0];
-    for (size_t i = 0; i < x.size(); ++i) {
-      const float k = float(uniform(rng, -300, 300));
-      x[i] = i % 3 == 0 ? (k + 0.5f) * c.p.x_scale : i % 3 == 1 ? (k - 0.5f) * c.p.x_scale : k * c.p.x_scale * 0.37f;
-    }
-    const float specials[] = {std::nanf(""), INFINITY, -INFINITY, 1e30f, -1e30f, 3e9f, -3e9f, -0.f};
-    for (size_t i = 0; i < x.size(); i += 5) x[i] = specials[(i / 5) % 8];
+    rounding_input(c, rng, t);
     const std::vector<float> want = infer::test::run_cpu_variant("reference", shaped_node(c.p, c.shapes), c.inputs);
     REQUIRE(infer::test::all_finite(want));
     for (Layout layout : {Layout::NHWC, Layout::NCHW}) {

@@ -2,12 +2,14 @@
 // into int16 pairs, and the register-tiled pmaddwd micro-kernel, compiled per ISA level (one
 // function per level with isa.h's target attribute). A tile: kMR rows x kNV vectors of int32
 // accumulators; per k-pair, kNV loads of B, and per row one 32-bit broadcast of A's pair, then kNV
-// pmaddwd + add. Threads: none (callers split).
+// pmaddwd + add. The u8s8 form (7-bit weights, AVX2 / AVX-512): per k-quad the same loads and
+// broadcasts, then vpmaddubsw, pmaddwd by ones (int16 pairs to int32) and add. Threads: none.
 #include "kernels/cpu/qgemm.h"
 
 #include <immintrin.h>
 
 #include <algorithm>
+#include <string>
 
 #include "infer/error.h"
 #include "kernels/cpu/isa.h"
@@ -19,21 +21,22 @@ namespace {
 // always_inline functions of their own target, which GCC refuses to inline into a target-less
 // template before that template is inlined into the targeted function (isa.h's bodies therefore use
 // GCC vector extensions and builtins, nhwc.h's load_n says the same); pmaddwd has no vector-extension
-// form. OPS names five macros: ZERO(), LOAD(int16 ptr), BCAST(int32), MADD(acc, a, b), STORE(int32
-// ptr, v). Loop order: row blocks of A sized for L2 (kBlockBytes), in each every panel of B over
-// every row tile.
-// A's pair p of tile row r is at rowp[r][p * PS]: packed A (PS = MR, rowp[r] = the tile's block + r)
+// form. The macros: INIT(q) (accumulator q's start; may read j and NR), LOAD(ptr to B's elements),
+// BCAST(int32), MADD(acc, a, b), STORE(int32 ptr, v); E elements of B per column and step (2: int16
+// pairs, 4: int8 quads), STEPS steps of k. Loop order: row blocks of A sized for L2 (kBlockBytes), in
+// each every panel of B over every row tile.
+// A's step p of tile row r is at rowp[r][p * PS]: packed A (PS = MR, rowp[r] = the tile's block + r)
 // or row-major A (PS = 1, rowp[r] = row m0 + r, the last row repeated past M).
-#define INFER_QGEMM_BODY(V, MR, NV, L, ZERO, LOAD, BCAST, MADD, STORE)                                  \
+#define INFER_QGEMM_BODY(V, MR, NV, L, E, STEPS, INIT, LOAD, BCAST, MADD, STORE)                        \
   do {                                                                                                 \
     constexpr int NR = (NV) * (L);                                                                     \
-    const int64_t P = b.pairs;                                                                         \
+    const int64_t P = (STEPS);                                                                         \
     const int64_t PS = lda ? 1 : (MR);                                                                 \
     const int64_t mb = std::max<int64_t>(MR, kBlockBytes / (std::max<int64_t>(P, 1) * 4 * (MR)) * (MR)); \
     for (int64_t mb0 = 0; mb0 < M; mb0 += mb) {                                                        \
       const int64_t mb1 = std::min(M, mb0 + mb);                                                       \
       for (int64_t j = j0; j < j1; ++j) {                                                              \
-        const int16_t* bp = b.data.data() + j * P * NR * 2;                                            \
+        const auto* bp = b.data.data() + j * P * NR * (E);                                             \
         const int64_t n0 = j * NR; /* C's column n0 - j0 * NR */                                       \
         const int cols = int(std::min<int64_t>(NR, b.N - n0));                                         \
         for (int64_t m0 = mb0; m0 < mb1; m0 += (MR)) {                                                 \
@@ -42,10 +45,10 @@ namespace {
             rowp[r] = lda ? a + std::min<int64_t>(m0 + r, M - 1) * lda : a + (m0 / (MR)) * P * (MR) + r; \
           V acc[MR][NV];                                                                               \
           for (int r = 0; r < (MR); ++r)                                                               \
-            for (int q = 0; q < (NV); ++q) acc[r][q] = ZERO();                                         \
+            for (int q = 0; q < (NV); ++q) acc[r][q] = INIT(q);                                        \
           for (int64_t p = 0; p < P; ++p) {                                                            \
             V bv[NV];                                                                                  \
-            for (int q = 0; q < (NV); ++q) bv[q] = LOAD(bp + (p * (NV) + q) * (L) * 2);                \
+            for (int q = 0; q < (NV); ++q) bv[q] = LOAD(bp + (p * (NV) + q) * (L) * (E));              \
             for (int r = 0; r < (MR); ++r) {                                                           \
               const V av = BCAST(rowp[r][p * PS]);                                                     \
               for (int q = 0; q < (NV); ++q) acc[r][q] = MADD(acc[r][q], av, bv[q]);                   \
@@ -77,33 +80,50 @@ constexpr int64_t kBlockBytes = 128 << 10;
 // The tile per level (qgemm.h's table): rows, int32 lanes, vectors.
 constexpr TileShape kBaseline{4, 4, 2}, kAvx2{4, 8, 2}, kAvx512{8, 16, 2};
 
-#define Q_SSE2_ZERO() _mm_setzero_si128()
+#define Q_SSE2_ZERO(q) _mm_setzero_si128()
 #define Q_SSE2_LOAD(p) _mm_loadu_si128(reinterpret_cast<const __m128i*>(p))
 #define Q_SSE2_BCAST(x) _mm_set1_epi32(x)
 #define Q_SSE2_MADD(acc, x, y) _mm_add_epi32(acc, _mm_madd_epi16(x, y))
 #define Q_SSE2_STORE(p, v) _mm_storeu_si128(reinterpret_cast<__m128i*>(p), v)
-#define Q_AVX2_ZERO() _mm256_setzero_si256()
+#define Q_AVX2_ZERO(q) _mm256_setzero_si256()
+#define Q_AVX2_START(q) Q_AVX2_LOAD(b.start.data() + j * NR + (q) * 8)
 #define Q_AVX2_LOAD(p) _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))
 #define Q_AVX2_BCAST(x) _mm256_set1_epi32(x)
 #define Q_AVX2_MADD(acc, x, y) _mm256_add_epi32(acc, _mm256_madd_epi16(x, y))
+#define Q_AVX2_MADD8(acc, x, y) \
+  _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(x, y), _mm256_set1_epi16(1)))
 #define Q_AVX2_STORE(p, v) _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), v)
-#define Q_AVX512_ZERO() _mm512_setzero_si512()
+#define Q_AVX512_ZERO(q) _mm512_setzero_si512()
+#define Q_AVX512_START(q) Q_AVX512_LOAD(b.start.data() + j * NR + (q) * 16)
 #define Q_AVX512_LOAD(p) _mm512_loadu_si512(p)
 #define Q_AVX512_BCAST(x) _mm512_set1_epi32(x)
 #define Q_AVX512_MADD(acc, x, y) _mm512_add_epi32(acc, _mm512_madd_epi16(x, y))
+#define Q_AVX512_MADD8(acc, x, y) \
+  _mm512_add_epi32(acc, _mm512_madd_epi16(_mm512_maddubs_epi16(x, y), _mm512_set1_epi16(1)))
 #define Q_AVX512_STORE(p, v) _mm512_storeu_si512(p, v)
 
 INFER_TARGET_AVX512 void gemm_avx512(const int32_t* a, int64_t lda, int64_t M, const PackedB& b, int64_t j0, int64_t j1, int32_t* c,
                  int64_t ldc) {
-  INFER_QGEMM_BODY(__m512i, 8, 2, 16, Q_AVX512_ZERO, Q_AVX512_LOAD, Q_AVX512_BCAST, Q_AVX512_MADD, Q_AVX512_STORE);
+  INFER_QGEMM_BODY(__m512i, 8, 2, 16, 2, b.pairs, Q_AVX512_ZERO, Q_AVX512_LOAD, Q_AVX512_BCAST, Q_AVX512_MADD,
+                   Q_AVX512_STORE);
 }
 INFER_TARGET_AVX2 void gemm_avx2(const int32_t* a, int64_t lda, int64_t M, const PackedB& b, int64_t j0, int64_t j1, int32_t* c,
                int64_t ldc) {
-  INFER_QGEMM_BODY(__m256i, 4, 2, 8, Q_AVX2_ZERO, Q_AVX2_LOAD, Q_AVX2_BCAST, Q_AVX2_MADD, Q_AVX2_STORE);
+  INFER_QGEMM_BODY(__m256i, 4, 2, 8, 2, b.pairs, Q_AVX2_ZERO, Q_AVX2_LOAD, Q_AVX2_BCAST, Q_AVX2_MADD, Q_AVX2_STORE);
 }
 void gemm_baseline(const int32_t* a, int64_t lda, int64_t M, const PackedB& b, int64_t j0, int64_t j1, int32_t* c,
                    int64_t ldc) {
-  INFER_QGEMM_BODY(__m128i, 4, 2, 4, Q_SSE2_ZERO, Q_SSE2_LOAD, Q_SSE2_BCAST, Q_SSE2_MADD, Q_SSE2_STORE);
+  INFER_QGEMM_BODY(__m128i, 4, 2, 4, 2, b.pairs, Q_SSE2_ZERO, Q_SSE2_LOAD, Q_SSE2_BCAST, Q_SSE2_MADD, Q_SSE2_STORE);
+}
+// The u8s8 form: A row-major only (lda int32 a row).
+INFER_TARGET_AVX512 void gemm8_avx512(const int32_t* a, int64_t lda, int64_t M, const PackedB8& b, int64_t j0, int64_t j1,
+                                      int32_t* c, int64_t ldc) {
+  INFER_QGEMM_BODY(__m512i, 8, 2, 16, 4, b.quads, Q_AVX512_START, Q_AVX512_LOAD, Q_AVX512_BCAST, Q_AVX512_MADD8,
+                   Q_AVX512_STORE);
+}
+INFER_TARGET_AVX2 void gemm8_avx2(const int32_t* a, int64_t lda, int64_t M, const PackedB8& b, int64_t j0, int64_t j1,
+                                  int32_t* c, int64_t ldc) {
+  INFER_QGEMM_BODY(__m256i, 4, 2, 8, 4, b.quads, Q_AVX2_START, Q_AVX2_LOAD, Q_AVX2_BCAST, Q_AVX2_MADD8, Q_AVX2_STORE);
 }
 
 }  // namespace
@@ -182,6 +202,56 @@ void gemm_rows(const int32_t* a, int64_t lda, int64_t M, const PackedB& b, int32
                int64_t j1) {
   if (lda < b.pairs) throw Error("qgemm: lda below the pairs of K");
   dispatch(a, lda, M, b, j0, j1 < 0 ? b.panels : j1, c, ldc);
+}
+
+bool fits_u8s8(const int8_t* w, int64_t n, CpuIsa isa) {
+  if (isa != CpuIsa::Avx2 && isa != CpuIsa::Avx512) return false;
+  for (int64_t i = 0; i < n; ++i)
+    if (w[i] < -64 || w[i] > 64) return false;
+  return true;
+}
+
+PackedB8 pack_b_u8s8(const int8_t* w, int64_t N, int64_t K, int64_t ldw, int32_t zero, CpuIsa isa) {
+  if (N < 0 || K < 0 || ldw < K) throw Error("qgemm: bad weight geometry");
+  if (isa != CpuIsa::Avx2 && isa != CpuIsa::Avx512) throw Error("qgemm: the u8s8 form needs AVX2 or AVX-512");
+  if (zero < 0 || zero > 255) throw Error("qgemm: a uint8 zero point must be in [0, 255]");
+  if (K > 65536) throw Error("qgemm: the u8s8 form takes K up to 65536");
+  const int nr = tile_shape(isa).nr();
+  PackedB8 b;
+  b.isa = isa, b.K = K, b.N = N;
+  b.quads = (K + 3) / 4;
+  b.panels = (N + nr - 1) / nr;
+  b.data.assign(static_cast<size_t>(b.panels * b.quads * nr * 4), 0);
+  b.start.assign(static_cast<size_t>(b.panels * nr), 0);
+  for (int64_t n = 0; n < N; ++n) {
+    const int64_t j = n / nr, cc = n % nr;
+    int32_t sum = 0;
+    for (int64_t k = 0; k < K; ++k) {
+      const int8_t v = w[n * ldw + k];
+      if (v < -64 || v > 64) throw Error("qgemm: the u8s8 form takes weights in [-64, 64], got " + std::to_string(v));
+      sum += v;
+      b.data[static_cast<size_t>(((j * b.quads + k / 4) * nr + cc) * 4 + k % 4)] = v;
+    }
+    b.start[static_cast<size_t>(n)] = -zero * sum;
+  }
+  return b;
+}
+
+void gemm_rows_u8s8(const uint8_t* a, int64_t lda, int64_t M, const PackedB8& b, int32_t* c, int64_t ldc, int64_t j0,
+                    int64_t j1) {
+  if (lda % 4 || lda < 4 * b.quads) throw Error("qgemm: lda not a multiple of 4 at or above the quads of K");
+  if (b.isa > cpu_isa_supported())
+    throw Error(std::string("qgemm: weights packed for ") + cpu_isa_name(b.isa) + ", which this CPU lacks");
+  j1 = j1 < 0 ? b.panels : j1;
+  if (j0 < 0 || j1 > b.panels || j0 > j1) throw Error("qgemm: panel range outside the weight");
+  const int64_t nr = tile_shape(b.isa).nr();
+  if (ldc < std::min(b.N, j1 * nr) - j0 * nr) throw Error("qgemm: ldc below the columns written");
+  if (M <= 0 || j0 == j1) return;
+  const auto* a32 = reinterpret_cast<const int32_t*>(a);
+  if (b.isa == CpuIsa::Avx512)
+    gemm8_avx512(a32, lda / 4, M, b, j0, j1, c, ldc);
+  else
+    gemm8_avx2(a32, lda / 4, M, b, j0, j1, c, ldc);
 }
 
 }  // namespace infer::cpu::qgemm

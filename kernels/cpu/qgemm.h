@@ -3,8 +3,11 @@
 // quantize_linear's output), w int8 weights (symmetric, no zero point), exact (no saturation). Method:
 // pmaddwd on int16 pairs at every level (SSE2 / AVX2 / AVX-512BW): both operands widened to int16 when
 // packed, the zero point subtracted from A then, so (a - a_zero) in [-255, 255] times w in [-128, 127]
-// summed in pairs stays far inside int32; vpmaddubsw (u8 x s8 in one instruction) would saturate its
-// int16 pair sums (255 * 127 * 2 > 32767) and VNNI (vpdpbusd) is an AVX-512 sub-feature not yet used.
+// summed in pairs stays far inside int32. vpmaddubsw (u8 x s8, four k per 32-bit lane) saturates its
+// int16 pair sums once 255 * |w| * 2 > 32767, so its form (the *_u8s8 functions, AVX2 and AVX-512;
+// SSE2 has no pmaddubsw) takes only 7-bit weights, |w| <= 64 (`infer quantize --reduce-range`, as ONNX
+// Runtime's reduce_range): then 2 * 255 * 64 = 32640 fits and it is exact too. VNNI (vpdpbusd) is an
+// AVX-512 sub-feature not yet used.
 #pragma once
 
 #include <cstddef>
@@ -53,5 +56,23 @@ void gemm(const int32_t* a, int64_t M, const PackedB& b, int32_t* c, int64_t ldc
 // caller splits the columns of a few rows between threads).
 void gemm_rows(const int32_t* a, int64_t lda, int64_t M, const PackedB& b, int32_t* c, int64_t ldc,
                int64_t j0 = 0, int64_t j1 = -1);
+
+// The vpmaddubsw form, same tile shapes and panels (tile_shape()): A is raw uint8 (the quantized
+// values themselves, zero point not subtracted: 4 k per int32), the weight packed per k-quad, and the
+// zero point folded into the accumulators' start, -zero * sum_k w[n][k] per column, so C is the same
+// sum_k (a[m][k] - zero) * w[n][k] as gemm_rows' (every partial sum inside int32 for K <= 65536).
+// fits_u8s8: every weight in [-64, 64] and the level AVX2 or AVX-512 (pack_b_u8s8 refuses others).
+bool fits_u8s8(const int8_t* w, int64_t n, CpuIsa isa);
+struct PackedB8 {
+  CpuIsa isa = CpuIsa::Avx2;
+  int64_t K = 0, N = 0, quads = 0, panels = 0;
+  std::vector<int8_t> data;    // panels * quads * nr * 4: per k-quad the panel's (w[n][4q..4q+3])
+  std::vector<int32_t> start;  // panels * nr: -zero * sum_k w[n][k] (0 past N)
+};
+PackedB8 pack_b_u8s8(const int8_t* w, int64_t N, int64_t K, int64_t ldw, int32_t zero, CpuIsa isa);
+// a: row m's k-quad q is the int32 at a + m * lda + 4 * q bytes (lda a multiple of 4, >= 4 * quads; k
+// past K any value: its weights are zero). Panels j0 .. j1-1 as gemm_rows.
+void gemm_rows_u8s8(const uint8_t* a, int64_t lda, int64_t M, const PackedB8& b, int32_t* c, int64_t ldc,
+                    int64_t j0 = 0, int64_t j1 = -1);
 
 }  // namespace infer::cpu::qgemm

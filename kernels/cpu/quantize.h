@@ -5,6 +5,8 @@
 // the values of the reference kernel (kernels/reference/quantize.cc, std::nearbyint), bit for bit.
 #pragma once
 
+#include <immintrin.h>  // declares the x86 builtins store_u8x4 uses
+
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -57,6 +59,10 @@ template <class V>
 struct I16Of {
   typedef int16_t type __attribute__((vector_size(sizeof(V) / 2)));
 };
+template <class V>
+struct U8Of {
+  typedef uint8_t type __attribute__((vector_size(sizeof(V) / 4)));
+};
 
 // quantize_value on one vector of I's lanes (GCC vector extensions, as activation_simd.h: element-wise
 // selects, so GCC need not if-convert a loop itself, which it does not do for the baseline level).
@@ -103,6 +109,57 @@ INFER_INLINE void quantize_row_i16(const float* x, int64_t n, float scale, float
     std::memcpy(out + i, &q, sizeof q);
   }
   for (; i < n; ++i) out[i] = static_cast<int16_t>(quantize_value(x[i], scale, zero, lo, hi) - zero);
+}
+
+// 4 vectors of int32 in [0, 255] -> 4 * L bytes in order: packssdw, packuswb (both per 128-bit lane:
+// the bytes come out as dwords lane-interleaved), then a dword permute (vpermd) puts them back. GCC
+// builtins (isa.h: intrinsics do not inline here); clang (the fuzz build) converts element-wise.
+template <class I, class IV>
+INFER_INLINE void store_u8x4(const IV& a0, const IV& a1, const IV& a2, const IV& a3, uint8_t* out) {
+#if !defined(__clang__)
+  if constexpr (I::kIsa == CpuIsa::Avx512) {
+    typedef short S __attribute__((vector_size(64)));
+    typedef char B __attribute__((vector_size(64)));
+    const S p01 = __builtin_ia32_packssdw512_mask(a0, a1, S{}, ~0u);
+    const S p23 = __builtin_ia32_packssdw512_mask(a2, a3, S{}, ~0u);
+    const IV b = (IV)__builtin_ia32_packuswb512_mask(p01, p23, B{}, ~0ull);
+    const IV v = __builtin_ia32_permvarsi512_mask(b, IV{0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15}, IV{},
+                                                  static_cast<uint16_t>(0xFFFF));
+    std::memcpy(out, &v, sizeof v);
+  } else if constexpr (I::kIsa == CpuIsa::Avx2) {
+    const IV b = (IV)__builtin_ia32_packuswb256(__builtin_ia32_packssdw256(a0, a1), __builtin_ia32_packssdw256(a2, a3));
+    const IV v = __builtin_ia32_permvarsi256(b, IV{0, 4, 1, 5, 2, 6, 3, 7});
+    std::memcpy(out, &v, sizeof v);
+  } else {
+    const IV v = (IV)__builtin_ia32_packuswb128(__builtin_ia32_packssdw128(a0, a1), __builtin_ia32_packssdw128(a2, a3));
+    std::memcpy(out, &v, sizeof v);
+  }
+#else
+  using BV = typename U8Of<IV>::type;
+  const IV* a[4] = {&a0, &a1, &a2, &a3};
+  for (int k = 0; k < 4; ++k) {
+    const BV q = __builtin_convertvector(*a[k], BV);
+    std::memcpy(out + k * sizeof(BV), &q, sizeof q);
+  }
+#endif
+}
+
+// out[i] = quantize_value(x[i]) + offset as uint8: the quantized value itself (offset 0 for a uint8
+// type, 128 for int8: qgemm's u8s8 A, whose zero point is shifted alike).
+template <class I>
+INFER_INLINE void quantize_row_u8(const float* x, int64_t n, float scale, float zero, float lo, float hi, float offset,
+                                  uint8_t* out) {
+  using V = typename I::Vec;
+  constexpr int L = I::kLanes;
+  using IV = typename I32Of<V>::type;
+  int64_t i = 0;
+  for (; i + 4 * L <= n; i += 4 * L) {
+    IV a[4];
+    for (int k = 0; k < 4; ++k)
+      a[k] = __builtin_convertvector(quantize_vec<I>(x + i + k * L, scale, zero, lo, hi) + offset, IV);
+    store_u8x4<I>(a[0], a[1], a[2], a[3], out + i);
+  }
+  for (; i < n; ++i) out[i] = static_cast<uint8_t>(quantize_value(x[i], scale, zero, lo, hi) + offset);
 }
 
 }  // namespace infer::cpu::quant

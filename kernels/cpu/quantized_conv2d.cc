@@ -5,9 +5,12 @@
 // an even channel count reads the quantized input in place), the weight packed in the same order once
 // in prepare(); qgemm.h's exact pmaddwd GEMM (gemm_rows) gives int32 (rows: pixels, columns: output
 // channels) and the epilogue float(acc) * (x_scale * w_scale[k]) + bias[k] (+ residual), activation
-// writes the float output. Threads: the kernels' team over (image, group, block of pixels, run of
-// weight panels: split where blocks are few), each item's rows and int32 tile in the thread's
-// workspace slot; one thread below kParallelMin multiply-adds.
+// writes the float output. With 7-bit weights (|w| <= 64, `infer quantize --reduce-range`) on AVX2 /
+// AVX-512 the input is quantized to uint8 instead (the values themselves) and the GEMM is qgemm.h's
+// u8s8 form (vpmaddubsw, 4 k a lane, the zero point folded into the accumulators): same sums, half the
+// bytes. Threads: the kernels' team over (image, group, block of pixels, run of weight panels: split
+// where blocks are few), each item's rows and int32 tile in the thread's workspace slot; one thread
+// below kParallelMin multiply-adds.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -39,6 +42,7 @@ struct QDims {
   int64_t nr, panels, splits, per_split;  // the weight's panels a group, shared out in `splits` runs
   int64_t sh, sw, pt, pl, dh, dw;
   bool nhwc, in_place;  // in_place: A is the quantized input itself (NHWC 1x1 stride 1, no padding)
+  // int16 sizes: the u8s8 form's uint8 input and rows (4 * ceil(depth / 4) bytes) never need more
   size_t xq_bytes() const { return up(size_t(N * C * H * W) * 2); }
   size_t a_bytes() const { return up(size_t(mb * pairs) * 4); }    // one block's rows
   size_t c_bytes() const { return up(size_t(mb * Kg) * 4); }       // one block's int32 tile
@@ -91,8 +95,11 @@ bool applicable(const NodeDesc& node) {
 }
 
 struct Prepared {
-  std::vector<qgemm::PackedB> b;  // one per group
-  std::vector<float> mult;        // x_scale * w_scale[k], per output channel
+  bool u8s8 = false;                // 7-bit weights on AVX2 / AVX-512: b8, else b
+  std::vector<qgemm::PackedB> b;    // one per group
+  std::vector<qgemm::PackedB8> b8;  // one per group
+  uint8_t zero_u8 = 0;              // the u8s8 form's zero point (an int8 type's shifted by 128)
+  std::vector<float> mult;          // x_scale * w_scale[k], per output channel
 };
 
 std::shared_ptr<void> prepare(const NodeDesc& node) {
@@ -103,16 +110,24 @@ std::shared_ptr<void> prepare(const NodeDesc& node) {
   if (!w || !ws) throw Error("cpu quantized_conv2d.qgemm: the weight and its scale must be constants");
   auto prep = std::make_shared<Prepared>();
   quant::check_int8_weights(w, d.CO * d.depth, "cpu quantized_conv2d.qgemm");
-  std::vector<int8_t> wq(static_cast<size_t>(d.Kg * d.depth));
-  for (int64_t gi = 0; gi < d.G; ++gi) {
+  // per group, the weight as int8 rows in the im2col order
+  std::vector<int8_t> wq(static_cast<size_t>(d.G * d.Kg * d.depth));
+  for (int64_t gi = 0; gi < d.G; ++gi)
     for (int64_t k = 0; k < d.Kg; ++k)
       for (int64_t c = 0; c < d.Cg; ++c)
         for (int64_t t = 0; t < d.KH * d.KW; ++t) {
           const float v = w[((gi * d.Kg + k) * d.Cg + c) * d.KH * d.KW + t];
           const int64_t col = d.nhwc ? t * d.Cg + c : c * d.KH * d.KW + t;
-          wq[static_cast<size_t>(k * d.depth + col)] = static_cast<int8_t>(v);
+          wq[static_cast<size_t>((gi * d.Kg + k) * d.depth + col)] = static_cast<int8_t>(v);
         }
-    prep->b.push_back(qgemm::pack_b(wq.data(), d.Kg, d.depth, d.depth, node.isa));
+  prep->u8s8 = qgemm::fits_u8s8(wq.data(), int64_t(wq.size()), node.isa);
+  prep->zero_u8 = static_cast<uint8_t>(p.x_zero_point + (p.x_dtype == DType::I8 ? 128 : 0));
+  for (int64_t gi = 0; gi < d.G; ++gi) {
+    const int8_t* wg = wq.data() + gi * d.Kg * d.depth;
+    if (prep->u8s8)
+      prep->b8.push_back(qgemm::pack_b_u8s8(wg, d.Kg, d.depth, d.depth, prep->zero_u8, node.isa));
+    else
+      prep->b.push_back(qgemm::pack_b(wg, d.Kg, d.depth, d.depth, node.isa));
   }
   prep->mult.resize(static_cast<size_t>(d.CO));
   quant::scale_multipliers(ws, node.input_shapes[2][0] != 1, p.x_scale, d.CO, prep->mult.data(),
@@ -129,16 +144,27 @@ INFER_INLINE void quantize_input_body(const float* x, int64_t n, float scale, fl
 INFER_PER_ISA(void, quantize_input, quantize_input_body,
               (const float* x, int64_t n, float scale, float zero, float lo, float hi, int16_t* out),
               (x, n, scale, zero, lo, hi, out))
+// x -> q (+ 128 for an int8 type) as uint8: the u8s8 form's input.
+template <class I>
+INFER_INLINE void quantize_input_u8_body(const float* x, int64_t n, float scale, float zero, float lo, float hi,
+                                         float offset, uint8_t* out) {
+  quant::quantize_row_u8<I>(x, n, scale, zero, lo, hi, offset, out);
+}
+INFER_PER_ISA(void, quantize_input_u8, quantize_input_u8_body,
+              (const float* x, int64_t n, float scale, float zero, float lo, float hi, float offset, uint8_t* out),
+              (x, n, scale, zero, lo, hi, offset, out))
 
-// Rows m0 .. m0+rows-1 (output pixels of image n, group gi) im2col'd as int16 rows of 2 * pairs
-// (row-major A of qgemm::gemm_rows). Taps in the padding and k past the depth are zero ((q - zero
-// point) of a zero input is 0).
-void im2col_rows(const QDims& d, const int16_t* xq, int64_t n, int64_t gi, int64_t m0, int64_t rows, int16_t* out) {
-  const int64_t ld = 2 * d.pairs;
+// Rows m0 .. m0+rows-1 (output pixels of image n, group gi) im2col'd as rows of ld elements T
+// (row-major A of qgemm::gemm_rows: int16 q - zero point, ld 2 * pairs; of gemm_rows_u8s8: uint8 q,
+// ld 4 * quads). Taps in the padding hold `pad` (the quantized zero: 0 as int16, the zero point as
+// uint8), k past the depth 0 (their weights are 0).
+template <class T>
+void im2col_rows(const QDims& d, const T* xq, int64_t n, int64_t gi, int64_t m0, int64_t rows, T pad, int64_t ld,
+                 T* out) {
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t m = m0 + r, oy = m / d.WO, ox = m % d.WO;
-    int16_t* row = out + r * ld;
-    if (ld > d.depth) row[ld - 1] = 0;
+    T* row = out + r * ld;
+    std::fill(row + d.depth, row + ld, T(0));
     for (int64_t ky = 0; ky < d.KH; ++ky) {
       const int64_t iy = oy * d.sh - d.pt + ky * d.dh;
       const bool y_in = iy >= 0 && iy < d.H;
@@ -146,19 +172,22 @@ void im2col_rows(const QDims& d, const int16_t* xq, int64_t n, int64_t gi, int64
         const int64_t ix = ox * d.sw - d.pl + kx * d.dw;
         const bool in = y_in && ix >= 0 && ix < d.W;
         if (d.nhwc) {
-          int16_t* dst = row + (ky * d.KW + kx) * d.Cg;
-          if (in)
-            std::memcpy(dst, xq + ((n * d.H + iy) * d.W + ix) * d.C + gi * d.Cg, size_t(d.Cg) * 2);
+          T* dst = row + (ky * d.KW + kx) * d.Cg;
+          const T* src = xq + ((n * d.H + iy) * d.W + ix) * d.C + gi * d.Cg;
+          if (in && d.Cg >= 16)
+            std::memcpy(dst, src, size_t(d.Cg) * sizeof(T));
+          else if (in)  // a stem's 3 channels: a library call a tap would cost more than the copy
+            for (int64_t c = 0; c < d.Cg; ++c) dst[c] = src[c];
           else
-            std::memset(dst, 0, size_t(d.Cg) * 2);
+            std::fill(dst, dst + d.Cg, pad);
         } else {
-          int16_t* dst = row + ky * d.KW + kx;
+          T* dst = row + ky * d.KW + kx;
           const int64_t plane = d.H * d.W;
           if (in) {
-            const int16_t* src = xq + ((n * d.C + gi * d.Cg) * d.H + iy) * d.W + ix;
+            const T* src = xq + ((n * d.C + gi * d.Cg) * d.H + iy) * d.W + ix;
             for (int64_t c = 0; c < d.Cg; ++c) dst[c * d.KH * d.KW] = src[c * plane];
           } else {
-            for (int64_t c = 0; c < d.Cg; ++c) dst[c * d.KH * d.KW] = 0;
+            for (int64_t c = 0; c < d.Cg; ++c) dst[c * d.KH * d.KW] = pad;
           }
         }
       }
@@ -208,7 +237,12 @@ void run(const KernelCall& call) {
   const QDims d = qdims(call.node);
   auto* ws = static_cast<char*>(call.workspace);
   auto* xq = reinterpret_cast<int16_t*>(ws);
+  auto* xq8 = reinterpret_cast<uint8_t*>(ws);  // the u8s8 form's input
   char* slots = ws + d.xq_bytes();
+  const bool u8s8 = prep->u8s8;
+  // the u8s8 form reads the input in place in k-quads: whole quads of channels, 4-byte aligned
+  const bool in_place = d.in_place && (!u8s8 || (d.C % 4 == 0 && d.Cg % 4 == 0));
+  const int64_t ld8 = 4 * ((d.depth + 3) / 4);
   const float* bias = call.inputs[3];
   const float* residual = p.conv.add_residual ? call.inputs[4] : nullptr;
   float* y = call.outputs[0];
@@ -222,9 +256,14 @@ void run(const KernelCall& call) {
   float qlo, qhi;
   quant::range_of(p.x_dtype, qlo, qhi);
   const auto quantize = quantize_input_for(call.node.isa);
+  const auto quantize_u8 = quantize_input_u8_for(call.node.isa);
+  const float offset = p.x_dtype == DType::I8 ? 128.f : 0.f;
   parallel_for((nx + kChunk - 1) / kChunk, parallel, [&](int64_t b, int64_t e, int) {
     const int64_t lo = b * kChunk, hi = std::min(nx, e * kChunk);
-    quantize(call.inputs[0] + lo, hi - lo, p.x_scale, float(p.x_zero_point), qlo, qhi, xq + lo);
+    if (u8s8)
+      quantize_u8(call.inputs[0] + lo, hi - lo, p.x_scale, float(p.x_zero_point), qlo, qhi, offset, xq8 + lo);
+    else
+      quantize(call.inputs[0] + lo, hi - lo, p.x_scale, float(p.x_zero_point), qlo, qhi, xq + lo);
   });
   // 2. per (image, group, block of output pixels): im2col, multiply, finish, in the thread's slot
   const int64_t items = d.N * d.G * d.blocks * d.splits;
@@ -240,13 +279,24 @@ void run(const KernelCall& call) {
           const int64_t m0 = rb * d.mb, m1 = std::min(d.M, m0 + d.mb);
           const int64_t j0 = s * d.per_split, j1 = std::min(d.panels, j0 + d.per_split);
           const int64_t k0 = j0 * d.nr, kn = std::min(d.Kg, j1 * d.nr) - k0;
-          const qgemm::PackedB& w = prep->b[static_cast<size_t>(gi)];
-          if (d.in_place) {
-            const int16_t* a = xq + (n * d.M + m0) * d.C + gi * d.Cg;
-            qgemm::gemm_rows(reinterpret_cast<const int32_t*>(a), d.C / 2, m1 - m0, w, c, kn, j0, j1);
+          if (u8s8) {
+            const qgemm::PackedB8& w = prep->b8[static_cast<size_t>(gi)];
+            if (in_place) {
+              qgemm::gemm_rows_u8s8(xq8 + (n * d.M + m0) * d.C + gi * d.Cg, d.C, m1 - m0, w, c, kn, j0, j1);
+            } else {
+              auto* rows8 = reinterpret_cast<uint8_t*>(slot);
+              im2col_rows<uint8_t>(d, xq8, n, gi, m0, m1 - m0, prep->zero_u8, ld8, rows8);
+              qgemm::gemm_rows_u8s8(rows8, ld8, m1 - m0, w, c, kn, j0, j1);
+            }
           } else {
-            im2col_rows(d, xq, n, gi, m0, m1 - m0, rows);
-            qgemm::gemm_rows(reinterpret_cast<const int32_t*>(rows), d.pairs, m1 - m0, w, c, kn, j0, j1);
+            const qgemm::PackedB& w = prep->b[static_cast<size_t>(gi)];
+            if (in_place) {
+              const int16_t* a = xq + (n * d.M + m0) * d.C + gi * d.Cg;
+              qgemm::gemm_rows(reinterpret_cast<const int32_t*>(a), d.C / 2, m1 - m0, w, c, kn, j0, j1);
+            } else {
+              im2col_rows<int16_t>(d, xq, n, gi, m0, m1 - m0, 0, 2 * d.pairs, rows);
+              qgemm::gemm_rows(reinterpret_cast<const int32_t*>(rows), d.pairs, m1 - m0, w, c, kn, j0, j1);
+            }
           }
           finish(d, c, prep->mult.data(), bias, residual, act, y, n, m0, m1, gi * d.Kg + k0, kn);
         }
