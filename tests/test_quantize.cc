@@ -490,28 +490,36 @@ TEST_CASE("quantizer: activation scales and zero points, weights per output chan
   CHECK(s.scale == doctest::Approx(3.0 / 127));
   CHECK(quant::activation_params(0.f, 0.f, DType::U8).scale == 1.f);  // scales must be > 0
 
-  // [2, 3, 2] per axis 1: channel c's largest |w| maps to +-127, the rest within half a step.
+  // [2, 3, 2] per axis: channel c's largest |w| maps to +-127 (+-64 with reduce_range: 7-bit weights),
+  // the rest within half a step.
   std::mt19937_64 rng(5);
-  for (int axis : {0, 1, 2}) {
-    const Shape shape{2, 3, 2};
-    std::vector<float> w(12);
-    for (float& v : w) v = std::uniform_real_distribution<float>(-2.f, 2.f)(rng);
-    w[4] = 0.f;  // a zero stays zero
-    const quant::QuantizedWeight q = quant::quantize_weight(w.data(), shape, axis);
-    REQUIRE(q.scale.size() == size_t(shape[size_t(axis)]));
-    std::vector<float> amax(q.scale.size(), 0.f);
-    int64_t inner = 1;
-    for (size_t d = size_t(axis) + 1; d < shape.size(); ++d) inner *= shape[d];
-    for (size_t i = 0; i < w.size(); ++i) {
-      const size_t c = (i / size_t(inner)) % q.scale.size();
-      amax[c] = std::max(amax[c], std::fabs(w[i]));
-      CHECK(q.q[i] == std::nearbyint(q.q[i]));
-      CHECK(std::fabs(q.q[i]) <= 127.f);
-      CHECK(std::fabs(q.q[i] * q.scale[c] - w[i]) <= 0.5f * q.scale[c] * 1.0001f);
+  for (bool reduce : {false, true})
+    for (int axis : {0, 1, 2}) {
+      CAPTURE(reduce);
+      const float qmax = reduce ? 64.f : 127.f;
+      const Shape shape{2, 3, 2};
+      std::vector<float> w(12);
+      for (float& v : w) v = std::uniform_real_distribution<float>(-2.f, 2.f)(rng);
+      w[4] = 0.f;  // a zero stays zero
+      const quant::QuantizedWeight q = quant::quantize_weight(w.data(), shape, axis, reduce);
+      REQUIRE(q.scale.size() == size_t(shape[size_t(axis)]));
+      std::vector<float> amax(q.scale.size(), 0.f), qabs(q.scale.size(), 0.f);
+      int64_t inner = 1;
+      for (size_t d = size_t(axis) + 1; d < shape.size(); ++d) inner *= shape[d];
+      for (size_t i = 0; i < w.size(); ++i) {
+        const size_t c = (i / size_t(inner)) % q.scale.size();
+        amax[c] = std::max(amax[c], std::fabs(w[i]));
+        qabs[c] = std::max(qabs[c], std::fabs(q.q[i]));
+        CHECK(q.q[i] == std::nearbyint(q.q[i]));
+        CHECK(std::fabs(q.q[i]) <= qmax);
+        CHECK(std::fabs(q.q[i] * q.scale[c] - w[i]) <= 0.5f * q.scale[c] * 1.0001f);
+      }
+      CHECK(q.q[4] == 0.f);
+      for (size_t c = 0; c < amax.size(); ++c) {
+        CHECK(q.scale[c] == doctest::Approx(amax[c] / qmax));
+        CHECK(qabs[c] == qmax);
+      }
     }
-    CHECK(q.q[4] == 0.f);
-    for (size_t c = 0; c < amax.size(); ++c) CHECK(q.scale[c] == doctest::Approx(amax[c] / 127.f));
-  }
 }
 
 namespace {

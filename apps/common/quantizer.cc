@@ -177,7 +177,8 @@ QuantParams activation_params(float lo, float hi, DType type) {
   return p;
 }
 
-QuantizedWeight quantize_weight(const float* w, const Shape& shape, int axis) {
+QuantizedWeight quantize_weight(const float* w, const Shape& shape, int axis, bool reduce_range) {
+  const float qmax = reduce_range ? 64.f : 127.f;
   if (axis < 0 || axis >= int(shape.size())) throw Error("weight axis " + std::to_string(axis) + " out of range");
   int64_t outer = 1, inner = 1;
   for (int d = 0; d < axis; ++d) outer *= shape[size_t(d)];
@@ -190,12 +191,12 @@ QuantizedWeight quantize_weight(const float* w, const Shape& shape, int axis) {
     for (int64_t c = 0; c < channels; ++c)
       for (int64_t i = 0; i < inner; ++i)
         out.scale[size_t(c)] = std::max(out.scale[size_t(c)], std::fabs(w[(o * channels + c) * inner + i]));
-  for (float& s : out.scale) s = s > 0 && std::isfinite(s) ? s / 127.f : 1.f;
+  for (float& s : out.scale) s = s > 0 && std::isfinite(s) ? s / qmax : 1.f;
   for (int64_t o = 0; o < outer; ++o)
     for (int64_t c = 0; c < channels; ++c)
       for (int64_t i = 0; i < inner; ++i) {
         const int64_t k = (o * channels + c) * inner + i;
-        out.q[size_t(k)] = std::clamp(std::nearbyint(w[k] / out.scale[size_t(c)]), -127.f, 127.f);
+        out.q[size_t(k)] = std::clamp(std::nearbyint(w[k] / out.scale[size_t(c)]), -qmax, qmax);
       }
   return out;
 }
@@ -284,7 +285,7 @@ std::vector<uint8_t> rewrite(const Model& model, const Plan& plan,
       id[c.name] = b.constant(c.name, c.shape, std::vector<float>(c.data, c.data + n));
       continue;
     }
-    const QuantizedWeight q = quantize_weight(c.data, c.shape, axis->second);
+    const QuantizedWeight q = quantize_weight(c.data, c.shape, axis->second, options.reduce_range);
     const Shape per_channel{int64_t(q.scale.size())};
     const int source = b.constant(names.fresh(c.name + "_quantized"), c.shape, q.q, DType::I8);
     const int scale = b.constant(names.fresh(c.name + "_scale"), per_channel, q.scale);

@@ -56,18 +56,20 @@ struct QuantParams {
 };
 QuantParams activation_params(float lo, float hi, DType type);
 
-// Symmetric int8 per slice along `axis` of a weight: scale[c] = max |w| of slice c / 127 (1 for an
-// all-zero slice), q = round_half_even(w / scale) clamped to [-127, 127].
+// Symmetric int8 per slice along `axis` of a weight: scale[c] = max |w| of slice c / qmax (1 for an
+// all-zero slice), q = round_half_even(w / scale) clamped to [-qmax, qmax]; qmax 127, or 64 with
+// reduce_range (7-bit weights, ONNX Runtime's reduce_range: what the CPU's vpmaddubsw GEMM takes).
 struct QuantizedWeight {
   std::vector<float> q;      // integers, as floats (ModelBuilder::constant stores them as I8)
   std::vector<float> scale;  // [shape[axis]]
 };
-QuantizedWeight quantize_weight(const float* w, const Shape& shape, int axis);
+QuantizedWeight quantize_weight(const float* w, const Shape& shape, int axis, bool reduce_range = false);
 
 struct Options {
   Method method = Method::MinMax;
   double percentile = 99.99;
   DType activation = DType::U8;   // U8 (asymmetric) or I8 (symmetric)
+  bool reduce_range = false;      // weights in [-64, 64] (quantize_weight)
   std::set<std::string> exclude;  // node names kept in float
 };
 

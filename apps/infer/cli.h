@@ -125,6 +125,7 @@ struct QuantizeOptions {
   std::string method = "minmax";        // minmax | percentile | entropy
   double percentile = 99.99;
   std::string activation_type = "u8";  // u8 | i8
+  bool reduce_range = false;             // 7-bit weights
   int64_t samples = 1000, batch = 32, report_samples = 256;
   std::vector<std::string> exclude;
   uint64_t seed = 1;
