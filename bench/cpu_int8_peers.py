@@ -9,6 +9,8 @@ QDQ -> QLinearConv fusion), OpenVINO (CPU, LATENCY; its low-precision transforma
 in int8), infer (onnx2fb of each file; its fuse_quantized_conv2d pass). Batch 1, one thread and all
 cores, median of --runs after warm-up, runtimes alternating per model and thread count. The outputs of
 the three int8 runs are compared on one input (relative L2 error against ONNX Runtime's int8 output).
+--reduce-range quantizes with ONNX Runtime's reduce_range=True instead (7-bit weights, its advice for
+AVX2 CPUs without VNNI; infer then runs its vpmaddubsw GEMM on them), into *_qdq_rr.onnx.
 
 Peers go into a venv of their own (--venv, default .venv-int8: ONNX Runtime's quantization tools need
 a newer onnx and ml_dtypes, which byom_vs_peers.py's .venv-bench keeps out), created with
@@ -68,11 +70,11 @@ def rel_err(a, b):
 
 
 def prepare(a, name):
-    """fp32 .onnx / .fb and the QDQ .onnx / .fb of one model in a.work."""
+    """fp32 .onnx / .fb and the QDQ .onnx / .fb of one model in a.work (7-bit weights with --reduce-range)."""
     import numpy as np
     from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
     f32 = os.path.join(a.work, name + ".onnx")
-    q = os.path.join(a.work, name + "_qdq.onnx")
+    q = os.path.join(a.work, name + ("_qdq_rr.onnx" if a.reduce_range else "_qdq.onnx"))
     if not os.path.exists(f32):
         export_onnx(build_model(name, 14, (3, 224, 224)), (3, 224, 224), f32)
     if not os.path.exists(q):
@@ -89,7 +91,7 @@ def prepare(a, name):
 
         reader = Reader(onnx.load(f32, load_external_data=False).graph.input[0].name)
         quantize_static(f32, q, reader, quant_format=QuantFormat.QDQ, per_channel=True,
-                        activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
+                        activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8, reduce_range=a.reduce_range)
     for src in (f32, q):
         fb = src[:-5] + ".fb"
         if not os.path.exists(fb):
@@ -160,6 +162,7 @@ def main():
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--out", default=None, help="write cpu-int8-peers-<date>[-tag].{json,md} here")
     p.add_argument("--tag", default="")
+    p.add_argument("--reduce-range", action="store_true", help="7-bit weights (ONNX Runtime's reduce_range)")
     p.add_argument("--venv", default=os.path.join(os.path.dirname(HERE), ".venv-int8"))
     a = p.parse_args()
     ensure_peers(a.venv)
@@ -210,6 +213,7 @@ def main():
             log("%s t%d: %s" % (name, threads, ", ".join("%s %.2f" % (k, v["median_ms"]) for k, v in row["times"].items())))
             rows.append(row)
     result = {"date": started.strftime("%Y-%m-%d %H:%M UTC"), "cpu": platform.processor() or cpu_model(),
+              "reduce_range": a.reduce_range,
               "command": " ".join([os.path.basename(sys.executable)] + sys.argv), "load_before": load_before,
               "load_after": open("/proc/loadavg").read().split()[:3], "onnxruntime": ort.__version__,
               "openvino": ov.get_version(), "rows": rows}
@@ -234,7 +238,8 @@ def markdown(r):
     out = ["# int8 on the CPU: infer, ONNX Runtime and OpenVINO on the same QDQ files (%s)" % r["date"], "",
            "- command: `%s`" % r["command"], "- CPU: %s; load before %s, after %s" % (
                r["cpu"], " ".join(r["load_before"]), " ".join(r["load_after"])),
-           "- ONNX Runtime %s, OpenVINO %s; batch 1; median ms" % (r["onnxruntime"], r["openvino"]), "",
+           "- ONNX Runtime %s, OpenVINO %s; batch 1; median ms; weights %s" % (
+               r["onnxruntime"], r["openvino"], "7-bit (reduce_range)" if r.get("reduce_range") else "8-bit"), "",
            "| model | threads | infer fp32 | infer int8 | ORT fp32 | ORT int8 | OpenVINO fp32 | OpenVINO int8 | "
            "infer int8 vs fp32 | infer int8 vs faster peer int8 |",
            "|---|---|---|---|---|---|---|---|---|---|"]

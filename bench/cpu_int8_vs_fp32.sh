@@ -3,8 +3,11 @@
 # model run as fake quantization (--pass fuse_quantized_conv2d=off), on the byom torchvision models
 # (bench/byom_vs_peers.py's export: seeded random weights, 224x224), quantized by `infer quantize
 # --calib random` (speed only: random weights have no accuracy to keep). infer-bench model
-# --default-only, the three alternating per level, thread count and round; prints one line each.
-# Usage: bench/cpu_int8_vs_fp32.sh BUILD WORKDIR [models...]   (env: ISAS="avx2 baseline", RUNS=10, ROUNDS=2)
+# --default-only, the plans alternating per level, thread count and round; prints one line each. Plans:
+# fp32, int8 (8-bit weights: the pmaddwd GEMM), int8r (`--reduce-range`, 7-bit weights: the vpmaddubsw
+# GEMM on AVX2 / AVX-512), fake (int8's model with fuse_quantized_conv2d off).
+# Usage: bench/cpu_int8_vs_fp32.sh BUILD WORKDIR [models...]
+#        (env: ISAS="avx2 baseline", THREADS="1 2", KINDS="fp32 int8 int8r fake", RUNS=10, ROUNDS=2)
 set -eu
 build=$(cd "$1" && pwd)
 work=$2
@@ -26,17 +29,20 @@ PY
   fi
   [ -f "${m}_int8.fb" ] || "$build/infer" quantize "$m.fb" --calib random --samples 16 --batch 8 \
       --report-samples 4 --out "${m}_int8.fb" > /dev/null
+  [ -f "${m}_int8r.fb" ] || "$build/infer" quantize "$m.fb" --calib random --samples 16 --batch 8 \
+      --report-samples 4 --reduce-range --out "${m}_int8r.fb" > /dev/null
 done
 export OMP_WAIT_POLICY=passive
 echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-), load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "# model level threads round kind | infer-bench's default line (median min max GFLOP/s ...)"
 for m in $models; do
   for isa in ${ISAS:-avx2 baseline}; do
-    for t in 1 2; do
+    for t in ${THREADS:-1 2}; do
       for round in $(seq 1 "${ROUNDS:-2}"); do
-        for kind in fp32 int8 fake; do
+        for kind in ${KINDS:-fp32 int8 int8r fake}; do
           f=$m.fb extra=()
           [ "$kind" = fp32 ] || f=${m}_int8.fb
+          [ "$kind" = int8r ] && f=${m}_int8r.fb
           [ "$kind" = fake ] && extra=(--pass fuse_quantized_conv2d=off)
           line=$(INFER_CPU_ISA=$isa "$build/infer-bench" --threads "$t" --runs "${RUNS:-10}" --warmup 2 "${extra[@]}" \
                  model "$f" --default-only 2>&1 | grep -m1 -E '^default +[0-9]')
