@@ -282,4 +282,11 @@ TEST_CASE("quantize: bad calibration data and paths exit with one error line") {
   CAPTURE(r.err);
   CHECK(r.code == 0);
   CHECK(fs::exists(out));
+  // --reduce-range (7-bit weights) is recorded in the model's metadata
+  const std::string out7 = tmp("q7.fb");
+  const Result r7 = infer_cli("quantize " + quote(kModel) + " --calib random --samples 16 --reduce-range "
+                              "--report-samples 0 --out " + quote(out7));
+  CAPTURE(r7.err);
+  CHECK(r7.code == 0);
+  CHECK(slurp(out7).find("7-bit: reduce_range") != std::string::npos);  // FlatBuffers strings are plain bytes
 }

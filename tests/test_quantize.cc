@@ -613,10 +613,38 @@ TEST_CASE("quantizer: the QDQ rewrite keeps names, folds int8 weights at load an
       err += std::pow(double(got.data[i]) - want.data[i], 2);
       ref += std::pow(double(want.data[i]), 2);
     }
-    MESSAGE(dtype_name(act) << ": relative error of the logits " << std::sqrt(err / ref));
+    MESSAGE(std::string(dtype_name(act)) << ": relative error of the logits " << std::sqrt(err / ref));
     CHECK(std::sqrt(err / ref) < 0.05);
     CHECK(std::sqrt(err / ref) > 0.0);  // it is quantized
   }
+  // --reduce-range: every int8 weight in [-64, 64], each weight's largest at +-64; still close
+  o.activation = DType::U8;
+  o.reduce_range = true;
+  const Model r = Model::from_bytes(quant::rewrite(model, plan, ranges, o, "test", {}), "r.fb");
+  const detail::Graph& rg = r.graph();
+  int weights = 0;
+  for (const detail::Value& v : rg.values) {
+    if (!v.dequantized) continue;
+    const detail::Value& src = rg.values[size_t(v.dequantized->source)];
+    REQUIRE(src.dtype == DType::I8);
+    const auto [lo, hi] = std::minmax_element(src.data, src.data + shape_numel(src.shape));
+    CHECK(*lo >= -64.f);
+    CHECK(*hi <= 64.f);
+    CHECK(std::max(-*lo, *hi) == 64.f);
+    ++weights;
+  }
+  CHECK(weights == 3);
+  SessionOptions co;
+  co.backend = "cpu";
+  Session rs7(r, co), f32(model, co);
+  const Tensor want = f32.run({in})[0], got = rs7.run({in})[0];
+  double err = 0, ref = 0;
+  for (size_t i = 0; i < want.data.size(); ++i) {
+    err += std::pow(double(got.data[i]) - want.data[i], 2);
+    ref += std::pow(double(want.data[i]), 2);
+  }
+  MESSAGE("7-bit weights: relative error of the logits " << std::sqrt(err / ref));
+  CHECK(std::sqrt(err / ref) < 0.05);
 
   // Refusals: an already quantized model, an --exclude naming no node; an excluded node stays float.
   o.activation = DType::U8;
