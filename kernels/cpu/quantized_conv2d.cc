@@ -1,11 +1,11 @@
 // CPU quantized_conv2d "qgemm": a QDQ model's convolution in integers (issue 30, docs/quantization.md
 // "How it runs"), NCHW or NHWC. The input is quantized once into int16 (q - zero point, quantize_linear's
-// rounding: x / x_scale half to even, quantize.h); per block of output pixels its im2col rows are int16 with k in
-// (c, ky, kx) order (NCHW) or (ky, kx, c) (NHWC: one memcpy per tap; a 1x1 stride-1 unpadded conv with
-// an even channel count reads the quantized input in place), the weight packed in the same order once
-// in prepare(); qgemm.h's exact pmaddwd GEMM (gemm_rows) gives int32 (rows: pixels, columns: output
-// channels) and the epilogue float(acc) * (x_scale * w_scale[k]) + bias[k] (+ residual), activation
-// writes the float output. With 7-bit weights (|w| <= 64, `infer quantize --reduce-range`) on AVX2 /
+// rounding: x / x_scale half to even, quantize.h); per block of output pixels its im2col rows are int16
+// with k in (c, ky, kx) order (NCHW) or (ky, kx, c) (NHWC: one copy per tap, or per kernel row with one
+// group and no dilation; a 1x1 stride-1 unpadded conv with an even channel count reads the quantized
+// input in place), the weight packed in the same order once in prepare(); qgemm.h's exact pmaddwd
+// GEMM (gemm_rows) gives int32 (rows: pixels, columns: output channels) and the epilogue float(acc) *
+// (x_scale * w_scale[k]) + bias[k] (+ residual), activation writes the float output. With 7-bit weights (|w| <= 64, `infer quantize --reduce-range`) on AVX2 /
 // AVX-512 the input is quantized to uint8 instead (the values themselves) and the GEMM is qgemm.h's
 // u8s8 form (vpmaddubsw, 4 k a lane, the zero point folded into the accumulators): same sums, half the
 // bytes. Threads: the kernels' team over (image, group, block of pixels, run of weight panels: split
@@ -168,16 +168,32 @@ void im2col_rows(const QDims& d, const T* xq, int64_t n, int64_t gi, int64_t m0,
     for (int64_t ky = 0; ky < d.KH; ++ky) {
       const int64_t iy = oy * d.sh - d.pt + ky * d.dh;
       const bool y_in = iy >= 0 && iy < d.H;
+      if (d.nhwc && d.G == 1 && d.dw == 1) {
+        // one group, undilated: a kernel row's taps are KW neighbouring pixels, contiguous in NHWC, so
+        // the taps inside the image are one copy (a stem's 3 channels: 3 or 7 taps in one)
+        T* dst = row + ky * d.KW * d.Cg;
+        const int64_t ix0 = ox * d.sw - d.pl;
+        const int64_t lo = y_in ? std::clamp<int64_t>(-ix0, 0, d.KW) : d.KW;
+        const int64_t hi = y_in ? std::clamp<int64_t>(d.W - ix0, lo, d.KW) : d.KW;
+        std::fill(dst, dst + lo * d.Cg, pad);
+        const int64_t count = (hi - lo) * d.Cg;
+        if (count > 0) {
+          const T* src = xq + ((n * d.H + iy) * d.W + ix0 + lo) * d.C;
+          if (count * int64_t(sizeof(T)) >= 64)
+            std::memcpy(dst + lo * d.Cg, src, size_t(count) * sizeof(T));
+          else  // a library call would cost more than the copy
+            for (int64_t i = 0; i < count; ++i) dst[lo * d.Cg + i] = src[i];
+        }
+        std::fill(dst + hi * d.Cg, dst + d.KW * d.Cg, pad);
+        continue;
+      }
       for (int64_t kx = 0; kx < d.KW; ++kx) {
         const int64_t ix = ox * d.sw - d.pl + kx * d.dw;
         const bool in = y_in && ix >= 0 && ix < d.W;
         if (d.nhwc) {
           T* dst = row + (ky * d.KW + kx) * d.Cg;
-          const T* src = xq + ((n * d.H + iy) * d.W + ix) * d.C + gi * d.Cg;
-          if (in && d.Cg >= 16)
-            std::memcpy(dst, src, size_t(d.Cg) * sizeof(T));
-          else if (in)  // a stem's 3 channels: a library call a tap would cost more than the copy
-            for (int64_t c = 0; c < d.Cg; ++c) dst[c] = src[c];
+          if (in)
+            std::memcpy(dst, xq + ((n * d.H + iy) * d.W + ix) * d.C + gi * d.Cg, size_t(d.Cg) * sizeof(T));
           else
             std::fill(dst, dst + d.Cg, pad);
         } else {
