@@ -984,6 +984,27 @@ TEST_CASE("zoo models on backend cpu match the reference backend") {
   }
 }
 
+namespace {
+
+// The qgemm tests' exact check: how many entries of c ([M][ldc]) differ from sum_k (a[m * lda + k] -
+// zero) * w[(n0 + n) * K + k] in int64 for n < cols, or from the poison 0x7f7f7f7f past cols.
+int64_t wrong_sums(const std::vector<int32_t>& c, int64_t M, int64_t ldc, int64_t cols, const uint8_t* a, int64_t lda,
+                   const int8_t* w, int64_t n0, int64_t K, int32_t zero) {
+  int64_t wrong = 0;
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t n = 0; n < ldc; ++n) {
+      int64_t want = 0x7f7f7f7f;
+      if (n < cols) {
+        want = 0;
+        for (int64_t k = 0; k < K; ++k) want += (int64_t(a[m * lda + k]) - zero) * w[(n0 + n) * K + k];
+      }
+      wrong += c[size_t(m * ldc + n)] != want;
+    }
+  return wrong;
+}
+
+}  // namespace
+
 // The int8 GEMM under quantized_conv2d (kernels/cpu/qgemm.h) at this process's level: against the
 // exact sums in int64 on random shapes (odd K, N past a panel, M past a tile, ldc > N), zero points and
 // values up to the ends of their ranges; C poisoned, its columns past N must stay so. Packed A through
@@ -1011,17 +1032,7 @@ TEST_CASE("qgemm: the int8 GEMM gives the exact integer sums") {
     CAPTURE(M);
     CAPTURE(N);
     CAPTURE(K);
-    int64_t wrong = 0;
-    for (int64_t m = 0; m < M; ++m)
-      for (int64_t n = 0; n < ldc; ++n) {
-        int64_t want = 0x7f7f7f7f;
-        if (n < N) {
-          want = 0;
-          for (int64_t k = 0; k < K; ++k) want += (int64_t(a[m * K + k]) - zero) * w[n * K + k];
-        }
-        wrong += c[m * ldc + n] != want;
-      }
-    CHECK(wrong == 0);
+    CHECK(wrong_sums(c, M, ldc, N, a.data(), K, w.data(), 0, K, zero) == 0);
     // gemm_rows: the same A row-major as int16 pairs (rows of lda >= pairs int32), a run of panels
     const int64_t pairs = (K + 1) / 2, lda = pairs + (t % 3);
     std::vector<int16_t> ra(size_t(M * lda * 2), int16_t(0x5a5a));
@@ -1031,14 +1042,7 @@ TEST_CASE("qgemm: the int8 GEMM gives the exact integer sums") {
     const int64_t j1 = uniform(rng, int(j0 + 1), int(b.panels)), cols = std::min(N, j1 * nr) - j0 * nr;
     std::vector<int32_t> rc(size_t(M * cols), 0x7f7f7f7f);
     qg::gemm_rows(reinterpret_cast<const int32_t*>(ra.data()), lda, M, b, rc.data(), cols, j0, j1);
-    int64_t wrong_rows = 0;
-    for (int64_t m = 0; m < M; ++m)
-      for (int64_t n = 0; n < cols; ++n) {
-        int64_t want = 0;
-        for (int64_t k = 0; k < K; ++k) want += (int64_t(a[m * K + k]) - zero) * w[(j0 * nr + n) * K + k];
-        wrong_rows += rc[size_t(m * cols + n)] != want;
-      }
-    CHECK(wrong_rows == 0);
+    CHECK(wrong_sums(rc, M, cols, cols, a.data(), K, w.data(), j0 * nr, K, zero) == 0);
   }
   std::vector<uint8_t> a(4);
   std::vector<int32_t> pa(64);
@@ -1087,17 +1091,7 @@ TEST_CASE("qgemm: the u8s8 form gives the exact integer sums with 7-bit weights"
     CAPTURE(M);
     CAPTURE(N);
     CAPTURE(K);
-    int64_t wrong = 0;
-    for (int64_t m = 0; m < M; ++m)
-      for (int64_t n = 0; n < ldc; ++n) {
-        int64_t want = 0x7f7f7f7f;
-        if (n < cols) {
-          want = 0;
-          for (int64_t k = 0; k < K; ++k) want += (int64_t(a[size_t(m * lda + k)]) - zero) * w[size_t((j0 * nr + n) * K + k)];
-        }
-        wrong += c[size_t(m * ldc + n)] != want;
-      }
-    CHECK(wrong == 0);
+    CHECK(wrong_sums(c, M, ldc, cols, a.data(), lda, w.data(), j0 * nr, K, zero) == 0);
   }
   std::vector<uint8_t> a(64);
   std::vector<int32_t> c(64);

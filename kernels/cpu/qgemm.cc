@@ -176,15 +176,22 @@ void pack_a(const uint8_t* a, int64_t M, int64_t K, int64_t lda, int32_t zero, C
 
 namespace {
 
-// lda 0: packed A; else row-major A with rows lda int32 apart. Panels j0 .. j1-1 only.
-void dispatch(const int32_t* a, int64_t lda, int64_t M, const PackedB& b, int64_t j0, int64_t j1, int32_t* c,
-              int64_t ldc) {
+// What both forms check of a call: the packed level on this CPU, panels j0 .. j1-1 inside the weight,
+// ldc wide enough for the columns written. False: nothing to do (no rows or no panels).
+template <class B>
+bool check_call(const B& b, int64_t M, int64_t j0, int64_t j1, int64_t ldc) {
   if (b.isa > cpu_isa_supported())
     throw Error(std::string("qgemm: weights packed for ") + cpu_isa_name(b.isa) + ", which this CPU lacks");
   if (j0 < 0 || j1 > b.panels || j0 > j1) throw Error("qgemm: panel range outside the weight");
   const int64_t nr = tile_shape(b.isa).nr();
   if (ldc < std::min(b.N, j1 * nr) - j0 * nr) throw Error("qgemm: ldc below the columns written");
-  if (M <= 0 || j0 == j1) return;
+  return M > 0 && j0 < j1;
+}
+
+// lda 0: packed A; else row-major A with rows lda int32 apart. Panels j0 .. j1-1 only.
+void dispatch(const int32_t* a, int64_t lda, int64_t M, const PackedB& b, int64_t j0, int64_t j1, int32_t* c,
+              int64_t ldc) {
+  if (!check_call(b, M, j0, j1, ldc)) return;
   switch (b.isa) {
     case CpuIsa::Avx512: gemm_avx512(a, lda, M, b, j0, j1, c, ldc); break;
     case CpuIsa::Avx2: gemm_avx2(a, lda, M, b, j0, j1, c, ldc); break;
@@ -240,13 +247,8 @@ PackedB8 pack_b_u8s8(const int8_t* w, int64_t N, int64_t K, int64_t ldw, int32_t
 void gemm_rows_u8s8(const uint8_t* a, int64_t lda, int64_t M, const PackedB8& b, int32_t* c, int64_t ldc, int64_t j0,
                     int64_t j1) {
   if (lda % 4 || lda < 4 * b.quads) throw Error("qgemm: lda not a multiple of 4 at or above the quads of K");
-  if (b.isa > cpu_isa_supported())
-    throw Error(std::string("qgemm: weights packed for ") + cpu_isa_name(b.isa) + ", which this CPU lacks");
   j1 = j1 < 0 ? b.panels : j1;
-  if (j0 < 0 || j1 > b.panels || j0 > j1) throw Error("qgemm: panel range outside the weight");
-  const int64_t nr = tile_shape(b.isa).nr();
-  if (ldc < std::min(b.N, j1 * nr) - j0 * nr) throw Error("qgemm: ldc below the columns written");
-  if (M <= 0 || j0 == j1) return;
+  if (!check_call(b, M, j0, j1, ldc)) return;
   const auto* a32 = reinterpret_cast<const int32_t*>(a);
   if (b.isa == CpuIsa::Avx512)
     gemm8_avx512(a32, lda / 4, M, b, j0, j1, c, ldc);
