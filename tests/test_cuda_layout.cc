@@ -785,6 +785,83 @@ CUDA_TEST_CASE("channels_last: zoo models in fp16 and tf32 within 1e-2 of the re
   }
 }
 
+// fuse_input_epilogue on the GPU: the rows kernel of mma_small_cout_nhwc applies the producer's bias and
+// ReLU to each loaded value (the padding stays zero), against the reference's relu(x + b_in[c]), at one
+// and several strips, padding 2, C_in 24 (a zero-padded group), 8 and 128, 5x5 and 1x1; nodes the rows
+// kernel does not take (stride 2, an input activation other than ReLU) are refused; and EB-GAN at batch
+// 8 fp16 moves tconv7's bias + ReLU into conv8, within 1e-2 of the reference, the same as with the pass off.
+CUDA_TEST_CASE("fuse_input_epilogue: mma_small_cout_nhwc's rows kernel and EB-GAN at batch 8") {
+  test::require_registered("conv2d", {"mma_small_cout_nhwc"});
+  struct Fixed {
+    int64_t N, CI, H, W, CO;
+    int k, pad;
+  };
+  const Fixed fixed[] = {{2, 64, 9, 70, 3, 3, 1}, {1, 24, 19, 130, 2, 3, 2}, {2, 128, 40, 37, 3, 3, 1},
+                         {1, 40, 6, 7, 1, 5, 2},  {3, 8, 5, 9, 1, 1, 0},    {64, 64, 11, 13, 3, 3, 1}};
+  for (const Fixed& f : fixed) {
+    Conv2DParams p;
+    p.pad = {f.pad, f.pad, f.pad, f.pad};
+    p.activation.kind = ActivationKind::Tanh;
+    p.input_epilogue = true;
+    p.input_activation.kind = ActivationKind::Relu;
+    const int64_t HO = f.H + 2 * f.pad - f.k + 1, WO = f.W + 2 * f.pad - f.k + 1;
+    const OpCase c = make_case(p, {{f.N, f.CI, f.H, f.W}, {f.CO, f.CI, f.k, f.k}, {f.CO}, {f.CI}},
+                               {false, true, true, true}, {f.N, f.CO, HO, WO}, 9300 + f.CI + f.k);
+    CHECK_MESSAGE(contains(check_case_in_layout(c, Precision::FP16, Layout::NHWC, {"mma_small_cout_nhwc"}, true),
+                           "mma_small_cout_nhwc"),
+                  test::describe(c));
+  }
+  const KernelVariant* v = KernelRegistry::global().find("cuda", "conv2d", "mma_small_cout_nhwc");
+  REQUIRE(v != nullptr);
+  // the ReLU is compiled into the kernel: other input activations stay with the producer's pass
+  for (const ActivationKind other : {ActivationKind::LeakyRelu, ActivationKind::Tanh, ActivationKind::None}) {
+    Conv2DParams p;
+    p.pad = {1, 1, 1, 1};
+    p.input_epilogue = true;
+    p.input_activation.kind = other;
+    const OpCase c = make_case(p, {{1, 16, 9, 9}, {3, 16, 3, 3}, {3}, {16}}, {false, true, true, true},
+                               {1, 3, 9, 9}, 9380);
+    test::CaseData d = test::make_case_data(c, Precision::FP16);
+    d.node.layout = Layout::NHWC;
+    CHECK_FALSE(variant_applies(*v, d.node));
+  }
+  Conv2DParams s2;
+  s2.stride_h = s2.stride_w = 2;
+  s2.pad = {1, 1, 1, 1};
+  s2.input_epilogue = true;
+  s2.input_activation.kind = ActivationKind::Relu;
+  const OpCase strided = make_case(s2, {{1, 16, 9, 9}, {3, 16, 3, 3}, {3}, {16}}, {false, true, true, true},
+                                   {1, 3, 5, 5}, 9390);
+  test::CaseData d = test::make_case_data(strided, Precision::FP16);
+  d.node.layout = Layout::NHWC;
+  CHECK_FALSE(variant_applies(*v, d.node));
+  s2.input_epilogue = false;
+  d.node.params = s2;
+  d.node.input_shapes.pop_back();
+  d.node.constants.pop_back();
+  CHECK(variant_applies(*v, d.node));  // the gather kernel takes it without the input epilogue
+
+  const Model m = zoo_model("ebgan", 0);
+  Session ref = session(m, "reference", 8, Precision::FP32, false);
+  const std::vector<Tensor> in = inputs_for(ref, 57);
+  const std::vector<float> want = ref.run(in)[0].data;
+  Session fused = session(m, "cuda", 8, Precision::FP16, true);
+  const std::vector<std::string>& passes = fused.passes();
+  CHECK(std::find(passes.begin(), passes.end(),
+                  "fuse_input_epilogue: 1 bias + activation epilogue moved into the reading conv2d (tconv7 -> conv8)") !=
+        passes.end());
+  const std::vector<float> got = fused.run(in)[0].data;
+  CHECK(test::rel_error(got, want) <= 1e-2);
+  SessionOptions o;
+  o.backend = "cuda";
+  o.batch = 8;
+  o.precision = Precision::FP16;
+  o.passes.fuse_input_epilogue = false;
+  Session plain(m, o);
+  CHECK(std::find(plain.passes().begin(), plain.passes().end(), "fuse_input_epilogue: off") != plain.passes().end());
+  CHECK(test::rel_error(plain.run(in)[0].data, got) <= 2e-3);
+}
+
 CUDA_TEST_CASE("channels_last at batch 8: VGG and the generators run their convolutions NHWC") {
 #ifdef INFER_WITH_CUDNN
   for (const char* name : {"vgg11", "dcgan"}) {

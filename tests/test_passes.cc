@@ -25,6 +25,7 @@
 #include "infer/kernel.h"
 #include "models/zoo.h"
 #include "layout.h"
+#include "kernels/reference/reference.h"
 #include "passes.h"
 #include "test_util.h"
 
@@ -158,8 +159,13 @@ TEST_CASE("PassOptions: names, set by name, unknown names are errors") {
                                                          "fold_width", "fuse_conv_residual",
                                                          "fuse_squeeze_excite", "fuse_prelu",
                                                          "fuse_depthwise_pointwise",
-                                                         "fuse_quantized_conv2d"});
+                                                         "fuse_quantized_conv2d", "fuse_input_epilogue"});
   PassOptions p;
+  CHECK(p.fuse_input_epilogue);
+  p.apply("fuse_input_epilogue=off");
+  CHECK_FALSE(p.enabled("fuse_input_epilogue"));
+  p.set_all(true);
+  CHECK(p.fuse_input_epilogue);
   CHECK(p.fold_batchnorm);
   CHECK(p.fuse_conv_avgpool);
   CHECK(p.fuse_activation);
@@ -833,4 +839,77 @@ TEST_CASE("channels_last: a [N, C, 1, 1] input is read unconverted; its reader f
   for (size_t i = 1; i < g.nodes.size(); ++i) support[i] = {50, 10};
   const detail::Graph nchw = detail::assign_layouts(g, support, nullptr);
   for (const detail::Node& n : nchw.nodes) CHECK(n.layout == Layout::NCHW);
+}
+
+// fuse_input_epilogue (cuda's pass; here with no predicate, so everywhere): in EB-GAN only tconv7 ->
+// conv8 is a producer -> conv2d pair; tconv7 loses its bias and ReLU, conv8 reads relu(x + b) with
+// tconv7's bias as its input 3.
+TEST_CASE("fuse_input_epilogue: the producer's bias and activation become the conv2d reader's input epilogue") {
+  const Model m = Model::from_bytes(zoo::build("ebgan").finish(), "ebgan");
+  const detail::Graph g = passed(m);
+  const detail::Node& t7 = node_named(g, "tconv7");
+  REQUIRE(t7.inputs.size() == 3);
+  const int bias7 = t7.inputs[2];
+  std::vector<std::string> log;
+  const detail::Graph out = detail::fuse_input_epilogue(g, nullptr, &log);
+  detail::validate_graph(out);
+  REQUIRE(log.size() == 1);
+  CHECK(log[0] == "fuse_input_epilogue: 1 bias + activation epilogue moved into the reading conv2d (tconv7 -> conv8)");
+  const detail::Node& bare = node_named(out, "tconv7");
+  CHECK(bare.inputs.size() == 2);
+  CHECK(act_of(bare) == ActivationKind::None);
+  const detail::Node& c8 = node_named(out, "conv8");
+  const auto& p = std::get<Conv2DParams>(c8.params);
+  CHECK(p.input_epilogue);
+  CHECK(p.input_activation.kind == ActivationKind::Relu);
+  CHECK(p.activation.kind == ActivationKind::Tanh);
+  REQUIRE(c8.inputs.size() == 4);
+  CHECK(c8.inputs[3] == bias7);
+  CHECK(out.nodes.size() == g.nodes.size());
+  // a predicate that refuses: nothing moves
+  const detail::Graph kept = detail::fuse_input_epilogue(
+      g, [](const detail::Graph&, const detail::Node&, const detail::Node&) { return false; }, &log);
+  CHECK(log.back() == "fuse_input_epilogue: no producer epilogue to move into a conv2d");
+  CHECK(std::get<Conv2DParams>(node_named(kept, "conv8").params).input_epilogue == false);
+  // no file form
+  Conv2DParams fused;
+  fused.input_epilogue = true;
+  auto build = [&] {
+    ModelBuilder b("fused");
+    const int x = b.input("x", {1, 2, 4, 4});
+    b.output(b.node("c", fused,
+                    {x, b.constant("w", {1, 2, 1, 1}, std::vector<float>(2, 1.f)),
+                     b.constant("b", {1}, std::vector<float>(1, 0.f)), b.constant("bin", {2}, std::vector<float>(2, 0.f))}));
+    return b.finish();
+  };
+  CHECK_THROWS_WITH_AS(build(), doctest::Contains("input_epilogue is engine-internal"), Error);
+}
+
+// The reference conv2d with an input epilogue equals the plain one on act(x + b_in[c]) computed by hand
+// (NCHW, two images, odd sizes, padding, a leaky ReLU so negative values matter).
+TEST_CASE("reference conv2d: the input epilogue reads act(x + b_in[c])") {
+  const Shape xs{2, 3, 5, 7}, ws{4, 3, 3, 3}, ys{2, 4, 5, 7};
+  const std::vector<float> x = random_vector(2 * 3 * 5 * 7, 71), w = random_vector(4 * 3 * 9, 72),
+                           b = random_vector(4, 73), bin = random_vector(3, 74);
+  Conv2DParams p;
+  p.pad = {1, 1, 1, 1};
+  p.activation.kind = ActivationKind::Tanh;
+  std::vector<float> xe(x.size()), want(static_cast<size_t>(shape_numel(ys))), got(want.size(), NAN);
+  for (size_t i = 0; i < x.size(); ++i) {
+    const float v = x[i] + bin[(i / 35) % 3];
+    xe[i] = v < 0.f ? 0.2f * v : v;
+  }
+  ref::conv2d(p, xe.data(), xs, w.data(), ws, b.data(), want.data(), ys);
+  Conv2DParams q = p;
+  q.input_epilogue = true;
+  q.input_activation = {ActivationKind::LeakyRelu, 0.2f, 0.f};
+  const NodeDesc node{q, {xs, ws, {4}, {3}}, {ys}, {nullptr, w.data(), b.data(), bin.data()}};
+  const KernelVariant* v = KernelRegistry::global().find("cpu", "conv2d", "reference");
+  REQUIRE(v != nullptr);
+  CHECK(v->fuses_input_epilogue);
+  v->run(KernelCall{node, {x.data(), w.data(), b.data(), bin.data()}, {got.data()}});
+  for (size_t i = 0; i < want.size(); ++i) CHECK(got[i] == doctest::Approx(want[i]).epsilon(1e-6));
+  // every other cpu conv2d variant refuses the node (variant_applies: fuses_input_epilogue)
+  for (const KernelVariant* other : KernelRegistry::global().variants("cpu", "conv2d"))
+    if (other->name != "reference") CHECK_FALSE(variant_applies(*other, node));
 }

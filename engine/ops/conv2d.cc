@@ -53,6 +53,8 @@ Conv2DParams read_conv(const fb::Conv2D* c, const std::string& where, const std:
 flatbuffers::Offset<fb::Conv2D> write_conv(flatbuffers::FlatBufferBuilder& fbb, const Conv2DParams& p) {
   if (p.add_residual)
     throw Error("conv2d add_residual is engine-internal (the fuse_conv_residual pass) and has no file form");
+  if (p.input_epilogue)
+    throw Error("conv2d input_epilogue is engine-internal (the fuse_input_epilogue pass) and has no file form");
   const fb::Padding pad = fb_padding(p.pad);
   return fb::CreateConv2D(fbb, p.stride_h, p.stride_w, &pad, p.dilation_h, p.dilation_w,
                           fb_kind(p.activation.kind), p.activation.alpha, p.activation.beta, p.groups);
@@ -66,9 +68,16 @@ Shape conv2d_shape(const std::string& where, const std::string& prefix, const Co
                     " is only for conv2d");
   if (p.add_residual && p.activation.kind == ActivationKind::PRelu)
     fail(where, "add_residual and a prelu activation do not combine (both take input 3)");
+  if (p.input_epilogue) {
+    if (!prefix.empty()) fail(where, "field " + prefix + "input_epilogue is only for conv2d");
+    if (p.add_residual || p.activation.kind == ActivationKind::PRelu)
+      fail(where, "input_epilogue combines with neither add_residual nor a prelu activation (input 3)");
+    if (p.input_activation.kind == ActivationKind::PRelu) fail(where, "field input_activation may not be prelu");
+    check_activation(where, "input_activation", p.input_activation, false);
+  }
   bool prelu = false;
-  if (p.add_residual) {
-    in.expect_count(4, 4);  // x, weight, bias, residual
+  if (p.add_residual || p.input_epilogue) {
+    in.expect_count(4, 4);  // x, weight, bias, residual or the input epilogue's bias
   } else {
     prelu = expect_epilogue_inputs(in, p.activation);  // x, weight, bias, slope with a prelu
   }
@@ -104,6 +113,7 @@ Shape conv2d_shape(const std::string& where, const std::string& prefix, const Co
   const int64_t h = window_out(where, "height", x[2], p.pad.top, p.pad.bottom, kh, p.stride_h);
   const int64_t wd = window_out(where, "width", x[3], p.pad.left, p.pad.right, kw, p.stride_w);
   const Shape out{x[0], w[0], h, wd};
+  if (p.input_epilogue) in.expect_vector(3, x[1], "C_in");
   if (p.add_residual && in[3] != out)
     fail(where, in.label(3) + " (residual) has shape " + shape_str(in[3]) + " but the output is " +
                     shape_str(out));

@@ -217,6 +217,57 @@ bool fuse_quantized_conv2d_where_taken(ShapedGraph& g, const BackendPassContext&
   return true;
 }
 
+// The fuse_input_epilogue backend pass, cuda only, after channels_last (the reader's variant may be
+// NHWC-only): a producer's bias + activation move into its conv2d reader where the variant the reader
+// would get without them (its best by priority, in its layout) also runs the merged node (so the
+// reader's kernel never changes for it) and the producer's best variant runs it bare. Returns whether
+// it logged, and its line.
+bool fuse_input_epilogue_where_taken(ShapedGraph& g, const BackendPassContext& c, std::string& line) {
+  if (c.kernels.backend_name() != "cuda") return false;
+  if (!c.passes.fuse_input_epilogue) {
+    line = "fuse_input_epilogue: off";
+    return true;
+  }
+  auto best = [&](const std::vector<const KernelVariant*>& candidates, const NodeDesc& desc) {
+    const KernelVariant* top = nullptr;
+    int at = -1;
+    for (const KernelVariant* v : candidates)
+      if (c.kernels.allowed(*v) && v->run && variant_applies(*v, desc))
+        if (const int p = KernelSelector::priority(*v, desc); p > at) top = v, at = p;
+    return top;
+  };
+  auto takes = [&](const Graph& graph, const Node& consumer, const Node& producer) {
+    // `consumer` has the merged params and its own inputs (x, weight, optional bias): the reader as
+    // it is, and as the pass would make it (zero biases stand in for those it would add)
+    NodeDesc plain = proposed_desc(graph, consumer, g.shapes, c);
+    plain.layout = consumer.layout;
+    auto& pp = std::get<Conv2DParams>(plain.params);
+    pp.input_epilogue = false;
+    pp.input_activation = Activation{};
+    NodeDesc merged = proposed_desc(graph, consumer, g.shapes, c);
+    merged.layout = consumer.layout;
+    const std::vector<float> zero_out(static_cast<size_t>(merged.input_shapes[1].at(0)), 0.f);
+    const std::vector<float> zero_in(static_cast<size_t>(merged.input_shapes[0].at(1)), 0.f);
+    if (merged.input_shapes.size() == 2) {
+      merged.input_shapes.push_back(Shape{merged.input_shapes[1].at(0)});
+      merged.constants.push_back(zero_out.data());
+    }
+    merged.input_shapes.push_back(Shape{merged.input_shapes[0].at(1)});
+    merged.constants.push_back(zero_in.data());
+    const std::vector<const KernelVariant*> readers = c.kernels.candidates_for(consumer);
+    const KernelVariant* own = best(readers, plain);
+    if (!own || !own->fuses_input_epilogue || !variant_applies(*own, merged)) return false;
+    NodeDesc bare = proposed_desc(graph, producer, g.shapes, c);
+    bare.layout = producer.layout;
+    return best(c.kernels.candidates_for(producer), bare) != nullptr;
+  };
+  std::vector<std::string> log;
+  Graph rewritten = fuse_input_epilogue(*g.graph, takes, &log);
+  g.adopt(std::move(rewritten));
+  line = first_line(log, "fuse_input_epilogue");
+  return true;
+}
+
 }  // namespace
 
 std::vector<std::string> run_backend_passes(ShapedGraph& g, const BackendPassContext& c,
@@ -229,6 +280,7 @@ std::vector<std::string> run_backend_passes(ShapedGraph& g, const BackendPassCon
   if (fuse_quantized_conv2d_where_taken(g, c, line)) deferred.push_back(line);
   choose_layouts(g, c, pass_log);
   if (fuse_depthwise_pointwise_where_taken(g, c, line)) deferred.push_back(line);
+  if (fuse_input_epilogue_where_taken(g, c, line)) deferred.push_back(line);
   return deferred;
 }
 

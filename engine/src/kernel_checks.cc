@@ -18,6 +18,8 @@ void check_kernel_call(const KernelVariant& v, const KernelCall& call) {
     throw Error(where + ": node parameters are for op '" + op_name(op_type(node.params)) + "'");
   if (!v.fuses_prelu && fused_activation(node.params).kind == ActivationKind::PRelu)
     throw Error(where + ": does not apply a per-channel prelu epilogue (KernelVariant::fuses_prelu)");
+  if (!v.fuses_input_epilogue && has_input_epilogue(node.params))
+    throw Error(where + ": does not apply a conv2d input epilogue (KernelVariant::fuses_input_epilogue)");
   const size_t n = call.inputs.size();
   if (node.input_shapes.size() != n)
     throw Error(where + ": node has " + std::to_string(node.input_shapes.size()) +

@@ -46,6 +46,7 @@ const KernelRegistry& KernelRegistry::global() {
 bool variant_applies(const KernelVariant& v, const NodeDesc& node) {
   if (std::find(v.layouts.begin(), v.layouts.end(), node.layout) == v.layouts.end()) return false;
   if (!v.fuses_prelu && fused_activation(node.params).kind == ActivationKind::PRelu) return false;
+  if (!v.fuses_input_epilogue && has_input_epilogue(node.params)) return false;
   return !v.applicable || v.applicable(node);
 }
 

@@ -86,6 +86,11 @@ Activation fused_activation(const OpParams& p) {
   return def.activation ? def.activation(p) : Activation{};
 }
 
+bool has_input_epilogue(const OpParams& p) {
+  const auto* c = std::get_if<Conv2DParams>(&p);
+  return c && c->input_epilogue;
+}
+
 const char* precision_name(Precision p) {
   switch (p) {
     case Precision::FP32: return "fp32";

@@ -25,7 +25,7 @@ const std::vector<std::string>& PassOptions::names() {
                                                   "fuse_activation", "channels_last", "fold_width",
                                                   "fuse_conv_residual", "fuse_squeeze_excite",
                                                   "fuse_prelu", "fuse_depthwise_pointwise",
-                                                  "fuse_quantized_conv2d"};
+                                                  "fuse_quantized_conv2d", "fuse_input_epilogue"};
   return kNames;
 }
 
@@ -50,6 +50,8 @@ void PassOptions::set(const std::string& name, bool on) {
     fuse_depthwise_pointwise = on;
   } else if (name == "fuse_quantized_conv2d") {
     fuse_quantized_conv2d = on;
+  } else if (name == "fuse_input_epilogue") {
+    fuse_input_epilogue = on;
   } else {
     std::string known;
     for (const std::string& n : names()) known += (known.empty() ? "" : ", ") + n;
@@ -59,7 +61,7 @@ void PassOptions::set(const std::string& name, bool on) {
 
 void PassOptions::set_all(bool on) {
   fold_batchnorm = fuse_conv_avgpool = fuse_activation = channels_last = fold_width = fuse_conv_residual =
-      fuse_squeeze_excite = fuse_prelu = fuse_depthwise_pointwise = fuse_quantized_conv2d = on;
+      fuse_squeeze_excite = fuse_prelu = fuse_depthwise_pointwise = fuse_quantized_conv2d = fuse_input_epilogue = on;
 }
 
 void PassOptions::apply(const std::string& choice) {
@@ -81,6 +83,7 @@ bool PassOptions::enabled(const std::string& name) const {
   if (name == "fuse_prelu") return fuse_prelu;
   if (name == "fuse_depthwise_pointwise") return fuse_depthwise_pointwise;
   if (name == "fuse_quantized_conv2d") return fuse_quantized_conv2d;
+  if (name == "fuse_input_epilogue") return fuse_input_epilogue;
   return false;
 }
 
@@ -453,6 +456,63 @@ Graph fuse_conv_residual(Graph g, const ResidualPredicate& takes, std::vector<st
     log->push_back(count ? fmt::format("fuse_conv_residual: {} conv2d + residual add {} fused",
                                        count, plural(count, "pair", "pairs"))
                          : "fuse_conv_residual: no conv2d + residual add to fuse");
+  return g;
+}
+
+// --- fuse_input_epilogue ------------------------------------------------------------------------------
+// P -> C with P a conv_transpose2d or plain conv2d and C a conv2d (passes.h): P's bias and activation
+// become C's input epilogue. Nodes keep their places and names; no node is removed.
+Graph fuse_input_epilogue(Graph g, const InputEpiloguePredicate& takes, std::vector<std::string>* log) {
+  const Uses uses(g);
+  int count = 0;
+  std::string names;
+  for (size_t c = 0; c < g.nodes.size(); ++c) {
+    const auto* cp = std::get_if<Conv2DParams>(&g.nodes[c].params);
+    if (!cp || cp->add_residual || cp->input_epilogue || cp->activation.kind == ActivationKind::PRelu ||
+        g.nodes[c].inputs.size() < 2 || g.nodes[c].inputs.size() > 3)
+      continue;
+    const int p = uses.fusable_producer(g.nodes[c]);
+    if (p < 0) continue;
+    const Node& prod = g.nodes[static_cast<size_t>(p)];
+    Activation act;
+    if (const auto* t = std::get_if<ConvTranspose2DParams>(&prod.params)) {
+      act = t->activation;
+    } else if (const auto* q = std::get_if<Conv2DParams>(&prod.params);
+               q && !q->add_residual && !q->input_epilogue) {
+      act = q->activation;
+    } else {
+      continue;
+    }
+    if (act.kind == ActivationKind::PRelu || prod.inputs.size() < 2 || prod.inputs.size() > 3) continue;
+    if (prod.inputs.size() == 3 && !value(g, prod.inputs[2]).is_constant()) continue;
+    if (prod.inputs.size() == 2 && act.kind == ActivationKind::None) continue;  // nothing to move
+    Node bare = prod;
+    *epilogue(bare.params) = Activation{};
+    bare.inputs.resize(2);
+    Node merged = g.nodes[c];
+    auto& mp = std::get<Conv2DParams>(merged.params);
+    mp.input_epilogue = true;
+    mp.input_activation = act;
+    if (takes && !takes(g, merged, bare)) continue;
+    // add_constant grows g.values: no value references are held past this point.
+    if (merged.inputs.size() == 2) merged.inputs.push_back(zero_bias(g, merged.name, merged.inputs[1]));
+    if (prod.inputs.size() == 3) {
+      merged.inputs.push_back(prod.inputs[2]);
+    } else {
+      const int64_t channels = value_shape(g, merged.inputs[1]).at(1) * std::max(mp.groups, 1);
+      merged.inputs.push_back(g.add_constant(prod.name + ".zero_bias", Shape{channels},
+                                             std::vector<float>(static_cast<size_t>(channels), 0.f)));
+    }
+    names += (count ? ", " : "") + prod.name + " -> " + merged.name;
+    g.nodes[static_cast<size_t>(p)] = std::move(bare);
+    g.nodes[c] = std::move(merged);
+    ++count;
+  }
+  if (log)
+    log->push_back(count ? fmt::format("fuse_input_epilogue: {} bias + activation {} moved into the "
+                                       "reading conv2d ({})",
+                                       count, plural(count, "epilogue", "epilogues"), names)
+                         : "fuse_input_epilogue: no producer epilogue to move into a conv2d");
   return g;
 }
 

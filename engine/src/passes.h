@@ -50,6 +50,16 @@ using DepthwisePointwisePredicate = std::function<bool(const Graph&, const Node&
 Graph fuse_depthwise_pointwise(Graph graph, const DepthwisePointwisePredicate& takes = nullptr,
                                std::vector<std::string>* log = nullptr);
 
+// A backend pass (cuda, after channels_last): a conv_transpose2d or plain conv2d P whose only reader is
+// a conv2d C (no residual, no PRelu, no input epilogue of its own) hands its bias and activation (not a
+// PRelu) to C as C's input epilogue (Conv2DParams::input_epilogue: C reads act(x + b[c])), so that P
+// writes its raw sums and no pass over P's output applies them (cuDNN's backward data fuses none).
+// C gets a zero bias where it had none, and the input epilogue's bias is P's (zeros where P had none).
+// Applied where takes(graph, merged C, bare P) says the backend runs both (null takes: everywhere).
+using InputEpiloguePredicate = std::function<bool(const Graph&, const Node& consumer, const Node& producer)>;
+Graph fuse_input_epilogue(Graph graph, const InputEpiloguePredicate& takes = nullptr,
+                          std::vector<std::string>* log = nullptr);
+
 // A backend pass (cpu, before channels_last): conv2d reading a per-tensor quantize_linear ->
 // dequantize_linear pair, with a weight dequantized at load from int8 (zero point 0, per tensor or per
 // output channel), becomes one quantized_conv2d node (the pair kept for its other readers) where

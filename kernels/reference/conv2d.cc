@@ -93,11 +93,24 @@ void conv2d(const Conv2DParams& p, const float* x, const Shape& x_shape, const f
 // function above; registered from the op table by register.cc.
 // conv2d: x, weight, optional bias; with add_residual (the fuse_conv_residual pass) always x, weight,
 // bias and the residual of the output's shape; with a prelu epilogue (fuse_prelu) x, weight, bias and
-// the slope (shape inference checks every form).
+// the slope; with an input epilogue (fuse_input_epilogue) x, weight, bias and b_in [C_in], the input
+// read as input_activation(x + b_in[c]), computed here into a copy first (shape inference checks
+// every form).
 void run_conv2d(const KernelCall& c) {
   const auto& p = std::get<Conv2DParams>(c.node.params);
   const auto& s = c.node.input_shapes;
-  conv2d(p, c.inputs[0], s[0], c.inputs[1], s[1], detail::optional_input(c, 2), c.outputs[0],
+  const float* x = c.inputs[0];
+  std::vector<float> xe;
+  if (p.input_epilogue) {
+    const int64_t N = s[0][0], C = s[0][1], plane = s[0][2] * s[0][3];
+    xe.resize(static_cast<size_t>(N * C * plane));
+    for (int64_t i = 0; i < N * C; ++i)
+      for (int64_t k = 0; k < plane; ++k)
+        xe[static_cast<size_t>(i * plane + k)] =
+            float(detail::activate(p.input_activation, double(x[i * plane + k]) + double(c.inputs[3][i % C])));
+    x = xe.data();
+  }
+  conv2d(p, x, s[0], c.inputs[1], s[1], detail::optional_input(c, 2), c.outputs[0],
          c.node.output_shapes[0], p.add_residual ? c.inputs[3] : nullptr, prelu_slope(c));
 }
 

@@ -15,7 +15,8 @@ void register_reference_kernels(KernelRegistry& registry) {
     const OpType op = static_cast<OpType>(i);
     const detail::OpDef& def = detail::op_def(op);
     variants.push_back({.op = op_name(op), .name = "reference", .priority = 0,
-                        .fuses_prelu = def.prelu_epilogue, .run = def.reference});
+                        .fuses_prelu = def.prelu_epilogue, .fuses_input_epilogue = true,
+                        .run = def.reference});
     if (def.reference_any_layout) variants.back().layouts = {Layout::NCHW, Layout::NHWC};
   }
   registry.add("cpu", std::move(variants));

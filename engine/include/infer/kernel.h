@@ -76,6 +76,9 @@ struct KernelVariant {
   // slope is the node's last input, prelu_slope() below). A node with one is offered only to variants
   // that say so (variant_applies), so the fuse_prelu pass fuses only where one of them runs it.
   bool fuses_prelu = false;
+  // The variant applies conv2d's engine-internal input epilogue (Conv2DParams::input_epilogue); a node
+  // with one is offered only to variants that say so (variant_applies).
+  bool fuses_input_epilogue = false;
   std::function<bool(const NodeDesc&)> applicable;          // empty: always applicable
   std::function<size_t(const NodeDesc&)> workspace_bytes;   // empty: none
   std::function<std::shared_ptr<void>(const NodeDesc&)> prepare;  // empty: nothing to prepare
@@ -83,7 +86,8 @@ struct KernelVariant {
 };
 
 // True when `v` runs in `layout`, takes the node's per-channel PRelu epilogue if it has one
-// (v.fuses_prelu) and, if it has a check, applies to `node` (node.layout is checked first).
+// (v.fuses_prelu) and a conv2d's input epilogue if it has one (v.fuses_input_epilogue) and, if it has
+// a check, applies to `node` (node.layout is checked first).
 bool variant_applies(const KernelVariant& v, const NodeDesc& node);
 
 // The per-channel slopes of a node whose fused activation is ActivationKind::PRelu (its last input:

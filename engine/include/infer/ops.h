@@ -89,6 +89,11 @@ struct Conv2DParams {
   // Engine-internal (the fuse_conv_residual pass; no file form): inputs are x, weight, bias, r with r
   // of the output's shape, and y = act(conv(x) + bias + r), the residual add of a ResNet block.
   bool add_residual = false;
+  // Engine-internal (the fuse_input_epilogue pass; no file form): inputs are x, weight, bias, b_in with
+  // b_in [C_in] (constant), and the convolution reads input_activation(x + b_in[c]) in place of x: its
+  // producer's bias and activation, applied as the input is loaded instead of in a pass over it.
+  bool input_epilogue = false;
+  Activation input_activation;  // not PRelu
 };
 
 // x [N,C_in,H,W], weight [C_in,C_out/groups,KH,KW], optional bias [C_out].
@@ -366,6 +371,9 @@ size_t dtype_size(DType dtype);
 
 // The activation a node applies to its result (None for ops without a fused epilogue).
 Activation fused_activation(const OpParams& p);
+// Whether a conv2d node reads its input through an engine-internal input epilogue
+// (Conv2DParams::input_epilogue); false for every other op.
+bool has_input_epilogue(const OpParams& p);
 
 int64_t shape_numel(const Shape& s);       // product of dims (1 for a scalar shape)
 std::string shape_str(const Shape& s);     // "1x3x224x224"

@@ -72,6 +72,12 @@ struct PassOptions {
   // integers as one quantized_conv2d node (docs/quantization.md). Off: the pair and the float conv run
   // as written (fake quantization). Logged after fuse_prelu, on cpu, for models with quantize_linear.
   bool fuse_quantized_conv2d = true;
+  // fuse_input_epilogue (cuda only, after channels_last): a conv_transpose2d or conv2d whose only reader
+  // is a conv2d hands its bias and activation to that reader, which applies them as it loads its input
+  // (Conv2DParams::input_epilogue), where the reader's own default variant runs that form; the
+  // producer then writes its raw sums (no pass over its output for the epilogue). Logged after
+  // fuse_prelu, on cuda only.
+  bool fuse_input_epilogue = true;
 
   static const std::vector<std::string>& names();  // "fold_batchnorm", "fuse_conv_avgpool", ...
   // Switches one pass by name; an unknown name is an Error listing the known ones.

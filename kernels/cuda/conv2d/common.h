@@ -28,11 +28,13 @@ inline bool gemm_1x1_applicable(const NodeDesc& node) {
 // (0, 2^30) (so int indices hold a dimension), channels and batch consistent.
 inline bool nhwc_constant_conv(const NodeDesc& node) {
   if (!std::holds_alternative<Conv2DParams>(node.params)) return false;
-  const bool prelu = fused_activation(node.params).kind == ActivationKind::PRelu;
-  if (node.layout != Layout::NHWC || node.input_shapes.size() < 2 || node.input_shapes.size() > (prelu ? 4u : 3u) ||
+  // input 3: a PRelu's slopes or the input epilogue's bias (variant_applies offers either only to the
+  // variants that declare it)
+  const bool four = fused_activation(node.params).kind == ActivationKind::PRelu || has_input_epilogue(node.params);
+  if (node.layout != Layout::NHWC || node.input_shapes.size() < 2 || node.input_shapes.size() > (four ? 4u : 3u) ||
       node.output_shapes.size() != 1 || !has_constant_weight(node))
     return false;
-  if (prelu && (node.input_shapes.size() != 4 || node.constants.size() < 4 || !node.constants[3])) return false;
+  if (four && (node.input_shapes.size() != 4 || node.constants.size() < 4 || !node.constants[3])) return false;
   const Shape &x = node.input_shapes[0], &w = node.input_shapes[1], &y = node.output_shapes[0];
   if (x.size() != 4 || w.size() != 4 || y.size() != 4) return false;
   for (const Shape* s : {&x, &w, &y})
