@@ -79,12 +79,10 @@ int main(int argc, char** argv) {
       ->check(CLI::Validator([](std::string& t) { return infer::cli::check_kernel_choice(t); }, ""))
       ->option_text("OP[:NODE]=VAR ...");
   app.add_flag("--no-fuse", no_fuse, "Run no graph pass (no BatchNorm folding, no fusion)");
+  std::string pass_names;  // from PassOptions::names(): the help lists every pass there is
+  for (const std::string& n : infer::PassOptions::names()) pass_names += (pass_names.empty() ? "" : ", ") + n;
   app.add_option("--pass", pass_choices,
-                 "Switch one graph pass on or off: fold_batchnorm, fuse_conv_avgpool, "
-                 "fuse_activation, channels_last, fold_width, fuse_conv_residual, fuse_squeeze_excite, "
-                 "fuse_prelu, fuse_depthwise_pointwise, fuse_quantized_conv2d "
-                 "(repeatable, "
-                 "applied after --no-fuse)")
+                 "Switch one graph pass on or off: " + pass_names + " (repeatable, applied after --no-fuse)")
       ->option_text("NAME=on|off ...");
   app.add_flag("-v,--verbose", o.verbose, "Debug logging: kernel per node, timings, memory");
   infer::cli::EvalOptions eval_options;
