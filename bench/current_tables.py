@@ -148,7 +148,7 @@ def check(doc):
         return 1
     bad = 0
     for kind, body in blocks:
-        m = re.search(r"Source: `([^`]+)`", body)
+        m = re.search(r"Source:\s+`([^`]+)`", body)  # the wrap may break the line after "Source:"
         if not m or not os.path.isfile(os.path.join(REPO, m.group(1))):
             print("error: %s: the current:%s block names no results file that exists" % (doc, kind))
             bad += 1
