@@ -65,13 +65,20 @@ bool applicable(const NodeDesc& node) {
 // Channels-last on tensor cores for batched generators (batch >= 8) when the output channels align;
 // a 3-channel image output stays with infer's NCHW kernels. NCHW and small batches: today's
 // segregated / col2im kernels (measured faster at batch 1); cudnn through --autotune or --kernel.
+// Except fp16 stride-2 layers on inputs over 64x64 below batch 8 (EB-GAN's 128x128x128 -> 64): 22,
+// above segregated_gemm (20), so the channels_last pass runs them NHWC on cuDNN. H200, 2026-11-29,
+// EB-GAN batch 1 fp16 with the node forced to each variant: cudnn 0.161 ms for the model (two layout
+// conversions included), segregated_gemm 0.193 (its kernel 71 us), cutlass 0.191, gemm_col2im 0.194.
 int priority(const NodeDesc& node) {
   const Geometry g = geometry(node);
   if (!g.ok) return 0;
   if (node.layout == Layout::NCHW || node.precision == Precision::FP32) return 4;
   const int64_t a = dnn::channel_alignment(node.precision);
-  if (g.problem.C % a != 0) return 2;
-  return g.problem.N >= 8 ? 50 : 8;
+  const dnn::Problem& q = g.problem;
+  if (q.C % a != 0) return 2;
+  if (q.N >= 8) return 50;
+  const bool large_s2 = q.stride_h == 2 && q.stride_w == 2 && q.P * q.Q > 4096;
+  return node.precision == Precision::FP16 && large_s2 ? 22 : 8;
 }
 
 struct State {
