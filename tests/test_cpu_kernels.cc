@@ -1054,8 +1054,9 @@ TEST_CASE("qgemm: the int8 GEMM gives the exact integer sums") {
 // The u8s8 form (vpmaddubsw, 7-bit weights) at this process's level: the exact sums again, with a at
 // 255 against w at +-64 (the pair sums' largest, 32640, just inside int16) and the zero point folded
 // into the start; rows past the quads (lda > 4 * quads) poisoned, k past K random (weights 0 there).
-// Below AVX2 the form is refused.
-TEST_CASE("qgemm: the u8s8 form gives the exact integer sums with 7-bit weights") {
+// Where the level is AVX-512 and the CPU has VNNI, the same again through vpdpbusd with every int8
+// weight (extremes -128 and 127). Below AVX2 the form is refused.
+TEST_CASE("qgemm: the u8s8 form gives the exact integer sums with 7-bit weights (any int8 with VNNI)") {
   namespace qg = infer::cpu::qgemm;
   const CpuIsa isa = cpu_isa_default();
   CAPTURE(cpu_isa_name(isa));
@@ -1066,32 +1067,45 @@ TEST_CASE("qgemm: the u8s8 form gives the exact integer sums with 7-bit weights"
     CHECK_THROWS_AS(qg::pack_b_u8s8(w7.data(), 8, 8, 8, 0, isa), Error);
     return;
   }
-  CHECK(qg::fits_u8s8(w7.data(), 64, isa));
-  CHECK_FALSE(qg::fits_u8s8(w8.data(), 64, isa));
-  CHECK_THROWS_WITH_AS(qg::pack_b_u8s8(w8.data(), 8, 8, 8, 0, isa), doctest::Contains("[-64, 64]"), Error);
+  const bool vnni_here = isa == CpuIsa::Avx512 && qg::has_vnni();
+  if (!vnni_here) MESSAGE("AVX-512 VNNI: not at this level or on this CPU, its path not run here");
   std::mt19937_64 rng(29);
-  for (int t = 0; t < 150; ++t) {
-    const int64_t M = uniform(rng, 1, 40), N = uniform(rng, 1, 70), K = t < 3 ? 4095 : uniform(rng, 1, 300);
-    const int64_t quads = (K + 3) / 4, lda = 4 * (quads + t % 3), cols_pad = t % 2 ? 3 : 0;
-    const int extreme = t % 5;  // 1: a 255, zero 0, w +64; 2: a 255, zero 0, w -64; 3: a 0, zero 255, w -64
-    const int32_t zero = extreme == 3 ? 255 : extreme ? 0 : int32_t(uniform(rng, 0, 255));
-    std::vector<uint8_t> a(size_t(M * lda), 0xa5);
-    std::vector<int8_t> w(size_t(N * K));
-    for (int64_t m = 0; m < M; ++m)
-      for (int64_t k = 0; k < 4 * quads; ++k)
-        a[size_t(m * lda + k)] = k >= K ? uint8_t(rng() & 0xff) : extreme == 3 ? 0 : extreme ? 255 : uint8_t(rng() & 0xff);
-    for (int8_t& v : w) v = extreme == 1 ? int8_t(64) : extreme >= 2 ? int8_t(-64) : int8_t(uniform(rng, -64, 64));
-    const qg::PackedB8 b = qg::pack_b_u8s8(w.data(), N, K, K, zero, isa);
-    const int64_t nr = qg::tile_shape(isa).nr(), j0 = uniform(rng, 0, int(b.panels - 1));
-    const int64_t j1 = uniform(rng, int(j0 + 1), int(b.panels)), cols = std::min(N, j1 * nr) - j0 * nr;
-    const int64_t ldc = cols + cols_pad;
-    std::vector<int32_t> c(size_t(M * ldc), 0x7f7f7f7f);
-    qg::gemm_rows_u8s8(a.data(), lda, M, b, c.data(), ldc, j0, j1);
-    CAPTURE(t);
-    CAPTURE(M);
-    CAPTURE(N);
-    CAPTURE(K);
-    CHECK(wrong_sums(c, M, ldc, cols, a.data(), lda, w.data(), j0 * nr, K, zero) == 0);
+  for (const bool vnni : {false, true}) {
+    if (vnni && !vnni_here) continue;
+    CAPTURE(vnni);
+    const int lo = vnni ? -128 : -64, hi = vnni ? 127 : 64;
+    CHECK(qg::fits_u8s8(w7.data(), 64, isa, vnni));
+    CHECK(qg::fits_u8s8(w8.data(), 64, isa, vnni) == vnni);
+    if (vnni)
+      CHECK(qg::pack_b_u8s8(w8.data(), 8, 8, 8, 0, isa, true).vnni);
+    else
+      CHECK_THROWS_WITH_AS(qg::pack_b_u8s8(w8.data(), 8, 8, 8, 0, isa, false), doctest::Contains("[-64, 64]"),
+                           Error);
+    for (int t = 0; t < 150; ++t) {
+      const int64_t M = uniform(rng, 1, 40), N = uniform(rng, 1, 70), K = t < 3 ? 4095 : uniform(rng, 1, 300);
+      const int64_t quads = (K + 3) / 4, lda = 4 * (quads + t % 3), cols_pad = t % 2 ? 3 : 0;
+      const int extreme = t % 5;  // 1: a 255, zero 0, w hi; 2: a 255, zero 0, w lo; 3: a 0, zero 255, w lo
+      const int32_t zero = extreme == 3 ? 255 : extreme ? 0 : int32_t(uniform(rng, 0, 255));
+      std::vector<uint8_t> a(size_t(M * lda), 0xa5);
+      std::vector<int8_t> w(size_t(N * K));
+      for (int64_t m = 0; m < M; ++m)
+        for (int64_t k = 0; k < 4 * quads; ++k)
+          a[size_t(m * lda + k)] =
+              k >= K ? uint8_t(rng() & 0xff) : extreme == 3 ? 0 : extreme ? 255 : uint8_t(rng() & 0xff);
+      for (int8_t& v : w) v = int8_t(extreme == 1 ? hi : extreme >= 2 ? lo : uniform(rng, lo, hi));
+      const qg::PackedB8 b = qg::pack_b_u8s8(w.data(), N, K, K, zero, isa, vnni);
+      CHECK(b.vnni == vnni);
+      const int64_t nr = qg::tile_shape(isa).nr(), j0 = uniform(rng, 0, int(b.panels - 1));
+      const int64_t j1 = uniform(rng, int(j0 + 1), int(b.panels)), cols = std::min(N, j1 * nr) - j0 * nr;
+      const int64_t ldc = cols + cols_pad;
+      std::vector<int32_t> c(size_t(M * ldc), 0x7f7f7f7f);
+      qg::gemm_rows_u8s8(a.data(), lda, M, b, c.data(), ldc, j0, j1);
+      CAPTURE(t);
+      CAPTURE(M);
+      CAPTURE(N);
+      CAPTURE(K);
+      CHECK(wrong_sums(c, M, ldc, cols, a.data(), lda, w.data(), j0 * nr, K, zero) == 0);
+    }
   }
   std::vector<uint8_t> a(64);
   std::vector<int32_t> c(64);

@@ -3,7 +3,8 @@
 // function per level with isa.h's target attribute). A tile: kMR rows x kNV vectors of int32
 // accumulators; per k-pair, kNV loads of B, and per row one 32-bit broadcast of A's pair, then kNV
 // pmaddwd + add. The u8s8 form (7-bit weights, AVX2 / AVX-512): per k-quad the same loads and
-// broadcasts, then vpmaddubsw, pmaddwd by ones (int16 pairs to int32) and add. Threads: none.
+// broadcasts, then vpmaddubsw, pmaddwd by ones (int16 pairs to int32) and add; with AVX-512 VNNI one
+// vpdpbusd instead (any int8 weight). Threads: none.
 #include "kernels/cpu/qgemm.h"
 
 #include <immintrin.h>
@@ -101,6 +102,9 @@ constexpr TileShape kBaseline{4, 4, 2}, kAvx2{4, 8, 2}, kAvx512{8, 16, 2};
 #define Q_AVX512_MADD8(acc, x, y) \
   _mm512_add_epi32(acc, _mm512_madd_epi16(_mm512_maddubs_epi16(x, y), _mm512_set1_epi16(1)))
 #define Q_AVX512_STORE(p, v) _mm512_storeu_si512(p, v)
+#define Q_VNNI_MADD8(acc, x, y) _mm512_dpbusd_epi32(acc, x, y)  // x: u8 (A's broadcast quad), y: s8
+#define INFER_TARGET_AVX512_VNNI \
+  __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")))
 
 INFER_TARGET_AVX512 void gemm_avx512(const int32_t* a, int64_t lda, int64_t M, const PackedB& b, int64_t j0, int64_t j1, int32_t* c,
                  int64_t ldc) {
@@ -119,6 +123,11 @@ void gemm_baseline(const int32_t* a, int64_t lda, int64_t M, const PackedB& b, i
 INFER_TARGET_AVX512 void gemm8_avx512(const int32_t* a, int64_t lda, int64_t M, const PackedB8& b, int64_t j0, int64_t j1,
                                       int32_t* c, int64_t ldc) {
   INFER_QGEMM_BODY(__m512i, 8, 2, 16, 4, b.quads, Q_AVX512_START, Q_AVX512_LOAD, Q_AVX512_BCAST, Q_AVX512_MADD8,
+                   Q_AVX512_STORE);
+}
+INFER_TARGET_AVX512_VNNI void gemm8_vnni(const int32_t* a, int64_t lda, int64_t M, const PackedB8& b, int64_t j0,
+                                         int64_t j1, int32_t* c, int64_t ldc) {
+  INFER_QGEMM_BODY(__m512i, 8, 2, 16, 4, b.quads, Q_AVX512_START, Q_AVX512_LOAD, Q_AVX512_BCAST, Q_VNNI_MADD8,
                    Q_AVX512_STORE);
 }
 INFER_TARGET_AVX2 void gemm8_avx2(const int32_t* a, int64_t lda, int64_t M, const PackedB8& b, int64_t j0, int64_t j1,
@@ -211,14 +220,20 @@ void gemm_rows(const int32_t* a, int64_t lda, int64_t M, const PackedB& b, int32
   dispatch(a, lda, M, b, j0, j1 < 0 ? b.panels : j1, c, ldc);
 }
 
-bool fits_u8s8(const int8_t* w, int64_t n, CpuIsa isa) {
+bool has_vnni() {
+  static const bool yes = __builtin_cpu_supports("avx512vnni");
+  return yes;
+}
+
+bool fits_u8s8(const int8_t* w, int64_t n, CpuIsa isa, bool vnni) {
   if (isa != CpuIsa::Avx2 && isa != CpuIsa::Avx512) return false;
+  if (isa == CpuIsa::Avx512 && vnni && has_vnni()) return true;  // vpdpbusd: no int16 step to saturate
   for (int64_t i = 0; i < n; ++i)
     if (w[i] < -64 || w[i] > 64) return false;
   return true;
 }
 
-PackedB8 pack_b_u8s8(const int8_t* w, int64_t N, int64_t K, int64_t ldw, int32_t zero, CpuIsa isa) {
+PackedB8 pack_b_u8s8(const int8_t* w, int64_t N, int64_t K, int64_t ldw, int32_t zero, CpuIsa isa, bool vnni) {
   if (N < 0 || K < 0 || ldw < K) throw Error("qgemm: bad weight geometry");
   if (isa != CpuIsa::Avx2 && isa != CpuIsa::Avx512) throw Error("qgemm: the u8s8 form needs AVX2 or AVX-512");
   if (zero < 0 || zero > 255) throw Error("qgemm: a uint8 zero point must be in [0, 255]");
@@ -226,6 +241,7 @@ PackedB8 pack_b_u8s8(const int8_t* w, int64_t N, int64_t K, int64_t ldw, int32_t
   const int nr = tile_shape(isa).nr();
   PackedB8 b;
   b.isa = isa, b.K = K, b.N = N;
+  b.vnni = isa == CpuIsa::Avx512 && vnni && has_vnni();
   b.quads = (K + 3) / 4;
   b.panels = (N + nr - 1) / nr;
   b.data.assign(static_cast<size_t>(b.panels * b.quads * nr * 4), 0);
@@ -235,7 +251,7 @@ PackedB8 pack_b_u8s8(const int8_t* w, int64_t N, int64_t K, int64_t ldw, int32_t
     int32_t sum = 0;
     for (int64_t k = 0; k < K; ++k) {
       const int8_t v = w[n * ldw + k];
-      if (v < -64 || v > 64) throw Error("qgemm: the u8s8 form takes weights in [-64, 64], got " + std::to_string(v));
+      if (!b.vnni && (v < -64 || v > 64)) throw Error("qgemm: the u8s8 form takes weights in [-64, 64], got " + std::to_string(v));
       sum += v;
       b.data[static_cast<size_t>(((j * b.quads + k / 4) * nr + cc) * 4 + k % 4)] = v;
     }
@@ -250,7 +266,9 @@ void gemm_rows_u8s8(const uint8_t* a, int64_t lda, int64_t M, const PackedB8& b,
   j1 = j1 < 0 ? b.panels : j1;
   if (!check_call(b, M, j0, j1, ldc)) return;
   const auto* a32 = reinterpret_cast<const int32_t*>(a);
-  if (b.isa == CpuIsa::Avx512)
+  if (b.vnni)
+    gemm8_vnni(a32, lda / 4, M, b, j0, j1, c, ldc);
+  else if (b.isa == CpuIsa::Avx512)
     gemm8_avx512(a32, lda / 4, M, b, j0, j1, c, ldc);
   else
     gemm8_avx2(a32, lda / 4, M, b, j0, j1, c, ldc);

@@ -6,8 +6,9 @@
 // summed in pairs stays far inside int32. vpmaddubsw (u8 x s8, four k per 32-bit lane) saturates its
 // int16 pair sums once 255 * |w| * 2 > 32767, so its form (the *_u8s8 functions, AVX2 and AVX-512;
 // SSE2 has no pmaddubsw) takes only 7-bit weights, |w| <= 64 (`infer quantize --reduce-range`, as ONNX
-// Runtime's reduce_range): then 2 * 255 * 64 = 32640 fits and it is exact too. VNNI (vpdpbusd) is an
-// AVX-512 sub-feature not yet used.
+// Runtime's reduce_range): then 2 * 255 * 64 = 32640 fits and it is exact too. On CPUs with AVX-512 VNNI
+// the same form runs vpdpbusd instead (four u8 x s8 products summed straight into each int32 lane, no
+// int16 step): one instruction per step and no saturation, so it takes every int8 weight.
 #pragma once
 
 #include <cstddef>
@@ -61,15 +62,20 @@ void gemm_rows(const int32_t* a, int64_t lda, int64_t M, const PackedB& b, int32
 // values themselves, zero point not subtracted: 4 k per int32), the weight packed per k-quad, and the
 // zero point folded into the accumulators' start, -zero * sum_k w[n][k] per column, so C is the same
 // sum_k (a[m][k] - zero) * w[n][k] as gemm_rows' (every partial sum inside int32 for K <= 65536).
-// fits_u8s8: every weight in [-64, 64] and the level AVX2 or AVX-512 (pack_b_u8s8 refuses others).
-bool fits_u8s8(const int8_t* w, int64_t n, CpuIsa isa);
+// fits_u8s8: the level AVX2 or AVX-512 and every weight in [-64, 64], or any weight where VNNI runs
+// it (pack_b_u8s8 refuses others). vnni: use AVX-512 VNNI where the level is AVX-512 and this CPU has
+// it (has_vnni()); false keeps the vpmaddubsw steps (the tests and bench/cpu_qgemm.cc run both).
+bool has_vnni();  // cpuid: AVX512_VNNI (the OS's AVX-512 state is the level's own check)
+bool fits_u8s8(const int8_t* w, int64_t n, CpuIsa isa, bool vnni = true);
 struct PackedB8 {
   CpuIsa isa = CpuIsa::Avx2;
+  bool vnni = false;  // the steps are vpdpbusd (AVX-512 level, a VNNI CPU, asked for)
   int64_t K = 0, N = 0, quads = 0, panels = 0;
   std::vector<int8_t> data;    // panels * quads * nr * 4: per k-quad the panel's (w[n][4q..4q+3])
   std::vector<int32_t> start;  // panels * nr: -zero * sum_k w[n][k] (0 past N)
 };
-PackedB8 pack_b_u8s8(const int8_t* w, int64_t N, int64_t K, int64_t ldw, int32_t zero, CpuIsa isa);
+PackedB8 pack_b_u8s8(const int8_t* w, int64_t N, int64_t K, int64_t ldw, int32_t zero, CpuIsa isa,
+                     bool vnni = true);
 // a: row m's k-quad q is the int32 at a + m * lda + 4 * q bytes (lda a multiple of 4, >= 4 * quads; k
 // past K any value: its weights are zero). Panels j0 .. j1-1 as gemm_rows.
 void gemm_rows_u8s8(const uint8_t* a, int64_t lda, int64_t M, const PackedB8& b, int32_t* c, int64_t ldc,
