@@ -2,7 +2,7 @@
 // GEMM the convolutions use (kernels/cpu/gemm_microkernel.h), one thread, same M x N x K, at each ISA
 // level this CPU has: what issue 30's "int8 >= 2x fp32 on the CPU" can reach from the GEMM alone; and
 // the u8s8 form (vpmaddubsw, 7-bit weights; AVX2 and AVX-512) on row-major uint8 A, as quantized_conv2d
-// runs it.
+// runs it; and where the CPU has AVX-512 VNNI, the same form on vpdpbusd with 8-bit weights ("vnni").
 // Shapes: ResNet-50's GEMMs at batch 1 as conv2d.packed_gemm runs them (M = C_out rows of the packed
 // weight, N = output pixels, K = C_in * KH * KW); the fp32 GEMM also in BLIS's K-blocked order. Packing
 // excluded from both (weights are packed once; A's packing is timed apart). Build and run:
@@ -96,8 +96,8 @@ int main() {
                          {"3x3 256 @14x14", 256, 196, 2304},      {"1x1 2048->512 @7x7", 512, 49, 2048},
                          {"3x3 512 @7x7", 512, 49, 4608}};
   std::mt19937_64 rng(1);
-  std::printf("%-8s %-22s %10s %10s %8s %10s %12s\n", "isa", "gemm (M x N x K)", "fp32 GOP/s", "int8 GOP/s",
-              "ratio", "u8s8 GOP/s", "pack_a GB/s");
+  std::printf("%-8s %-22s %10s %10s %8s %10s %10s %12s\n", "isa", "gemm (M x N x K)", "fp32 GOP/s", "int8 GOP/s",
+              "ratio", "u8s8 GOP/s", "vnni GOP/s", "pack_a GB/s");
   for (CpuIsa isa : {CpuIsa::Avx512, CpuIsa::Avx2, CpuIsa::Baseline}) {
     if (isa > cpu_isa_supported()) continue;
     const isa::Shape fs = isa::shape(isa);
@@ -129,19 +129,24 @@ int main() {
       const double tp = best_seconds([&] { qgemm::pack_a(qa.data(), g.M, g.K, g.K, 128, isa, qap.data()); });
       const double tq = best_seconds([&] { qgemm::gemm(qap.data(), g.M, qb, qc.data(), g.N); });
       const double ops = 2.0 * g.M * g.N * g.K;
-      double t8 = 0;  // the u8s8 form: A row-major uint8 (lda 4 * quads), 7-bit weights
+      double t8 = 0, tv = 0;  // the u8s8 form: A row-major uint8 (lda 4 * quads), 7-bit weights; VNNI
       if (isa >= CpuIsa::Avx2) {
         std::vector<int8_t> qw7(qw.size());
         for (int8_t& v : qw7) v = int8_t(int(rng() % 129) - 64);
-        const qgemm::PackedB8 qb8 = qgemm::pack_b_u8s8(qw7.data(), g.N, g.K, g.K, 128, isa);
+        const qgemm::PackedB8 qb8 = qgemm::pack_b_u8s8(qw7.data(), g.N, g.K, g.K, 128, isa, /*vnni=*/false);
         const int64_t lda = 4 * qb8.quads;
         std::vector<uint8_t> qa8(size_t(g.M * lda));
         for (uint8_t& v : qa8) v = uint8_t(rng());
         t8 = best_seconds([&] { qgemm::gemm_rows_u8s8(qa8.data(), lda, g.M, qb8, qc.data(), g.N); });
+        if (isa == CpuIsa::Avx512 && qgemm::has_vnni()) {  // 8-bit weights through vpdpbusd
+          const qgemm::PackedB8 qbv = qgemm::pack_b_u8s8(qw.data(), g.N, g.K, g.K, 128, isa, /*vnni=*/true);
+          tv = best_seconds([&] { qgemm::gemm_rows_u8s8(qa8.data(), lda, g.M, qbv, qc.data(), g.N); });
+        }
       }
-      std::printf("%-8s %-22s %10.1f %10.1f %7.2fx %10.1f %12.2f   fp32 K-blocked kc 128/256/512: %.1f %.1f %.1f\n",
+      std::printf("%-8s %-22s %10.1f %10.1f %7.2fx %10.1f %10.1f %12.2f   fp32 K-blocked kc 128/256/512: %.1f %.1f %.1f\n",
                   cpu_isa_name(isa), g.what, ops / tf / 1e9, ops / tq / 1e9, tf / tq, t8 > 0 ? ops / t8 / 1e9 : 0.0,
-                  double(g.M * g.K) / tp / 1e9, ops / tb[0] / 1e9, ops / tb[1] / 1e9, ops / tb[2] / 1e9);
+                  tv > 0 ? ops / tv / 1e9 : 0.0, double(g.M * g.K) / tp / 1e9, ops / tb[0] / 1e9, ops / tb[1] / 1e9,
+                  ops / tb[2] / 1e9);
     }
   }
   return 0;
