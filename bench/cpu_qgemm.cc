@@ -2,7 +2,8 @@
 // GEMM the convolutions use (kernels/cpu/gemm_microkernel.h), one thread, same M x N x K, at each ISA
 // level this CPU has: what issue 30's "int8 >= 2x fp32 on the CPU" can reach from the GEMM alone; and
 // the u8s8 form (vpmaddubsw, 7-bit weights; AVX2 and AVX-512) on row-major uint8 A, as quantized_conv2d
-// runs it; and where the CPU has AVX-512 VNNI, the same form on vpdpbusd with 8-bit weights ("vnni").
+// runs it; and where the CPU has the level's VNNI (AVX-512 VNNI, AVX-VNNI), the same form on vpdpbusd
+// with 8-bit weights ("vnni").
 // Shapes: ResNet-50's GEMMs at batch 1 as conv2d.packed_gemm runs them (M = C_out rows of the packed
 // weight, N = output pixels, K = C_in * KH * KW); the fp32 GEMM also in BLIS's K-blocked order. Packing
 // excluded from both (weights are packed once; A's packing is timed apart). Build and run:
@@ -138,7 +139,7 @@ int main() {
         std::vector<uint8_t> qa8(size_t(g.M * lda));
         for (uint8_t& v : qa8) v = uint8_t(rng());
         t8 = best_seconds([&] { qgemm::gemm_rows_u8s8(qa8.data(), lda, g.M, qb8, qc.data(), g.N); });
-        if (isa == CpuIsa::Avx512 && qgemm::has_vnni()) {  // 8-bit weights through vpdpbusd
+        if (qgemm::has_vnni(isa)) {  // 8-bit weights through vpdpbusd
           const qgemm::PackedB8 qbv = qgemm::pack_b_u8s8(qw.data(), g.N, g.K, g.K, 128, isa, /*vnni=*/true);
           tv = best_seconds([&] { qgemm::gemm_rows_u8s8(qa8.data(), lda, g.M, qbv, qc.data(), g.N); });
         }

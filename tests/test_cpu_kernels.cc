@@ -1054,8 +1054,8 @@ TEST_CASE("qgemm: the int8 GEMM gives the exact integer sums") {
 // The u8s8 form (vpmaddubsw, 7-bit weights) at this process's level: the exact sums again, with a at
 // 255 against w at +-64 (the pair sums' largest, 32640, just inside int16) and the zero point folded
 // into the start; rows past the quads (lda > 4 * quads) poisoned, k past K random (weights 0 there).
-// Where the level is AVX-512 and the CPU has VNNI, the same again through vpdpbusd with every int8
-// weight (extremes -128 and 127). Below AVX2 the form is refused.
+// Where the CPU has the level's VNNI (AVX-512 VNNI, AVX-VNNI), the same again through vpdpbusd with
+// every int8 weight (extremes -128 and 127). Below AVX2 the form is refused.
 TEST_CASE("qgemm: the u8s8 form gives the exact integer sums with 7-bit weights (any int8 with VNNI)") {
   namespace qg = infer::cpu::qgemm;
   const CpuIsa isa = cpu_isa_default();
@@ -1067,8 +1067,8 @@ TEST_CASE("qgemm: the u8s8 form gives the exact integer sums with 7-bit weights 
     CHECK_THROWS_AS(qg::pack_b_u8s8(w7.data(), 8, 8, 8, 0, isa), Error);
     return;
   }
-  const bool vnni_here = isa == CpuIsa::Avx512 && qg::has_vnni();
-  if (!vnni_here) MESSAGE("AVX-512 VNNI: not at this level or on this CPU, its path not run here");
+  const bool vnni_here = qg::has_vnni(isa);
+  if (!vnni_here) MESSAGE("VNNI: not on this CPU at this level, its path not run here");
   std::mt19937_64 rng(29);
   for (const bool vnni : {false, true}) {
     if (vnni && !vnni_here) continue;

@@ -3,14 +3,16 @@
 // function per level with isa.h's target attribute). A tile: kMR rows x kNV vectors of int32
 // accumulators; per k-pair, kNV loads of B, and per row one 32-bit broadcast of A's pair, then kNV
 // pmaddwd + add. The u8s8 form (7-bit weights, AVX2 / AVX-512): per k-quad the same loads and
-// broadcasts, then vpmaddubsw, pmaddwd by ones (int16 pairs to int32) and add; with AVX-512 VNNI one
-// vpdpbusd instead (any int8 weight). Threads: none.
+// broadcasts, then vpmaddubsw, pmaddwd by ones (int16 pairs to int32) and add; with the level's VNNI
+// (AVX-512 VNNI, AVX-VNNI) one vpdpbusd instead (any int8 weight). Threads: none.
 #include "kernels/cpu/qgemm.h"
 
+#include <cpuid.h>
 #include <immintrin.h>
 
 #include <algorithm>
 #include <string>
+#include <utility>
 
 #include "infer/error.h"
 #include "kernels/cpu/isa.h"
@@ -94,6 +96,8 @@ constexpr TileShape kBaseline{4, 4, 2}, kAvx2{4, 8, 2}, kAvx512{8, 16, 2};
 #define Q_AVX2_MADD8(acc, x, y) \
   _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(x, y), _mm256_set1_epi16(1)))
 #define Q_AVX2_STORE(p, v) _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), v)
+#define Q_AVXVNNI_MADD8(acc, x, y) _mm256_dpbusd_avx_epi32(acc, x, y)  // x: u8 (A's broadcast quad), y: s8
+#define INFER_TARGET_AVX_VNNI __attribute__((target("avx2,fma,f16c,avxvnni")))
 #define Q_AVX512_ZERO(q) _mm512_setzero_si512()
 #define Q_AVX512_START(q) Q_AVX512_LOAD(b.start.data() + j * NR + (q) * 16)
 #define Q_AVX512_LOAD(p) _mm512_loadu_si512(p)
@@ -129,6 +133,11 @@ INFER_TARGET_AVX512_VNNI void gemm8_vnni(const int32_t* a, int64_t lda, int64_t 
                                          int64_t j1, int32_t* c, int64_t ldc) {
   INFER_QGEMM_BODY(__m512i, 8, 2, 16, 4, b.quads, Q_AVX512_START, Q_AVX512_LOAD, Q_AVX512_BCAST, Q_VNNI_MADD8,
                    Q_AVX512_STORE);
+}
+INFER_TARGET_AVX_VNNI void gemm8_avxvnni(const int32_t* a, int64_t lda, int64_t M, const PackedB8& b, int64_t j0,
+                                        int64_t j1, int32_t* c, int64_t ldc) {
+  INFER_QGEMM_BODY(__m256i, 4, 2, 8, 4, b.quads, Q_AVX2_START, Q_AVX2_LOAD, Q_AVX2_BCAST, Q_AVXVNNI_MADD8,
+                   Q_AVX2_STORE);
 }
 INFER_TARGET_AVX2 void gemm8_avx2(const int32_t* a, int64_t lda, int64_t M, const PackedB8& b, int64_t j0, int64_t j1,
                                   int32_t* c, int64_t ldc) {
@@ -220,14 +229,21 @@ void gemm_rows(const int32_t* a, int64_t lda, int64_t M, const PackedB& b, int32
   dispatch(a, lda, M, b, j0, j1 < 0 ? b.panels : j1, c, ldc);
 }
 
-bool has_vnni() {
-  static const bool yes = __builtin_cpu_supports("avx512vnni");
-  return yes;
+bool has_vnni(CpuIsa isa) {
+  // cpuid leaf 7: subleaf 0 ECX bit 11 AVX512_VNNI, subleaf 1 EAX bit 4 AVX-VNNI (clang's
+  // __builtin_cpu_supports lacks the latter)
+  static const auto bits = [] {
+    unsigned a = 0, b = 0, c = 0, d = 0, avx512 = 0, avx = 0;
+    if (__get_cpuid_count(7, 0, &a, &b, &c, &d)) avx512 = (c >> 11) & 1;
+    if (__get_cpuid_count(7, 1, &a, &b, &c, &d)) avx = (a >> 4) & 1;
+    return std::make_pair(avx512 != 0, avx != 0);
+  }();
+  return isa == CpuIsa::Avx512 ? bits.first : isa == CpuIsa::Avx2 ? bits.second : false;
 }
 
 bool fits_u8s8(const int8_t* w, int64_t n, CpuIsa isa, bool vnni) {
   if (isa != CpuIsa::Avx2 && isa != CpuIsa::Avx512) return false;
-  if (isa == CpuIsa::Avx512 && vnni && has_vnni()) return true;  // vpdpbusd: no int16 step to saturate
+  if (vnni && has_vnni(isa)) return true;  // vpdpbusd: no int16 step to saturate
   for (int64_t i = 0; i < n; ++i)
     if (w[i] < -64 || w[i] > 64) return false;
   return true;
@@ -241,7 +257,7 @@ PackedB8 pack_b_u8s8(const int8_t* w, int64_t N, int64_t K, int64_t ldw, int32_t
   const int nr = tile_shape(isa).nr();
   PackedB8 b;
   b.isa = isa, b.K = K, b.N = N;
-  b.vnni = isa == CpuIsa::Avx512 && vnni && has_vnni();
+  b.vnni = vnni && has_vnni(isa);
   b.quads = (K + 3) / 4;
   b.panels = (N + nr - 1) / nr;
   b.data.assign(static_cast<size_t>(b.panels * b.quads * nr * 4), 0);
@@ -266,12 +282,10 @@ void gemm_rows_u8s8(const uint8_t* a, int64_t lda, int64_t M, const PackedB8& b,
   j1 = j1 < 0 ? b.panels : j1;
   if (!check_call(b, M, j0, j1, ldc)) return;
   const auto* a32 = reinterpret_cast<const int32_t*>(a);
-  if (b.vnni)
-    gemm8_vnni(a32, lda / 4, M, b, j0, j1, c, ldc);
-  else if (b.isa == CpuIsa::Avx512)
-    gemm8_avx512(a32, lda / 4, M, b, j0, j1, c, ldc);
+  if (b.isa == CpuIsa::Avx512)
+    (b.vnni ? gemm8_vnni : gemm8_avx512)(a32, lda / 4, M, b, j0, j1, c, ldc);
   else
-    gemm8_avx2(a32, lda / 4, M, b, j0, j1, c, ldc);
+    (b.vnni ? gemm8_avxvnni : gemm8_avx2)(a32, lda / 4, M, b, j0, j1, c, ldc);
 }
 
 }  // namespace infer::cpu::qgemm

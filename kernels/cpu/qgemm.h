@@ -6,9 +6,10 @@
 // summed in pairs stays far inside int32. vpmaddubsw (u8 x s8, four k per 32-bit lane) saturates its
 // int16 pair sums once 255 * |w| * 2 > 32767, so its form (the *_u8s8 functions, AVX2 and AVX-512;
 // SSE2 has no pmaddubsw) takes only 7-bit weights, |w| <= 64 (`infer quantize --reduce-range`, as ONNX
-// Runtime's reduce_range): then 2 * 255 * 64 = 32640 fits and it is exact too. On CPUs with AVX-512 VNNI
-// the same form runs vpdpbusd instead (four u8 x s8 products summed straight into each int32 lane, no
-// int16 step): one instruction per step and no saturation, so it takes every int8 weight.
+// Runtime's reduce_range): then 2 * 255 * 64 = 32640 fits and it is exact too. Where the CPU has VNNI
+// for the level (AVX-512 VNNI at AVX-512, AVX-VNNI at AVX2) the same form runs vpdpbusd instead (four
+// u8 x s8 products summed straight into each int32 lane, no int16 step): one instruction per step and
+// no saturation, so it takes every int8 weight.
 #pragma once
 
 #include <cstddef>
@@ -63,13 +64,15 @@ void gemm_rows(const int32_t* a, int64_t lda, int64_t M, const PackedB& b, int32
 // zero point folded into the accumulators' start, -zero * sum_k w[n][k] per column, so C is the same
 // sum_k (a[m][k] - zero) * w[n][k] as gemm_rows' (every partial sum inside int32 for K <= 65536).
 // fits_u8s8: the level AVX2 or AVX-512 and every weight in [-64, 64], or any weight where VNNI runs
-// it (pack_b_u8s8 refuses others). vnni: use AVX-512 VNNI where the level is AVX-512 and this CPU has
-// it (has_vnni()); false keeps the vpmaddubsw steps (the tests and bench/cpu_qgemm.cc run both).
-bool has_vnni();  // cpuid: AVX512_VNNI (the OS's AVX-512 state is the level's own check)
+// it (pack_b_u8s8 refuses others). vnni: use the level's VNNI where this CPU has it (has_vnni(isa));
+// false keeps the vpmaddubsw steps (the tests and bench/cpu_qgemm.cc run both).
+// has_vnni: cpuid says AVX512_VNNI (level AVX-512) or AVX-VNNI (level AVX2); the OS's vector state is
+// the level's own check. False for the baseline level.
+bool has_vnni(CpuIsa isa);
 bool fits_u8s8(const int8_t* w, int64_t n, CpuIsa isa, bool vnni = true);
 struct PackedB8 {
   CpuIsa isa = CpuIsa::Avx2;
-  bool vnni = false;  // the steps are vpdpbusd (AVX-512 level, a VNNI CPU, asked for)
+  bool vnni = false;  // the steps are vpdpbusd (has_vnni(isa), asked for)
   int64_t K = 0, N = 0, quads = 0, panels = 0;
   std::vector<int8_t> data;    // panels * quads * nr * 4: per k-quad the panel's (w[n][4q..4q+3])
   std::vector<int32_t> start;  // panels * nr: -zero * sum_k w[n][k] (0 past N)

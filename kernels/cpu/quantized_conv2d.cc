@@ -8,7 +8,7 @@
 // (x_scale * w_scale[k]) + bias[k] (+ residual), activation writes the float output. With 7-bit weights (|w| <= 64, `infer quantize --reduce-range`) on AVX2 /
 // AVX-512 the input is quantized to uint8 instead (the values themselves) and the GEMM is qgemm.h's
 // u8s8 form (vpmaddubsw, 4 k a lane, the zero point folded into the accumulators): same sums, half the
-// bytes; with AVX-512 VNNI (vpdpbusd) that form takes 8-bit weights too. Threads: the kernels' team over (image, group, block of pixels, run of weight panels: split
+// bytes; with the level's VNNI (vpdpbusd) that form takes 8-bit weights too. Threads: the kernels' team over (image, group, block of pixels, run of weight panels: split
 // where blocks are few), each item's rows and int32 tile in the thread's workspace slot; one thread
 // below kParallelMin multiply-adds.
 #include <algorithm>
