@@ -21,6 +21,25 @@ void ShapedGraph::adopt(Graph rewritten) {
   shapes = infer_shapes(*graph, batch);
 }
 
+namespace {
+
+// The variant the session would pick for `desc` among `candidates` (allowed, runnable, applicable:
+// the highest priority, the first of equals) and that priority; {nullptr, -1} when none applies.
+struct Best {
+  const KernelVariant* variant = nullptr;
+  int priority = -1;
+};
+Best best_variant(const BackendPassContext& c, const std::vector<const KernelVariant*>& candidates,
+                  const NodeDesc& desc) {
+  Best b;
+  for (const KernelVariant* v : candidates)
+    if (c.kernels.allowed(*v) && v->run && variant_applies(*v, desc))
+      if (const int p = KernelSelector::priority(*v, desc); p > b.priority) b = {v, p};
+  return b;
+}
+
+}  // namespace
+
 // The channels_last pass (engine/src/layout.h) on backends and precisions where a layout other than
 // NCHW can pay: cuda in fp16 and tf32. Strict fp32 keeps NCHW, where its tuned kernels live. The
 // support table asks the registry, per node and layout, for the best priority of an applicable variant
@@ -44,11 +63,7 @@ void choose_layouts(ShapedGraph& g, const BackendPassContext& c, std::vector<std
     const std::vector<const KernelVariant*> candidates = c.kernels.candidates_for(g.graph->nodes[i]);
     for (Layout layout : {Layout::NCHW, Layout::NHWC}) {
       desc.layout = layout;
-      int best = -1;
-      for (const KernelVariant* v : candidates)
-        if (c.kernels.allowed(*v) && v->run && variant_applies(*v, desc))
-          best = std::max(best, KernelSelector::priority(*v, desc));
-      (layout == Layout::NHWC ? support[i].nhwc : support[i].nchw) = best;
+      (layout == Layout::NHWC ? support[i].nhwc : support[i].nchw) = best_variant(c, candidates, desc).priority;
     }
   }
   g.graph = std::make_shared<const Graph>(assign_layouts(*g.graph, support, &pass_log));
@@ -137,11 +152,7 @@ std::string fuse_squeeze_excite_where_taken(ShapedGraph& g, const BackendPassCon
 std::string fuse_prelu_where_taken(ShapedGraph& g, const BackendPassContext& c) {
   if (!c.passes.fuse_prelu) return "fuse_prelu: off";
   auto best = [&](const std::vector<const KernelVariant*>& candidates, const NodeDesc& desc) {
-    int top = -1;
-    for (const KernelVariant* v : candidates)
-      if (c.kernels.allowed(*v) && v->run && variant_applies(*v, desc))
-        top = std::max(top, KernelSelector::priority(*v, desc));
-    return top;
+    return best_variant(c, candidates, desc).priority;
   };
   auto takes = [&](const Graph& graph, const Node& merged) {
     const std::vector<const KernelVariant*> candidates = c.kernels.candidates_for(merged);
@@ -228,14 +239,6 @@ bool fuse_input_epilogue_where_taken(ShapedGraph& g, const BackendPassContext& c
     line = "fuse_input_epilogue: off";
     return true;
   }
-  auto best = [&](const std::vector<const KernelVariant*>& candidates, const NodeDesc& desc) {
-    const KernelVariant* top = nullptr;
-    int at = -1;
-    for (const KernelVariant* v : candidates)
-      if (c.kernels.allowed(*v) && v->run && variant_applies(*v, desc))
-        if (const int p = KernelSelector::priority(*v, desc); p > at) top = v, at = p;
-    return top;
-  };
   auto takes = [&](const Graph& graph, const Node& consumer, const Node& producer) {
     // `consumer` has the merged params and its own inputs (x, weight, optional bias): the reader as
     // it is, and as the pass would make it (zero biases stand in for those it would add)
@@ -255,11 +258,11 @@ bool fuse_input_epilogue_where_taken(ShapedGraph& g, const BackendPassContext& c
     merged.input_shapes.push_back(Shape{merged.input_shapes[0].at(1)});
     merged.constants.push_back(zero_in.data());
     const std::vector<const KernelVariant*> readers = c.kernels.candidates_for(consumer);
-    const KernelVariant* own = best(readers, plain);
+    const KernelVariant* own = best_variant(c, readers, plain).variant;
     if (!own || !own->fuses_input_epilogue || !variant_applies(*own, merged)) return false;
     NodeDesc bare = proposed_desc(graph, producer, g.shapes, c);
     bare.layout = producer.layout;
-    return best(c.kernels.candidates_for(producer), bare) != nullptr;
+    return best_variant(c, c.kernels.candidates_for(producer), bare).variant != nullptr;
   };
   std::vector<std::string> log;
   Graph rewritten = fuse_input_epilogue(*g.graph, takes, &log);

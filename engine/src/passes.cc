@@ -221,12 +221,15 @@ const char* plural(int n, const char* one, const char* many) { return n == 1 ? o
 const Value& value(const Graph& g, int id) { return g.values.at(static_cast<size_t>(id)); }
 const Shape& value_shape(const Graph& g, int id) { return value(g, id).shape; }
 
-// A zero bias for the conv `conv_name` whose weight is value `weight` ([C_out, ...]), added as a
-// graph constant named "<conv_name>.zero_bias"; returns its id. Grows g.values (ids stay valid).
-int zero_bias(Graph& g, const std::string& conv_name, int weight) {
-  const int64_t channels = value_shape(g, weight).at(0);
-  return g.add_constant(conv_name + ".zero_bias", Shape{channels},
+// A zero bias of `channels` values for the node `node_name`, added as a graph constant named
+// "<node_name>.zero_bias"; returns its id. Grows g.values (ids stay valid).
+int zero_bias_channels(Graph& g, const std::string& node_name, int64_t channels) {
+  return g.add_constant(node_name + ".zero_bias", Shape{channels},
                         std::vector<float>(static_cast<size_t>(channels), 0.f));
+}
+// The same for a conv whose weight is value `weight` ([C_out, ...]).
+int zero_bias(Graph& g, const std::string& conv_name, int weight) {
+  return zero_bias_channels(g, conv_name, value_shape(g, weight).at(0));
 }
 
 }  // namespace
@@ -500,8 +503,7 @@ Graph fuse_input_epilogue(Graph g, const InputEpiloguePredicate& takes, std::vec
       merged.inputs.push_back(prod.inputs[2]);
     } else {
       const int64_t channels = value_shape(g, merged.inputs[1]).at(1) * std::max(mp.groups, 1);
-      merged.inputs.push_back(g.add_constant(prod.name + ".zero_bias", Shape{channels},
-                                             std::vector<float>(static_cast<size_t>(channels), 0.f)));
+      merged.inputs.push_back(zero_bias_channels(g, prod.name, channels));
     }
     names += (count ? ", " : "") + prod.name + " -> " + merged.name;
     g.nodes[static_cast<size_t>(p)] = std::move(bare);
@@ -640,9 +642,7 @@ Graph fuse_prelu(Graph g, const PReluPredicate& takes, std::vector<std::string>*
     Node merged = prod;
     *epilogue(merged.params) = Activation{ActivationKind::PRelu, 0.01f, 0.f};
     if (merged.inputs.size() == 2) {  // add_constant grows g.values: `y` is not used past this point
-      const int64_t channels = y[1];
-      merged.inputs.push_back(g.add_constant(prod.name + ".zero_bias", Shape{channels},
-                                             std::vector<float>(static_cast<size_t>(channels), 0.f)));
+      merged.inputs.push_back(zero_bias_channels(g, prod.name, y[1]));
       added = true;
     }
     merged.inputs.push_back(slope);
