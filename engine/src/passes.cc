@@ -20,48 +20,56 @@ namespace infer {
 
 // --- PassOptions (declared in the public session.h) -------------------------------------------------
 
+namespace {
+
+// Every pass once: its --pass name and its switch (names(), set(), set_all() and enabled() read this).
+struct PassSwitch {
+  const char* name;
+  bool PassOptions::*flag;
+};
+constexpr PassSwitch kPassSwitches[] = {
+    {"fold_batchnorm", &PassOptions::fold_batchnorm},
+    {"fuse_conv_avgpool", &PassOptions::fuse_conv_avgpool},
+    {"fuse_activation", &PassOptions::fuse_activation},
+    {"channels_last", &PassOptions::channels_last},
+    {"fold_width", &PassOptions::fold_width},
+    {"fuse_conv_residual", &PassOptions::fuse_conv_residual},
+    {"fuse_squeeze_excite", &PassOptions::fuse_squeeze_excite},
+    {"fuse_prelu", &PassOptions::fuse_prelu},
+    {"fuse_depthwise_pointwise", &PassOptions::fuse_depthwise_pointwise},
+    {"fuse_quantized_conv2d", &PassOptions::fuse_quantized_conv2d},
+    {"fuse_input_epilogue", &PassOptions::fuse_input_epilogue},
+};
+
+const PassSwitch* find_pass(const std::string& name) {
+  for (const PassSwitch& s : kPassSwitches)
+    if (name == s.name) return &s;
+  return nullptr;
+}
+
+}  // namespace
+
 const std::vector<std::string>& PassOptions::names() {
-  static const std::vector<std::string> kNames = {"fold_batchnorm", "fuse_conv_avgpool",
-                                                  "fuse_activation", "channels_last", "fold_width",
-                                                  "fuse_conv_residual", "fuse_squeeze_excite",
-                                                  "fuse_prelu", "fuse_depthwise_pointwise",
-                                                  "fuse_quantized_conv2d", "fuse_input_epilogue"};
+  static const std::vector<std::string> kNames = [] {
+    std::vector<std::string> names;
+    for (const PassSwitch& s : kPassSwitches) names.emplace_back(s.name);
+    return names;
+  }();
   return kNames;
 }
 
 void PassOptions::set(const std::string& name, bool on) {
-  if (name == "fold_batchnorm") {
-    fold_batchnorm = on;
-  } else if (name == "fuse_conv_avgpool") {
-    fuse_conv_avgpool = on;
-  } else if (name == "fuse_activation") {
-    fuse_activation = on;
-  } else if (name == "channels_last") {
-    channels_last = on;
-  } else if (name == "fold_width") {
-    fold_width = on;
-  } else if (name == "fuse_conv_residual") {
-    fuse_conv_residual = on;
-  } else if (name == "fuse_squeeze_excite") {
-    fuse_squeeze_excite = on;
-  } else if (name == "fuse_prelu") {
-    fuse_prelu = on;
-  } else if (name == "fuse_depthwise_pointwise") {
-    fuse_depthwise_pointwise = on;
-  } else if (name == "fuse_quantized_conv2d") {
-    fuse_quantized_conv2d = on;
-  } else if (name == "fuse_input_epilogue") {
-    fuse_input_epilogue = on;
-  } else {
+  const PassSwitch* s = find_pass(name);
+  if (!s) {
     std::string known;
     for (const std::string& n : names()) known += (known.empty() ? "" : ", ") + n;
     throw Error("unknown graph pass '" + name + "' (passes: " + known + ")");
   }
+  this->*(s->flag) = on;
 }
 
 void PassOptions::set_all(bool on) {
-  fold_batchnorm = fuse_conv_avgpool = fuse_activation = channels_last = fold_width = fuse_conv_residual =
-      fuse_squeeze_excite = fuse_prelu = fuse_depthwise_pointwise = fuse_quantized_conv2d = fuse_input_epilogue = on;
+  for (const PassSwitch& s : kPassSwitches) this->*(s.flag) = on;
 }
 
 void PassOptions::apply(const std::string& choice) {
@@ -73,18 +81,8 @@ void PassOptions::apply(const std::string& choice) {
 }
 
 bool PassOptions::enabled(const std::string& name) const {
-  if (name == "fold_batchnorm") return fold_batchnorm;
-  if (name == "fuse_conv_avgpool") return fuse_conv_avgpool;
-  if (name == "fuse_activation") return fuse_activation;
-  if (name == "channels_last") return channels_last;
-  if (name == "fold_width") return fold_width;
-  if (name == "fuse_conv_residual") return fuse_conv_residual;
-  if (name == "fuse_squeeze_excite") return fuse_squeeze_excite;
-  if (name == "fuse_prelu") return fuse_prelu;
-  if (name == "fuse_depthwise_pointwise") return fuse_depthwise_pointwise;
-  if (name == "fuse_quantized_conv2d") return fuse_quantized_conv2d;
-  if (name == "fuse_input_epilogue") return fuse_input_epilogue;
-  return false;
+  const PassSwitch* s = find_pass(name);
+  return s && this->*(s->flag);
 }
 
 namespace detail {
