@@ -5,7 +5,8 @@
 # --calib random` (speed only: random weights have no accuracy to keep). infer-bench model
 # --default-only, the plans alternating per level, thread count and round; prints one line each. Plans:
 # fp32, int8 (8-bit weights: the pmaddwd GEMM), int8r (`--reduce-range`, 7-bit weights: the vpmaddubsw
-# GEMM on AVX2 / AVX-512), fake (int8's model with fuse_quantized_conv2d off).
+# GEMM on AVX2 / AVX-512), fake (int8's model with fuse_quantized_conv2d off), int8f (int8 with
+# quantized_activations off: float tensors between the int8 convolutions, as before that pass).
 # Usage: bench/cpu_int8_vs_fp32.sh BUILD WORKDIR [models...]
 #        (env: ISAS="avx2 baseline", THREADS="1 2", KINDS="fp32 int8 int8r fake", RUNS=10, ROUNDS=2)
 set -eu
@@ -44,6 +45,7 @@ for m in $models; do
           [ "$kind" = fp32 ] || f=${m}_int8.fb
           [ "$kind" = int8r ] && f=${m}_int8r.fb
           [ "$kind" = fake ] && extra=(--pass fuse_quantized_conv2d=off)
+          [ "$kind" = int8f ] && extra=(--pass quantized_activations=off)
           line=$(INFER_CPU_ISA=$isa "$build/infer-bench" --threads "$t" --runs "${RUNS:-10}" --warmup 2 "${extra[@]}" \
                  model "$f" --default-only 2>&1 | grep -m1 -E '^default +[0-9]')
           echo "$m $isa t$t r$round $kind | $line"

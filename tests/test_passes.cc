@@ -159,13 +159,15 @@ TEST_CASE("PassOptions: names, set by name, unknown names are errors") {
                                                          "fold_width", "fuse_conv_residual",
                                                          "fuse_squeeze_excite", "fuse_prelu",
                                                          "fuse_depthwise_pointwise",
-                                                         "fuse_quantized_conv2d", "fuse_input_epilogue"});
+                                                         "fuse_quantized_conv2d", "fuse_input_epilogue",
+                                                         "quantized_activations"});
   PassOptions p;
   CHECK(p.fuse_input_epilogue);
   p.apply("fuse_input_epilogue=off");
   CHECK_FALSE(p.enabled("fuse_input_epilogue"));
   p.set_all(true);
   CHECK(p.fuse_input_epilogue);
+  for (const std::string& name : PassOptions::names()) CHECK(p.enabled(name));
   CHECK(p.fold_batchnorm);
   CHECK(p.fuse_conv_avgpool);
   CHECK(p.fuse_activation);
@@ -180,6 +182,8 @@ TEST_CASE("PassOptions: names, set by name, unknown names are errors") {
   CHECK_FALSE(p.fuse_conv_avgpool);
   CHECK(p.fold_batchnorm);
   p.set_all(false);
+  for (const std::string& name : PassOptions::names()) CHECK_FALSE(p.enabled(name));
+  CHECK_FALSE(p.quantized_activations);
   CHECK_FALSE(p.fold_batchnorm);
   p.set("fold_batchnorm", true);
   CHECK(p.fold_batchnorm);

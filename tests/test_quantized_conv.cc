@@ -9,7 +9,9 @@
 // NHWC against NCHW; their cpu "direct" kernels (per tensor) bit for bit against the reference (ties,
 // NaN, saturation, both layouts); the cpu "depthwise" kernel against the reference on random depthwise
 // shapes, a MobileNet grid and quantize_linear's edge cases (bit for bit without a residual), and the
-// pass on a MobileNet-like model (no float depthwise left). Run per CPU ISA level by ctest (INFER_CPU_ISA).
+// pass on a MobileNet-like model (no float depthwise left); 8-bit inputs and outputs (x_quantized, y_dtype)
+// of each variant against its own float path, bit for bit, and the quantized_activations pass (the same
+// outputs, one byte an element in the arena). Run per CPU ISA level by ctest (INFER_CPU_ISA).
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -24,6 +26,7 @@
 #include "infer/infer.h"
 #include "infer/kernel.h"
 #include "infer/model_builder.h"
+#include "plan.h"
 #include "quantizer.h"
 #include "shape_inference.h"
 #include "test_util.h"
@@ -751,4 +754,238 @@ TEST_CASE("quantize_linear / dequantize_linear direct: the reference's values bi
   // per axis: the reference's
   NodeDesc per_axis = shaped_node(QuantizeLinearParams{1, DType::U8}, {{1, 4, 2, 2}, {4}, {4}});
   CHECK_FALSE(variant_applies(*q, per_axis));
+}
+
+// --- 8-bit tensors between quantized convolutions (the quantized_activations pass) -------------------
+
+namespace {
+
+// quantize_linear of each value as its type's byte (U8: q; I8: q's two's complement), the reference's
+// arithmetic: nearbyint(x / scale) + zero, saturated, NaN to the low end.
+std::vector<uint8_t> quantize_bytes(const std::vector<float>& x, float scale, int32_t zero, DType type) {
+  const float lo = type == DType::I8 ? -128.f : 0.f, hi = type == DType::I8 ? 127.f : 255.f;
+  std::vector<uint8_t> q(x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    const float v = std::nearbyint(x[i] / scale) + float(zero);
+    q[i] = static_cast<uint8_t>(static_cast<int32_t>(std::isnan(v) ? lo : std::clamp(v, lo, hi)));
+  }
+  return q;
+}
+
+// A 4-D tensor of bytes permuted as to_nhwc / to_nchw do floats (bytes are exact as floats).
+std::vector<uint8_t> permute_bytes(const std::vector<uint8_t>& b, const Shape& s, bool to_channels_last) {
+  const std::vector<float> f(b.begin(), b.end());
+  const std::vector<float> p = to_channels_last ? to_nhwc(f, s) : to_nchw(f, s);
+  return std::vector<uint8_t>(p.begin(), p.end());
+}
+
+// Runs cpu variant `name` on `c` in `layout` (x the floats of c.inputs[0], or where c.p.x_quantized
+// the bytes xq, NCHW) and returns y's bytes in NCHW order: 4 an element (float), or 1 where c.p.y_dtype
+// is 8-bit. Twice, the output filled with two different poisons (0xFF: NaN floats, and 0x5A), and
+// 64 guard bytes past its end that must stay as they were: every byte written, none past the end.
+std::vector<uint8_t> run_raw(Layout layout, const std::string& name, const Case& c, const std::vector<uint8_t>& xq) {
+  NodeDesc node = shaped_node(c.p, c.shapes);
+  node.layout = layout;
+  for (size_t k : {size_t(1), size_t(2), size_t(3)}) node.constants[k] = c.inputs[k].data();
+  const KernelVariant* v = KernelRegistry::global().find("cpu", "quantized_conv2d", name);
+  REQUIRE_MESSAGE(v != nullptr, "no variant cpu/quantized_conv2d/" << name);
+  REQUIRE_MESSAGE(variant_applies(*v, node), name << " does not apply");
+  const bool nhwc = layout == Layout::NHWC;
+  std::vector<std::vector<float>> in = c.inputs;
+  if (c.p.x_quantized) {
+    const std::vector<uint8_t> xb = nhwc ? permute_bytes(xq, c.shapes[0], true) : xq;
+    in[0].assign(xb.size() / 4 + 1, 0.f);
+    std::memcpy(in[0].data(), xb.data(), xb.size());
+  } else if (nhwc) {
+    in[0] = to_nhwc(in[0], c.shapes[0]);
+  }
+  if (nhwc && c.p.conv.add_residual) in[4] = to_nhwc(in[4], c.shapes[4]);
+  const std::shared_ptr<void> prepared = v->prepare ? v->prepare(node) : nullptr;
+  const Shape& ys = node.output_shapes.at(0);
+  const size_t n = size_t(shape_numel(ys)), esize = c.p.y_dtype == DType::F32 ? 4 : 1, bytes = n * esize;
+  std::vector<uint8_t> first;
+  for (uint8_t fill : {uint8_t(0xFF), uint8_t(0x5A)}) {
+    std::vector<float> workspace(v->workspace_bytes ? v->workspace_bytes(node) / sizeof(float) + 1 : 0);
+    poison(workspace);
+    std::vector<float> out((bytes + 64) / 4 + 1);
+    auto* ob = reinterpret_cast<uint8_t*>(out.data());
+    std::memset(ob, fill, out.size() * 4);
+    KernelCall call{node, {}, {out.data()}, workspace.empty() ? nullptr : workspace.data(), prepared.get()};
+    for (const auto& x : in) call.inputs.push_back(x.data());
+    v->run(call);
+    CHECK_MESSAGE(std::all_of(ob + bytes, ob + out.size() * 4, [&](uint8_t b) { return b == fill; }),
+                  name << " wrote past its output's " << bytes << " bytes");
+    std::vector<uint8_t> got(ob, ob + bytes);
+    if (nhwc && esize == 1) {
+      got = permute_bytes(got, ys, false);
+    } else if (nhwc) {
+      std::vector<float> f(n);
+      std::memcpy(f.data(), got.data(), bytes);
+      f = to_nchw(f, ys);
+      std::memcpy(got.data(), f.data(), bytes);
+    }
+    if (first.empty())
+      first = got;
+    else
+      CHECK_MESSAGE(got == first, name << " left output bytes unwritten (they follow the poison)");
+  }
+  return first;
+}
+
+// The node's float output as the quantized_activations pass would store it: a type and a scale that
+// cover its range (half of it one time in four: saturation), a zero point (U8: the range's; I8: near 0).
+void quantize_output(Case& c, const std::vector<float>& y, std::mt19937_64& rng, int t) {
+  float lo = 0.f, hi = 0.f;
+  for (float v : y) lo = std::min(lo, v), hi = std::max(hi, v);
+  c.p.y_dtype = t % 2 ? DType::U8 : DType::I8;
+  c.p.y_scale = std::max(hi - lo, 1e-3f) / 255.f * (t % 4 == 0 ? 0.5f : 1.f);
+  c.p.y_zero_point = c.p.y_dtype == DType::U8 ? std::clamp(int32_t(std::nearbyint(-lo / c.p.y_scale)), 0, 255)
+                                              : uniform(rng, -20, 20);
+}
+
+std::vector<float> as_floats(const std::vector<uint8_t>& b) {
+  std::vector<float> f(b.size() / 4);
+  std::memcpy(f.data(), b.data(), f.size() * 4);
+  return f;
+}
+
+// Each layout a variant runs in, with its name ("reference": NCHW only).
+void check_8bit_forms(const std::string& name, const std::vector<Layout>& layouts, bool depthwise, int cases,
+                      uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  for (int t = 0; t < cases; ++t) {
+    CAPTURE(t);
+    Case c = depthwise ? random_dw_case(rng, t) : random_case(rng, t);
+    // every other case none / ReLU / a Clip: qgemm's NHWC 8-bit epilogue in registers takes those
+    static const int kClamps[] = {0, 1, 5, 13};
+    if (t % 2 == 0) c.p.conv.activation = infer::test::activation_case(kClamps[(t / 2) % 4]);
+    CAPTURE(shape_str(c.shapes[0]));
+    CAPTURE(shape_str(c.shapes[1]));
+    const std::vector<uint8_t> xq = quantize_bytes(c.inputs[0], c.p.x_scale, c.p.x_zero_point, c.p.x_dtype);
+    for (Layout layout : layouts) {
+      CAPTURE(layout == Layout::NHWC);
+      Case f = c;
+      const std::vector<float> y = as_floats(run_raw(layout, name, f, xq));
+      REQUIRE(infer::test::all_finite(y));
+      quantize_output(f, y, rng, t);
+      const std::vector<uint8_t> want = quantize_bytes(y, f.p.y_scale, f.p.y_zero_point, f.p.y_dtype);
+      // float in, 8-bit out: its own float output quantized
+      CHECK(run_raw(layout, name, f, xq) == want);
+      // 8-bit in (the bytes the float input quantizes to), 8-bit and float out
+      f.p.x_quantized = true;
+      CHECK(run_raw(layout, name, f, xq) == want);
+      f.p.y_dtype = DType::F32;
+      const std::vector<uint8_t> yb = run_raw(layout, name, f, xq);
+      CHECK(std::memcmp(yb.data(), y.data(), yb.size()) == 0);
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("quantized_conv2d 8-bit x and y: each variant's bytes are its float output quantized, from x's bytes") {
+  SUBCASE("reference") { check_8bit_forms("reference", {Layout::NCHW}, false, 30, 101); }
+  SUBCASE("reference, depthwise") { check_8bit_forms("reference", {Layout::NCHW}, true, 30, 102); }
+  SUBCASE("qgemm") { check_8bit_forms("qgemm", {Layout::NCHW, Layout::NHWC}, false, 90, 103); }
+  SUBCASE("depthwise") { check_8bit_forms("depthwise", {Layout::NCHW, Layout::NHWC}, true, 120, 104); }
+}
+
+TEST_CASE("quantized_conv2d: the shape rule checks an 8-bit output's fields") {
+  QuantizedConv2DParams p;
+  const std::vector<Shape> in{{1, 8, 4, 4}, {8, 8, 1, 1}, {8}, {8}};
+  CHECK(error_of(p, in).empty());
+  p.y_dtype = DType::U8;
+  p.y_scale = 0.1f;
+  p.y_zero_point = 255;
+  CHECK(error_of(p, in).empty());
+  p.y_zero_point = 256;
+  CHECK(has(error_of(p, in), "field y_zero_point 256 is outside u8's range"));
+  p.y_dtype = DType::I8;
+  p.y_zero_point = -129;
+  CHECK(has(error_of(p, in), "field y_zero_point -129 is outside i8's range"));
+  p.y_zero_point = 0;
+  p.y_scale = 0.f;
+  CHECK(has(error_of(p, in), "field y_scale must be finite and > 0"));
+  p.y_scale = 1.f;
+  p.y_dtype = DType::I32;
+  CHECK(has(error_of(p, in), "field y_dtype is i32 (f32, u8 or i8)"));
+}
+
+TEST_CASE("quantized_activations: tensors between quantized convolutions stay 8-bit, outputs bit for bit as without") {
+  const Model model = Model::from_bytes(depthwise_model(), "dwnet.fb");
+  Tensor calib({6, 3, 17, 15});
+  std::mt19937_64 rng(5);
+  for (float& v : calib.data) v = std::uniform_real_distribution<float>(-1.f, 1.f)(rng);
+  Tensor in({2, 3, 17, 15});
+  for (float& v : in.data) v = std::uniform_real_distribution<float>(-1.1f, 1.1f)(rng);
+  const std::map<std::string, Shape> kept{
+      {"c1_out", {2, 16, 9, 8}}, {"dw1_out", {2, 16, 9, 8}}, {"pw1_out", {2, 16, 9, 8}}, {"dw2_out", {2, 16, 4, 4}}};
+  for (DType act : {DType::U8, DType::I8}) {
+    CAPTURE(dtype_name(act));
+    const Model q = Model::from_bytes(quantized_model(model, calib, act), "q.fb");
+    SessionOptions on, off, nchw, nchw_off;
+    on.backend = off.backend = nchw.backend = "cpu";
+    on.batch = off.batch = nchw.batch = 2;
+    off.passes.quantized_activations = false;
+    nchw.passes.channels_last = false;
+    nchw_off = nchw;
+    nchw_off.passes.quantized_activations = false;
+    Session eight(q, on), flt(q, off), planar(q, nchw), planar_flt(q, nchw_off);
+    CHECK(pass_line(eight, "quantized_activations") ==
+          "quantized_activations: 4 tensors kept in 8 bits between quantized_conv2d nodes");
+    CHECK(pass_line(flt, "quantized_activations") == "quantized_activations: off");
+    CHECK(pass_line(planar, "quantized_activations") ==
+          "quantized_activations: 4 tensors kept in 8 bits between quantized_conv2d nodes");
+    // one byte an element in the arena for those four, floats for the rest
+    for (const Session* s : {&eight, &planar}) {
+      int eight_bit = 0;
+      for (const detail::PlannedTensor& t : detail::plan_of(*s).tensors) {
+        if (t.workspace) continue;
+        const auto at = kept.find(t.name);
+        if (at == kept.end()) continue;
+        ++eight_bit;
+        CHECK(t.bytes == uint64_t(shape_numel(at->second)));
+      }
+      CHECK(eight_bit == 4);
+    }
+    const std::vector<float> got = eight.run({in})[0].data, want = flt.run({in})[0].data,
+                             nc = planar.run({in})[0].data, nc_want = planar_flt.run({in})[0].data;
+    REQUIRE(got.size() == want.size());
+    REQUIRE(nc.size() == nc_want.size());
+    CHECK(std::memcmp(got.data(), want.data(), got.size() * 4) == 0);
+    CHECK(std::memcmp(nc.data(), nc_want.data(), nc.size() * 4) == 0);
+    CHECK(rel_error(nc, got) <= 1e-5);
+    // a value read back stays float (a graph output), its neighbours 8-bit
+    SessionOptions keep = on;
+    keep.extra_outputs = {"dw1_out"};
+    Session read(q, keep);
+    CHECK(pass_line(read, "quantized_activations") ==
+          "quantized_activations: 3 tensors kept in 8 bits between quantized_conv2d nodes");
+    const std::vector<Tensor> r = read.run({in});
+    CHECK(std::memcmp(r[0].data.data(), want.data(), want.size() * 4) == 0);
+    Session read_flt(q, [&] {
+      SessionOptions o = keep;
+      o.passes.quantized_activations = false;
+      return o;
+    }());
+    CHECK(r[1].data == read_flt.run({in})[1].data);
+    // the quantized_conv2d kernels forced to qgemm: the depthwise layers run float between Q / DQ pairs,
+    // so no tensor lies between two quantized_conv2d nodes
+    SessionOptions gemm_only = on;
+    gemm_only.kernels["quantized_conv2d"] = "qgemm";
+    Session before(q, gemm_only);
+    CHECK(pass_line(before, "quantized_activations") ==
+          "quantized_activations: no tensor between quantized_conv2d nodes");
+  }
+  // a tensor read as a residual stays float: qnet's c1_out is c2's input and its residual
+  const Model qn = Model::from_bytes(float_model(), "qnet.fb");
+  Tensor qcal({6, 3, 9, 11});
+  for (float& v : qcal.data) v = std::uniform_real_distribution<float>(-1.f, 1.f)(rng);
+  SessionOptions cpu;
+  cpu.backend = "cpu";
+  Session s(Model::from_bytes(quantized_model(qn, qcal, DType::U8), "q.fb"), cpu);
+  CHECK(pass_line(s, "quantized_activations") == "quantized_activations: no tensor between quantized_conv2d nodes");
+  // no quantized_conv2d, no line
+  Session plain(model, cpu);
+  CHECK(pass_line(plain, "quantized_activations").empty());
 }

@@ -1,8 +1,9 @@
 // quantized_conv2d: engine-internal (the fuse_quantized_conv2d pass, cpu; no file form). A QDQ model's
 // conv2d run in integers: x (float), weight_q [C_out,C_in/groups,KH,KW] (int8 values), weight_scale
-// [C_out] or [1], bias [C_out], and the residual where conv.add_residual. The geometry is checked by
-// conv2d's own rule; here the quantization fields and the weight's values (integers in [-128, 127],
-// scales finite and > 0, where the constants are known). Cost: conv2d's multiply-adds (2 FLOPs each).
+// [C_out] or [1], bias [C_out], and the residual where conv.add_residual; x and y 8-bit where
+// x_quantized / y_dtype say so (the quantized_activations pass). The geometry is checked by conv2d's
+// own rule; here the quantization fields (the kernels check the weight's values when prepared).
+// Cost: conv2d's multiply-adds (2 FLOPs each).
 #include <cmath>
 
 #include "engine/ops/conv2d.h"
@@ -27,6 +28,15 @@ std::vector<Shape> shape(const std::string& where, const OpParams& params, const
   if (p.x_zero_point < lo || p.x_zero_point > hi)
     fail(where, "field x_zero_point " + std::to_string(p.x_zero_point) + " is outside " +
                     dtype_name(p.x_dtype) + "'s range");
+  if (p.y_dtype != DType::F32) {  // a quantized output (the quantized_activations pass)
+    if (p.y_dtype != DType::U8 && p.y_dtype != DType::I8)
+      fail(where, std::string("field y_dtype is ") + dtype_name(p.y_dtype) + " (f32, u8 or i8)");
+    if (!std::isfinite(p.y_scale) || !(p.y_scale > 0.f)) fail(where, "field y_scale must be finite and > 0");
+    const int32_t ylo = p.y_dtype == DType::U8 ? 0 : -128, yhi = p.y_dtype == DType::U8 ? 255 : 127;
+    if (p.y_zero_point < ylo || p.y_zero_point > yhi)
+      fail(where, "field y_zero_point " + std::to_string(p.y_zero_point) + " is outside " +
+                      dtype_name(p.y_dtype) + "'s range");
+  }
   // conv2d's rule on x, weight_q, bias (+ residual)
   std::vector<Shape> conv_shapes{in[0], in[1], in[3]};
   if (p.conv.add_residual) conv_shapes.push_back(in[4]);

@@ -271,6 +271,32 @@ bool fuse_input_epilogue_where_taken(ShapedGraph& g, const BackendPassContext& c
   return true;
 }
 
+// The quantized_activations backend pass, cpu only, after channels_last (each node's layout is then
+// known): a tensor between quantized_conv2d nodes stays 8-bit where a variant other than the reference
+// one, that this session may run, applies to each node as it would then be, in its layout. Logs only
+// for graphs with a quantized_conv2d node. Returns whether it logged, and its line.
+bool quantized_activations_where_taken(ShapedGraph& g, const BackendPassContext& c, std::string& line) {
+  if (c.kernels.backend_name() != "cpu") return false;
+  if (std::none_of(g.graph->nodes.begin(), g.graph->nodes.end(),
+                   [](const Node& n) { return n.op() == OpType::QuantizedConv2D; }))
+    return false;
+  if (!c.passes.quantized_activations) {
+    line = "quantized_activations: off";
+    return true;
+  }
+  const std::vector<const KernelVariant*> candidates = c.kernels.candidates_for("quantized_conv2d");
+  auto takes = [&](const Graph& graph, const Node& node) {
+    NodeDesc desc = proposed_desc(graph, node, g.shapes, c);
+    desc.layout = node.layout;
+    return fast_variant_runs(c, candidates, desc);
+  };
+  std::vector<std::string> log;
+  Graph rewritten = quantized_activations(*g.graph, takes, &log);
+  g.adopt(std::move(rewritten));
+  line = first_line(log, "quantized_activations");
+  return true;
+}
+
 }  // namespace
 
 std::vector<std::string> run_backend_passes(ShapedGraph& g, const BackendPassContext& c,
@@ -283,6 +309,7 @@ std::vector<std::string> run_backend_passes(ShapedGraph& g, const BackendPassCon
   if (fuse_quantized_conv2d_where_taken(g, c, line)) deferred.push_back(line);
   choose_layouts(g, c, pass_log);
   if (fuse_depthwise_pointwise_where_taken(g, c, line)) deferred.push_back(line);
+  if (quantized_activations_where_taken(g, c, line)) deferred.push_back(line);
   if (fuse_input_epilogue_where_taken(g, c, line)) deferred.push_back(line);
   return deferred;
 }

@@ -1,7 +1,8 @@
 // Backend passes: graph rewrites that ask the kernel registry, so they run after shape inference, once
 // the backend, precision, CPU ISA and batch are known: fuse_conv_residual, fuse_squeeze_excite,
 // fuse_prelu, (cpu) fuse_quantized_conv2d and (cpu, after channels_last) fuse_depthwise_pointwise fuse
-// where a variant the session may run takes the merged node; choose_layouts runs channels_last
+// where a variant the session may run takes the merged node, (cpu) quantized_activations keeps tensors
+// between quantized nodes 8-bit, (cuda) fuse_input_epilogue; choose_layouts runs channels_last
 // (layout.h); fold_width_log reports the width-folded variants chosen. Each rewrite is re-validated and
 // re-shaped, and keeps passes.h's rules (graph outputs kept, one reader per fused value).
 #pragma once
@@ -34,8 +35,9 @@ struct BackendPassContext {
 };
 
 // fuse_conv_residual, fuse_squeeze_excite, fuse_prelu, (cpu, graphs with quantize_linear)
-// fuse_quantized_conv2d, channels_last, then (cpu only) fuse_depthwise_pointwise, in that order.
-// channels_last logs its line in `pass_log`; the fusions' lines (three, four or five on cpu) are
+// fuse_quantized_conv2d, channels_last, then (cpu only) fuse_depthwise_pointwise and (graphs with a
+// quantized_conv2d) quantized_activations, (cuda only) fuse_input_epilogue, in that order.
+// channels_last logs its line in `pass_log`; the fusions' lines (three to six) are
 // returned, for the session to log after fold_width's (PassOptions::fuse_conv_residual says why).
 std::vector<std::string> run_backend_passes(ShapedGraph& g, const BackendPassContext& c,
                                             std::vector<std::string>& pass_log);

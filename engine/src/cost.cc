@@ -6,7 +6,8 @@
 // - activation: activation_flops(kind) per element: one per arithmetic operation, compare or
 //   transcendental of its formula (infer/ops.h), except that relu, leaky_relu, tanh and sigmoid count
 //   one as they always have, and none (a copy) 0.
-// - Bytes: 4 per element of every input (constants included) and every output.
+// - Bytes: 4 per element of every input (constants included) and every output, 1 for a quantized_conv2d's
+//   8-bit activations (x_quantized, y_dtype).
 #include "cost.h"
 
 #include "engine/ops/op_util.h"
@@ -39,6 +40,10 @@ NodeCost node_cost(const NodeDesc& node) {
   NodeCost cost;
   for (const Shape& s : node.input_shapes) cost.bytes += 4.0 * numel_f(s);
   for (const Shape& s : node.output_shapes) cost.bytes += 4.0 * numel_f(s);
+  if (const auto* q = std::get_if<QuantizedConv2DParams>(&node.params)) {  // 8-bit activations: 1 byte each
+    if (q->x_quantized) cost.bytes -= 3.0 * numel_f(node.input_shapes.at(0));
+    if (q->y_dtype != DType::F32) cost.bytes -= 3.0 * numel_f(node.output_shapes.at(0));
+  }
   const OpDef& def = op_def(op_type(node.params));
   if (def.flops) cost.flops = def.flops(node);
   return cost;

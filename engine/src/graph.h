@@ -30,6 +30,9 @@ struct Value {
     int axis = 1;
   };
   std::optional<Dequantized> dequantized;
+  // An activation the quantized_activations pass keeps in 8 bits (its producer's QuantizedConv2DParams::
+  // y_dtype): one byte an element in the arena instead of a float.
+  bool stored_8bit = false;
   bool is_constant() const { return data != nullptr; }
 };
 

@@ -39,6 +39,7 @@ constexpr PassSwitch kPassSwitches[] = {
     {"fuse_depthwise_pointwise", &PassOptions::fuse_depthwise_pointwise},
     {"fuse_quantized_conv2d", &PassOptions::fuse_quantized_conv2d},
     {"fuse_input_epilogue", &PassOptions::fuse_input_epilogue},
+    {"quantized_activations", &PassOptions::quantized_activations},
 };
 
 const PassSwitch* find_pass(const std::string& name) {
@@ -837,6 +838,58 @@ Graph fuse_quantized_conv2d(Graph g, const QuantizedConvPredicate& takes, std::v
                                        "fused into quantized_conv2d",
                                        count, plural(count, "chain", "chains"))
                          : "fuse_quantized_conv2d: no quantize_linear -> dequantize_linear -> conv2d chain to fuse");
+  return g;
+}
+
+// --- quantized_activations ---------------------------------------------------------------------------
+// Values in node order, so a node's input is settled before its output is asked about: each proposal
+// asks `takes` about the node as it would then be (its other side as already decided).
+Graph quantized_activations(Graph g, const QuantizedConvPredicate& takes, std::vector<std::string>* log) {
+  Uses uses(g);
+  std::vector<std::vector<size_t>> readers(g.values.size());
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    for (int id : g.nodes[i].inputs) readers[static_cast<size_t>(id)].push_back(i);
+  int count = 0;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const auto* pp = std::get_if<QuantizedConv2DParams>(&g.nodes[i].params);
+    if (!pp) continue;
+    const auto out = static_cast<size_t>(g.nodes[i].outputs.at(0));
+    const std::vector<size_t>& rs = readers[out];
+    if (uses.is_output[out] || rs.empty()) continue;
+    const QuantizedConv2DParams* first = nullptr;
+    bool all = true;
+    for (size_t r : rs) {
+      const Node& reader = g.nodes[r];
+      const auto* rp = std::get_if<QuantizedConv2DParams>(&reader.params);
+      // x only (a residual input stays float), every reader alike (one quantization of the value)
+      all = rp && !rp->x_quantized && static_cast<size_t>(reader.inputs[0]) == out &&
+            std::count(reader.inputs.begin(), reader.inputs.end(), static_cast<int>(out)) == 1 &&
+            (!first || (rp->x_scale == first->x_scale && rp->x_zero_point == first->x_zero_point &&
+                        rp->x_dtype == first->x_dtype));
+      if (!all) break;
+      if (!first) first = rp;
+    }
+    if (!all) continue;
+    Node producer = g.nodes[i];
+    auto& yp = std::get<QuantizedConv2DParams>(producer.params);
+    yp.y_dtype = first->x_dtype, yp.y_scale = first->x_scale, yp.y_zero_point = first->x_zero_point;
+    std::vector<Node> changed;
+    for (size_t r : rs) {
+      changed.push_back(g.nodes[r]);
+      std::get<QuantizedConv2DParams>(changed.back().params).x_quantized = true;
+    }
+    if (takes && (!takes(g, producer) ||
+                  !std::all_of(changed.begin(), changed.end(), [&](const Node& n) { return takes(g, n); })))
+      continue;
+    g.nodes[i] = std::move(producer);
+    for (size_t k = 0; k < rs.size(); ++k) g.nodes[rs[k]] = std::move(changed[k]);
+    g.values[out].stored_8bit = true;
+    ++count;
+  }
+  if (log)
+    log->push_back(count ? fmt::format("quantized_activations: {} {} kept in 8 bits between quantized_conv2d nodes",
+                                       count, plural(count, "tensor", "tensors"))
+                         : "quantized_activations: no tensor between quantized_conv2d nodes");
   return g;
 }
 

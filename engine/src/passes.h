@@ -69,6 +69,15 @@ using QuantizedConvPredicate = std::function<bool(const Graph&, const Node& merg
 Graph fuse_quantized_conv2d(Graph graph, const QuantizedConvPredicate& takes = nullptr,
                             std::vector<std::string>* log = nullptr);
 
+// A backend pass (cpu, after channels_last): a value written by a quantized_conv2d and read only by
+// quantized_conv2d nodes, each as its data input x with the same scale, zero point and type, and not a
+// graph output, stays in 8 bits: the producer writes quantize_linear of its float result (y_dtype,
+// y_scale, y_zero_point: the readers' x_*), the readers take the bytes (x_quantized), the value is
+// stored_8bit. The same values as before, a quarter of the bytes, no quantization in the readers.
+// Applied where takes(graph, node) says a kernel variant runs each changed node (null: everywhere).
+Graph quantized_activations(Graph graph, const QuantizedConvPredicate& takes = nullptr,
+                            std::vector<std::string>* log = nullptr);
+
 // The fused activation slot of ops that have one (conv2d, conv_transpose2d, dense, batchnorm, add,
 // conv_pool2d, binary, instance_norm), nullptr for the others.
 Activation* epilogue(OpParams& params);

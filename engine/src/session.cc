@@ -98,14 +98,14 @@ void Session::Impl::use_choice(detail::KernelChoice choice) {
 }
 
 // The plan of the graph as it now is, with the variants now chosen (activations at element_bytes per
-// value, each node's workspace, the weights as this backend holds them, the prepared bytes), its
-// arena and calls, and the capture.
+// value, 1 where stored_8bit; each node's workspace, the weights as this backend holds them, the
+// prepared bytes), its arena and calls, and the capture.
 void Session::Impl::build() {
   std::vector<uint64_t> workspaces;
   for (const NodeInfo& n : nodes) workspaces.push_back(n.workspace_bytes);
   plan = detail::plan_arena(*graph, [&](int id) {
     const detail::Value& v = graph->values[static_cast<size_t>(id)];
-    return detail::tensor_bytes(shapes[static_cast<size_t>(id)], element_bytes,
+    return detail::tensor_bytes(shapes[static_cast<size_t>(id)], v.stored_8bit ? 1 : element_bytes,
                                 graph->origin + ": value '" + v.name + "'");
   }, workspaces);
   plan.report.prepared_bytes = kernels.prepared_bytes;

@@ -153,13 +153,123 @@ INFER_INLINE void quantize_row_u8(const float* x, int64_t n, float scale, float 
   constexpr int L = I::kLanes;
   using IV = typename I32Of<V>::type;
   int64_t i = 0;
-  for (; i + 4 * L <= n; i += 4 * L) {
+  const auto four = [&](const float* src, uint8_t* dst) __attribute__((always_inline)) {
     IV a[4];
     for (int k = 0; k < 4; ++k)
-      a[k] = __builtin_convertvector(quantize_vec<I>(x + i + k * L, scale, zero, lo, hi) + offset, IV);
-    store_u8x4<I>(a[0], a[1], a[2], a[3], out + i);
+      a[k] = __builtin_convertvector(quantize_vec<I>(src + k * L, scale, zero, lo, hi) + offset, IV);
+    store_u8x4<I>(a[0], a[1], a[2], a[3], dst);
+  };
+  for (; i + 4 * L <= n; i += 4 * L) four(x + i, out + i);
+  if (i < n) {  // the last 1 .. 4L-1 through a padded copy: short rows (a GEMM tile's) stay vectorised
+    float t[4 * L] = {};
+    uint8_t o[4 * L];
+    std::memcpy(t, x + i, size_t(n - i) * sizeof(float));
+    four(t, o);
+    std::memcpy(out + i, o, size_t(n - i));
   }
-  for (; i < n; ++i) out[i] = static_cast<uint8_t>(quantize_value(x[i], scale, zero, lo, hi) + offset);
+}
+
+// (q - zero point) of the L floats at p as int32: quantize_value's values (quantize.h) in fewer
+// operations: t = x / scale clamped to +-2^22 (a NaN passes), rounded half to even by cvtps2dq in the
+// default rounding mode (a NaN becomes INT_MIN), saturated to [lo - zero, hi - zero] in integers (so a
+// NaN gives lo - zero, as quantize_value's lo). clang (the fuzz build) rounds with quantize.h's trick.
+template <class I, class V = typename I::Vec, class IV = typename quant::I32Of<typename I::Vec>::type>
+INFER_INLINE IV quantize_i32v(V t, const V& scale, const IV& lo, const IV& hi) {
+  t = t / scale;
+  t = t > 4194304.f ? V{} + 4194304.f : t;
+  t = t < -4194304.f ? V{} - 4194304.f : t;
+  IV q;
+#if !defined(__clang__)
+  if constexpr (I::kIsa == CpuIsa::Avx512)
+    q = (IV)__builtin_ia32_cvtps2dq512_mask(t, IV{}, static_cast<uint16_t>(0xFFFF), 4);
+  else if constexpr (I::kIsa == CpuIsa::Avx2) q = (IV)__builtin_ia32_cvtps2dq256(t);
+  else q = (IV)__builtin_ia32_cvtps2dq(t);
+#else
+  const V r = (t + 12582912.f) - 12582912.f;
+  q = r != r ? IV{} + INT32_MIN : __builtin_convertvector(r, IV);
+#endif
+  q = q < lo ? lo : q;
+  return q > hi ? hi : q;
+}
+template <class I, class V = typename I::Vec, class IV = typename quant::I32Of<typename I::Vec>::type>
+INFER_INLINE IV quantize_i32(const float* p, const V& scale, const IV& lo, const IV& hi) {
+  V t;
+  std::memcpy(&t, p, sizeof t);
+  return quantize_i32v<I>(t, scale, lo, hi);
+}
+
+// The first n (<= L) of a vector's int32 lanes, each in [0, 255], stored as n bytes: one vector's
+// share of store_u8x4 (pmovdb; packs and the two lanes' low dwords; packs), the same builtins' rule.
+template <class I, class IV>
+INFER_INLINE void store_u8x1(const IV& a, uint8_t* out, int64_t n) {
+  constexpr int L = sizeof(IV) / 4;
+  uint8_t b[16];
+#if !defined(__clang__)
+  if constexpr (I::kIsa == CpuIsa::Avx512) {
+    typedef char B16 __attribute__((vector_size(16)));
+    const B16 v = __builtin_ia32_pmovdb512_mask(a, B16{}, static_cast<uint16_t>(0xFFFF));
+    std::memcpy(b, &v, 16);
+  } else if constexpr (I::kIsa == CpuIsa::Avx2) {
+    const auto p = __builtin_ia32_packssdw256(a, a);
+    const IV v = (IV)__builtin_ia32_packuswb256(p, p);  // a0..a3 in dword 0, a4..a7 in dword 4
+    const uint64_t u = uint32_t(v[0]) | uint64_t(uint32_t(v[4])) << 32;
+    std::memcpy(b, &u, 8);
+  } else {
+    const auto p = __builtin_ia32_packssdw128(a, a);
+    const IV v = (IV)__builtin_ia32_packuswb128(p, p);
+    std::memcpy(b, &v, 4);
+  }
+#else
+  for (int k = 0; k < L; ++k) b[k] = static_cast<uint8_t>(a[k]);
+#endif
+  if (n == L)
+    std::memcpy(out, b, L);
+  else
+    for (int64_t k = 0; k < n; ++k) out[k] = b[k];
+}
+
+// out[i] = quantize_value(x[i]) as its type's byte: q itself (U8), or q's two's complement (I8): how
+// a quantized_conv2d writes an 8-bit output (the quantized_activations pass). quantize_i32's rounding
+// (cvtps2dq, integer clamps: half the operations of quantize_vec's), the last 1 .. 4L-1 values through
+// a padded copy so that short rows (a GEMM tile's channels) stay vectorised.
+template <class I>
+INFER_INLINE void quantize_row_q8(const float* x, int64_t n, float scale, float zero, DType type, uint8_t* out) {
+  using V = typename I::Vec;
+  using IV = typename I32Of<V>::type;
+  constexpr int L = I::kLanes;
+  float qlo, qhi;
+  range_of(type, qlo, qhi);
+  const bool i8 = type == DType::I8;
+  const V vs = V{} + scale;
+  const IV lo = IV{} + int32_t(qlo - zero), hi = IV{} + int32_t(qhi - zero);
+  const IV shift = IV{} + (int32_t(zero) + (i8 ? 128 : 0));  // q + 128 for an int8 type: [0, 255]
+  const auto four = [&](const float* src, uint8_t* dst) __attribute__((always_inline)) {
+    IV a[4];
+    for (int k = 0; k < 4; ++k) a[k] = quantize_i32<I>(src + k * L, vs, lo, hi) + shift;
+    store_u8x4<I>(a[0], a[1], a[2], a[3], dst);
+  };
+  int64_t i = 0;
+  for (; i + 4 * L <= n; i += 4 * L) four(x + i, out + i);
+  if (i < n) {
+    float t[4 * L] = {};
+    uint8_t o[4 * L];
+    std::memcpy(t, x + i, size_t(n - i) * sizeof(float));
+    four(t, o);
+    std::memcpy(out + i, o, size_t(n - i));
+  }
+  if (i8)
+    for (int64_t k = 0; k < n; ++k) out[k] ^= 0x80;  // q + 128 -> q's bits
+}
+
+// The 8-bit values of `type` at q (U8: q; I8: q's two's complement) minus `zero` as int16: an 8-bit
+// input's (q - zero point), what quantize_row_i16 gives for the float it came from.
+template <class I>
+INFER_INLINE void widen_row_i16(const uint8_t* q, int64_t n, DType type, int32_t zero, int16_t* out) {
+  const auto z = static_cast<int16_t>(zero);
+  if (type == DType::I8)
+    for (int64_t i = 0; i < n; ++i) out[i] = static_cast<int16_t>(int16_t(int8_t(q[i])) - z);
+  else
+    for (int64_t i = 0; i < n; ++i) out[i] = static_cast<int16_t>(int16_t(q[i]) - z);
 }
 
 }  // namespace infer::cpu::quant

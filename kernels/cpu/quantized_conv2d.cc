@@ -8,7 +8,9 @@
 // (x_scale * w_scale[k]) + bias[k] (+ residual), activation writes the float output. With 7-bit weights (|w| <= 64, `infer quantize --reduce-range`) on AVX2 /
 // AVX-512 the input is quantized to uint8 instead (the values themselves) and the GEMM is qgemm.h's
 // u8s8 form (vpmaddubsw, 4 k a lane, the zero point folded into the accumulators): same sums, half the
-// bytes; with the level's VNNI (vpdpbusd) that form takes 8-bit weights too. Threads: the kernels' team over (image, group, block of pixels, run of weight panels: split
+// bytes; with the level's VNNI (vpdpbusd) that form takes 8-bit weights too. Between two such nodes
+// (the quantized_activations pass) an 8-bit input is only widened (a uint8 one is the u8s8 form's A
+// as it is) and an 8-bit output is the epilogue's float row quantize_linear'd in the slot. Threads: the kernels' team over (image, group, block of pixels, run of weight panels: split
 // where blocks are few), each item's rows and int32 tile in the thread's workspace slot; one thread
 // below kParallelMin multiply-adds.
 #include <algorithm>
@@ -42,11 +44,14 @@ struct QDims {
   int64_t nr, panels, splits, per_split;  // the weight's panels a group, shared out in `splits` runs
   int64_t sh, sw, pt, pl, dh, dw;
   bool nhwc, in_place;  // in_place: A is the quantized input itself (NHWC 1x1 stride 1, no padding)
+  bool q_out;           // y is 8-bit (y_dtype): the epilogue's floats go through a tile in the slot
   // int16 sizes: the u8s8 form's uint8 input and rows (4 * ceil(depth / 4) bytes) never need more
   size_t xq_bytes() const { return up(size_t(N * C * H * W) * 2); }
   size_t a_bytes() const { return up(size_t(mb * pairs) * 4); }    // one block's rows
   size_t c_bytes() const { return up(size_t(mb * Kg) * 4); }       // one block's int32 tile
-  size_t workspace() const { return xq_bytes() + size_t(slots) * (a_bytes() + c_bytes()); }
+  size_t t_bytes() const { return q_out ? c_bytes() : 0; }  // the block's float results (8-bit y)
+  size_t slot_bytes() const { return a_bytes() + c_bytes() + t_bytes(); }
+  size_t workspace() const { return xq_bytes() + size_t(slots) * slot_bytes(); }
   static size_t up(size_t b) { return (b + 255) / 256 * 256; }
 };
 
@@ -67,6 +72,7 @@ QDims qdims(const NodeDesc& node) {
   d.sh = p.stride_h, d.sw = p.stride_w, d.pt = p.pad.top, d.pl = p.pad.left;
   d.dh = p.dilation_h, d.dw = p.dilation_w;
   d.nhwc = node.layout == Layout::NHWC;
+  d.q_out = std::get<QuantizedConv2DParams>(node.params).y_dtype != DType::F32;
   d.in_place = d.nhwc && d.KH == 1 && d.KW == 1 && d.sh == 1 && d.sw == 1 && !p.pad.top && !p.pad.left &&
                !p.pad.bottom && !p.pad.right && d.HO == d.H && d.WO == d.W && d.C % 2 == 0 && d.Cg % 2 == 0;
   // Few blocks (7x7 and 14x14 layers at batch 1): the weight's panels shared out too, so that every
@@ -153,6 +159,19 @@ INFER_INLINE void quantize_input_u8_body(const float* x, int64_t n, float scale,
 INFER_PER_ISA(void, quantize_input_u8, quantize_input_u8_body,
               (const float* x, int64_t n, float scale, float zero, float lo, float hi, float offset, uint8_t* out),
               (x, n, scale, zero, lo, hi, offset, out))
+// An 8-bit input (x_quantized): (q - zero point) as int16, or an int8 type's q + 128 (its bits ^ 0x80)
+// as the u8s8 form's uint8 (a uint8 input is that form's A as it is).
+template <class I>
+INFER_INLINE void widen_input_body(const uint8_t* q, int64_t n, DType type, int32_t zero, int16_t* out) {
+  quant::widen_row_i16<I>(q, n, type, zero, out);
+}
+INFER_PER_ISA(void, widen_input, widen_input_body,
+              (const uint8_t* q, int64_t n, DType type, int32_t zero, int16_t* out), (q, n, type, zero, out))
+template <class I>
+INFER_INLINE void flip_input_body(const uint8_t* q, int64_t n, uint8_t* out) {
+  for (int64_t i = 0; i < n; ++i) out[i] = q[i] ^ 0x80;
+}
+INFER_PER_ISA(void, flip_input, flip_input_body, (const uint8_t* q, int64_t n, uint8_t* out), (q, n, out))
 
 // Rows m0 .. m0+rows-1 (output pixels of image n, group gi) im2col'd as rows of ld elements T
 // (row-major A of qgemm::gemm_rows: int16 q - zero point, ld 2 * pairs; of gemm_rows_u8s8: uint8 q,
@@ -211,37 +230,112 @@ void im2col_rows(const QDims& d, const T* xq, int64_t n, int64_t gi, int64_t m0,
   }
 }
 
-// The epilogue of rows m0 .. m1-1, channels k0 .. k0+kn-1 of image n: c int32 [m1-m0][kn] -> y float.
+// An 8-bit output (y_dtype U8 / I8): where it goes, its quantize_linear, and the thread's float tile
+// [rows][kn] the epilogue writes first (so the values are the float output's, quantized as its reader
+// would), quantized at once where its rows are contiguous in y (all the channels: NHWC, no split).
+struct QOut {
+  uint8_t* y = nullptr;  // nullptr: the output is float
+  float scale = 1.f, zero = 0.f;
+  DType type = DType::U8;
+  float* tile = nullptr;
+};
+
+// The NHWC epilogue of an 8-bit output with no residual and the activation none, ReLU or Clip (MobileNet's
+// and ResNet's int8 convolutions inside a block), in registers: per vector of channels float(acc) * mult
+// + bias (the float epilogue's expression, so the same contraction into an FMA where the level has one),
+// the activation's clamp, quantize.h's quantize_i32 rounding, then the bytes, four vectors a store: no
+// float tile written and read back, no separate activation pass.
+template <class I>
+INFER_INLINE void epilogue_q8_body(const QDims& d, const int32_t* c, const float* mult, const float* bias,
+                                   const Activation& act, const QOut& q, int64_t n, int64_t m0, int64_t m1,
+                                   int64_t k0, int64_t kn) {
+  using V = typename I::Vec;
+  using IV = typename quant::I32Of<V>::type;
+  constexpr int L = I::kLanes;
+  float qlo, qhi;
+  quant::range_of(q.type, qlo, qhi);
+  const bool i8 = q.type == DType::I8;
+  const V vs = V{} + q.scale;
+  const IV lo = IV{} + int32_t(qlo - q.zero), hi = IV{} + int32_t(qhi - q.zero);
+  const IV shift = IV{} + (int32_t(q.zero) + (i8 ? 128 : 0));  // q + 128 for an int8 type: [0, 255]
+  const bool clip = act.kind == ActivationKind::Clip, bounded = clip || act.kind == ActivationKind::Relu;
+  const V alo = V{} + (clip ? act.alpha : 0.f), ahi = V{} + (clip ? act.beta : 0.f);
+  const auto vec = [&](const int32_t* a, const float* m, const float* b) __attribute__((always_inline)) {
+    IV av;
+    V mv, bv;
+    std::memcpy(&av, a, sizeof av);
+    std::memcpy(&mv, m, sizeof mv);
+    std::memcpy(&bv, b, sizeof bv);
+    V v = __builtin_convertvector(av, V) * mv + bv;
+    if (bounded) v = v < alo ? alo : v;
+    if (clip) v = v > ahi ? ahi : v;
+    return quant::quantize_i32v<I>(v, vs, lo, hi) + shift;
+  };
+  const float* mk = mult + k0;
+  const float* bk = bias + k0;
+  for (int64_t m = m0; m < m1; ++m) {
+    const int32_t* cr = c + (m - m0) * kn;
+    uint8_t* yo = q.y + (n * d.M + m) * d.CO + k0;
+    int64_t k = 0;
+    for (; k + 4 * L <= kn; k += 4 * L)
+      quant::store_u8x4<I>(vec(cr + k, mk + k, bk + k), vec(cr + k + L, mk + k + L, bk + k + L),
+                           vec(cr + k + 2 * L, mk + k + 2 * L, bk + k + 2 * L),
+                           vec(cr + k + 3 * L, mk + k + 3 * L, bk + k + 3 * L), yo + k);
+    for (; k + L <= kn; k += L) quant::store_u8x1<I>(vec(cr + k, mk + k, bk + k), yo + k, L);
+    if (k < kn) {  // the last 1 .. L-1 channels through padded copies
+      int32_t ta[L] = {};
+      float tm[L] = {}, tb[L] = {};
+      for (int64_t j = k; j < kn; ++j) ta[j - k] = cr[j], tm[j - k] = mk[j], tb[j - k] = bk[j];
+      quant::store_u8x1<I>(vec(ta, tm, tb), yo + k, kn - k);
+    }
+    if (i8)
+      for (int64_t j = 0; j < kn; ++j) yo[j] ^= 0x80;  // q + 128 -> q's bits
+  }
+}
+
+// The epilogue of rows m0 .. m1-1, channels k0 .. k0+kn-1 of image n: c int32 [m1-m0][kn] -> y float
+// (or through q.tile into q.y's bytes; NHWC without a residual, activation none / ReLU / Clip: in
+// registers, epilogue_q8_body).
 template <class I>
 INFER_INLINE void epilogue_body(const QDims& d, const int32_t* c, const float* mult, const float* bias,
-                                const float* residual, const Activation& act, float* y, int64_t n, int64_t m0,
-                                int64_t m1, int64_t k0, int64_t kn) {
+                                const float* residual, const Activation& act, float* y, const QOut& q, int64_t n,
+                                int64_t m0, int64_t m1, int64_t k0, int64_t kn) {
+  if (d.nhwc && q.y && !residual &&
+      (act.kind == ActivationKind::None || act.kind == ActivationKind::Relu || act.kind == ActivationKind::Clip)) {
+    epilogue_q8_body<I>(d, c, mult, bias, act, q, n, m0, m1, k0, kn);
+    return;
+  }
   if (d.nhwc) {
     for (int64_t m = m0; m < m1; ++m) {
       const int32_t* cr = c + (m - m0) * kn;
       const int64_t at = (n * d.M + m) * d.CO + k0;
-      float* yr = y + at;
+      float* yr = q.y ? q.tile + (m - m0) * kn : y + at;
       for (int64_t k = 0; k < kn; ++k) yr[k] = static_cast<float>(cr[k]) * mult[k0 + k] + bias[k0 + k];
       if (residual)
         for (int64_t k = 0; k < kn; ++k) yr[k] += residual[at + k];
       activate_row<I>(yr, kn, act);
+      if (q.y && kn != d.CO) quant::quantize_row_q8<I>(yr, kn, q.scale, q.zero, q.type, q.y + at);
     }
+    if (q.y && kn == d.CO)
+      quant::quantize_row_q8<I>(q.tile, (m1 - m0) * kn, q.scale, q.zero, q.type, q.y + (n * d.M + m0) * d.CO);
   } else {
     for (int64_t k = 0; k < kn; ++k) {
       const int64_t at = (n * d.CO + k0 + k) * d.M;
-      float* yr = y + at;
+      float* yr = q.y ? q.tile - m0 : y + at;  // yr[m0 .. m1-1]
       const float mk = mult[k0 + k], bk = bias[k0 + k];
       for (int64_t m = m0; m < m1; ++m) yr[m] = static_cast<float>(c[(m - m0) * kn + k]) * mk + bk;
       if (residual)
         for (int64_t m = m0; m < m1; ++m) yr[m] += residual[at + m];
       activate_row<I>(yr + m0, m1 - m0, act);
+      if (q.y) quant::quantize_row_q8<I>(yr + m0, m1 - m0, q.scale, q.zero, q.type, q.y + at + m0);
     }
   }
 }
 INFER_PER_ISA(void, epilogue, epilogue_body,
               (const QDims& d, const int32_t* c, const float* mult, const float* bias, const float* residual,
-               const Activation& act, float* y, int64_t n, int64_t m0, int64_t m1, int64_t k0, int64_t kn),
-              (d, c, mult, bias, residual, act, y, n, m0, m1, k0, kn))
+               const Activation& act, float* y, const QOut& q, int64_t n, int64_t m0, int64_t m1, int64_t k0,
+               int64_t kn),
+              (d, c, mult, bias, residual, act, y, q, n, m0, m1, k0, kn))
 
 size_t workspace(const NodeDesc& node) { return qdims(node).workspace(); }
 
@@ -253,9 +347,12 @@ void run(const KernelCall& call) {
   const QDims d = qdims(call.node);
   auto* ws = static_cast<char*>(call.workspace);
   auto* xq = reinterpret_cast<int16_t*>(ws);
-  auto* xq8 = reinterpret_cast<uint8_t*>(ws);  // the u8s8 form's input
-  char* slots = ws + d.xq_bytes();
   const bool u8s8 = prep->u8s8;
+  // the u8s8 form's input: a uint8 input's own bytes, else quantized (or flipped) into the workspace
+  const bool x8 = p.x_quantized;
+  const auto* x_bytes = reinterpret_cast<const uint8_t*>(call.inputs[0]);
+  const uint8_t* xq8 = x8 && p.x_dtype == DType::U8 ? x_bytes : reinterpret_cast<uint8_t*>(ws);
+  char* slots = ws + d.xq_bytes();
   // the u8s8 form reads the input in place in k-quads: whole quads of channels, 4-byte aligned
   const bool in_place = d.in_place && (!u8s8 || (d.C % 4 == 0 && d.Cg % 4 == 0));
   const int64_t ld8 = 4 * ((d.depth + 3) / 4);
@@ -273,22 +370,36 @@ void run(const KernelCall& call) {
   quant::range_of(p.x_dtype, qlo, qhi);
   const auto quantize = quantize_input_for(call.node.isa);
   const auto quantize_u8 = quantize_input_u8_for(call.node.isa);
+  const auto widen = widen_input_for(call.node.isa);
+  const auto flip = flip_input_for(call.node.isa);
   const float offset = p.x_dtype == DType::I8 ? 128.f : 0.f;
-  parallel_for((nx + kChunk - 1) / kChunk, parallel, [&](int64_t b, int64_t e, int) {
-    const int64_t lo = b * kChunk, hi = std::min(nx, e * kChunk);
-    if (u8s8)
-      quantize_u8(call.inputs[0] + lo, hi - lo, p.x_scale, float(p.x_zero_point), qlo, qhi, offset, xq8 + lo);
-    else
-      quantize(call.inputs[0] + lo, hi - lo, p.x_scale, float(p.x_zero_point), qlo, qhi, xq + lo);
-  });
+  auto* xq8w = reinterpret_cast<uint8_t*>(ws);
+  if (!(x8 && u8s8 && p.x_dtype == DType::U8))
+    parallel_for((nx + kChunk - 1) / kChunk, parallel, [&](int64_t b, int64_t e, int) {
+      const int64_t lo = b * kChunk, hi = std::min(nx, e * kChunk);
+      if (x8 && u8s8)
+        flip(x_bytes + lo, hi - lo, xq8w + lo);
+      else if (x8)
+        widen(x_bytes + lo, hi - lo, p.x_dtype, p.x_zero_point, xq + lo);
+      else if (u8s8)
+        quantize_u8(call.inputs[0] + lo, hi - lo, p.x_scale, float(p.x_zero_point), qlo, qhi, offset, xq8w + lo);
+      else
+        quantize(call.inputs[0] + lo, hi - lo, p.x_scale, float(p.x_zero_point), qlo, qhi, xq + lo);
+    });
   // 2. per (image, group, block of output pixels): im2col, multiply, finish, in the thread's slot
   const int64_t items = d.N * d.G * d.blocks * d.splits;
   parallel_for(
       items, parallel,
       [&](int64_t b, int64_t e, int t) {
-        char* slot = slots + size_t(t) * (d.a_bytes() + d.c_bytes());
+        char* slot = slots + size_t(t) * d.slot_bytes();
         auto* rows = reinterpret_cast<int16_t*>(slot);
         auto* c = reinterpret_cast<int32_t*>(slot + d.a_bytes());
+        QOut q;
+        if (d.q_out) {
+          q.y = reinterpret_cast<uint8_t*>(call.outputs[0]);
+          q.scale = p.y_scale, q.zero = float(p.y_zero_point), q.type = p.y_dtype;
+          q.tile = reinterpret_cast<float*>(slot + d.a_bytes() + d.c_bytes());
+        }
         for (int64_t it = b; it < e; ++it) {
           const int64_t s = it % d.splits, blk = it / d.splits;
           const int64_t n = blk / (d.G * d.blocks), gi = (blk / d.blocks) % d.G, rb = blk % d.blocks;
@@ -314,7 +425,7 @@ void run(const KernelCall& call) {
               qgemm::gemm_rows(reinterpret_cast<const int32_t*>(rows), d.pairs, m1 - m0, w, c, kn, j0, j1);
             }
           }
-          finish(d, c, prep->mult.data(), bias, residual, act, y, n, m0, m1, gi * d.Kg + k0, kn);
+          finish(d, c, prep->mult.data(), bias, residual, act, y, q, n, m0, m1, gi * d.Kg + k0, kn);
         }
       },
       static_cast<int>(d.slots));

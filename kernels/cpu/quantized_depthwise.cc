@@ -1,7 +1,8 @@
 // CPU quantized_conv2d "depthwise" (issue 30): a QDQ depthwise conv (groups == C_in == C_out, kernel rows <= 64,
 // any stride, dilation, padding), NHWC or NCHW, the reference's values: the input quantized once (quantize_linear's
 // rounding), exact int32 pmaddwd sums over horizontal tap pairs, float(acc) * (x_scale * w_scale[c]) + bias[c] (+
-// residual), activation. Threads: the kernels' team over (image, output row) in contiguous chunks, a ring of quantized
+// residual), activation; an 8-bit input (x_quantized) widened instead of quantized, an 8-bit output (y_dtype) each
+// row's floats quantized from the slot. Threads: the kernels' team over (image, output row) in contiguous chunks, a ring of quantized
 // pair rows in each thread's workspace slot (NHWC: vectors over channels); over (image, channel) planes (NCHW).
 #include <algorithm>
 #include <cmath>
@@ -39,10 +40,13 @@ struct DDims {
   int64_t xstep, Wx, Wq, R;
   int64_t slots;
   bool nhwc;
+  bool q_out;  // y is 8-bit (y_dtype): each output row is written as floats to the slot, then quantized
   size_t ring_bytes() const { return up(size_t(R * Cp * Wx) * 4); }
   size_t row_bytes() const { return up(std::max(size_t(Wq * C + L) * 2, size_t(Cp) * 4)); }  // + a vector past the end
+  size_t out_bytes() const { return q_out ? up(size_t(WO * (nhwc ? C : 1)) * 4) : 0; }  // the float output row
   size_t slot_bytes() const {
-    return nhwc ? ring_bytes() + row_bytes() + up(size_t(Cp) * 4) : up(size_t(Hp * Wp) * 2) + up(size_t(WO) * 4);
+    return (nhwc ? ring_bytes() + row_bytes() + up(size_t(Cp) * 4) : up(size_t(Hp * Wp) * 2) + up(size_t(WO) * 4)) +
+           out_bytes();
   }
   size_t workspace() const { return size_t(slots) * slot_bytes(); }
   static size_t up(size_t b) { return (b + 255) / 256 * 256; }
@@ -67,6 +71,7 @@ DDims ddims(const NodeDesc& node) {
   d.Wq = xmax + d.dw + 1;
   d.R = (d.KH - 1) * d.dh + 1;
   d.nhwc = node.layout == Layout::NHWC;
+  d.q_out = std::get<QuantizedConv2DParams>(node.params).y_dtype != DType::F32;
   // Slots: the threads this node may use as planned (a run with more threads uses no more than this).
   const int64_t threads = std::max(1, omp_get_max_threads());
   d.slots = std::clamp<int64_t>(threads, 1, std::min(kMaxSlots, d.nhwc ? d.N * d.HO : d.N * d.C));
@@ -160,29 +165,64 @@ INFER_INLINE IV load_iv(const int32_t* p) {
   return v;
 }
 
-// (q - zero point) of the L floats at p as int32: quantize_value's values (quantize.h) in fewer
-// operations: t = x / scale clamped to +-2^22 (a NaN passes), rounded half to even by cvtps2dq in the
-// default rounding mode (a NaN becomes INT_MIN), saturated to [lo - zero, hi - zero] in integers (so a
-// NaN gives lo - zero, as quantize_value's lo). clang (the fuzz build) rounds with quantize.h's trick.
-template <class I, class V = typename I::Vec, class IV = typename quant::I32Of<typename I::Vec>::type>
-INFER_INLINE IV quantize_i32(const float* p, const V& scale, const IV& lo, const IV& hi) {
-  V t;
-  std::memcpy(&t, p, sizeof t);
-  t = t / scale;
-  t = t > 4194304.f ? V{} + 4194304.f : t;
-  t = t < -4194304.f ? V{} - 4194304.f : t;
-  IV q;
+// An 8-bit input (x_quantized): its bytes, their type and zero point; x8 nullptr for a float input.
+struct QIn {
+  const uint8_t* x8 = nullptr;
+  DType type = DType::U8;
+  int32_t zero = 0;
+};
+
+// An 8-bit output (y_dtype U8 / I8): its bytes and quantize_linear; y8 nullptr for a float output.
+struct QOut {
+  uint8_t* y8 = nullptr;
+  float scale = 1.f, zero = 0.f;
+  DType type = DType::U8;
+};
+
+// (q - zero point) of the L 8-bit values at p as int32: what quantize_i32 gives for the floats they
+// were quantized from.
+// Zero-extension by pmovzxbd (AVX-512, AVX2) or two unpacks with zero (SSE2), an int8 type's sign
+// then restored by shifts: GCC lowers __builtin_convertvector of bytes to a byte-by-byte insert
+// sequence (measured: the 8-bit input path 2.4x slower than quantizing floats). GCC's target builtins,
+// as madd(); clang (the fuzz build) converts element-wise.
+template <class I, class IV = typename quant::I32Of<typename I::Vec>::type>
+INFER_INLINE IV widen_i32(const uint8_t* p, const QIn& in) {
+  IV v;
 #if !defined(__clang__)
-  if constexpr (I::kIsa == CpuIsa::Avx512)
-    q = (IV)__builtin_ia32_cvtps2dq512_mask(t, IV{}, static_cast<uint16_t>(0xFFFF), 4);
-  else if constexpr (I::kIsa == CpuIsa::Avx2) q = (IV)__builtin_ia32_cvtps2dq256(t);
-  else q = (IV)__builtin_ia32_cvtps2dq(t);
+  typedef char B16 __attribute__((vector_size(16)));
+  // the L bytes as one load into the low end of a vector (movq / movd zero the rest): a zeroed vector
+  // on the stack with the bytes copied over it stalls store-to-load forwarding (measured: AVX2's depthwise
+  // 1.6x slower with 8-bit inputs than with floats)
+  B16 b;
+  if constexpr (sizeof(IV) == 64) {
+    std::memcpy(&b, p, 16);
+  } else if constexpr (sizeof(IV) == 32) {
+    typedef long long Q2 __attribute__((vector_size(16)));
+    long long u;
+    std::memcpy(&u, p, 8);
+    b = (B16)Q2{u, 0};
+  } else {
+    typedef int D4 __attribute__((vector_size(16)));
+    int u;
+    std::memcpy(&u, p, 4);
+    b = (B16)D4{u, 0, 0, 0};
+  }
+  if constexpr (I::kIsa == CpuIsa::Avx512) {
+    v = (IV)__builtin_ia32_pmovzxbd512_mask(b, IV{}, static_cast<uint16_t>(0xFFFF));
+  } else if constexpr (I::kIsa == CpuIsa::Avx2) {
+    v = (IV)__builtin_ia32_pmovzxbd256(b);
+  } else {
+    typedef short S8 __attribute__((vector_size(16)));
+    v = (IV)__builtin_ia32_punpcklwd128((S8)__builtin_ia32_punpcklbw128(b, B16{}), S8{});
+  }
 #else
-  const V r = (t + 12582912.f) - 12582912.f;
-  q = r != r ? IV{} + INT32_MIN : __builtin_convertvector(r, IV);
+  using BV = typename quant::U8Of<IV>::type;
+  BV b;
+  std::memcpy(&b, p, sizeof b);
+  v = __builtin_convertvector(b, IV);
 #endif
-  q = q < lo ? lo : q;
-  return q > hi ? hi : q;
+  if (in.type == DType::I8) v = (v << 24) >> 24;
+  return v - in.zero;
 }
 
 // The epilogue of one output vector: float(acc) * mult + bias (two roundings, as the reference), the
@@ -271,8 +311,8 @@ INFER_INLINE void row_any(const int32_t* const* rp, const int32_t* w, const type
 // columns quantized in order in registers, each once, and paired with the next; else the row
 // quantized into the row buffer `q` first.
 template <class I>
-INFER_INLINE void build_pair_row(const DDims& d, const float* x, float scale, float zero, float qlo, float qhi,
-                                 int64_t n, int64_t pr, int32_t* ring, int16_t* q) {
+INFER_INLINE void build_pair_row(const DDims& d, const float* x, const QIn& in, float scale, float zero, float qlo,
+                                 float qhi, int64_t n, int64_t pr, int32_t* ring, int16_t* q) {
   using V = typename I::Vec;
   using IV = typename quant::I32Of<V>::type;
   using SV = typename quant::I16Of<V>::type;
@@ -284,7 +324,9 @@ INFER_INLINE void build_pair_row(const DDims& d, const float* x, float scale, fl
     return;
   }
   const int64_t C = d.C, x0 = std::min(d.Wq, d.pl), x1 = std::clamp<int64_t>(d.pl + d.W, x0, d.Wq);
-  const float* xr = x + ((n * d.H + iy) * d.W - d.pl) * C;  // padded column x at xr + x * C
+  const int64_t base = ((n * d.H + iy) * d.W - d.pl) * C;  // padded column x at base + x * C
+  const float* xr = in.x8 ? nullptr : x + base;
+  const uint8_t* xr8 = in.x8 ? in.x8 + base : nullptr;
   if (d.dw == 1) {
     // columns in memory order, each quantized once; the previous column's values wait in `prev` (Cp
     // int32, the row buffer); pair xi = (column xi * xstep, the next column), written with its second
@@ -294,10 +336,11 @@ INFER_INLINE void build_pair_row(const DDims& d, const float* x, float scale, fl
     const V vs = V{} + scale;
     const IV lo = IV{} + int32_t(qlo - zero), hi = IV{} + int32_t(qhi - zero), mask = IV{} + 0xFFFF;
     for (int64_t col = 0; col < cols; ++col) {
-      const bool in = col >= x0 && col < x1;
+      const bool inside = col >= x0 && col < x1;
       const bool emit = d.xstep == 1 ? col > 0 : col % 2 == 1;
       int32_t* o = out + (d.xstep == 1 ? col - 1 : col / 2) * L;
-      const float* src = xr + col * C;
+      const float* src = in.x8 ? nullptr : xr + col * C;
+      const uint8_t* src8 = in.x8 ? xr8 + col * C : nullptr;
       const auto one = [&](int64_t cv, const IV& v) {
         if (emit) {
           IV p0;
@@ -307,12 +350,19 @@ INFER_INLINE void build_pair_row(const DDims& d, const float* x, float scale, fl
         }
         std::memcpy(prev + cv, &v, sizeof v);
       };
-      if (in) {
-        for (int64_t cv = 0; cv < Cf; cv += L) one(cv, quantize_i32<I>(src + cv, vs, lo, hi));
+      if (inside && src8) {
+        for (int64_t cv = 0; cv < Cf; cv += L) one(cv, widen_i32<I>(src8 + cv, in));
+        if (Cf < Cp) {
+          uint8_t t[L] = {};
+          std::memcpy(t, src8 + Cf, size_t(C - Cf));
+          one(Cf, widen_i32<I>(t, in));  // lanes past C: weight 0
+        }
+      } else if (inside) {
+        for (int64_t cv = 0; cv < Cf; cv += L) one(cv, quant::quantize_i32<I>(src + cv, vs, lo, hi));
         if (Cf < Cp) {
           float t[L] = {};
           std::memcpy(t, src + Cf, size_t(C - Cf) * 4);
-          one(Cf, quantize_i32<I>(t, vs, lo, hi));
+          one(Cf, quant::quantize_i32<I>(t, vs, lo, hi));
         }
       } else {
         for (int64_t cv = 0; cv < Cp; cv += L) one(cv, IV{});
@@ -321,7 +371,10 @@ INFER_INLINE void build_pair_row(const DDims& d, const float* x, float scale, fl
     return;
   }
   std::memset(q, 0, size_t(x0 * C) * 2);
-  if (x1 > x0) quant::quantize_row_i16<I>(xr + x0 * C, (x1 - x0) * C, scale, zero, qlo, qhi, q + x0 * C);
+  if (x1 > x0 && in.x8)
+    quant::widen_row_i16<I>(xr8 + x0 * C, (x1 - x0) * C, in.type, in.zero, q + x0 * C);
+  else if (x1 > x0)
+    quant::quantize_row_i16<I>(xr + x0 * C, (x1 - x0) * C, scale, zero, qlo, qhi, q + x0 * C);
   std::memset(q + x1 * C, 0, size_t((d.Wq - x1) * C + L) * 2);
   const int64_t step = d.xstep * C, second = d.dw * C;
   for (int64_t cv = 0; cv < d.Cp; cv += L) {
@@ -341,14 +394,16 @@ INFER_INLINE void build_pair_row(const DDims& d, const float* x, float scale, fl
 // each needs and the ring lacks are built (a row once, while it stays in the ring), then per channel
 // vector the row's pixels, then the activations that are not a few vector operations.
 template <class I>
-INFER_INLINE void nhwc_rows_body(const DDims& d, const Prepared& prep, const float* x, float scale, float zero,
-                                 float qlo, float qhi, const float* bias, const float* residual, const Activation& act,
-                                 float* y, int64_t it0, int64_t it1, char* slot) {
+INFER_INLINE void nhwc_rows_body(const DDims& d, const Prepared& prep, const float* x, const QIn& in, float scale,
+                                 float zero, float qlo, float qhi, const float* bias, const float* residual,
+                                 const Activation& act, float* y, const QOut& out, int64_t it0, int64_t it1,
+                                 char* slot) {
   using V = typename I::Vec;
   constexpr int L = I::kLanes;
   auto* ring = reinterpret_cast<int32_t*>(slot);
   auto* q = reinterpret_cast<int16_t*>(slot + d.ring_bytes());
   auto* bp = reinterpret_cast<float*>(slot + d.ring_bytes() + d.row_bytes());
+  auto* yrow = reinterpret_cast<float*>(slot + d.ring_bytes() + d.row_bytes() + DDims::up(size_t(d.Cp) * 4));
   std::copy(bias, bias + d.C, bp);
   std::fill(bp + d.C, bp + d.Cp, 0.f);
   // 3x3 / 5x5 at stride 1 / 2, dilation 1, with ReLU, ReLU6 (Clip) or none fused: fixed kernels
@@ -364,10 +419,10 @@ INFER_INLINE void nhwc_rows_body(const DDims& d, const Prepared& prep, const flo
     const int64_t n = it / d.HO, oy = it % d.HO, first = oy * d.sh, last = first + (d.KH - 1) * d.dh;
     if (n != n_built) n_built = n, built = -1;
     for (int64_t pr = std::max(built + 1, first); pr <= last; ++pr)
-      build_pair_row<I>(d, x, scale, zero, qlo, qhi, n, pr, ring, q);
+      build_pair_row<I>(d, x, in, scale, zero, qlo, qhi, n, pr, ring, q);
     built = last;
     const int64_t at = (n * d.HO + oy) * WO * C;
-    float* yr = y + at;
+    float* yr = out.y8 ? yrow : y + at;
     const float* res = residual ? residual + at : nullptr;
     for (int64_t cv = 0; cv < d.Cp; cv += L) {
       for (int64_t ky = 0; ky < d.KH; ++ky) rp[ky] = ring + ((first + ky * d.dh) % d.R) * d.Cp * d.Wx + cv * d.Wx;
@@ -392,26 +447,30 @@ INFER_INLINE void nhwc_rows_body(const DDims& d, const Prepared& prep, const flo
 #undef INFER_QDW_ROW
     }
     if (shape == 0 && act.kind != ActivationKind::None) activate_row<I>(yr, WO * C, act);
+    if (out.y8) quant::quantize_row_q8<I>(yr, WO * C, out.scale, out.zero, out.type, out.y8 + at);
   }
 }
 INFER_PER_ISA(void, nhwc_rows, nhwc_rows_body,
-              (const DDims& d, const Prepared& prep, const float* x, float scale, float zero, float qlo, float qhi,
-               const float* bias, const float* residual, const Activation& act, float* y, int64_t it0, int64_t it1,
-               char* slot),
-              (d, prep, x, scale, zero, qlo, qhi, bias, residual, act, y, it0, it1, slot))
+              (const DDims& d, const Prepared& prep, const float* x, const QIn& in, float scale, float zero, float qlo,
+               float qhi, const float* bias, const float* residual, const Activation& act, float* y, const QOut& out,
+               int64_t it0, int64_t it1, char* slot),
+              (d, prep, x, in, scale, zero, qlo, qhi, bias, residual, act, y, out, it0, it1, slot))
 
 // Plane (n, c), NCHW: the input plane quantized into the slot as int16 with its padding (zeros), then
 // per output row the int32 sums over the taps (vectorised along the row by the compiler), the
 // epilogue, the residual and the activation.
 template <class I>
-INFER_INLINE void nchw_plane_body(const DDims& d, const Prepared& prep, const float* x, float scale, float zero,
-                                  float qlo, float qhi, const float* bias, const float* residual,
-                                  const Activation& act, float* y, int64_t n, int64_t c, char* slot) {
+INFER_INLINE void nchw_plane_body(const DDims& d, const Prepared& prep, const float* x, const QIn& in, float scale,
+                                  float zero, float qlo, float qhi, const float* bias, const float* residual,
+                                  const Activation& act, float* y, const QOut& out, int64_t n, int64_t c, char* slot) {
   using V = typename I::Vec;
   constexpr int L = I::kLanes;
   auto* q = reinterpret_cast<int16_t*>(slot);
   auto* acc = reinterpret_cast<int32_t*>(slot + DDims::up(size_t(d.Hp * d.Wp) * 2));
-  const float* xp = x + (n * d.C + c) * d.H * d.W;
+  auto* yrow = reinterpret_cast<float*>(slot + DDims::up(size_t(d.Hp * d.Wp) * 2) + DDims::up(size_t(d.WO) * 4));
+  const int64_t plane = (n * d.C + c) * d.H * d.W;
+  const float* xp = in.x8 ? nullptr : x + plane;
+  const uint8_t* xp8 = in.x8 ? in.x8 + plane : nullptr;
   for (int64_t r = 0; r < d.Hp; ++r) {
     int16_t* qr = q + r * d.Wp;
     const int64_t iy = r - d.pt;
@@ -421,7 +480,10 @@ INFER_INLINE void nchw_plane_body(const DDims& d, const Prepared& prep, const fl
     }
     const int64_t x0 = std::min(d.Wp, d.pl), x1 = std::clamp<int64_t>(d.pl + d.W, x0, d.Wp);
     std::fill(qr, qr + x0, int16_t{0});
-    if (x1 > x0) quant::quantize_row_i16<I>(xp + iy * d.W + (x0 - d.pl), x1 - x0, scale, zero, qlo, qhi, qr + x0);
+    if (x1 > x0 && xp8)
+      quant::widen_row_i16<I>(xp8 + iy * d.W + (x0 - d.pl), x1 - x0, in.type, in.zero, qr + x0);
+    else if (x1 > x0)
+      quant::quantize_row_i16<I>(xp + iy * d.W + (x0 - d.pl), x1 - x0, scale, zero, qlo, qhi, qr + x0);
     std::fill(qr + x1, qr + d.Wp, int16_t{0});
   }
   const int32_t* w = prep.w.data() + c * d.KH * d.KW;
@@ -439,7 +501,7 @@ INFER_INLINE void nchw_plane_body(const DDims& d, const Prepared& prep, const fl
           for (int64_t ox = 0; ox < WO; ++ox) acc[ox] += int32_t(src[ox * sw]) * wk;
       }
     const int64_t at = ((n * d.C + c) * d.HO + oy) * WO;
-    float* yr = y + at;
+    float* yr = out.y8 ? yrow : y + at;
     int64_t ox = 0;
     for (; ox + L <= WO; ox += L) {
       typename quant::I32Of<V>::type a;
@@ -451,13 +513,14 @@ INFER_INLINE void nchw_plane_body(const DDims& d, const Prepared& prep, const fl
     if (residual)
       for (int64_t i = 0; i < WO; ++i) yr[i] += residual[at + i];
     if (act.kind != ActivationKind::None) activate_row<I>(yr, WO, act);
+    if (out.y8) quant::quantize_row_q8<I>(yr, WO, out.scale, out.zero, out.type, out.y8 + at);
   }
 }
 INFER_PER_ISA(void, nchw_plane, nchw_plane_body,
-              (const DDims& d, const Prepared& prep, const float* x, float scale, float zero, float qlo, float qhi,
-               const float* bias, const float* residual, const Activation& act, float* y, int64_t n, int64_t c,
-               char* slot),
-              (d, prep, x, scale, zero, qlo, qhi, bias, residual, act, y, n, c, slot))
+              (const DDims& d, const Prepared& prep, const float* x, const QIn& in, float scale, float zero, float qlo,
+               float qhi, const float* bias, const float* residual, const Activation& act, float* y, const QOut& out,
+               int64_t n, int64_t c, char* slot),
+              (d, prep, x, in, scale, zero, qlo, qhi, bias, residual, act, y, out, n, c, slot))
 
 size_t workspace(const NodeDesc& node) { return ddims(node).workspace(); }
 
@@ -477,12 +540,17 @@ void run(const KernelCall& call) {
   float qlo, qhi;
   quant::range_of(p.x_dtype, qlo, qhi);
   const float zero = float(p.x_zero_point);
+  QIn in;
+  if (p.x_quantized) in = {reinterpret_cast<const uint8_t*>(call.inputs[0]), p.x_dtype, p.x_zero_point};
+  QOut out;
+  if (d.q_out) out = {reinterpret_cast<uint8_t*>(call.outputs[0]), p.y_scale, float(p.y_zero_point), p.y_dtype};
   if (d.nhwc) {
     const auto rows = nhwc_rows_for(call.node.isa);
     parallel_for(
         d.N * d.HO, parallel,
         [&](int64_t b, int64_t e, int t) {
-          rows(d, *prep, x, p.x_scale, zero, qlo, qhi, bias, residual, act, y, b, e, ws + size_t(t) * d.slot_bytes());
+          rows(d, *prep, x, in, p.x_scale, zero, qlo, qhi, bias, residual, act, y, out, b, e,
+               ws + size_t(t) * d.slot_bytes());
         },
         static_cast<int>(d.slots));
   } else {
@@ -492,7 +560,7 @@ void run(const KernelCall& call) {
         [&](int64_t b, int64_t e, int t) {
           char* slot = ws + size_t(t) * d.slot_bytes();
           for (int64_t it = b; it < e; ++it)
-            plane(d, *prep, x, p.x_scale, zero, qlo, qhi, bias, residual, act, y, it / d.C, it % d.C, slot);
+            plane(d, *prep, x, in, p.x_scale, zero, qlo, qhi, bias, residual, act, y, out, it / d.C, it % d.C, slot);
         },
         static_cast<int>(d.slots));
   }

@@ -295,11 +295,19 @@ struct DepthwisePointwiseParams {
 // (x_scale * w_scale[k]) + bias[k] (+ r)). Inputs x [N,C_in,H,W] (float), weight_q [C_out,C_in/groups,
 // KH,KW] (the int8 values), weight_scale [C_out] or [1], bias [C_out], and the residual where
 // conv.add_residual. The same values as the QDQ nodes and the float conv up to float rounding.
+// Between two such nodes the quantized_activations pass (cpu) keeps the tensor in 8 bits: the producer
+// writes q = quantize_linear(y) with its reader's y_* = x_* (one byte an element), and the reader's
+// x_quantized says its x holds those bytes (x_dtype's values) instead of floats: the same values as
+// the float tensor quantized by the reader.
 struct QuantizedConv2DParams {
   Conv2DParams conv;          // geometry, activation, add_residual; no PRelu
   float x_scale = 1.f;        // the input's quantize_linear: per tensor, finite and > 0
   int32_t x_zero_point = 0;   // in [0, 255] (U8) or [-128, 127] (I8)
   DType x_dtype = DType::U8;  // U8 or I8
+  bool x_quantized = false;   // x holds x_dtype's values (1 byte each), already quantized
+  DType y_dtype = DType::F32; // F32: y is float; U8 / I8: y holds quantize_linear(y, y_scale, y_zero_point)
+  float y_scale = 1.f;        // (y_dtype U8 / I8) finite and > 0
+  int32_t y_zero_point = 0;   // (y_dtype U8 / I8) in its type's range
 };
 
 using OpParams = std::variant<Conv2DParams, ConvTranspose2DParams, Pool2DParams, DenseParams,

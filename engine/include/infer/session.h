@@ -78,6 +78,12 @@ struct PassOptions {
   // producer then writes its raw sums (no pass over its output for the epilogue). Logged after
   // fuse_prelu, on cuda only.
   bool fuse_input_epilogue = true;
+  // quantized_activations (cpu only, after channels_last): a tensor between two quantized_conv2d nodes
+  // (written by one, read only by such nodes with one quantization) stays 8-bit: the producer writes
+  // quantize_linear of its result, its readers take the bytes; the same values, a quarter of the
+  // memory traffic, no requantization in the readers (docs/quantization.md). Logged after
+  // fuse_quantized_conv2d, on cpu, for models where that pass made a node.
+  bool quantized_activations = true;
 
   static const std::vector<std::string>& names();  // "fold_batchnorm", "fuse_conv_avgpool", ...
   // Switches one pass by name; an unknown name is an Error listing the known ones.
