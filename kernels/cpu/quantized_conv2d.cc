@@ -173,6 +173,43 @@ INFER_INLINE void flip_input_body(const uint8_t* q, int64_t n, uint8_t* out) {
 }
 INFER_PER_ISA(void, flip_input, flip_input_body, (const uint8_t* q, int64_t n, uint8_t* out), (q, n, out))
 
+// n bytes from src to dst: two overlapping moves of 4, 8 or 16 bytes for 4 .. 32 (a stem's kernel row of 3
+// channels is 9 bytes in the u8s8 form, 21 for a 7x7: a byte loop there took the int8 stem conv to twice
+// the fp32 one's time), bytes below 4, a library call beyond 32.
+template <size_t B>
+INFER_INLINE void copy_two(char* d, const char* s, size_t n) {
+  char a[B], b[B];
+  std::memcpy(a, s, B);
+  std::memcpy(b, s + n - B, B);
+  std::memcpy(d, a, B);
+  std::memcpy(d + n - B, b, B);
+}
+inline void copy_bytes(void* dst, const void* src, size_t n) {
+  auto* d = static_cast<char*>(dst);
+  const auto* s = static_cast<const char*>(src);
+  if (n > 32)
+    std::memcpy(d, s, n);
+  else if (n >= 16)
+    copy_two<16>(d, s, n);
+  else if (n >= 8)
+    copy_two<8>(d, s, n);
+  else if (n >= 4)
+    copy_two<4>(d, s, n);
+  else
+    for (; n > 0; --n) *d++ = *s++;
+}
+
+// p[0 .. n) = v: a loop for the few elements of a row's tail or a padding run (std::fill of bytes is a
+// memset call, several a row), std::fill beyond.
+template <class T>
+inline void fill_short(T* p, int64_t n, T v) {
+  if (n > 32) {
+    std::fill(p, p + n, v);
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) p[i] = v;
+}
+
 // Rows m0 .. m0+rows-1 (output pixels of image n, group gi) im2col'd as rows of ld elements T
 // (row-major A of qgemm::gemm_rows: int16 q - zero point, ld 2 * pairs; of gemm_rows_u8s8: uint8 q,
 // ld 4 * quads). Taps in the padding hold `pad` (the quantized zero: 0 as int16, the zero point as
@@ -180,10 +217,10 @@ INFER_PER_ISA(void, flip_input, flip_input_body, (const uint8_t* q, int64_t n, u
 template <class T>
 void im2col_rows(const QDims& d, const T* xq, int64_t n, int64_t gi, int64_t m0, int64_t rows, T pad, int64_t ld,
                  T* out) {
-  for (int64_t r = 0; r < rows; ++r) {
-    const int64_t m = m0 + r, oy = m / d.WO, ox = m % d.WO;
+  int64_t oy = m0 / d.WO, ox = m0 % d.WO;  // stepped along the rows: no division a row
+  for (int64_t r = 0; r < rows; ++r, ox = ox + 1 == d.WO ? 0 : ox + 1, oy += ox == 0) {
     T* row = out + r * ld;
-    std::fill(row + d.depth, row + ld, T(0));
+    fill_short(row + d.depth, ld - d.depth, T(0));
     for (int64_t ky = 0; ky < d.KH; ++ky) {
       const int64_t iy = oy * d.sh - d.pt + ky * d.dh;
       const bool y_in = iy >= 0 && iy < d.H;
@@ -194,16 +231,10 @@ void im2col_rows(const QDims& d, const T* xq, int64_t n, int64_t gi, int64_t m0,
         const int64_t ix0 = ox * d.sw - d.pl;
         const int64_t lo = y_in ? std::clamp<int64_t>(-ix0, 0, d.KW) : d.KW;
         const int64_t hi = y_in ? std::clamp<int64_t>(d.W - ix0, lo, d.KW) : d.KW;
-        std::fill(dst, dst + lo * d.Cg, pad);
+        fill_short(dst, lo * d.Cg, pad);
         const int64_t count = (hi - lo) * d.Cg;
-        if (count > 0) {
-          const T* src = xq + ((n * d.H + iy) * d.W + ix0 + lo) * d.C;
-          if (count * int64_t(sizeof(T)) >= 64)
-            std::memcpy(dst + lo * d.Cg, src, size_t(count) * sizeof(T));
-          else  // a library call would cost more than the copy
-            for (int64_t i = 0; i < count; ++i) dst[lo * d.Cg + i] = src[i];
-        }
-        std::fill(dst + hi * d.Cg, dst + d.KW * d.Cg, pad);
+        if (count > 0) copy_bytes(dst + lo * d.Cg, xq + ((n * d.H + iy) * d.W + ix0 + lo) * d.C, size_t(count) * sizeof(T));
+        fill_short(dst + hi * d.Cg, (d.KW - hi) * d.Cg, pad);
         continue;
       }
       for (int64_t kx = 0; kx < d.KW; ++kx) {
