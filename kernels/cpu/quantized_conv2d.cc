@@ -298,8 +298,8 @@ INFER_INLINE void epilogue_q8_body(const QDims& d, const int32_t* c, const float
     std::memcpy(&mv, m, sizeof mv);
     std::memcpy(&bv, b, sizeof bv);
     V v = __builtin_convertvector(av, V) * mv + bv;
-    if (bounded) v = v < alo ? alo : v;
-    if (clip) v = v > ahi ? ahi : v;
+    if (bounded) v = quant::max_keep_nan<I>(alo, v);
+    if (clip) v = quant::min_keep_nan<I>(ahi, v);
     return quant::quantize_i32v<I>(v, vs, lo, hi) + shift;
   };
   const float* mk = mult + k0;

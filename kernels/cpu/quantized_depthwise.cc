@@ -239,8 +239,8 @@ INFER_INLINE void finish(typename quant::I32Of<typename I::Vec>::type acc, const
     nhwc::load_upto<I>(rv, res, nl);
     v += rv;
   }
-  if constexpr (A == nhwc::kActRelu || A == nhwc::kActClip) v = v < lo ? lo : v;
-  if constexpr (A == nhwc::kActClip) v = v > hi ? hi : v;
+  if constexpr (A == nhwc::kActRelu || A == nhwc::kActClip) v = quant::max_keep_nan<I>(lo, v);
+  if constexpr (A == nhwc::kActClip) v = quant::min_keep_nan<I>(hi, v);
   nhwc::store_upto<I>(y, v, nl);
 }
 
