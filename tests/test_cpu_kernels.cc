@@ -1114,3 +1114,70 @@ TEST_CASE("qgemm: the u8s8 form gives the exact integer sums with 7-bit weights 
   CHECK_THROWS_AS(qg::gemm_rows_u8s8(a.data(), 4, 1, b, c.data(), 8), Error);  // lda below the quads
   CHECK_THROWS_AS(qg::pack_b_u8s8(w7.data(), 8, 8, 8, 256, isa), Error);
 }
+
+// The requantizing form against gemm_rows_u8s8's exact sums and its documented formula in scalar code
+// (std::fma, the division, nearbyint, saturation, the int8 flip), both steps (vpmaddubsw with 7-bit
+// weights; vpdpbusd where the CPU has the level's VNNI), random panels and partial last panels, the
+// activation none / ReLU / a Clip, scales that saturate, both output types; bytes past the columns
+// written untouched.
+TEST_CASE("qgemm: the requantizing u8s8 form writes quantize_linear of its float epilogue, byte for byte") {
+  namespace qg = infer::cpu::qgemm;
+  const CpuIsa isa = cpu_isa_default();
+  CAPTURE(cpu_isa_name(isa));
+  if (isa < CpuIsa::Avx2) return;  // no u8s8 form below AVX2 (the u8s8 test checks it is refused)
+  std::mt19937_64 rng(31);
+  for (const bool vnni : {false, true}) {
+    if (vnni && !qg::has_vnni(isa)) continue;
+    CAPTURE(vnni);
+    for (int t = 0; t < 120; ++t) {
+      CAPTURE(t);
+      const int64_t M = uniform(rng, 1, 37), N = uniform(rng, 1, 75), K = uniform(rng, 1, 200);
+      const int64_t lda = 4 * ((K + 3) / 4);
+      const int32_t zero = int32_t(uniform(rng, 0, 255));
+      std::vector<uint8_t> a(size_t(M * lda));
+      for (uint8_t& v : a) v = uint8_t(rng() & 0xff);
+      std::vector<int8_t> w(size_t(N * K));
+      for (int8_t& v : w) v = int8_t(vnni ? uniform(rng, -128, 127) : uniform(rng, -64, 64));
+      const qg::PackedB8 b = qg::pack_b_u8s8(w.data(), N, K, K, zero, isa, vnni);
+      const int64_t nr = qg::tile_shape(isa).nr(), j0 = uniform(rng, 0, int(b.panels - 1));
+      const int64_t j1 = uniform(rng, int(j0 + 1), int(b.panels)), cols = std::min(N, j1 * nr) - j0 * nr;
+      std::vector<int32_t> c(size_t(M * cols));
+      qg::gemm_rows_u8s8(a.data(), lda, M, b, c.data(), cols, j0, j1);
+      std::vector<float> mult(size_t(b.panels * nr), 0.f), bias(size_t(b.panels * nr), 0.f);
+      for (int64_t n = 0; n < N; ++n)
+        mult[size_t(n)] = std::uniform_real_distribution<float>(1e-5f, 1e-3f)(rng),
+        bias[size_t(n)] = std::uniform_real_distribution<float>(-0.5f, 0.5f)(rng);
+      qg::Requant rq;
+      rq.mult = mult.data(), rq.bias = bias.data();
+      const int act = t % 3;  // none, ReLU, Clip(-0.2, 0.9)
+      rq.act_lo = act == 0 ? -INFINITY : act == 1 ? 0.f : -0.2f;
+      rq.act_hi = act == 2 ? 0.9f : INFINITY;
+      const bool i8 = t % 2;
+      const int32_t yzero = i8 ? int32_t(uniform(rng, -20, 20)) : int32_t(uniform(rng, 0, 255));
+      rq.scale = std::uniform_real_distribution<float>(0.0005f, 0.01f)(rng);  // small ones saturate
+      rq.shift = yzero + (i8 ? 128 : 0);
+      rq.flip = i8 ? 0x80 : 0;
+      const int64_t ldy = cols + t % 4;
+      std::vector<uint8_t> y(size_t(M * ldy), 0x5a);
+      rq.y = y.data(), rq.ldy = ldy;
+      qg::gemm_rows_u8s8_q8(a.data(), lda, M, b, rq, j0, j1);
+      int64_t wrong = 0, untouched = 0;
+      for (int64_t m = 0; m < M; ++m)
+        for (int64_t n = 0; n < ldy; ++n) {
+          const uint8_t got = y[size_t(m * ldy + n)];
+          if (n >= cols) {
+            untouched += got != 0x5a;
+            continue;
+          }
+          const int64_t col = j0 * nr + n;
+          float v = std::fma(float(c[size_t(m * cols + n)]), mult[size_t(col)], bias[size_t(col)]);
+          v = std::min(rq.act_hi, std::max(rq.act_lo, v));
+          const float tq = std::clamp(v / rq.scale, -4194304.f, 4194304.f);
+          const int32_t q = std::clamp(int32_t(std::nearbyint(tq)) + rq.shift, 0, 255);
+          wrong += got != uint8_t(q ^ rq.flip);
+        }
+      CHECK(wrong == 0);
+      CHECK(untouched == 0);
+    }
+  }
+}

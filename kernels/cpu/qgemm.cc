@@ -25,14 +25,16 @@ namespace {
 // template before that template is inlined into the targeted function (isa.h's bodies therefore use
 // GCC vector extensions and builtins, nhwc.h's load_n says the same); pmaddwd has no vector-extension
 // form. The macros: INIT(q) (accumulator q's start; may read j and NR), LOAD(ptr to B's elements),
-// BCAST(int32), MADD(acc, a, b), STORE(int32 ptr, v); E elements of B per column and step (2: int16
-// pairs, 4: int8 quads), STEPS steps of k. Loop order: row blocks of A sized for L2 (kBlockBytes), in
+// BCAST(int32), MADD(acc, a, b), PANEL (a statement at each panel's start: the requantizing form's
+// per-column constants), EMIT(r) (row r of the tile out: Q_EMIT_C stores the int32 sums, the *_EMIT_Q8
+// macros requantize them); E elements of B per column and step (2: int16 pairs, 4: int8 quads), STEPS
+// steps of k. Loop order: row blocks of A sized for L2 (kBlockBytes), in
 // each every panel of B over every row tile.
 // A's step p of tile row r is at rowp[r][p * PS]: packed A (PS = MR, rowp[r] = the tile's block + r)
 // or row-major A (PS = 1, rowp[r] = row m0 + r, the last row repeated past M).
-#define INFER_QGEMM_BODY(V, MR, NV, L, E, STEPS, INIT, LOAD, BCAST, MADD, STORE)                        \
+#define INFER_QGEMM_BODY(V, MR, NV, L, E, STEPS, INIT, LOAD, BCAST, MADD, PANEL, EMIT)                  \
   do {                                                                                                 \
-    constexpr int NR = (NV) * (L);                                                                     \
+    constexpr int NR = (NV) * (L), NV_ = (NV), L_ = (L);                                               \
     const int64_t P = (STEPS);                                                                         \
     const int64_t PS = lda ? 1 : (MR);                                                                 \
     const int64_t mb = std::max<int64_t>(MR, kBlockBytes / (std::max<int64_t>(P, 1) * 4 * (MR)) * (MR)); \
@@ -42,6 +44,7 @@ namespace {
         const auto* bp = b.data.data() + j * P * NR * (E);                                             \
         const int64_t n0 = j * NR; /* C's column n0 - j0 * NR */                                       \
         const int cols = int(std::min<int64_t>(NR, b.N - n0));                                         \
+        PANEL;                                                                                         \
         for (int64_t m0 = mb0; m0 < mb1; m0 += (MR)) {                                                 \
           const AliasI32* rowp[MR];                                                                    \
           for (int r = 0; r < (MR); ++r)                                                               \
@@ -58,16 +61,7 @@ namespace {
             }                                                                                          \
           }                                                                                            \
           const int rows = int(std::min<int64_t>(MR, mb1 - m0));                                       \
-          for (int r = 0; r < rows; ++r) {                                                             \
-            int32_t* cr = c + (m0 + r) * ldc + (n0 - j0 * NR);                                         \
-            if (cols == NR) {                                                                          \
-              for (int q = 0; q < (NV); ++q) STORE(cr + q * (L), acc[r][q]);                           \
-            } else { /* the last panel's columns past N are not C's */                                 \
-              alignas(64) int32_t tmp[NR];                                                             \
-              for (int q = 0; q < (NV); ++q) STORE(tmp + q * (L), acc[r][q]);                          \
-              std::copy(tmp, tmp + cols, cr);                                                          \
-            }                                                                                          \
-          }                                                                                            \
+          for (int r = 0; r < rows; ++r) EMIT(r);                                                      \
         }                                                                                              \
       }                                                                                                \
     }                                                                                                  \
@@ -76,6 +70,20 @@ namespace {
 // A's pairs are read as int32 from memory its producer may have written as int16 (gemm_rows: an im2col
 // row, the quantized input itself): a may_alias type keeps that access defined under strict aliasing.
 typedef int32_t AliasI32 __attribute__((may_alias));
+
+// Row r of the tile as int32 sums into C (columns past N of the last panel dropped).
+#define Q_EMIT_C(r, STORE)                                                                             \
+  do {                                                                                                 \
+    int32_t* cr = c + (m0 + (r)) * ldc + (n0 - j0 * NR);                                               \
+    if (cols == NR) {                                                                                  \
+      for (int q = 0; q < (NV_); ++q) STORE(cr + q * (L_), acc[r][q]);                                 \
+    } else { /* the last panel's columns past N are not C's */                                         \
+      alignas(64) int32_t tmp[NR];                                                                     \
+      for (int q = 0; q < (NV_); ++q) STORE(tmp + q * (L_), acc[r][q]);                                \
+      std::copy(tmp, tmp + cols, cr);                                                                  \
+    }                                                                                                  \
+  } while (0)
+#define Q_NO_PANEL (void)0
 
 // Bytes of packed A a row block aims at, so that it stays in L2 while every panel of B passes over it.
 constexpr int64_t kBlockBytes = 128 << 10;
@@ -110,38 +118,114 @@ constexpr TileShape kBaseline{4, 4, 2}, kAvx2{4, 8, 2}, kAvx512{8, 16, 2};
 #define INFER_TARGET_AVX512_VNNI \
   __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")))
 
+#define Q_AVX512_EMIT(r) Q_EMIT_C(r, Q_AVX512_STORE)
+#define Q_AVX2_EMIT(r) Q_EMIT_C(r, Q_AVX2_STORE)
+#define Q_SSE2_EMIT(r) Q_EMIT_C(r, Q_SSE2_STORE)
+
 INFER_TARGET_AVX512 void gemm_avx512(const int32_t* a, int64_t lda, int64_t M, const PackedB& b, int64_t j0, int64_t j1, int32_t* c,
                  int64_t ldc) {
   INFER_QGEMM_BODY(__m512i, 8, 2, 16, 2, b.pairs, Q_AVX512_ZERO, Q_AVX512_LOAD, Q_AVX512_BCAST, Q_AVX512_MADD,
-                   Q_AVX512_STORE);
+                   Q_NO_PANEL, Q_AVX512_EMIT);
 }
 INFER_TARGET_AVX2 void gemm_avx2(const int32_t* a, int64_t lda, int64_t M, const PackedB& b, int64_t j0, int64_t j1, int32_t* c,
                int64_t ldc) {
-  INFER_QGEMM_BODY(__m256i, 4, 2, 8, 2, b.pairs, Q_AVX2_ZERO, Q_AVX2_LOAD, Q_AVX2_BCAST, Q_AVX2_MADD, Q_AVX2_STORE);
+  INFER_QGEMM_BODY(__m256i, 4, 2, 8, 2, b.pairs, Q_AVX2_ZERO, Q_AVX2_LOAD, Q_AVX2_BCAST, Q_AVX2_MADD, Q_NO_PANEL,
+                   Q_AVX2_EMIT);
 }
 void gemm_baseline(const int32_t* a, int64_t lda, int64_t M, const PackedB& b, int64_t j0, int64_t j1, int32_t* c,
                    int64_t ldc) {
-  INFER_QGEMM_BODY(__m128i, 4, 2, 4, 2, b.pairs, Q_SSE2_ZERO, Q_SSE2_LOAD, Q_SSE2_BCAST, Q_SSE2_MADD, Q_SSE2_STORE);
+  INFER_QGEMM_BODY(__m128i, 4, 2, 4, 2, b.pairs, Q_SSE2_ZERO, Q_SSE2_LOAD, Q_SSE2_BCAST, Q_SSE2_MADD, Q_NO_PANEL,
+                   Q_SSE2_EMIT);
 }
 // The u8s8 form: A row-major only (lda int32 a row).
 INFER_TARGET_AVX512 void gemm8_avx512(const int32_t* a, int64_t lda, int64_t M, const PackedB8& b, int64_t j0, int64_t j1,
                                       int32_t* c, int64_t ldc) {
   INFER_QGEMM_BODY(__m512i, 8, 2, 16, 4, b.quads, Q_AVX512_START, Q_AVX512_LOAD, Q_AVX512_BCAST, Q_AVX512_MADD8,
-                   Q_AVX512_STORE);
+                   Q_NO_PANEL, Q_AVX512_EMIT);
 }
 INFER_TARGET_AVX512_VNNI void gemm8_vnni(const int32_t* a, int64_t lda, int64_t M, const PackedB8& b, int64_t j0,
                                          int64_t j1, int32_t* c, int64_t ldc) {
   INFER_QGEMM_BODY(__m512i, 8, 2, 16, 4, b.quads, Q_AVX512_START, Q_AVX512_LOAD, Q_AVX512_BCAST, Q_VNNI_MADD8,
-                   Q_AVX512_STORE);
+                   Q_NO_PANEL, Q_AVX512_EMIT);
 }
 INFER_TARGET_AVX_VNNI void gemm8_avxvnni(const int32_t* a, int64_t lda, int64_t M, const PackedB8& b, int64_t j0,
                                         int64_t j1, int32_t* c, int64_t ldc) {
   INFER_QGEMM_BODY(__m256i, 4, 2, 8, 4, b.quads, Q_AVX2_START, Q_AVX2_LOAD, Q_AVX2_BCAST, Q_AVXVNNI_MADD8,
-                   Q_AVX2_STORE);
+                   Q_NO_PANEL, Q_AVX2_EMIT);
 }
 INFER_TARGET_AVX2 void gemm8_avx2(const int32_t* a, int64_t lda, int64_t M, const PackedB8& b, int64_t j0, int64_t j1,
                                   int32_t* c, int64_t ldc) {
-  INFER_QGEMM_BODY(__m256i, 4, 2, 8, 4, b.quads, Q_AVX2_START, Q_AVX2_LOAD, Q_AVX2_BCAST, Q_AVX2_MADD8, Q_AVX2_STORE);
+  INFER_QGEMM_BODY(__m256i, 4, 2, 8, 4, b.quads, Q_AVX2_START, Q_AVX2_LOAD, Q_AVX2_BCAST, Q_AVX2_MADD8, Q_NO_PANEL,
+                   Q_AVX2_EMIT);
+}
+
+// The requantizing form (gemm_rows_u8s8_q8): per panel the columns' multipliers and biases and the
+// constants in vectors (Q8_PANEL), per row of the tile each accumulator vector through
+// quantized_conv2d's 8-bit epilogue in registers: float(acc) * mult + bias as one FMA, the activation's
+// bounds (maxps / minps, bound first), / scale, the +-2^22 clamp, cvtps2dq, + the zero point (and 128
+// for an int8 type, whose bytes are then flipped); then the row's two vectors to bytes by packssdw and
+// packuswb, whose saturation is the type's range (q + shift outside [0, 255] is exactly what the clamp
+// to [qlo - zero, qhi - zero] would cut), and a dword permute restoring the order. y is row m's columns
+// from y + m * ldy (the last panel's columns past N dropped). Statement macros, not lambdas: a lambda
+// lacks its function's target attribute, so the intrinsics would not inline into it.
+#define Q8_PANEL(VF, VI, LOADF, SET1F, SET1I)                                                          \
+  const VF mv0 = LOADF(rq.mult + n0), mv1 = LOADF(rq.mult + n0 + L_);                                \
+  const VF bv0 = LOADF(rq.bias + n0), bv1 = LOADF(rq.bias + n0 + L_);                                \
+  const VF alo = SET1F(rq.act_lo), ahi = SET1F(rq.act_hi), sc = SET1F(rq.scale);                     \
+  const VF big = SET1F(4194304.f), nbig = SET1F(-4194304.f);                                         \
+  const VI shift = SET1I(rq.shift), flip = SET1I(rq.flip * 0x01010101)
+#define Q8_AVX512_PANEL Q8_PANEL(__m512, __m512i, _mm512_loadu_ps, _mm512_set1_ps, _mm512_set1_epi32)
+#define Q8_AVX2_PANEL Q8_PANEL(__m256, __m256i, _mm256_loadu_ps, _mm256_set1_ps, _mm256_set1_epi32)
+#define Q8_VEC(out, acc, mv, bv, VI, P)                                                                \
+  VI out;                                                                                              \
+  {                                                                                                    \
+    auto v_ = P##_fmadd_ps(P##_cvtepi32_ps(acc), mv, bv);                                              \
+    v_ = P##_min_ps(ahi, P##_max_ps(alo, v_));                                                         \
+    v_ = P##_max_ps(nbig, P##_min_ps(big, P##_div_ps(v_, sc)));                                        \
+    out = P##_add_epi32(P##_cvtps_epi32(v_), shift);                                                   \
+  }
+#define Q8_EMIT(r, VI, P, BYTES_T, BYTES, STOREB, PERM)                                                \
+  do {                                                                                                 \
+    uint8_t* yr = rq.y + (m0 + (r)) * rq.ldy + (n0 - j0 * NR);                                          \
+    Q8_VEC(i0, acc[r][0], mv0, bv0, VI, P);                                                            \
+    Q8_VEC(i1, acc[r][1], mv1, bv1, VI, P);                                                            \
+    const VI p_ = P##_packs_epi32(i0, i1), u_ = P##_packus_epi16(p_, p_);                              \
+    const BYTES_T y_ = BYTES(P##_xor_si##PERM(u_, flip));                                              \
+    if (cols == NR) {                                                                                  \
+      STOREB(reinterpret_cast<BYTES_T*>(yr), y_);                                                      \
+    } else {                                                                                           \
+      alignas(32) uint8_t tmp[NR];                                                                     \
+      STOREB(reinterpret_cast<BYTES_T*>(tmp), y_);                                                     \
+      std::copy(tmp, tmp + cols, yr);                                                                  \
+    }                                                                                                  \
+  } while (0)
+// packs per 128-bit lane: lane l's dwords are i0[4l..], i1[4l..] (and copies): i0's are dwords 0, 4, 8,
+// 12, i1's 1, 5, 9, 13 (AVX-512); 0, 4 and 1, 5 (AVX2)
+#define Q8_AVX512_BYTES(v) \
+  _mm512_castsi512_si256(_mm512_permutexvar_epi32(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 0, 0, 0, 0, 0, 0, 0, 0), v))
+#define Q8_AVX2_BYTES(v) _mm256_castsi256_si128(_mm256_permutevar8x32_epi32(v, _mm256_setr_epi32(0, 4, 1, 5, 0, 0, 0, 0)))
+#define Q8_AVX512_EMIT(r) Q8_EMIT(r, __m512i, _mm512, __m256i, Q8_AVX512_BYTES, _mm256_storeu_si256, 512)
+#define Q8_AVX2_EMIT(r) Q8_EMIT(r, __m256i, _mm256, __m128i, Q8_AVX2_BYTES, _mm_storeu_si128, 256)
+
+INFER_TARGET_AVX512 void gemm8q_avx512(const int32_t* a, int64_t lda, int64_t M, const PackedB8& b, int64_t j0,
+                                       int64_t j1, const Requant& rq) {
+  INFER_QGEMM_BODY(__m512i, 8, 2, 16, 4, b.quads, Q_AVX512_START, Q_AVX512_LOAD, Q_AVX512_BCAST, Q_AVX512_MADD8,
+                   Q8_AVX512_PANEL, Q8_AVX512_EMIT);
+}
+INFER_TARGET_AVX512_VNNI void gemm8q_vnni(const int32_t* a, int64_t lda, int64_t M, const PackedB8& b, int64_t j0,
+                                          int64_t j1, const Requant& rq) {
+  INFER_QGEMM_BODY(__m512i, 8, 2, 16, 4, b.quads, Q_AVX512_START, Q_AVX512_LOAD, Q_AVX512_BCAST, Q_VNNI_MADD8,
+                   Q8_AVX512_PANEL, Q8_AVX512_EMIT);
+}
+INFER_TARGET_AVX_VNNI void gemm8q_avxvnni(const int32_t* a, int64_t lda, int64_t M, const PackedB8& b, int64_t j0,
+                                         int64_t j1, const Requant& rq) {
+  INFER_QGEMM_BODY(__m256i, 4, 2, 8, 4, b.quads, Q_AVX2_START, Q_AVX2_LOAD, Q_AVX2_BCAST, Q_AVXVNNI_MADD8,
+                   Q8_AVX2_PANEL, Q8_AVX2_EMIT);
+}
+INFER_TARGET_AVX2 void gemm8q_avx2(const int32_t* a, int64_t lda, int64_t M, const PackedB8& b, int64_t j0,
+                                   int64_t j1, const Requant& rq) {
+  INFER_QGEMM_BODY(__m256i, 4, 2, 8, 4, b.quads, Q_AVX2_START, Q_AVX2_LOAD, Q_AVX2_BCAST, Q_AVX2_MADD8,
+                   Q8_AVX2_PANEL, Q8_AVX2_EMIT);
 }
 
 }  // namespace
@@ -274,6 +358,19 @@ PackedB8 pack_b_u8s8(const int8_t* w, int64_t N, int64_t K, int64_t ldw, int32_t
     b.start[static_cast<size_t>(n)] = -zero * sum;
   }
   return b;
+}
+
+void gemm_rows_u8s8_q8(const uint8_t* a, int64_t lda, int64_t M, const PackedB8& b, const Requant& rq, int64_t j0,
+                       int64_t j1) {
+  if (lda % 4 || lda < 4 * b.quads) throw Error("qgemm: lda not a multiple of 4 at or above the quads of K");
+  j1 = j1 < 0 ? b.panels : j1;
+  if (!check_call(b, M, j0, j1, rq.ldy)) return;
+  if (!rq.mult || !rq.bias || !rq.y || !(rq.scale > 0.f)) throw Error("qgemm: requantization without its arrays");
+  const auto* a32 = reinterpret_cast<const int32_t*>(a);
+  if (b.isa == CpuIsa::Avx512)
+    (b.vnni ? gemm8q_vnni : gemm8q_avx512)(a32, lda / 4, M, b, j0, j1, rq);
+  else
+    (b.vnni ? gemm8q_avxvnni : gemm8q_avx2)(a32, lda / 4, M, b, j0, j1, rq);
 }
 
 void gemm_rows_u8s8(const uint8_t* a, int64_t lda, int64_t M, const PackedB8& b, int32_t* c, int64_t ldc, int64_t j0,

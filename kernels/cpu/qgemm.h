@@ -84,4 +84,26 @@ PackedB8 pack_b_u8s8(const int8_t* w, int64_t N, int64_t K, int64_t ldw, int32_t
 void gemm_rows_u8s8(const uint8_t* a, int64_t lda, int64_t M, const PackedB8& b, int32_t* c, int64_t ldc,
                     int64_t j0 = 0, int64_t j1 = -1);
 
+// The u8s8 form with a requantizing epilogue in registers (quantized_conv2d's 8-bit outputs; no C):
+// for each C[m][n] of the panels run, v = min(act_hi, max(act_lo, fma(float(C[m][n]), mult[n],
+// bias[n]))) (maxps / minps, bound first), t = v / scale clamped to +-2^22, q = rint(t) (cvtps2dq,
+// half to even), and the byte min(255, max(0, q + shift)) ^ flip at y[m * ldy + n - j0 * nr()]: shift
+// = the zero point and flip 0 for uint8, shift = the zero point + 128 and flip 0x80 for int8 (the byte
+// is then the saturated q + zero point's two's complement), quantize_linear's value either way.
+// quantized_conv2d's epilogue_q8_body computes the same in the same order. mult and bias are read for
+// every column of the panels run: pass arrays padded to panels * nr() (zeros past N). Same panels,
+// rows and checks as gemm_rows_u8s8.
+struct Requant {
+  const float* mult = nullptr;
+  const float* bias = nullptr;
+  float act_lo = 0.f, act_hi = 0.f;  // -inf / +inf where the activation has no bound
+  float scale = 1.f;
+  int32_t shift = 0;
+  uint8_t flip = 0;
+  uint8_t* y = nullptr;
+  int64_t ldy = 0;
+};
+void gemm_rows_u8s8_q8(const uint8_t* a, int64_t lda, int64_t M, const PackedB8& b, const Requant& rq,
+                       int64_t j0 = 0, int64_t j1 = -1);
+
 }  // namespace infer::cpu::qgemm

@@ -106,7 +106,27 @@ struct Prepared {
   std::vector<qgemm::PackedB8> b8;  // one per group
   uint8_t zero_u8 = 0;              // the u8s8 form's zero point (an int8 type's shifted by 128)
   std::vector<float> mult;          // x_scale * w_scale[k], per output channel
+  // The u8s8 form requantizing in the GEMM's registers (qgemm::gemm_rows_u8s8_q8): an 8-bit output
+  // in NHWC without a residual, the activation none / ReLU / Clip. Per group, mult and the bias padded
+  // to whole panels (zeros past its channels), `padded` floats a group.
+  bool requant = false;
+  int64_t padded = 0;
+  std::vector<float> mult_pad, bias_pad;
 };
+
+// The qgemm::Requant of a node's 8-bit output (the fields but the arrays and y).
+qgemm::Requant requant_of(const QuantizedConv2DParams& p) {
+  qgemm::Requant rq;
+  const Activation& a = p.conv.activation;
+  const bool clip = a.kind == ActivationKind::Clip;
+  rq.act_lo = clip ? a.alpha : a.kind == ActivationKind::Relu ? 0.f : -INFINITY;
+  rq.act_hi = clip ? a.beta : INFINITY;
+  rq.scale = p.y_scale;
+  const bool i8 = p.y_dtype == DType::I8;
+  rq.shift = p.y_zero_point + (i8 ? 128 : 0);
+  rq.flip = i8 ? 0x80 : 0;
+  return rq;
+}
 
 std::shared_ptr<void> prepare(const NodeDesc& node) {
   const auto& p = std::get<QuantizedConv2DParams>(node.params);
@@ -138,6 +158,20 @@ std::shared_ptr<void> prepare(const NodeDesc& node) {
   prep->mult.resize(static_cast<size_t>(d.CO));
   quant::scale_multipliers(ws, node.input_shapes[2][0] != 1, p.x_scale, d.CO, prep->mult.data(),
                            "cpu quantized_conv2d.qgemm");
+  const ActivationKind act = p.conv.activation.kind;
+  const float* bias = node.constants.size() > 3 ? node.constants[3] : nullptr;
+  prep->requant = prep->u8s8 && d.nhwc && d.q_out && !p.conv.add_residual && bias &&
+                  (act == ActivationKind::None || act == ActivationKind::Relu || act == ActivationKind::Clip);
+  if (prep->requant) {
+    prep->padded = d.panels * d.nr;
+    prep->mult_pad.assign(size_t(d.G * prep->padded), 0.f);
+    prep->bias_pad.assign(size_t(d.G * prep->padded), 0.f);
+    for (int64_t gi = 0; gi < d.G; ++gi)
+      for (int64_t k = 0; k < d.Kg; ++k) {
+        prep->mult_pad[size_t(gi * prep->padded + k)] = prep->mult[size_t(gi * d.Kg + k)];
+        prep->bias_pad[size_t(gi * prep->padded + k)] = bias[gi * d.Kg + k];
+      }
+  }
   return prep;
 }
 
@@ -393,6 +427,8 @@ void run(const KernelCall& call) {
   const Activation act = p.conv.activation;
   const bool parallel = d.N * d.M * d.CO * d.depth >= kParallelMin;
   const auto finish = epilogue_for(call.node.isa);
+  qgemm::Requant rq = requant_of(p);
+  rq.ldy = d.CO;
 
   // 1. the input, quantized once (in chunks of 4096 elements)
   constexpr int64_t kChunk = 4096;
@@ -439,13 +475,22 @@ void run(const KernelCall& call) {
           const int64_t k0 = j0 * d.nr, kn = std::min(d.Kg, j1 * d.nr) - k0;
           if (u8s8) {
             const qgemm::PackedB8& w = prep->b8[static_cast<size_t>(gi)];
-            if (in_place) {
-              qgemm::gemm_rows_u8s8(xq8 + (n * d.M + m0) * d.C + gi * d.Cg, d.C, m1 - m0, w, c, kn, j0, j1);
-            } else {
+            const uint8_t* a8 = xq8 + (n * d.M + m0) * d.C + gi * d.Cg;
+            int64_t lda8 = d.C;
+            if (!in_place) {
               auto* rows8 = reinterpret_cast<uint8_t*>(slot);
               im2col_rows<uint8_t>(d, xq8, n, gi, m0, m1 - m0, prep->zero_u8, ld8, rows8);
-              qgemm::gemm_rows_u8s8(rows8, ld8, m1 - m0, w, c, kn, j0, j1);
+              a8 = rows8, lda8 = ld8;
             }
+            if (prep->requant) {  // straight to the 8-bit output: no int32 tile, no epilogue pass
+              qgemm::Requant r = rq;
+              r.mult = prep->mult_pad.data() + gi * prep->padded;
+              r.bias = prep->bias_pad.data() + gi * prep->padded;
+              r.y = q.y + (n * d.M + m0) * d.CO + gi * d.Kg + k0;
+              qgemm::gemm_rows_u8s8_q8(a8, lda8, m1 - m0, w, r, j0, j1);
+              continue;
+            }
+            qgemm::gemm_rows_u8s8(a8, lda8, m1 - m0, w, c, kn, j0, j1);
           } else {
             const qgemm::PackedB& w = prep->b[static_cast<size_t>(gi)];
             if (in_place) {
