@@ -160,7 +160,7 @@ TEST_CASE("PassOptions: names, set by name, unknown names are errors") {
                                                          "fuse_squeeze_excite", "fuse_prelu",
                                                          "fuse_depthwise_pointwise",
                                                          "fuse_quantized_conv2d", "fuse_input_epilogue",
-                                                         "quantized_activations"});
+                                                         "quantized_activations", "fuse_quantized_add"});
   PassOptions p;
   CHECK(p.fuse_input_epilogue);
   p.apply("fuse_input_epilogue=off");

@@ -989,3 +989,122 @@ TEST_CASE("quantized_activations: tensors between quantized convolutions stay 8-
   Session plain(model, cpu);
   CHECK(pass_line(plain, "quantized_activations").empty());
 }
+
+// --- an add reading QDQ pairs (fuse_quantized_add: ONNX Runtime's QDQ residual adds) -----------------
+
+namespace {
+
+// Runs cpu variant `name` of add on a and b (equal shapes), output poisoned.
+std::vector<float> run_add(const std::string& name, const AddParams& p, const Shape& s, const std::vector<float>& a,
+                           const std::vector<float>& b) {
+  return infer::test::run_cpu_variant(name, shaped_node(p, {s, s}), {a, b});
+}
+
+// x through quantize_linear then dequantize_linear, by the cpu "direct" kernels (the unfused nodes).
+std::vector<float> qdq_nodes(const std::vector<float>& x, const Shape& s, const AddInputQDQ& q) {
+  if (!q.on) return x;
+  QuantizeLinearParams qp;
+  qp.dtype = q.dtype;
+  DequantizeLinearParams dp;
+  const std::vector<float> scale{q.scale}, zero{float(q.zero_point)};
+  const std::vector<float> qx =
+      infer::test::run_cpu_variant("direct", shaped_node(qp, {s, {1}, {1}}), {x, scale, zero});
+  return infer::test::run_cpu_variant("direct", shaped_node(dp, {s, {1}, {1}}), {qx, scale, zero});
+}
+
+}  // namespace
+
+TEST_CASE("add.qdq: the add of its inputs' QDQ pairs, bit for bit the cpu quantize / dequantize / add kernels") {
+  std::mt19937_64 rng(61);
+  const KernelVariant* direct = KernelRegistry::global().find("cpu", "add", "direct");
+  const KernelVariant* qdq = KernelRegistry::global().find("cpu", "add", "qdq");
+  REQUIRE(direct);
+  REQUIRE(qdq);
+  for (int t = 0; t < 60; ++t) {
+    CAPTURE(t);
+    const Shape s{uniform(rng, 1, 2), uniform(rng, 1, 37), uniform(rng, 1, 9), uniform(rng, 1, 11)};
+    AddParams p;
+    p.activation = t % 3 == 0 ? Activation{} : t % 3 == 1 ? Activation{ActivationKind::Relu, 0.01f, 0.f}
+                                                           : random_activation(rng);
+    for (int k = 0; k < 2; ++k) {
+      AddInputQDQ& q = p.input_qdq[k];
+      q.on = t % 4 != k;  // both, or one of the two
+      q.dtype = (t + k) % 2 ? DType::I8 : DType::U8;
+      q.zero_point = q.dtype == DType::U8 ? uniform(rng, 0, 255) : uniform(rng, -128, 127);
+      q.scale = t % 5 == 0 ? 0.015625f : std::uniform_real_distribution<float>(0.004f, 0.05f)(rng);
+    }
+    std::vector<float> a = random_vector(size_t(shape_numel(s)), rng(), -3.f, 3.f);
+    std::vector<float> b = random_vector(size_t(shape_numel(s)), rng(), -3.f, 3.f);
+    for (size_t i = 0; i < a.size(); i += 7) a[i] = (float(uniform(rng, -200, 200)) + 0.5f) * p.input_qdq[0].scale;  // ties
+    if (t % 6 == 5) a[0] = std::nanf(""), b[b.size() - 1] = INFINITY;
+    NodeDesc node = shaped_node(p, {s, s});
+    CHECK(variant_applies(*qdq, node));
+    CHECK_FALSE(variant_applies(*direct, node));
+    AddParams plain;
+    plain.activation = p.activation;
+    const std::vector<float> want =
+        run_add("direct", plain, s, qdq_nodes(a, s, p.input_qdq[0]), qdq_nodes(b, s, p.input_qdq[1]));
+    const std::vector<float> got = run_add("qdq", p, s, a, b);
+    REQUIRE(got.size() == want.size());
+    CHECK(std::memcmp(got.data(), want.data(), got.size() * 4) == 0);
+    if (t % 6 != 5) {  // (an unquantized infinite input makes the relative error undefined)
+      const std::vector<float> ref = run_add("reference", p, s, a, b);
+      CHECK(rel_error(got, ref) <= 1e-6);
+    }
+  }
+}
+
+TEST_CASE("fuse_quantized_add: an add reads its inputs' QDQ pairs itself, outputs bit for bit as without") {
+  // a -> Q/DQ -> add(relu) <- Q/DQ <- b; b's pair also read by a pool (it stays for that reader)
+  ModelBuilder mb("qadd");
+  const int a = mb.input("a", {-1, 8, 6, 7}), b = mb.input("b", {-1, 8, 6, 7});
+  const auto pair = [&](int x, const std::string& n, float scale, float zero, DType dt) {
+    QuantizeLinearParams qp;
+    qp.dtype = dt;
+    const int s = mb.constant(n + ".scale", {1}, {scale}), z = mb.constant(n + ".zero", {1}, {zero}, dt);
+    const int q = mb.node(n + "_q", qp, {x, s, z});
+    return mb.node(n + "_dq", DequantizeLinearParams{}, {q, s, z});
+  };
+  const int da = pair(a, "a", 0.02f, 128.f, DType::U8), db = pair(b, "b", 0.03f, -3.f, DType::I8);
+  AddParams ap;
+  ap.activation = Activation{ActivationKind::Relu, 0.01f, 0.f};
+  mb.output(mb.node("add", ap, {da, db}, "sum"));
+  Pool2DParams pool;
+  pool.kind = PoolKind::Max;
+  pool.kernel_h = pool.kernel_w = pool.stride_h = pool.stride_w = 2;
+  mb.output(mb.node("pool", pool, {db}, "pooled"));
+  const Model m = Model::from_bytes(mb.finish(), "qadd.fb");
+  Tensor ta({2, 8, 6, 7}), tb({2, 8, 6, 7});
+  std::mt19937_64 rng(7);
+  for (float& v : ta.data) v = std::uniform_real_distribution<float>(-3.f, 3.f)(rng);
+  for (float& v : tb.data) v = std::uniform_real_distribution<float>(-3.f, 3.f)(rng);
+  SessionOptions on, off;
+  on.backend = off.backend = "cpu";
+  off.passes.fuse_quantized_add = false;
+  Session fused(m, on), plain(m, off);
+  CHECK(pass_line(fused, "fuse_quantized_add") ==
+        "fuse_quantized_add: 1 add node read through their quantize_linear -> dequantize_linear pairs");
+  CHECK(pass_line(plain, "fuse_quantized_add") == "fuse_quantized_add: off");
+  int qdq_nodes = 0;
+  for (const NodeInfo& n : fused.nodes()) {
+    qdq_nodes += n.op == "quantize_linear" || n.op == "dequantize_linear";
+    if (n.op == "add") {
+      CHECK(n.variant == "qdq");
+      CHECK(n.fused == std::vector<std::string>{"a_q", "a_dq", "b_q", "b_dq"});
+    }
+  }
+  CHECK(qdq_nodes == 2);  // b's pair, for the pool
+  const std::vector<Tensor> got = fused.run({ta, tb}), want = plain.run({ta, tb});
+  for (size_t k = 0; k < 2; ++k) CHECK(std::memcmp(got[k].data.data(), want[k].data.data(), got[k].data.size() * 4) == 0);
+  // no quantize_linear in a model: no line
+  SessionOptions cpu;
+  cpu.backend = "cpu";
+  Session f32(Model::from_bytes(float_model(), "qnet.fb"), cpu);
+  CHECK(pass_line(f32, "fuse_quantized_add").empty());
+  // the field has no file form
+  ModelBuilder bad("bad");
+  const int x = bad.input("x", {1, 2, 2, 2});
+  AddParams internal;
+  internal.input_qdq[0].on = true;
+  CHECK_THROWS_WITH_AS((bad.output(bad.node("add", internal, {x, x})), bad.finish()), Contains("no file form"), Error);
+}

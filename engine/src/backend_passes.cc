@@ -228,6 +228,30 @@ bool fuse_quantized_conv2d_where_taken(ShapedGraph& g, const BackendPassContext&
   return true;
 }
 
+// The fuse_quantized_add backend pass, cpu only, right after fuse_quantized_conv2d (the convolutions
+// take their pairs first; the add reads what is left): where an add variant other than the reference
+// one, that this session may run, applies to the merged node in NCHW. Logs only for graphs with a
+// quantize_linear node. Returns whether it logged, and its line.
+bool fuse_quantized_add_where_taken(ShapedGraph& g, const BackendPassContext& c, std::string& line) {
+  if (c.kernels.backend_name() != "cpu") return false;
+  if (std::none_of(g.graph->nodes.begin(), g.graph->nodes.end(),
+                   [](const Node& n) { return n.op() == OpType::QuantizeLinear; }))
+    return false;
+  if (!c.passes.fuse_quantized_add) {
+    line = "fuse_quantized_add: off";
+    return true;
+  }
+  const std::vector<const KernelVariant*> candidates = c.kernels.candidates_for("add");
+  auto takes = [&](const Graph& graph, const Node& merged) {
+    return fast_variant_runs(c, candidates, proposed_desc(graph, merged, g.shapes, c));
+  };
+  std::vector<std::string> log;
+  Graph rewritten = fuse_quantized_add(*g.graph, takes, &log);
+  g.adopt(std::move(rewritten));
+  line = first_line(log, "fuse_quantized_add");
+  return true;
+}
+
 // The fuse_input_epilogue backend pass, cuda only, after channels_last (the reader's variant may be
 // NHWC-only): a producer's bias + activation move into its conv2d reader where the variant the reader
 // would get without them (its best by priority, in its layout) also runs the merged node (so the
@@ -307,6 +331,7 @@ std::vector<std::string> run_backend_passes(ShapedGraph& g, const BackendPassCon
   deferred.push_back(fuse_prelu_where_taken(g, c));
   std::string line;
   if (fuse_quantized_conv2d_where_taken(g, c, line)) deferred.push_back(line);
+  if (fuse_quantized_add_where_taken(g, c, line)) deferred.push_back(line);
   choose_layouts(g, c, pass_log);
   if (fuse_depthwise_pointwise_where_taken(g, c, line)) deferred.push_back(line);
   if (quantized_activations_where_taken(g, c, line)) deferred.push_back(line);

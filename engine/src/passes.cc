@@ -40,6 +40,7 @@ constexpr PassSwitch kPassSwitches[] = {
     {"fuse_quantized_conv2d", &PassOptions::fuse_quantized_conv2d},
     {"fuse_input_epilogue", &PassOptions::fuse_input_epilogue},
     {"quantized_activations", &PassOptions::quantized_activations},
+    {"fuse_quantized_add", &PassOptions::fuse_quantized_add},
 };
 
 const PassSwitch* find_pass(const std::string& name) {
@@ -761,6 +762,51 @@ std::optional<float> scalar_constant(const Graph& g, int id) {
   return v.data[0];
 }
 
+// A value written by dequantize_linear(quantize_linear(x, s, z), s, z), per tensor, one scale and zero
+// point on both sides: x, s, z, the type and the two nodes. What fuse_quantized_conv2d and
+// fuse_quantized_add fold into their nodes.
+struct QDQPair {
+  int x = -1;
+  float scale = 1.f;
+  int32_t zero_point = 0;
+  DType dtype = DType::U8;
+  std::string q_name, dq_name;
+};
+std::optional<QDQPair> qdq_pair_of(const Graph& g, const Uses& uses, int id) {
+  const int dq_id = uses.producer[static_cast<size_t>(id)];
+  if (dq_id < 0) return std::nullopt;
+  const Node& dq = g.nodes[static_cast<size_t>(dq_id)];
+  if (dq.op() != OpType::DequantizeLinear) return std::nullopt;
+  const int q_id = uses.producer[static_cast<size_t>(dq.inputs[0])];
+  if (q_id < 0) return std::nullopt;
+  const Node& q = g.nodes[static_cast<size_t>(q_id)];
+  if (q.op() != OpType::QuantizeLinear) return std::nullopt;
+  const auto qs = scalar_constant(g, q.inputs[1]), ds = scalar_constant(g, dq.inputs[1]);
+  const auto qz = scalar_constant(g, q.inputs.size() > 2 ? q.inputs[2] : -1);
+  const auto dz = scalar_constant(g, dq.inputs.size() > 2 ? dq.inputs[2] : -1);
+  if (!qs || !ds || !qz || !dz || *qs != *ds || *qz != *dz) return std::nullopt;
+  return QDQPair{q.inputs[0], *qs, static_cast<int32_t>(*qz), std::get<QuantizeLinearParams>(q.params).dtype,
+                 q.name, dq.name};
+}
+
+// After a QDQ fusion: the quantize_linear / dequantize_linear nodes no reader is left for (backwards, a
+// removed node's inputs lose a reader), then compact. `added`: constants were added (compact anyway).
+void drop_unread_qdq(Graph& g, bool fused, bool added) {
+  std::vector<bool> removed(g.nodes.size(), false);
+  if (fused) {
+    Uses after(g);
+    for (size_t i = g.nodes.size(); i-- > 0;) {
+      const Node& n = g.nodes[i];
+      if (n.op() != OpType::DequantizeLinear && n.op() != OpType::QuantizeLinear) continue;
+      const auto out = static_cast<size_t>(n.outputs.at(0));
+      if (after.readers[out] != 0 || after.is_output[out]) continue;
+      removed[i] = true;
+      for (int id : n.inputs) --after.readers[static_cast<size_t>(id)];
+    }
+  }
+  if (fused || added) compact(g, removed);
+}
+
 }  // namespace
 
 Graph fuse_quantized_conv2d(Graph g, const QuantizedConvPredicate& takes, std::vector<std::string>* log) {
@@ -771,19 +817,8 @@ Graph fuse_quantized_conv2d(Graph g, const QuantizedConvPredicate& takes, std::v
     const Node& conv = g.nodes[c];
     const auto* cp = std::get_if<Conv2DParams>(&conv.params);
     if (!cp || cp->activation.kind == ActivationKind::PRelu || conv.inputs.size() < 2) continue;
-    const int dq_id = uses.producer[static_cast<size_t>(conv.inputs[0])];
-    if (dq_id < 0) continue;
-    const Node& dq = g.nodes[static_cast<size_t>(dq_id)];
-    if (dq.op() != OpType::DequantizeLinear) continue;
-    const int q_id = uses.producer[static_cast<size_t>(dq.inputs[0])];
-    if (q_id < 0) continue;
-    const Node& q = g.nodes[static_cast<size_t>(q_id)];
-    if (q.op() != OpType::QuantizeLinear) continue;
-    const auto& qp = std::get<QuantizeLinearParams>(q.params);
-    const auto qs = scalar_constant(g, q.inputs[1]), ds = scalar_constant(g, dq.inputs[1]);
-    const auto qz = scalar_constant(g, q.inputs.size() > 2 ? q.inputs[2] : -1);
-    const auto dz = scalar_constant(g, dq.inputs.size() > 2 ? dq.inputs[2] : -1);
-    if (!qs || !ds || !qz || !dz || *qs != *ds || *qz != *dz) continue;
+    const std::optional<QDQPair> pair = qdq_pair_of(g, uses, conv.inputs[0]);
+    if (!pair) continue;
     // the weight: int8 with zero point 0, per tensor or per output channel
     const Value& w = value(g, conv.inputs[1]);
     if (!w.dequantized || w.shape.size() != 4) continue;
@@ -798,14 +833,14 @@ Graph fuse_quantized_conv2d(Graph g, const QuantizedConvPredicate& takes, std::v
     }
     Node merged;
     merged.name = conv.name;
-    merged.params = QuantizedConv2DParams{*cp, *qs, static_cast<int32_t>(*qz), qp.dtype};
+    merged.params = QuantizedConv2DParams{*cp, pair->scale, pair->zero_point, pair->dtype};
     merged.layout = conv.layout;
     merged.outputs = conv.outputs;
     merged.fused = conv.fused;
-    merged.fused.push_back(q.name);
-    merged.fused.push_back(dq.name);
+    merged.fused.push_back(pair->q_name);
+    merged.fused.push_back(pair->dq_name);
     // add_constant grows g.values: ids are gathered before any is added.
-    const int x = q.inputs[0], source = wd.source, scale = wd.scale, weight = conv.inputs[1];
+    const int x = pair->x, source = wd.source, scale = wd.scale, weight = conv.inputs[1];
     const int bias = conv.inputs.size() > 2 ? conv.inputs[2] : -1;
     const int residual = cp->add_residual ? conv.inputs[3] : -1;
     const std::string name = conv.name;
@@ -820,24 +855,48 @@ Graph fuse_quantized_conv2d(Graph g, const QuantizedConvPredicate& takes, std::v
     g.nodes[c] = std::move(merged);
     ++count;
   }
-  std::vector<bool> removed(g.nodes.size(), false);
-  if (count) {  // the pairs no reader is left for: backwards, a removed node's inputs lose a reader
-    Uses after(g);
-    for (size_t i = g.nodes.size(); i-- > 0;) {
-      const Node& n = g.nodes[i];
-      if (n.op() != OpType::DequantizeLinear && n.op() != OpType::QuantizeLinear) continue;
-      const auto out = static_cast<size_t>(n.outputs.at(0));
-      if (after.readers[out] != 0 || after.is_output[out]) continue;
-      removed[i] = true;
-      for (int id : n.inputs) --after.readers[static_cast<size_t>(id)];
-    }
-  }
-  if (count || added) compact(g, removed);
+  drop_unread_qdq(g, count > 0, added);
   if (log)
     log->push_back(count ? fmt::format("fuse_quantized_conv2d: {} quantize_linear -> dequantize_linear -> conv2d {} "
                                        "fused into quantized_conv2d",
                                        count, plural(count, "chain", "chains"))
                          : "fuse_quantized_conv2d: no quantize_linear -> dequantize_linear -> conv2d chain to fuse");
+  return g;
+}
+
+// --- fuse_quantized_add --------------------------------------------------------------------------------
+// add(dequantize_linear(quantize_linear(a)), ...) with a per-tensor pair (either input or both) becomes
+// add(a, ...) with AddParams::input_qdq[k] set to the pair's scale, zero point and type; the pairs go
+// where no reader is left (a quantized_conv2d took the other reader of a shared pair already), and
+// the add lists their names in `fused`.
+Graph fuse_quantized_add(Graph g, const QuantizedConvPredicate& takes, std::vector<std::string>* log) {
+  Uses uses(g);
+  int count = 0;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const auto* ap = std::get_if<AddParams>(&g.nodes[i].params);
+    if (!ap || ap->input_qdq[0].on || ap->input_qdq[1].on) continue;
+    Node merged = g.nodes[i];
+    auto& mp = std::get<AddParams>(merged.params);
+    bool any = false;
+    for (int k = 0; k < 2; ++k) {
+      const std::optional<QDQPair> pair = qdq_pair_of(g, uses, merged.inputs[static_cast<size_t>(k)]);
+      if (!pair) continue;
+      mp.input_qdq[k] = AddInputQDQ{true, pair->scale, pair->zero_point, pair->dtype};
+      merged.inputs[static_cast<size_t>(k)] = pair->x;
+      merged.fused.push_back(pair->q_name);
+      merged.fused.push_back(pair->dq_name);
+      any = true;
+    }
+    if (!any || (takes && !takes(g, merged))) continue;
+    g.nodes[i] = std::move(merged);
+    ++count;
+  }
+  drop_unread_qdq(g, count > 0, false);
+  if (log)
+    log->push_back(count ? fmt::format("fuse_quantized_add: {} add {} read through their quantize_linear -> "
+                                       "dequantize_linear pairs",
+                                       count, plural(count, "node", "nodes"))
+                         : "fuse_quantized_add: no add reading a quantize_linear -> dequantize_linear pair");
   return g;
 }
 

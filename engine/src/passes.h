@@ -69,6 +69,13 @@ using QuantizedConvPredicate = std::function<bool(const Graph&, const Node& merg
 Graph fuse_quantized_conv2d(Graph graph, const QuantizedConvPredicate& takes = nullptr,
                             std::vector<std::string>* log = nullptr);
 
+// A backend pass (cpu, after fuse_quantized_conv2d, before channels_last): an add whose input (either or
+// both) comes through a per-tensor quantize_linear -> dequantize_linear pair (ONNX Runtime's QDQ
+// residual adds) reads the pair's input instead, the pair applied as it reads (AddParams::input_qdq);
+// pairs without readers left go. Where takes(graph, merged add) says a variant runs it (null: everywhere).
+Graph fuse_quantized_add(Graph graph, const QuantizedConvPredicate& takes = nullptr,
+                         std::vector<std::string>* log = nullptr);
+
 // A backend pass (cpu, after channels_last): a value written by a quantized_conv2d and read only by
 // quantized_conv2d nodes, each as its data input x with the same scale, zero point and type, and not a
 // graph output, stays in 8 bits: the producer writes quantize_linear of its float result (y_dtype,

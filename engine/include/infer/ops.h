@@ -161,8 +161,19 @@ struct LogSoftmaxParams {
 struct PReluParams {};
 
 // Equal shapes only (the residual add of format version 1). Binary (below) is the general form.
+// Engine-internal (the fuse_quantized_add pass, cpu; no file form): input k read through the
+// per-tensor quantize_linear -> dequantize_linear pair it came through in a QDQ model (ONNX Runtime
+// quantizes both inputs of a residual Add): a = float(q - zero_point) * scale with q =
+// quantize_linear(x) (DType::U8 / I8), the pair's own values, applied as the add reads x.
+struct AddInputQDQ {
+  bool on = false;
+  float scale = 1.f;         // finite and > 0
+  int32_t zero_point = 0;    // in dtype's range
+  DType dtype = DType::U8;   // U8 or I8
+};
 struct AddParams {
   Activation activation;
+  AddInputQDQ input_qdq[2];  // engine-internal: see above
 };
 
 struct ConcatParams {

@@ -84,6 +84,11 @@ struct PassOptions {
   // memory traffic, no requantization in the readers (docs/quantization.md). Logged after
   // fuse_quantized_conv2d, on cpu, for models where that pass made a node.
   bool quantized_activations = true;
+  // fuse_quantized_add (cpu only, after fuse_quantized_conv2d): an add reading quantize_linear ->
+  // dequantize_linear pairs (ONNX Runtime's QDQ residual adds) reads their inputs and applies the pairs
+  // itself, element by element: the same values, no Q / DQ passes over the tensors. Logged after
+  // fuse_quantized_conv2d, on cpu, for models with quantize_linear.
+  bool fuse_quantized_add = true;
 
   static const std::vector<std::string>& names();  // "fold_batchnorm", "fuse_conv_avgpool", ...
   // Switches one pass by name; an unknown name is an Error listing the known ones.
