@@ -82,10 +82,13 @@ bool cudnn_applicable(const NodeDesc& node) {
          (node.layout == Layout::NCHW || has_constant_weight(node));
 }
 
-// Channels-last on tensor cores for batched work (where cuDNN's implicit GEMM outruns im2col + cuBLAS,
-// whose column buffer costs C_in*KH*KW times the input); NCHW is left to the tuned im2col path and
-// reachable through --autotune or --kernel. H100 fp16, the 13 VGG-16 convolutions (profile sums,
-// 2026-11-24): batch 1 0.39 ms im2col vs 1.09 ms cudnn, batch 4 1.07 vs 0.76 ms, so batch >= 4.
+// Channels-last on tensor cores (where cuDNN's implicit GEMM outruns im2col + cuBLAS, whose column
+// buffer costs C_in*KH*KW times the input); NCHW is left to the tuned im2col path and reachable through
+// --autotune or --kernel. fp16 at every batch (tf32 from batch 4): H200, cuDNN 9.19 (2026-11-30, infer-bench, whole
+// models at batch 1): VGG-16 0.262 ms with every conv on cudnn (NHWC) against 0.410 on im2col_gemm
+// (NCHW), VGG-11 0.196 against 0.254 (torch.compile reduce-overhead: 0.292 and 0.220). On the H100
+// of 2026-11-24 (an older cuDNN) batch 1 had gone the other way (the 13 VGG-16 convolutions 0.39 ms
+// im2col vs 1.09 ms cudnn), so the threshold was batch >= 4 until then.
 constexpr int64_t kFp32MinBatch = 8;
 constexpr int64_t kDepthwise5x5MinBatch = 8;  // fp16 5x5 depthwise in NHWC: cuDNN first from this batch
 
@@ -112,7 +115,7 @@ int cudnn_priority(const NodeDesc& node) {
   const int64_t a = dnn::channel_alignment(node.precision);
   const bool aligned = g.problem.C % a == 0 && g.problem.K % a == 0;
   if (!aligned) return 2;
-  return g.problem.N >= 4 ? 50 : 8;
+  return node.precision == Precision::FP16 || g.problem.N >= 4 ? 50 : 8;  // tf32 below batch 4: not measured
 }
 
 struct State {
