@@ -82,7 +82,7 @@ struct PassOptions {
   // (written by one, read only by such nodes with one quantization) stays 8-bit: the producer writes
   // quantize_linear of its result, its readers take the bytes; the same values, a quarter of the
   // memory traffic, no requantization in the readers (docs/quantization.md). Logged after
-  // fuse_quantized_conv2d, on cpu, for models where that pass made a node.
+  // fuse_depthwise_pointwise, on cpu, for models where fuse_quantized_conv2d made a node.
   bool quantized_activations = true;
   // fuse_quantized_add (cpu only, after fuse_quantized_conv2d): an add reading quantize_linear ->
   // dequantize_linear pairs (ONNX Runtime's QDQ residual adds) reads their inputs and applies the pairs
