@@ -46,17 +46,6 @@ void activation_run(const KernelCall& call) {
 // quantize_linear kernel's values), then (q - zero) * scale as dequantize_linear's kernel computes it,
 // kept a rounding of its own (opaque: no FMA with the sum), so the fused add is the pair's and the add's
 // values bit for bit; L lanes a step, the tail element by element.
-// v as it is, opaque to the compiler (no contraction of the product into the following sum). clang (the
-// fuzz build, its kernels at -O0) cannot give a 256- or 512-bit value an "x" register there: memory.
-template <class T>
-INFER_INLINE T opaque(T v) {
-#if defined(__clang__)
-  __asm__("" : "+m"(v));
-#else
-  __asm__("" : "+x"(v));
-#endif
-  return v;
-}
 struct QDQIn {
   bool on;
   float scale, zero, lo, hi;

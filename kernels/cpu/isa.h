@@ -59,6 +59,24 @@ constexpr Shape shape(CpuIsa isa) {
 
 }  // namespace infer::cpu::isa
 
+namespace infer::cpu {
+
+// v as it is, opaque to the compiler: a product kept a rounding of its own, never contracted with the
+// sum after it into one FMA (-ffp-contract=fast would), where a kernel must give another kernel's or the
+// reference's values bit for bit. clang (the fuzz build, its kernels at -O0) cannot give a 256- or
+// 512-bit value an "x" register there, so it goes through memory instead.
+template <class T>
+INFER_INLINE T opaque(T v) {
+#if defined(__clang__)
+  __asm__("" : "+m"(v));
+#else
+  __asm__("" : "+x"(v));
+#endif
+  return v;
+}
+
+}  // namespace infer::cpu
+
 // Defines NAME_avx512, NAME_avx2 and NAME_baseline (static), each `RET NAME_x PARAMS { return
 // BODY<isa::X> ARGS; }` compiled for its level, and `NAME_for(CpuIsa)` returning a pointer to the one
 // for a level. PARAMS and ARGS are parenthesised lists; BODY is an always_inline template.

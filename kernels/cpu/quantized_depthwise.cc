@@ -145,19 +145,6 @@ INFER_INLINE IV madd(IV a, IV b) {
 #endif
 }
 
-// v as it is, opaque to the compiler: float(acc) * m then + b stays two roundings (the reference's
-// product, then its sum), never contracted into one FMA. clang (the fuzz build, its kernels at -O0)
-// cannot give a 256- or 512-bit value an "x" register there, so it goes through memory instead.
-template <class T>
-INFER_INLINE T opaque(T v) {
-#if defined(__clang__)
-  __asm__("" : "+m"(v));
-#else
-  __asm__("" : "+x"(v));
-#endif
-  return v;
-}
-
 template <class IV>
 INFER_INLINE IV load_iv(const int32_t* p) {
   IV v;
