@@ -173,7 +173,7 @@ INFER_TARGET_AVX2 void gemm8_avx2(const int32_t* a, int64_t lda, int64_t M, cons
   const VF bv0 = LOADF(rq.bias + n0), bv1 = LOADF(rq.bias + n0 + L_);                                \
   const VF alo = SET1F(rq.act_lo), ahi = SET1F(rq.act_hi), sc = SET1F(rq.scale);                     \
   const VF big = SET1F(4194304.f), nbig = SET1F(-4194304.f);                                         \
-  const VI shift = SET1I(rq.shift), flip = SET1I(rq.flip * 0x01010101)
+  const VI shift = SET1I(rq.shift), flip = SET1I(int32_t(uint32_t(rq.flip) * 0x01010101u))  /* the byte in every lane */
 #define Q8_AVX512_PANEL Q8_PANEL(__m512, __m512i, _mm512_loadu_ps, _mm512_set1_ps, _mm512_set1_epi32)
 #define Q8_AVX2_PANEL Q8_PANEL(__m256, __m256i, _mm256_loadu_ps, _mm256_set1_ps, _mm256_set1_epi32)
 #define Q8_VEC(out, acc, mv, bv, VI, P)                                                                \
