@@ -180,75 +180,63 @@ bool fast_variant_runs(const BackendPassContext& c, const std::vector<const Kern
   return false;
 }
 
-// The fuse_depthwise_pointwise backend pass, cpu only, after channels_last (its kernel runs NHWC): a
-// depthwise + 1x1 pair in one layout is fused where a depthwise_pointwise variant this session may run,
-// other than the reference one, applies to the merged node in that layout (the reference variant would
-// be slower than the pair's own kernels). Other backends: no line (no kernel; their pass logs stay
-// as they were). Returns whether it logged, and its line.
-bool fuse_depthwise_pointwise_where_taken(ShapedGraph& g, const BackendPassContext& c, std::string& line) {
-  if (c.kernels.backend_name() != "cpu") return false;
-  if (!c.passes.fuse_depthwise_pointwise) {
-    line = "fuse_depthwise_pointwise: off";
-    return true;
-  }
-  const std::vector<const KernelVariant*> candidates = c.kernels.candidates_for("depthwise_pointwise");
-  auto takes = [&](const Graph& graph, const Node& merged) {
-    NodeDesc desc = proposed_desc(graph, merged, g.shapes, c);
-    desc.layout = merged.layout;
+// A cpu fusion whose merged node one op's variants run: `pass` rewrites where a variant of `op` other
+// than the reference one, that this session may run, applies to the node it proposes, in that node's
+// own layout (`own_layout`: passes after channels_last) or in NCHW (before it, where every layout pass
+// starts). Returns the pass's log line, "<name>: off" when it is switched off.
+using CpuFusion = Graph (*)(Graph, const QuantizedConvPredicate&, std::vector<std::string>*);
+std::string cpu_fusion(ShapedGraph& g, const BackendPassContext& c, bool on, const char* name, const char* op,
+                       bool own_layout, CpuFusion pass) {
+  if (!on) return std::string(name) + ": off";
+  const std::vector<const KernelVariant*> candidates = c.kernels.candidates_for(op);
+  auto takes = [&](const Graph& graph, const Node& node) {
+    NodeDesc desc = proposed_desc(graph, node, g.shapes, c);
+    if (own_layout) desc.layout = node.layout;
     return fast_variant_runs(c, candidates, desc);
   };
   std::vector<std::string> log;
-  Graph rewritten = fuse_depthwise_pointwise(*g.graph, takes, &log);
+  Graph rewritten = pass(*g.graph, takes, &log);
   g.adopt(std::move(rewritten));
-  line = first_line(log, "fuse_depthwise_pointwise");
-  return true;
+  return first_line(log, name);
 }
 
-// The fuse_quantized_conv2d backend pass, cpu only, before channels_last (its kernel runs either
-// layout): a QDQ conv2d chain is fused where a quantized_conv2d variant this session may run, other
-// than the reference one, applies to the merged node in NCHW. Logs only for graphs with a
-// quantize_linear node (every other model's pass log stays as it was). Returns whether it logged.
+bool has_op(const Graph& g, OpType op) {
+  return std::any_of(g.nodes.begin(), g.nodes.end(), [op](const Node& n) { return n.op() == op; });
+}
+
+// The cpu-only fusions through cpu_fusion. Each returns whether it logged, and its line: other
+// backends log nothing (no kernel; their pass logs stay as they were), and the quantization passes log
+// only for graphs they could apply to (every float model's pass log stays as it was).
+// fuse_depthwise_pointwise, after channels_last (its kernel runs NHWC): a depthwise + 1x1 pair in one
+// layout, in that layout (the reference variant would be slower than the pair's own kernels).
+bool fuse_depthwise_pointwise_where_taken(ShapedGraph& g, const BackendPassContext& c, std::string& line) {
+  if (c.kernels.backend_name() != "cpu") return false;
+  line = cpu_fusion(g, c, c.passes.fuse_depthwise_pointwise, "fuse_depthwise_pointwise", "depthwise_pointwise",
+                    true, fuse_depthwise_pointwise);
+  return true;
+}
+// fuse_quantized_conv2d, before channels_last (its kernel runs either layout): a QDQ conv2d chain, in
+// NCHW; graphs with a quantize_linear node.
 bool fuse_quantized_conv2d_where_taken(ShapedGraph& g, const BackendPassContext& c, std::string& line) {
-  if (c.kernels.backend_name() != "cpu") return false;
-  if (std::none_of(g.graph->nodes.begin(), g.graph->nodes.end(),
-                   [](const Node& n) { return n.op() == OpType::QuantizeLinear; }))
-    return false;
-  if (!c.passes.fuse_quantized_conv2d) {
-    line = "fuse_quantized_conv2d: off";
-    return true;
-  }
-  const std::vector<const KernelVariant*> candidates = c.kernels.candidates_for("quantized_conv2d");
-  auto takes = [&](const Graph& graph, const Node& merged) {
-    return fast_variant_runs(c, candidates, proposed_desc(graph, merged, g.shapes, c));
-  };
-  std::vector<std::string> log;
-  Graph rewritten = fuse_quantized_conv2d(*g.graph, takes, &log);
-  g.adopt(std::move(rewritten));
-  line = first_line(log, "fuse_quantized_conv2d");
+  if (c.kernels.backend_name() != "cpu" || !has_op(*g.graph, OpType::QuantizeLinear)) return false;
+  line = cpu_fusion(g, c, c.passes.fuse_quantized_conv2d, "fuse_quantized_conv2d", "quantized_conv2d", false,
+                    fuse_quantized_conv2d);
   return true;
 }
-
-// The fuse_quantized_add backend pass, cpu only, right after fuse_quantized_conv2d (the convolutions
-// take their pairs first; the add reads what is left): where an add variant other than the reference
-// one, that this session may run, applies to the merged node in NCHW. Logs only for graphs with a
-// quantize_linear node. Returns whether it logged, and its line.
+// fuse_quantized_add, right after fuse_quantized_conv2d (the convolutions take their pairs first; the
+// add reads what is left): an add reading QDQ pairs, in NCHW; graphs with a quantize_linear node.
 bool fuse_quantized_add_where_taken(ShapedGraph& g, const BackendPassContext& c, std::string& line) {
-  if (c.kernels.backend_name() != "cpu") return false;
-  if (std::none_of(g.graph->nodes.begin(), g.graph->nodes.end(),
-                   [](const Node& n) { return n.op() == OpType::QuantizeLinear; }))
-    return false;
-  if (!c.passes.fuse_quantized_add) {
-    line = "fuse_quantized_add: off";
-    return true;
-  }
-  const std::vector<const KernelVariant*> candidates = c.kernels.candidates_for("add");
-  auto takes = [&](const Graph& graph, const Node& merged) {
-    return fast_variant_runs(c, candidates, proposed_desc(graph, merged, g.shapes, c));
-  };
-  std::vector<std::string> log;
-  Graph rewritten = fuse_quantized_add(*g.graph, takes, &log);
-  g.adopt(std::move(rewritten));
-  line = first_line(log, "fuse_quantized_add");
+  if (c.kernels.backend_name() != "cpu" || !has_op(*g.graph, OpType::QuantizeLinear)) return false;
+  line = cpu_fusion(g, c, c.passes.fuse_quantized_add, "fuse_quantized_add", "add", false, fuse_quantized_add);
+  return true;
+}
+// quantized_activations, after channels_last (each node's layout is then known): a tensor between
+// quantized_conv2d nodes stays 8-bit where each node as it would then be runs, in its layout; graphs
+// with a quantized_conv2d node.
+bool quantized_activations_where_taken(ShapedGraph& g, const BackendPassContext& c, std::string& line) {
+  if (c.kernels.backend_name() != "cpu" || !has_op(*g.graph, OpType::QuantizedConv2D)) return false;
+  line = cpu_fusion(g, c, c.passes.quantized_activations, "quantized_activations", "quantized_conv2d", true,
+                    quantized_activations);
   return true;
 }
 
@@ -292,32 +280,6 @@ bool fuse_input_epilogue_where_taken(ShapedGraph& g, const BackendPassContext& c
   Graph rewritten = fuse_input_epilogue(*g.graph, takes, &log);
   g.adopt(std::move(rewritten));
   line = first_line(log, "fuse_input_epilogue");
-  return true;
-}
-
-// The quantized_activations backend pass, cpu only, after channels_last (each node's layout is then
-// known): a tensor between quantized_conv2d nodes stays 8-bit where a variant other than the reference
-// one, that this session may run, applies to each node as it would then be, in its layout. Logs only
-// for graphs with a quantized_conv2d node. Returns whether it logged, and its line.
-bool quantized_activations_where_taken(ShapedGraph& g, const BackendPassContext& c, std::string& line) {
-  if (c.kernels.backend_name() != "cpu") return false;
-  if (std::none_of(g.graph->nodes.begin(), g.graph->nodes.end(),
-                   [](const Node& n) { return n.op() == OpType::QuantizedConv2D; }))
-    return false;
-  if (!c.passes.quantized_activations) {
-    line = "quantized_activations: off";
-    return true;
-  }
-  const std::vector<const KernelVariant*> candidates = c.kernels.candidates_for("quantized_conv2d");
-  auto takes = [&](const Graph& graph, const Node& node) {
-    NodeDesc desc = proposed_desc(graph, node, g.shapes, c);
-    desc.layout = node.layout;
-    return fast_variant_runs(c, candidates, desc);
-  };
-  std::vector<std::string> log;
-  Graph rewritten = quantized_activations(*g.graph, takes, &log);
-  g.adopt(std::move(rewritten));
-  line = first_line(log, "quantized_activations");
   return true;
 }
 

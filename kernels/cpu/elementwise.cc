@@ -99,22 +99,20 @@ void add_qdq_run(const KernelCall& call) {
   const int64_t n = shape_numel(call.node.input_shapes[0]);
   const float *a = call.inputs[0], *b = call.inputs[1];
   float* y = call.outputs[0];
-  {
-    const QDQIn qa = qdq_in(p.input_qdq[0]), qb = qdq_in(p.input_qdq[1]);
-    const auto row = add_qdq_row_for(call.node.isa);
-    const Activation& act = p.activation;
-    const int64_t chunks = (n + kActChunk - 1) / kActChunk;
+  const QDQIn qa = qdq_in(p.input_qdq[0]), qb = qdq_in(p.input_qdq[1]);
+  const auto row = add_qdq_row_for(call.node.isa);
+  const Activation& act = p.activation;
+  const int64_t chunks = (n + kActChunk - 1) / kActChunk;
 #pragma omp parallel for schedule(static) if (n >= kParallelMin)
-    for (int64_t c = 0; c < chunks; ++c) {
-      const int64_t at = c * kActChunk, len = std::min(kActChunk, n - at);
-      float* yc = y + at;
-      row(a + at, b + at, yc, len, qa, qb);
-      // the plain add's activation (activate_inplace's arithmetic), chunk by chunk while it is in cache
-      if (act.kind == ActivationKind::Relu)
-        for (int64_t i = 0; i < len; ++i) yc[i] = yc[i] < 0.f ? 0.f : yc[i];
-      else if (act.kind != ActivationKind::None)
-        for (int64_t i = 0; i < len; ++i) yc[i] = activate(act, yc[i]);
-    }
+  for (int64_t c = 0; c < chunks; ++c) {
+    const int64_t at = c * kActChunk, len = std::min(kActChunk, n - at);
+    float* yc = y + at;
+    row(a + at, b + at, yc, len, qa, qb);
+    // the plain add's activation (activate_inplace's arithmetic), chunk by chunk while it is in cache
+    if (act.kind == ActivationKind::Relu)
+      for (int64_t i = 0; i < len; ++i) yc[i] = yc[i] < 0.f ? 0.f : yc[i];
+    else if (act.kind != ActivationKind::None)
+      for (int64_t i = 0; i < len; ++i) yc[i] = activate(act, yc[i]);
   }
 }
 

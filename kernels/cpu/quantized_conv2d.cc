@@ -44,12 +44,14 @@ struct QDims {
   int64_t nr, panels, splits, per_split;  // the weight's panels a group, shared out in `splits` runs
   int64_t sh, sw, pt, pl, dh, dw;
   bool nhwc, in_place;  // in_place: A is the quantized input itself (NHWC 1x1 stride 1, no padding)
-  bool q_out;           // y is 8-bit (y_dtype): the epilogue's floats go through a tile in the slot
+  bool q_out;           // y is 8-bit (y_dtype)
+  bool q_direct;        // ... written from registers (NHWC, no residual, activation none / ReLU / Clip):
+                        // the GEMM's requantization or epilogue_q8_body; else through a float tile
   // int16 sizes: the u8s8 form's uint8 input and rows (4 * ceil(depth / 4) bytes) never need more
   size_t xq_bytes() const { return up(size_t(N * C * H * W) * 2); }
   size_t a_bytes() const { return up(size_t(mb * pairs) * 4); }    // one block's rows
   size_t c_bytes() const { return up(size_t(mb * Kg) * 4); }       // one block's int32 tile
-  size_t t_bytes() const { return q_out ? c_bytes() : 0; }  // the block's float results (8-bit y)
+  size_t t_bytes() const { return q_out && !q_direct ? c_bytes() : 0; }  // the block's floats (8-bit y)
   size_t slot_bytes() const { return a_bytes() + c_bytes() + t_bytes(); }
   size_t workspace() const { return xq_bytes() + size_t(slots) * slot_bytes(); }
   static size_t up(size_t b) { return (b + 255) / 256 * 256; }
@@ -72,7 +74,11 @@ QDims qdims(const NodeDesc& node) {
   d.sh = p.stride_h, d.sw = p.stride_w, d.pt = p.pad.top, d.pl = p.pad.left;
   d.dh = p.dilation_h, d.dw = p.dilation_w;
   d.nhwc = node.layout == Layout::NHWC;
-  d.q_out = std::get<QuantizedConv2DParams>(node.params).y_dtype != DType::F32;
+  const auto& qp = std::get<QuantizedConv2DParams>(node.params);
+  const ActivationKind act = qp.conv.activation.kind;
+  d.q_out = qp.y_dtype != DType::F32;
+  d.q_direct = d.q_out && node.layout == Layout::NHWC && !qp.conv.add_residual &&
+               (act == ActivationKind::None || act == ActivationKind::Relu || act == ActivationKind::Clip);
   d.in_place = d.nhwc && d.KH == 1 && d.KW == 1 && d.sh == 1 && d.sw == 1 && !p.pad.top && !p.pad.left &&
                !p.pad.bottom && !p.pad.right && d.HO == d.H && d.WO == d.W && d.C % 2 == 0 && d.Cg % 2 == 0;
   // Few blocks (7x7 and 14x14 layers at batch 1): the weight's panels shared out too, so that every
@@ -158,10 +164,8 @@ std::shared_ptr<void> prepare(const NodeDesc& node) {
   prep->mult.resize(static_cast<size_t>(d.CO));
   quant::scale_multipliers(ws, node.input_shapes[2][0] != 1, p.x_scale, d.CO, prep->mult.data(),
                            "cpu quantized_conv2d.qgemm");
-  const ActivationKind act = p.conv.activation.kind;
   const float* bias = node.constants.size() > 3 ? node.constants[3] : nullptr;
-  prep->requant = prep->u8s8 && d.nhwc && d.q_out && !p.conv.add_residual && bias &&
-                  (act == ActivationKind::None || act == ActivationKind::Relu || act == ActivationKind::Clip);
+  prep->requant = prep->u8s8 && d.q_direct && bias;
   if (prep->requant) {
     prep->padded = d.panels * d.nr;
     prep->mult_pad.assign(size_t(d.G * prep->padded), 0.f);
@@ -365,8 +369,7 @@ template <class I>
 INFER_INLINE void epilogue_body(const QDims& d, const int32_t* c, const float* mult, const float* bias,
                                 const float* residual, const Activation& act, float* y, const QOut& q, int64_t n,
                                 int64_t m0, int64_t m1, int64_t k0, int64_t kn) {
-  if (d.nhwc && q.y && !residual &&
-      (act.kind == ActivationKind::None || act.kind == ActivationKind::Relu || act.kind == ActivationKind::Clip)) {
+  if (d.q_direct) {
     epilogue_q8_body<I>(d, c, mult, bias, act, q, n, m0, m1, k0, kn);
     return;
   }
