@@ -346,8 +346,9 @@ Model producer_prelu(OpParams params, const Shape& x, const Shape& w, int64_t C,
 }
 
 // On cuda at every precision and batch 1 and 8 the PRelu is fused (no prelu node; the producer's
-// `fused` names it; at batch 1, where no layout conversion is planned, ONE node), and the output is
-// the reference backend's within the precision's tolerance; with fuse_prelu off it stays a node.
+// `fused` names it; at batch 1 ONE node besides the layout conversions an NHWC producer would plan:
+// cuDNN's NHWC kernel takes heavy fp16 convolutions at batch 1 too), and the output is the reference backend's
+// within the precision's tolerance; with fuse_prelu off it stays a node.
 void check_session(const Model& m, const std::string& op) {
   for (int64_t batch : {1, 8}) {
     SessionOptions ro;
@@ -376,7 +377,8 @@ void check_session(const Model& m, const std::string& op) {
       }
       CHECK(producers == 1);
       CHECK(prelus == 0);
-      if (batch == 1) CHECK(s.nodes().size() == 1);
+      if (batch == 1)
+        CHECK(std::count_if(s.nodes().begin(), s.nodes().end(), [](const NodeInfo& n) { return n.op != "layout"; }) == 1);
       const std::vector<float> got = s.run(in)[0].data;
       CHECK(infer::test::all_finite(got));
       CHECK(infer::test::rel_error(got, want) <= test::tolerance(p));

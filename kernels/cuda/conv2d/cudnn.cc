@@ -84,12 +84,11 @@ bool cudnn_applicable(const NodeDesc& node) {
 
 // Channels-last on tensor cores (where cuDNN's implicit GEMM outruns im2col + cuBLAS, whose column
 // buffer costs C_in*KH*KW times the input); NCHW is left to the tuned im2col path and reachable through
-// --autotune or --kernel. fp16 at every batch (tf32 from batch 4): H200, cuDNN 9.19 (2026-11-30, infer-bench, whole
-// models at batch 1): VGG-16 0.262 ms with every conv on cudnn (NHWC) against 0.410 on im2col_gemm
-// (NCHW), VGG-11 0.196 against 0.254 (torch.compile reduce-overhead: 0.292 and 0.220). On the H100
-// of 2026-11-24 (an older cuDNN) batch 1 had gone the other way (the 13 VGG-16 convolutions 0.39 ms
-// im2col vs 1.09 ms cudnn), so the threshold was batch >= 4 until then.
+// --autotune or --kernel. From batch 4, and below it in fp16 for convolutions of >= 0.2 GMAC an image
+// (cudnn_priority). On the H100 of 2026-11-24 (an older cuDNN) batch 1 had gone the other way for
+// all of VGG-16 (its 13 convolutions 0.39 ms im2col vs 1.09 ms cudnn).
 constexpr int64_t kFp32MinBatch = 8;
+constexpr int64_t kHalfSmallBatchMinMacs = 200'000'000;  // fp16 below batch 4: cudnn from here (per image)
 constexpr int64_t kDepthwise5x5MinBatch = 8;  // fp16 5x5 depthwise in NHWC: cuDNN first from this batch
 
 int cudnn_priority(const NodeDesc& node) {
@@ -115,7 +114,16 @@ int cudnn_priority(const NodeDesc& node) {
   const int64_t a = dnn::channel_alignment(node.precision);
   const bool aligned = g.problem.C % a == 0 && g.problem.K % a == 0;
   if (!aligned) return 2;
-  return node.precision == Precision::FP16 || g.problem.N >= 4 ? 50 : 8;  // tf32 below batch 4: not measured
+  if (g.problem.N >= 4) return 50;
+  // fp16 below batch 4: only the heavy convolutions (tf32 there: not measured). H200, cuDNN 9.19
+  // (2026-11-30, infer-bench, batch 1): VGG-16 0.262 ms with every conv on cudnn against 0.410 on
+  // im2col_gemm, VGG-11 0.196 vs 0.254, AlexNet 0.108 vs 0.148; but a torchvision ResNet-50 2.13 ms
+  // with every conv on cudnn against 0.55 in NCHW: its 1x1 layers and its 3x3 ones of 0.116 GMAC took
+  // 0.09-0.23 ms each. VGG's convolutions are >= 0.46 GMAC an image, AlexNet's 5x5 one 0.22.
+  const bool heavy = g.problem.R * g.problem.S > 1 &&
+                     g.problem.K * g.problem.P * g.problem.Q * (g.problem.C / g.problem.groups) * g.problem.R *
+                             g.problem.S >= kHalfSmallBatchMinMacs;
+  return node.precision == Precision::FP16 && heavy ? 50 : 8;
 }
 
 struct State {
