@@ -27,6 +27,7 @@
 #include "infer/kernel.h"
 #include "infer/model_builder.h"
 #include "plan.h"
+#include "quant_test_util.h"
 #include "quantizer.h"
 #include "shape_inference.h"
 #include "test_util.h"
@@ -42,6 +43,7 @@ using infer::test::to_nchw;
 using infer::test::to_nhwc;
 using infer::test::uniform;
 using infer::test::pass_line;
+using infer::test::quantized_model;
 
 namespace {
 
@@ -285,26 +287,6 @@ std::vector<uint8_t> depthwise_model() {
   return b.finish();
 }
 
-std::vector<uint8_t> quantized_model(const Model& model, const Tensor& calib, DType act) {
-  quant::Options o;
-  o.activation = act;
-  const quant::Plan plan = quant::plan(model, o);
-  SessionOptions so;
-  so.backend = "cpu";
-  for (const std::string& v : plan.activations)
-    if (v != "image") so.extra_outputs.push_back(v);
-  Session fs(model, so);
-  const std::vector<Tensor> outs = fs.run({calib});
-  std::map<std::string, std::pair<float, float>> ranges;
-  for (const std::string& v : plan.activations) {
-    quant::Observer ob;
-    const auto at = std::find(so.extra_outputs.begin(), so.extra_outputs.end(), v);
-    const Tensor& t = v == "image" ? calib : outs.at(1 + size_t(at - so.extra_outputs.begin()));
-    ob.add(t.data.data(), t.numel());
-    ranges[v] = ob.range(quant::Method::MinMax, 0);
-  }
-  return quant::rewrite(model, plan, ranges, o, "test", {});
-}
 
 }  // namespace
 

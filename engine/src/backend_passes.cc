@@ -5,6 +5,7 @@
 #include "backend_passes.h"
 
 #include <algorithm>
+#include <optional>
 #include <utility>
 
 #include <fmt/format.h>
@@ -38,6 +39,13 @@ Best best_variant(const BackendPassContext& c, const std::vector<const KernelVar
   return b;
 }
 
+// Whether channels_last will make this session's convolutions NHWC where a variant prefers it: cpu, and
+// cuda outside strict fp32, with the pass on (choose_layouts' rule, and fuse_quantized_conv2d's question).
+bool channels_last_runs(const BackendPassContext& c) {
+  const std::string& name = c.kernels.backend_name();
+  return c.passes.channels_last && (name == "cpu" || (name == "cuda" && c.precision != Precision::FP32));
+}
+
 }  // namespace
 
 // The channels_last pass (engine/src/layout.h) on backends and precisions where a layout other than
@@ -51,8 +59,7 @@ void choose_layouts(ShapedGraph& g, const BackendPassContext& c, std::vector<std
   }
   // cuda in fp16 and tf32 (strict fp32 keeps NCHW, where its tuned kernels live); cpu in fp32 (its NHWC
   // variants' priorities make depthwise networks switch, docs/kernels.md); never the reference backend
-  const std::string& name = c.kernels.backend_name();
-  if (name == "cuda" ? c.precision == Precision::FP32 : name != "cpu") {
+  if (!channels_last_runs(c)) {
     pass_log.push_back(fmt::format("channels_last: not used ({} in {} keeps NCHW)", c.kernels.backend_name(),
                                    precision_name(c.precision)));
     return;
@@ -180,18 +187,18 @@ bool fast_variant_runs(const BackendPassContext& c, const std::vector<const Kern
   return false;
 }
 
-// A cpu fusion whose merged node one op's variants run: `pass` rewrites where a variant of `op` other
-// than the reference one, that this session may run, applies to the node it proposes, in that node's
-// own layout (`own_layout`: passes after channels_last) or in NCHW (before it, where every layout pass
-// starts). Returns the pass's log line, "<name>: off" when it is switched off.
-using CpuFusion = Graph (*)(Graph, const QuantizedConvPredicate&, std::vector<std::string>*);
-std::string cpu_fusion(ShapedGraph& g, const BackendPassContext& c, bool on, const char* name, const char* op,
-                       bool own_layout, CpuFusion pass) {
+// A fusion whose merged node one op's variants run: `pass` rewrites where a variant of `op` other than
+// the reference one, that this session may run, applies to the node it proposes, in that node's own
+// layout (`ask` empty: passes after channels_last) or in `ask` (before it, where every node is still
+// NCHW: the layout the node will get). Returns the pass's log line, "<name>: off" when it is switched off.
+using BackendFusion = Graph (*)(Graph, const QuantizedConvPredicate&, std::vector<std::string>*);
+std::string backend_fusion(ShapedGraph& g, const BackendPassContext& c, bool on, const char* name, const char* op,
+                           std::optional<Layout> ask, BackendFusion pass) {
   if (!on) return std::string(name) + ": off";
   const std::vector<const KernelVariant*> candidates = c.kernels.candidates_for(op);
   auto takes = [&](const Graph& graph, const Node& node) {
     NodeDesc desc = proposed_desc(graph, node, g.shapes, c);
-    if (own_layout) desc.layout = node.layout;
+    desc.layout = ask ? *ask : node.layout;
     return fast_variant_runs(c, candidates, desc);
   };
   std::vector<std::string> log;
@@ -204,39 +211,44 @@ bool has_op(const Graph& g, OpType op) {
   return std::any_of(g.nodes.begin(), g.nodes.end(), [op](const Node& n) { return n.op() == op; });
 }
 
-// The cpu-only fusions through cpu_fusion. Each returns whether it logged, and its line: other
-// backends log nothing (no kernel; their pass logs stay as they were), and the quantization passes log
+// The fusions through backend_fusion. Each returns whether it logged, and its line: backends without
+// the fused kernel log nothing (their pass logs stay as they were), and the quantization passes log
 // only for graphs they could apply to (every float model's pass log stays as it was).
 // fuse_depthwise_pointwise, after channels_last (its kernel runs NHWC): a depthwise + 1x1 pair in one
 // layout, in that layout (the reference variant would be slower than the pair's own kernels).
 bool fuse_depthwise_pointwise_where_taken(ShapedGraph& g, const BackendPassContext& c, std::string& line) {
   if (c.kernels.backend_name() != "cpu") return false;
-  line = cpu_fusion(g, c, c.passes.fuse_depthwise_pointwise, "fuse_depthwise_pointwise", "depthwise_pointwise",
-                    true, fuse_depthwise_pointwise);
+  line = backend_fusion(g, c, c.passes.fuse_depthwise_pointwise, "fuse_depthwise_pointwise", "depthwise_pointwise",
+                        std::nullopt, fuse_depthwise_pointwise);
   return true;
 }
-// fuse_quantized_conv2d, before channels_last (its kernel runs either layout): a QDQ conv2d chain, in
-// NCHW; graphs with a quantize_linear node.
+// fuse_quantized_conv2d, before channels_last: a QDQ conv2d chain; graphs with a quantize_linear node.
+// cpu asks in NCHW (its kernels run either layout); cuda in the layout channels_last will give the node
+// (its int8 kernel is NHWC: in strict fp32, which stays NCHW, nothing fuses).
 bool fuse_quantized_conv2d_where_taken(ShapedGraph& g, const BackendPassContext& c, std::string& line) {
-  if (c.kernels.backend_name() != "cpu" || !has_op(*g.graph, OpType::QuantizeLinear)) return false;
-  line = cpu_fusion(g, c, c.passes.fuse_quantized_conv2d, "fuse_quantized_conv2d", "quantized_conv2d", false,
-                    fuse_quantized_conv2d);
+  const std::string& backend = c.kernels.backend_name();
+  if ((backend != "cpu" && backend != "cuda") || !has_op(*g.graph, OpType::QuantizeLinear)) return false;
+  const Layout ask = backend == "cuda" && channels_last_runs(c) ? Layout::NHWC : Layout::NCHW;
+  line = backend_fusion(g, c, c.passes.fuse_quantized_conv2d, "fuse_quantized_conv2d", "quantized_conv2d", ask,
+                        fuse_quantized_conv2d);
   return true;
 }
 // fuse_quantized_add, right after fuse_quantized_conv2d (the convolutions take their pairs first; the
 // add reads what is left): an add reading QDQ pairs, in NCHW; graphs with a quantize_linear node.
 bool fuse_quantized_add_where_taken(ShapedGraph& g, const BackendPassContext& c, std::string& line) {
   if (c.kernels.backend_name() != "cpu" || !has_op(*g.graph, OpType::QuantizeLinear)) return false;
-  line = cpu_fusion(g, c, c.passes.fuse_quantized_add, "fuse_quantized_add", "add", false, fuse_quantized_add);
+  line = backend_fusion(g, c, c.passes.fuse_quantized_add, "fuse_quantized_add", "add", Layout::NCHW,
+                        fuse_quantized_add);
   return true;
 }
 // quantized_activations, after channels_last (each node's layout is then known): a tensor between
 // quantized_conv2d nodes stays 8-bit where each node as it would then be runs, in its layout; graphs
-// with a quantized_conv2d node.
+// with a quantized_conv2d node (cpu and cuda: the backends with its kernels).
 bool quantized_activations_where_taken(ShapedGraph& g, const BackendPassContext& c, std::string& line) {
-  if (c.kernels.backend_name() != "cpu" || !has_op(*g.graph, OpType::QuantizedConv2D)) return false;
-  line = cpu_fusion(g, c, c.passes.quantized_activations, "quantized_activations", "quantized_conv2d", true,
-                    quantized_activations);
+  const std::string& backend = c.kernels.backend_name();
+  if ((backend != "cpu" && backend != "cuda") || !has_op(*g.graph, OpType::QuantizedConv2D)) return false;
+  line = backend_fusion(g, c, c.passes.quantized_activations, "quantized_activations", "quantized_conv2d",
+                        std::nullopt, quantized_activations);
   return true;
 }
 
