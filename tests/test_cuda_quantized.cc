@@ -5,8 +5,9 @@
 // steps, C_out 8-136 so every warp tile width and partial column blocks, u8 and i8 inputs with any zero
 // point, per-channel and per-tensor weight scales, a residual, bounded activations) in every input and
 // output form (float / half x or 8-bit x, float / half y or 8-bit y), outputs and workspace poisoned with
-// guard bytes; and a QDQ model on the cuda backend: what fuses (fp16, tf32; nothing in strict fp32), the
-// 8-bit tensors between layers, outputs against the cpu's int8 run. Skipped when there is no GPU.
+// guard bytes; and a QDQ model on the cuda backend (convolutions and a dense layer): what fuses (fp16,
+// tf32; nothing in strict fp32), the 8-bit tensors between layers, outputs against the cpu's int8 run.
+// Skipped when there is no GPU.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -435,7 +436,8 @@ namespace {
 
 // A float model whose convolutions the cuda int8 kernel takes: c1 16->32 3x3 (ReLU), c2 32->32 3x3 s1
 // with a residual add of c1's output (ReLU), c3 32->32 3x3 s2 (ReLU), c4 32->16 1x1, global average
-// pool. Quantized with infer quantize's plan and rewrite.
+// pool, flatten, fc 16->24 (a 1x1 quantized convolution between reshapes). Quantized with infer
+// quantize's plan and rewrite.
 std::vector<uint8_t> cuda_float_model() {
   std::mt19937_64 rng(41);
   const auto weights = [&](int64_t n, float r) {
@@ -466,7 +468,10 @@ std::vector<uint8_t> cuda_float_model() {
   Pool2DParams gap;
   gap.kind = PoolKind::Average;
   gap.kernel_h = gap.stride_h = 6, gap.kernel_w = gap.stride_w = 5;
-  b.output(b.node("gap", gap, {h5}, "scores"));
+  const int h6 = b.node("gap", gap, {h5}, "gap_out");
+  const int h7 = b.node("flatten", FlattenParams{}, {h6}, "flat");
+  b.output(b.node("fc", DenseParams{}, {h7, b.constant("fc.w", {24, 16}, weights(384, 0.3f)),
+                                        b.constant("fc.b", {24}, weights(24, 0.1f))}, "scores"));
   return b.finish();
 }
 
@@ -503,9 +508,9 @@ CUDA_TEST_CASE("a QDQ model on cuda: its convolutions run in int8 (fp16, tf32), 
       if (prec == Precision::FP32) {  // strict fp32 stays NCHW: nothing fuses, the pairs run as written
         CHECK(qconv == 0);
         CHECK(qdq > 0);
-        CHECK(pass_line(s, "fuse_quantized_conv2d") == "fuse_quantized_conv2d: no quantize_linear -> dequantize_linear -> conv2d chain to fuse");
+        CHECK(pass_line(s, "fuse_quantized_conv2d") == "fuse_quantized_conv2d: no quantize_linear -> dequantize_linear -> conv2d / dense chain to fuse");
       } else {
-        CHECK(qconv == 4);
+        CHECK(qconv == 5);  // c1-c4 and fc
         CHECK(qdq == 0);
         CHECK(pass_line(s, "quantized_activations").find("quantized_activations: 2") == 0);
       }

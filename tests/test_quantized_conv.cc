@@ -596,7 +596,7 @@ TEST_CASE("fuse_quantized_conv2d: a quantized model's convolutions run in int8 o
     off.passes.fuse_quantized_conv2d = false;
     Session fused(q, on), plain(q, off), oracle(q, ref), flt(model, on);
     CHECK(pass_line(fused, "fuse_quantized_conv2d") ==
-          "fuse_quantized_conv2d: 2 quantize_linear -> dequantize_linear -> conv2d chains fused into quantized_conv2d");
+          "fuse_quantized_conv2d: 2 quantize_linear -> dequantize_linear -> conv2d / dense chains fused into quantized_conv2d");
     CHECK(pass_line(plain, "fuse_quantized_conv2d") == "fuse_quantized_conv2d: off");
     CHECK(pass_line(oracle, "fuse_quantized_conv2d").empty());  // cpu only
     CHECK(pass_line(flt, "fuse_quantized_conv2d").empty());     // no quantize_linear: no line
@@ -627,9 +627,71 @@ TEST_CASE("fuse_quantized_conv2d: a quantized model's convolutions run in int8 o
     REQUIRE(keep.extra_outputs.size() == 1);
     Session read(q, keep);
     CHECK(pass_line(read, "fuse_quantized_conv2d") ==
-          "fuse_quantized_conv2d: 2 quantize_linear -> dequantize_linear -> conv2d chains fused into quantized_conv2d");
+          "fuse_quantized_conv2d: 2 quantize_linear -> dequantize_linear -> conv2d / dense chains fused into quantized_conv2d");
     const std::vector<Tensor> r = read.run({in});
     CHECK(rel_error(r[0].data, got) <= 1e-6);
+  }
+}
+
+// A classifier head: c1 3->16 3x3 (ReLU), global average pool, flatten, fc1 16->24 (ReLU), fc2 24->10.
+std::vector<uint8_t> dense_model() {
+  std::mt19937_64 rng(23);
+  const auto weights = [&](int64_t n, float r) {
+    std::vector<float> v(static_cast<size_t>(n));
+    for (float& x : v) x = std::uniform_real_distribution<float>(-r, r)(rng);
+    return v;
+  };
+  ModelBuilder b("densenet");
+  const int x = b.input("image", {-1, 3, 7, 9});
+  Conv2DParams c;
+  c.pad = {1, 1, 1, 1};
+  c.activation = Activation{ActivationKind::Relu, 0.01f, 0.f};
+  const int h1 = b.node("c1", c, {x, b.constant("c1.w", {16, 3, 3, 3}, weights(432, 0.5f)),
+                                  b.constant("c1.b", {16}, weights(16, 0.1f))}, "c1_out");
+  Pool2DParams gap;
+  gap.kind = PoolKind::Average;
+  gap.kernel_h = gap.stride_h = 7, gap.kernel_w = gap.stride_w = 9;
+  const int h2 = b.node("gap", gap, {h1}, "gap_out");
+  const int h3 = b.node("flatten", FlattenParams{}, {h2}, "flat");
+  DenseParams d1;
+  d1.activation = Activation{ActivationKind::Relu, 0.01f, 0.f};
+  const int h4 = b.node("fc1", d1, {h3, b.constant("fc1.w", {24, 16}, weights(384, 0.4f)),
+                                    b.constant("fc1.b", {24}, weights(24, 0.1f))}, "fc1_out");
+  const int h5 = b.node("fc2", DenseParams{}, {h4, b.constant("fc2.w", {10, 24}, weights(240, 0.4f))}, "scores");
+  b.output(h5);
+  return b.finish();
+}
+
+TEST_CASE("fuse_quantized_conv2d: dense layers run as 1x1 quantized convolutions between reshapes, as fake quantization does") {
+  const Model model = Model::from_bytes(dense_model(), "densenet.fb");
+  Tensor calib({8, 3, 7, 9});
+  std::mt19937_64 rng(6);
+  for (float& v : calib.data) v = std::uniform_real_distribution<float>(-1.f, 1.f)(rng);
+  Tensor in({3, 3, 7, 9});
+  for (float& v : in.data) v = std::uniform_real_distribution<float>(-1.1f, 1.1f)(rng);
+  for (DType act : {DType::U8, DType::I8}) {
+    CAPTURE(dtype_name(act));
+    const Model q = Model::from_bytes(quantized_model(model, calib, act), "q.fb");
+    SessionOptions on, off, ref;
+    on.backend = off.backend = "cpu";
+    ref.backend = "reference";
+    off.passes.fuse_quantized_conv2d = false;
+    Session fused(q, on), plain(q, off), oracle(q, ref);
+    CHECK(pass_line(fused, "fuse_quantized_conv2d") ==
+          "fuse_quantized_conv2d: 3 quantize_linear -> dequantize_linear -> conv2d / dense chains fused into quantized_conv2d");
+    std::map<std::string, std::string> ops;
+    for (const NodeInfo& n : fused.nodes()) ops[n.name] = n.op + "." + n.variant;
+    CHECK(ops["fc1"] == "quantized_conv2d.qgemm");
+    CHECK(ops["fc2"] == "quantized_conv2d.qgemm");
+    CHECK(ops.count("fc1:to_1x1") == 1);
+    CHECK(ops.count("fc2:from_1x1") == 1);
+    for (const auto& [name, op] : ops) CHECK_MESSAGE(op.rfind("dense.", 0) != 0, name << " stayed a dense node");
+    const std::vector<Tensor> got = fused.run({in});
+    REQUIRE(got.size() == 1);
+    CHECK(got[0].shape == Shape{3, 10});
+    const std::vector<float> fake = plain.run({in})[0].data, want = oracle.run({in})[0].data;
+    CHECK(rel_error(got[0].data, fake) <= 1e-5);
+    CHECK(rel_error(got[0].data, want) <= 1e-5);
   }
 }
 
@@ -650,9 +712,9 @@ TEST_CASE("fuse_quantized_conv2d: depthwise convolutions fuse too (quantized_con
     gemm_only.kernels["quantized_conv2d"] = "qgemm";  // the behaviour before the depthwise variant
     Session fused(q, on), plain(q, off), oracle(q, ref), before(q, gemm_only);
     CHECK(pass_line(fused, "fuse_quantized_conv2d") ==
-          "fuse_quantized_conv2d: 5 quantize_linear -> dequantize_linear -> conv2d chains fused into quantized_conv2d");
+          "fuse_quantized_conv2d: 5 quantize_linear -> dequantize_linear -> conv2d / dense chains fused into quantized_conv2d");
     CHECK(pass_line(before, "fuse_quantized_conv2d") ==
-          "fuse_quantized_conv2d: 3 quantize_linear -> dequantize_linear -> conv2d chains fused into quantized_conv2d");
+          "fuse_quantized_conv2d: 3 quantize_linear -> dequantize_linear -> conv2d / dense chains fused into quantized_conv2d");
     std::map<std::string, std::string> variant;
     int qdq = 0, float_conv = 0;
     for (const NodeInfo& n : fused.nodes()) {

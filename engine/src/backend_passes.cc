@@ -121,17 +121,23 @@ std::string fuse_residual_where_taken(ShapedGraph& g, const BackendPassContext& 
 }
 
 // The NodeDesc of a node a fusion pass proposes, in NCHW (every layout pass starts there), at the
-// shapes of `shapes` (zero biases the pass just added have no entry there yet: constants keep their
-// declared shape).
-NodeDesc proposed_desc(const Graph& graph, const Node& node, const std::vector<Shape>& shapes,
-                       const BackendPassContext& c) {
+// shapes of `sg` (values the pass just added have no entry there yet: constants keep their declared
+// shape, activations theirs with the leading -1 as sg's batch).
+NodeDesc proposed_desc(const Graph& graph, const Node& node, const ShapedGraph& sg, const BackendPassContext& c) {
   NodeDesc desc{node.params, {}, {}, {}, c.precision, Layout::NCHW, c.cpu_isa};
-  for (int id : node.inputs) {
+  auto shape_of = [&](int id) {
     const Value& v = graph.values.at(static_cast<size_t>(id));
-    desc.input_shapes.push_back(v.is_constant() ? v.shape : shapes.at(static_cast<size_t>(id)));
-    desc.constants.push_back(v.data);
+    if (v.is_constant()) return v.shape;
+    if (static_cast<size_t>(id) < sg.shapes.size()) return sg.shapes[static_cast<size_t>(id)];
+    Shape s = v.shape;
+    if (!s.empty() && s[0] == -1) s[0] = sg.batch;
+    return s;
+  };
+  for (int id : node.inputs) {
+    desc.input_shapes.push_back(shape_of(id));
+    desc.constants.push_back(graph.values.at(static_cast<size_t>(id)).data);
   }
-  desc.output_shapes.push_back(shapes.at(static_cast<size_t>(node.outputs.at(0))));
+  desc.output_shapes.push_back(shape_of(node.outputs.at(0)));
   return desc;
 }
 
@@ -141,7 +147,7 @@ std::string fuse_squeeze_excite_where_taken(ShapedGraph& g, const BackendPassCon
   if (!c.passes.fuse_squeeze_excite) return "fuse_squeeze_excite: off";
   const std::vector<const KernelVariant*> candidates = c.kernels.candidates_for("squeeze_excite");
   auto takes = [&](const Graph& graph, const Node& se) {
-    return c.kernels.some_variant_runs(candidates, proposed_desc(graph, se, g.shapes, c));
+    return c.kernels.some_variant_runs(candidates, proposed_desc(graph, se, g, c));
   };
   std::vector<std::string> log;
   Graph rewritten = fuse_squeeze_excite(*g.graph, takes, &log);
@@ -163,7 +169,7 @@ std::string fuse_prelu_where_taken(ShapedGraph& g, const BackendPassContext& c) 
   };
   auto takes = [&](const Graph& graph, const Node& merged) {
     const std::vector<const KernelVariant*> candidates = c.kernels.candidates_for(merged);
-    const NodeDesc fused = proposed_desc(graph, merged, g.shapes, c);
+    const NodeDesc fused = proposed_desc(graph, merged, g, c);
     NodeDesc plain = fused;  // the producer as it is: no activation, no slope input
     *epilogue(plain.params) = Activation{ActivationKind::None, 0.01f, 0.f};
     plain.input_shapes.pop_back();
@@ -197,7 +203,7 @@ std::string backend_fusion(ShapedGraph& g, const BackendPassContext& c, bool on,
   if (!on) return std::string(name) + ": off";
   const std::vector<const KernelVariant*> candidates = c.kernels.candidates_for(op);
   auto takes = [&](const Graph& graph, const Node& node) {
-    NodeDesc desc = proposed_desc(graph, node, g.shapes, c);
+    NodeDesc desc = proposed_desc(graph, node, g, c);
     desc.layout = ask ? *ask : node.layout;
     return fast_variant_runs(c, candidates, desc);
   };
@@ -266,12 +272,12 @@ bool fuse_input_epilogue_where_taken(ShapedGraph& g, const BackendPassContext& c
   auto takes = [&](const Graph& graph, const Node& consumer, const Node& producer) {
     // `consumer` has the merged params and its own inputs (x, weight, optional bias): the reader as
     // it is, and as the pass would make it (zero biases stand in for those it would add)
-    NodeDesc plain = proposed_desc(graph, consumer, g.shapes, c);
+    NodeDesc plain = proposed_desc(graph, consumer, g, c);
     plain.layout = consumer.layout;
     auto& pp = std::get<Conv2DParams>(plain.params);
     pp.input_epilogue = false;
     pp.input_activation = Activation{};
-    NodeDesc merged = proposed_desc(graph, consumer, g.shapes, c);
+    NodeDesc merged = proposed_desc(graph, consumer, g, c);
     merged.layout = consumer.layout;
     const std::vector<float> zero_out(static_cast<size_t>(merged.input_shapes[1].at(0)), 0.f);
     const std::vector<float> zero_in(static_cast<size_t>(merged.input_shapes[0].at(1)), 0.f);
@@ -284,7 +290,7 @@ bool fuse_input_epilogue_where_taken(ShapedGraph& g, const BackendPassContext& c
     const std::vector<const KernelVariant*> readers = c.kernels.candidates_for(consumer);
     const KernelVariant* own = best_variant(c, readers, plain).variant;
     if (!own || !own->fuses_input_epilogue || !variant_applies(*own, merged)) return false;
-    NodeDesc bare = proposed_desc(graph, producer, g.shapes, c);
+    NodeDesc bare = proposed_desc(graph, producer, g, c);
     bare.layout = producer.layout;
     return best_variant(c, c.kernels.candidates_for(producer), bare).variant != nullptr;
   };

@@ -750,8 +750,10 @@ Graph fuse_depthwise_pointwise(Graph g, const DepthwisePointwisePredicate& takes
 // conv2d(dequantize_linear(quantize_linear(x, s, z), s, z), W) with W dequantized at load from int8 with
 // zero point 0 (per tensor, or per output channel: axis 0) becomes quantized_conv2d(x, W_q, W_scale,
 // bias) at the conv's place: the pair must quantize per tensor to u8 or i8 with one scale and zero point
-// on both sides. The pair stays for readers that are not fused (or are graph outputs) and goes when
-// none is left. The merged node lists the pair's names after its own fused ones.
+// on both sides. A dense node so fed ([N, F_in] x [F_out, F_in]) becomes the 1x1 quantized_conv2d of
+// [N, F_in, 1, 1] between two reshapes (as TensorRT runs a fully connected layer as a 1x1 convolution),
+// so the int8 kernels need no dense form. The pair stays for readers that are not fused (or are graph
+// outputs) and goes when none is left. The merged node lists the pair's names after its own fused ones.
 namespace {
 
 // The per-tensor value of a one-element constant, or nullopt.
@@ -813,54 +815,112 @@ Graph fuse_quantized_conv2d(Graph g, const QuantizedConvPredicate& takes, std::v
   Uses uses(g);
   int count = 0;
   bool added = false;
+  // A dense node becomes three: reshape x [N, F_in] -> [N, F_in, 1, 1], the 1x1 quantized_conv2d, and
+  // reshape back to [N, F_out] (the same bytes in either layout): expanded here after the loop, which
+  // reads the original nodes through `uses`.
+  std::vector<std::vector<Node>> expanded(g.nodes.size());
   for (size_t c = 0; c < g.nodes.size(); ++c) {
     const Node& conv = g.nodes[c];
     const auto* cp = std::get_if<Conv2DParams>(&conv.params);
-    if (!cp || cp->activation.kind == ActivationKind::PRelu || conv.inputs.size() < 2) continue;
+    const auto* dp = std::get_if<DenseParams>(&conv.params);
+    if ((!cp && !dp) || conv.inputs.size() < 2) continue;
+    if ((cp ? cp->activation : dp->activation).kind == ActivationKind::PRelu) continue;
     const std::optional<QDQPair> pair = qdq_pair_of(g, uses, conv.inputs[0]);
     if (!pair) continue;
     // the weight: int8 with zero point 0, per tensor or per output channel
     const Value& w = value(g, conv.inputs[1]);
-    if (!w.dequantized || w.shape.size() != 4) continue;
+    if (!w.dequantized || w.shape.size() != (cp ? 4u : 2u)) continue;
     const Value::Dequantized wd = *w.dequantized;
     if (value(g, wd.source).dtype != DType::I8) continue;
     const Value& wscale = value(g, wd.scale);
     const int64_t wscales = shape_numel(wscale.shape);
-    if (wscales != 1 && !(wscales == w.shape[0] && (wd.axis == 0 || wd.axis == -4))) continue;
+    const int rank = static_cast<int>(w.shape.size());
+    if (wscales != 1 && !(wscales == w.shape[0] && (wd.axis == 0 || wd.axis == -rank))) continue;
     if (wd.zero_point >= 0) {
       const Value& wz = value(g, wd.zero_point);
       if (!std::all_of(wz.data, wz.data + shape_numel(wz.shape), [](float v) { return v == 0.f; })) continue;
     }
+    const Shape x_shape = value(g, pair->x).shape;  // declared (a leading -1 is the batch)
+    if (dp && x_shape.size() != 2) continue;
+    Conv2DParams conv_params;
+    if (cp) {
+      conv_params = *cp;
+    } else {
+      conv_params.activation = dp->activation;
+    }
     Node merged;
     merged.name = conv.name;
-    merged.params = QuantizedConv2DParams{*cp, pair->scale, pair->zero_point, pair->dtype};
+    merged.params = QuantizedConv2DParams{conv_params, pair->scale, pair->zero_point, pair->dtype};
     merged.layout = conv.layout;
     merged.outputs = conv.outputs;
     merged.fused = conv.fused;
     merged.fused.push_back(pair->q_name);
     merged.fused.push_back(pair->dq_name);
-    // add_constant grows g.values: ids are gathered before any is added.
-    const int x = pair->x, source = wd.source, scale = wd.scale, weight = conv.inputs[1];
+    // add_constant and the values below grow g.values: ids are gathered before any is added.
+    int x = pair->x, source = wd.source;
+    const int scale = wd.scale, weight = conv.inputs[1];
     const int bias = conv.inputs.size() > 2 ? conv.inputs[2] : -1;
-    const int residual = cp->add_residual ? conv.inputs[3] : -1;
+    const int residual = cp && cp->add_residual ? conv.inputs[3] : -1;
     const std::string name = conv.name;
+    const std::vector<int> outputs = conv.outputs;
     int b = bias;
     if (b < 0) {
       b = zero_bias(g, name, weight);
       added = true;
     }
+    if (dp) {  // the 1x1 convolution's x, y and weight [F_out, F_in, 1, 1] (the int8 source's data, aliased)
+      const Shape ws = value(g, source).shape;
+      Value w4 = value(g, source);
+      w4.name += ":1x1";
+      w4.shape = {ws[0], ws[1], 1, 1};
+      Value x4, y4;
+      x4.name = name + ":x_1x1";
+      x4.shape = {x_shape[0], ws[1], 1, 1};
+      y4.name = name + ":y_1x1";
+      y4.shape = {x_shape[0], ws[0], 1, 1};
+      for (Value* v : {&w4, &x4, &y4}) g.values.push_back(std::move(*v));
+      const int n = static_cast<int>(g.values.size());
+      source = n - 3;
+      x = n - 2;
+      merged.outputs = {n - 1};
+      added = true;
+    }
     merged.inputs = {x, source, scale, b};
     if (residual >= 0) merged.inputs.push_back(residual);
     if (takes && !takes(g, merged)) continue;
-    g.nodes[c] = std::move(merged);
+    if (dp) {
+      Node to4, to2;
+      to4.name = name + ":to_1x1";
+      to4.params = ReshapeParams{Shape{value(g, source).shape[1], 1, 1}};
+      to4.inputs = {pair->x};
+      to4.outputs = {x};
+      to2.name = name + ":from_1x1";
+      to2.params = ReshapeParams{Shape{value(g, source).shape[0]}};
+      to2.inputs = merged.outputs;
+      to2.outputs = outputs;
+      expanded[c].push_back(std::move(to4));
+      expanded[c].push_back(std::move(merged));
+      expanded[c].push_back(std::move(to2));
+    } else {
+      g.nodes[c] = std::move(merged);
+    }
     ++count;
+  }
+  if (std::any_of(expanded.begin(), expanded.end(), [](const std::vector<Node>& e) { return !e.empty(); })) {
+    std::vector<Node> nodes;
+    for (size_t c = 0; c < g.nodes.size(); ++c)
+      if (expanded[c].empty())
+        nodes.push_back(std::move(g.nodes[c]));
+      else
+        for (Node& n : expanded[c]) nodes.push_back(std::move(n));
+    g.nodes = std::move(nodes);
   }
   drop_unread_qdq(g, count > 0, added);
   if (log)
-    log->push_back(count ? fmt::format("fuse_quantized_conv2d: {} quantize_linear -> dequantize_linear -> conv2d {} "
+    log->push_back(count ? fmt::format("fuse_quantized_conv2d: {} quantize_linear -> dequantize_linear -> conv2d / dense {} "
                                        "fused into quantized_conv2d",
                                        count, plural(count, "chain", "chains"))
-                         : "fuse_quantized_conv2d: no quantize_linear -> dequantize_linear -> conv2d chain to fuse");
+                         : "fuse_quantized_conv2d: no quantize_linear -> dequantize_linear -> conv2d / dense chain to fuse");
   return g;
 }
 
