@@ -1,13 +1,8 @@
-// Tests of the CUDA int8 path (issue 30 must 3, cuda): quantize_linear / dequantize_linear `direct` against
-// the reference, exactly (per tensor, u8 / i8, any zero point, ties at scale 2^-4, saturation; fp32 and
-// fp16 storage); quantized_conv2d.mma_nhwc / mma_nhwc_wide against the reference on random shapes (kernels 1-5, strides
-// 1-3, dilation 2, asymmetric padding, odd sizes, batch 1-3, C_in 16-144 so one or several 64-channel
-// steps, C_out 8-136 so every warp tile width and partial column blocks, u8 and i8 inputs with any zero
-// point, per-channel and per-tensor weight scales, a residual, bounded activations) in every input and
-// output form (float / half x or 8-bit x, float / half y or 8-bit y), outputs and workspace poisoned with
-// guard bytes; and a QDQ model on the cuda backend (convolutions and a dense layer): what fuses (fp16,
-// tf32; nothing in strict fp32), the 8-bit tensors between layers, outputs against the cpu's int8 run.
-// Skipped when there is no GPU.
+// The CUDA int8 path (issue 30 must 3): quantize_linear / dequantize_linear `direct` against the reference
+// bit for bit; quantized_conv2d.mma_nhwc / mma_nhwc_wide against the reference on random shapes in every
+// 8-bit / float input and output form (outputs and workspace poisoned, guard bytes), ResNet-like layers,
+// refusals; a QDQ model (convolutions, a dense layer) on the cuda backend against the cpu's int8 run.
+// Skipped when there is no GPU. docs/kernels.md "CUDA: how the kernels and models are tested" has the list.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -122,17 +117,8 @@ struct QCase {
 QCase random_qcase(std::mt19937_64& rng, int t, Precision prec) {
   QCase c;
   Conv2DParams& p = c.p.conv;
-  const int kh = uniform(rng, 1, 5), kw = rng() % 4 == 0 ? uniform(rng, 1, 5) : kh;
-  p.stride_h = uniform(rng, 1, 3);
-  p.stride_w = rng() % 4 == 0 ? uniform(rng, 1, 3) : p.stride_h;
-  p.dilation_h = rng() % 5 == 0 ? 2 : 1;
-  p.dilation_w = rng() % 5 == 0 ? 2 : p.dilation_h;
-  const int ekh = p.dilation_h * (kh - 1) + 1, ekw = p.dilation_w * (kw - 1) + 1;
-  p.pad.top = uniform(rng, 0, ekh - 1);
-  p.pad.bottom = rng() % 3 == 0 ? uniform(rng, 0, ekh - 1) : p.pad.top;
-  p.pad.left = uniform(rng, 0, ekw - 1);
-  p.pad.right = rng() % 3 == 0 ? uniform(rng, 0, ekw - 1) : p.pad.left;
-  p.activation = random_activation(rng);
+  const test::QConvGeometry geo = test::random_qconv_geometry(rng, p, 5);
+  const int kh = geo.kh, kw = geo.kw, ekh = geo.ekh, ekw = geo.ekw;
   p.add_residual = t % 3 == 2;
   static const int64_t kC[] = {16, 32, 48, 64, 80, 128, 144};
   const int64_t N = uniform(rng, 1, 3), C = kC[rng() % 7], K = 8 * uniform(rng, 1, 17);
@@ -140,10 +126,7 @@ QCase random_qcase(std::mt19937_64& rng, int t, Precision prec) {
   do {
     H = uniform(rng, 1, 17), W = uniform(rng, 1, 17);
   } while (H + p.pad.top + p.pad.bottom < ekh || W + p.pad.left + p.pad.right < ekw);
-  c.p.x_dtype = t % 2 ? DType::I8 : DType::U8;
-  c.p.x_zero_point = c.p.x_dtype == DType::U8 ? uniform(rng, 0, 255) : uniform(rng, -128, 127);
-  if (t % 7 == 3) c.p.x_zero_point = 0;
-  c.p.x_scale = std::uniform_real_distribution<float>(0.004f, 0.03f)(rng);
+  test::random_x_quantization(rng, c.p, t);
   c.p.x_quantized = t % 4 >= 2;
   const int form = (t / 4) % 3;  // y: float, u8, i8
   if (form) {
@@ -156,11 +139,7 @@ QCase random_qcase(std::mt19937_64& rng, int t, Precision prec) {
   c.shapes = {{N, C, H, W}, {K, C, kh, kw}, {per_channel ? K : 1}, {K}};
   if (p.add_residual) c.shapes.push_back(y);
   const uint64_t seed = rng();
-  const float lo_q = (c.p.x_dtype == DType::U8 ? 0.f : -128.f) - float(c.p.x_zero_point);
-  const float hi_q = (c.p.x_dtype == DType::U8 ? 255.f : 127.f) - float(c.p.x_zero_point);
-  const float widen = t % 4 == 0 ? 1.3f : 0.9f;  // saturation one time in four
-  c.inputs.push_back(random_vector(size_t(shape_numel(c.shapes[0])), seed, lo_q * c.p.x_scale * widen - 0.05f,
-                                   hi_q * c.p.x_scale * widen + 0.05f));
+  c.inputs.push_back(test::random_x_values(c.p, t, size_t(shape_numel(c.shapes[0])), seed));
   std::vector<float> wq(size_t(shape_numel(c.shapes[1])));
   for (float& v : wq) v = float(t % 6 == 0 ? (rng() % 2 ? 127 : -128) : uniform(rng, -128, 127));
   c.inputs.push_back(wq);
@@ -173,15 +152,7 @@ QCase random_qcase(std::mt19937_64& rng, int t, Precision prec) {
     if (p.add_residual)
       for (float& v : c.inputs[4]) v = round_to_half(v);
   }
-  if (c.p.x_quantized) {
-    c.x8.resize(c.inputs[0].size());
-    for (size_t i = 0; i < c.x8.size(); ++i) {
-      const float lo = c.p.x_dtype == DType::I8 ? -128.f : 0.f, hi = c.p.x_dtype == DType::I8 ? 127.f : 255.f;
-      float q = std::nearbyint(c.inputs[0][i] / c.p.x_scale) + float(c.p.x_zero_point);
-      q = q < lo ? lo : q > hi ? hi : q;
-      c.x8[i] = static_cast<uint8_t>(static_cast<int>(q));
-    }
-  }
+  if (c.p.x_quantized) c.x8 = test::quantize_bytes(c.inputs[0], c.p.x_scale, c.p.x_zero_point, c.p.x_dtype);
   return c;
 }
 
@@ -193,24 +164,6 @@ std::string describe(const QCase& c) {
          std::to_string(p.dilation_h) + "x" + std::to_string(p.dilation_w) + " " + test::pad_str(p.pad) + " " +
          activation_name(p.activation.kind) + " x " + dtype_name(c.p.x_dtype) + " zp " +
          std::to_string(c.p.x_zero_point) + (c.p.x_quantized ? " (8-bit x)" : "") + " y " + dtype_name(c.p.y_dtype);
-}
-
-// NCHW <-> NHWC of one byte an element.
-std::vector<uint8_t> bytes_to_nhwc(const std::vector<uint8_t>& b, const Shape& s) {
-  std::vector<uint8_t> o(b.size());
-  const int64_t N = s[0], C = s[1], HW = s[2] * s[3];
-  for (int64_t n = 0; n < N; ++n)
-    for (int64_t c = 0; c < C; ++c)
-      for (int64_t i = 0; i < HW; ++i) o[size_t((n * HW + i) * C + c)] = b[size_t((n * C + c) * HW + i)];
-  return o;
-}
-std::vector<uint8_t> bytes_to_nchw(const std::vector<uint8_t>& b, const Shape& s) {
-  std::vector<uint8_t> o(b.size());
-  const int64_t N = s[0], C = s[1], HW = s[2] * s[3];
-  for (int64_t n = 0; n < N; ++n)
-    for (int64_t c = 0; c < C; ++c)
-      for (int64_t i = 0; i < HW; ++i) o[size_t((n * C + c) * HW + i)] = b[size_t((n * HW + i) * C + c)];
-  return o;
 }
 
 // The reference on case c, NCHW (8-bit x and y as bytes in a float-sized buffer).
@@ -256,7 +209,7 @@ int check_qcase(QCase c, Precision prec) {
   NodeDesc dnode = node;
   dnode.layout = Layout::NHWC;
   std::vector<std::vector<uint8_t>> in(c.inputs.size());
-  in[0] = c.p.x_quantized ? bytes_to_nhwc(c.x8, c.shapes[0])
+  in[0] = c.p.x_quantized ? test::permute_bytes(c.x8, c.shapes[0], true)
                           : storage_bytes(test::to_nhwc(c.inputs[0], c.shapes[0]), prec);
   if (c.p.conv.add_residual) in[4] = storage_bytes(test::to_nhwc(c.inputs[4], c.shapes[4]), prec);
   const size_t out_bytes = out8 ? ny : ny * cuda::element_size(prec);
@@ -288,7 +241,7 @@ int check_qcase(QCase c, Precision prec) {
       CHECK_MESSAGE(err <= (prec == Precision::FP16 ? 1e-3 : 1e-5), vwhat << ": relative error " << err);
     } else {
       // bytes: the reference's up to one step where float and double rounding part at a tie, rarely
-      const std::vector<uint8_t> got = bytes_to_nchw(r.out, ys);
+      const std::vector<uint8_t> got = test::permute_bytes(r.out, ys, false);
       const bool s8 = c.p.y_dtype == DType::I8;
       size_t off = 0, far = 0;
       for (size_t i = 0; i < ny; ++i) {
@@ -396,15 +349,7 @@ CUDA_TEST_CASE("quantized_conv2d.mma_nhwc: ResNet-like layers (several steps and
       c.inputs[2] = random_vector(size_t(l.K), rng(), 0.0005f, 0.002f);
       c.inputs[3] = random_vector(size_t(l.K), rng(), -0.5f, 0.5f);
       c.inputs.resize(4);
-      if (c.p.x_quantized) {
-        c.x8.resize(c.inputs[0].size());
-        const float lo = c.p.x_dtype == DType::I8 ? -128.f : 0.f, hi = c.p.x_dtype == DType::I8 ? 127.f : 255.f;
-        for (size_t i = 0; i < c.x8.size(); ++i) {
-          float q = std::nearbyint(c.inputs[0][i] / c.p.x_scale) + float(c.p.x_zero_point);
-          q = q < lo ? lo : q > hi ? hi : q;
-          c.x8[i] = static_cast<uint8_t>(static_cast<int>(q));
-        }
-      }
+      if (c.p.x_quantized) c.x8 = test::quantize_bytes(c.inputs[0], c.p.x_scale, c.p.x_zero_point, c.p.x_dtype);
       CAPTURE(HO);
       check_qcase(c, Precision::FP16);
     }

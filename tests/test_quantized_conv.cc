@@ -43,6 +43,8 @@ using infer::test::to_nchw;
 using infer::test::to_nhwc;
 using infer::test::uniform;
 using infer::test::pass_line;
+using infer::test::permute_bytes;
+using infer::test::quantize_bytes;
 using infer::test::quantized_model;
 
 namespace {
@@ -57,17 +59,8 @@ struct Case {
 Case random_case(std::mt19937_64& rng, int t) {
   Case c;
   Conv2DParams& p = c.p.conv;
-  const int kh = uniform(rng, 1, 5), kw = rng() % 4 == 0 ? uniform(rng, 1, 5) : kh;
-  p.stride_h = uniform(rng, 1, 3);
-  p.stride_w = rng() % 4 == 0 ? uniform(rng, 1, 3) : p.stride_h;
-  p.dilation_h = rng() % 4 == 0 ? 2 : 1;
-  p.dilation_w = rng() % 4 == 0 ? 2 : p.dilation_h;
-  const int ekh = p.dilation_h * (kh - 1) + 1, ekw = p.dilation_w * (kw - 1) + 1;
-  p.pad.top = uniform(rng, 0, ekh - 1);
-  p.pad.bottom = rng() % 3 == 0 ? uniform(rng, 0, ekh - 1) : p.pad.top;
-  p.pad.left = uniform(rng, 0, ekw - 1);
-  p.pad.right = rng() % 3 == 0 ? uniform(rng, 0, ekw - 1) : p.pad.left;
-  p.activation = random_activation(rng);
+  const test::QConvGeometry geo = test::random_qconv_geometry(rng, p, 4);
+  const int kh = geo.kh, kw = geo.kw, ekh = geo.ekh, ekw = geo.ekw;
   p.groups = t % 5 == 4 ? uniform(rng, 2, 3) : 1;
   p.add_residual = t % 3 == 2;
   const int64_t N = uniform(rng, 1, 3), CG = uniform(rng, 1, 37), KG = uniform(rng, 8, 45);
@@ -76,22 +69,14 @@ Case random_case(std::mt19937_64& rng, int t) {
     H = uniform(rng, 1, 17), W = uniform(rng, 1, 17);
   } while (H + p.pad.top + p.pad.bottom < ekh || W + p.pad.left + p.pad.right < ekw);
   const int64_t C = CG * p.groups, K = KG * p.groups;
-  c.p.x_dtype = t % 2 ? DType::I8 : DType::U8;
-  c.p.x_zero_point = c.p.x_dtype == DType::U8 ? uniform(rng, 0, 255) : uniform(rng, -128, 127);
-  if (t % 7 == 3) c.p.x_zero_point = 0;  // symmetric (i8) or a ReLU's range (u8)
-  c.p.x_scale = std::uniform_real_distribution<float>(0.004f, 0.03f)(rng);
+  test::random_x_quantization(rng, c.p, t);
   const bool per_channel = t % 4 != 1;
   const Shape y{N, K, (H + p.pad.top + p.pad.bottom - ekh) / p.stride_h + 1,
                 (W + p.pad.left + p.pad.right - ekw) / p.stride_w + 1};
   c.shapes = {{N, C, H, W}, {K, CG, kh, kw}, {per_channel ? K : 1}, {K}};
   if (p.add_residual) c.shapes.push_back(y);
   const uint64_t seed = rng();
-  // x beyond the quantized range one time in four (saturation), else mostly inside it
-  const float lo_q = (c.p.x_dtype == DType::U8 ? 0.f : -128.f) - float(c.p.x_zero_point);
-  const float hi_q = (c.p.x_dtype == DType::U8 ? 255.f : 127.f) - float(c.p.x_zero_point);
-  const float widen = t % 4 == 0 ? 1.3f : 0.9f;
-  c.inputs.push_back(random_vector(size_t(shape_numel(c.shapes[0])), seed, lo_q * c.p.x_scale * widen - 0.05f,
-                                   hi_q * c.p.x_scale * widen + 0.05f));
+  c.inputs.push_back(test::random_x_values(c.p, t, size_t(shape_numel(c.shapes[0])), seed));
   std::vector<float> wq(size_t(shape_numel(c.shapes[1])));
   // 7-bit weights one time in three (quantized_conv2d.qgemm's u8s8 form on AVX2 / AVX-512), at the
   // ends of their range one time in six
@@ -803,25 +788,6 @@ TEST_CASE("quantize_linear / dequantize_linear direct: the reference's values bi
 // --- 8-bit tensors between quantized convolutions (the quantized_activations pass) -------------------
 
 namespace {
-
-// quantize_linear of each value as its type's byte (U8: q; I8: q's two's complement), the reference's
-// arithmetic: nearbyint(x / scale) + zero, saturated, NaN to the low end.
-std::vector<uint8_t> quantize_bytes(const std::vector<float>& x, float scale, int32_t zero, DType type) {
-  const float lo = type == DType::I8 ? -128.f : 0.f, hi = type == DType::I8 ? 127.f : 255.f;
-  std::vector<uint8_t> q(x.size());
-  for (size_t i = 0; i < x.size(); ++i) {
-    const float v = std::nearbyint(x[i] / scale) + float(zero);
-    q[i] = static_cast<uint8_t>(static_cast<int32_t>(std::isnan(v) ? lo : std::clamp(v, lo, hi)));
-  }
-  return q;
-}
-
-// A 4-D tensor of bytes permuted as to_nhwc / to_nchw do floats (bytes are exact as floats).
-std::vector<uint8_t> permute_bytes(const std::vector<uint8_t>& b, const Shape& s, bool to_channels_last) {
-  const std::vector<float> f(b.begin(), b.end());
-  const std::vector<float> p = to_channels_last ? to_nhwc(f, s) : to_nchw(f, s);
-  return std::vector<uint8_t>(p.begin(), p.end());
-}
 
 // Runs cpu variant `name` on `c` in `layout` (x the floats of c.inputs[0], or where c.p.x_quantized
 // the bytes xq, NCHW) and returns y's bytes in NCHW order: 4 an element (float), or 1 where c.p.y_dtype

@@ -34,9 +34,10 @@ struct BackendPassContext {
   CpuIsa cpu_isa = CpuIsa::Baseline;
 };
 
-// fuse_conv_residual, fuse_squeeze_excite, fuse_prelu, (cpu, graphs with quantize_linear)
-// fuse_quantized_conv2d, channels_last, then (cpu only) fuse_depthwise_pointwise and (graphs with a
-// quantized_conv2d) quantized_activations, (cuda only) fuse_input_epilogue, in that order.
+// fuse_conv_residual, fuse_squeeze_excite, fuse_prelu, (cpu and cuda, graphs with quantize_linear)
+// fuse_quantized_conv2d, (cpu) fuse_quantized_add, channels_last, then (cpu only) fuse_depthwise_pointwise,
+// (cpu and cuda, graphs with a quantized_conv2d) quantized_activations, (cuda only) fuse_input_epilogue,
+// in that order.
 // channels_last logs its line in `pass_log`; the fusions' lines (three to six) are
 // returned, for the session to log after fold_width's (PassOptions::fuse_conv_residual says why).
 std::vector<std::string> run_backend_passes(ShapedGraph& g, const BackendPassContext& c,

@@ -1,8 +1,8 @@
 // GEMM building blocks of the hand-written CUDA kernels (driven by gemm_mainloop.cuh, finished by
-// gemm_epilogue.cuh): cp.async tile copies, a streaming 16-byte weight load, mma.sync m16n8k16 with NHWC
-// channel-vector A rows, the warp-level Mma policies (WarpMma16816, a warp's 32x32 wmma block, a thread's
-// 4x4 SIMT block), split-K over a thread-block cluster (reduction through distributed shared memory).
-// CUDA-C only; cp.async / mma.sync / L2 prefetch need sm_80, clusters sm_90.
+// gemm_epilogue.cuh): cp.async tile copies, a streaming 16-byte weight load, mma.sync m16n8k16 (and its
+// int8 twin m16n8k32) with NHWC channel-vector A rows, the warp-level Mma policies (WarpMma16816, a warp's
+// 32x32 wmma block, a thread's 4x4 SIMT block), split-K over a thread-block cluster (distributed shared
+// memory). CUDA-C only; cp.async / mma.sync / L2 prefetch need sm_80, clusters sm_90.
 #pragma once
 
 #include <cooperative_groups.h>
@@ -109,6 +109,22 @@ __device__ __forceinline__ void mma_16816_bias(float (&d)[4], const uint32_t (&a
       "{%10,%11,%10,%11};\n"
       : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(c0), "f"(c1));
+#else
+  __trap();
+#endif
+}
+
+// D (16x8 s32) += A (16x32 u8, row) * B (32x8 s8, col). Fragments (PTX ISA, m16n8k32 with 8-bit
+// operands): byte for byte those of m16n8k16 with 16-bit ones, so the channel-vector map above
+// holds with 16 channels a 16-byte vector: thread t of a row holds channels 16t .. 16t + 15 of a step;
+// slice 0 takes the first 8, slice 1 the next 8, and B is laid out the same way.
+__device__ __forceinline__ void mma_16832(int (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile(
+      "mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 #else
   __trap();
 #endif

@@ -1,9 +1,8 @@
-// CUDA quantize_linear / dequantize_linear "direct": per-tensor scale and zero point (the activation pairs
-// of a QDQ model that no int8 kernel took), either layout (element by element), float or half storage.
-// The quantized values travel as floats holding integers, as on the cpu (exact in half too: |q| <= 255).
-// quantize: quantize.cuh's arithmetic (the reference's bit for bit on the same input); dequantize:
-// float(x - zero) * scale. Scale and zero point are read once from the node's float32 constants when
-// prepared (uploading them in half would round the scale). One thread an element, grid-stride.
+// CUDA quantize_linear / dequantize_linear "direct": per-tensor scale and zero point (the pairs of a QDQ
+// model no int8 kernel took), either layout, float or half storage holding the integers (exact in half:
+// |q| <= 255). quantize: quantize.cuh's arithmetic; dequantize: float(x - zero) * scale. Scale and zero
+// point come from the node's float32 constants when prepared (an upload in half would round the
+// scale). One thread an element, grid-stride.
 #include <memory>
 #include <string>
 

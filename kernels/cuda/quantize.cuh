@@ -1,10 +1,8 @@
-// quantize_linear's arithmetic on the device, once for every CUDA kernel that quantizes (quantize.cu's
-// quantize_linear / dequantize_linear, quantized_conv2d.cu's input quantizer and 8-bit epilogue): the
-// reference's (kernels/reference/common.h quantize_value, ONNX Runtime's MLAS) in float32: x / scale
-// correctly rounded (never a plain reciprocal multiply), rounded half to even (rintf), plus the
-// zero point, saturated to the type's range, NaN to its low end (the division by Markstein's method
-// from the reciprocal, exact as __fdiv_rn: tests/test_cuda_quantized.cc compares bit for bit). CUDA-C
-// only (.cu files).
+// quantize_linear's arithmetic on the device, once for every CUDA kernel that quantizes (quantize.cu,
+// quantized_conv2d.cu): the reference's (kernels/reference/common.h, ONNX Runtime's MLAS) in float32:
+// x / scale correctly rounded (Markstein's division from the reciprocal: exactly __fdiv_rn's quotient,
+// tests/test_cuda_quantized.cc compares bit for bit), rounded half to even, plus the zero point,
+// saturated to the type's range, NaN to its low end. CUDA-C only (.cu files).
 #pragma once
 
 #include <cstdint>

@@ -1,18 +1,8 @@
-// CUDA quantized_conv2d `mma_nhwc` (int8 tensor cores, sm_80+): a QDQ model's convolution as an implicit
-// GEMM over uint8 activations and int8 weights with int32 sums (mma.sync m16n8k32 u8 x s8), y [M = N*HO*WO,
-// C_out] = im2col(x) [M, KH*KW*C_in] * W^T, and the reference's float epilogue: float(acc - zp *
-// sum(w[c])) * (x_scale * w_scale[c]) + bias[c], the residual, the activation, then the session's float /
-// half output or quantize_linear to an 8-bit one (the quantized_activations pass).
-// Thread map: a block of 8 warps owns 128 output pixels x BN (32 / 64 / 128) output channels; a K step is
-// one filter tap x 64 input channels, its A tile (128 pixels x 64 bytes, gathered from the NHWC input,
-// zero-point bytes where the tap falls in the padding, so (q - zp) is 0 there exactly) and B tile (BN x
-// 64 bytes of packed weights) copied by cp.async through gemm_mainloop.cuh's 4-stage pipeline; warp w
-// multiplies pixels 32 (w % 4) .. + 31 x channels BN / 2 (w / 4) .. from shared memory (gemm_tiles.cuh's
-// channel-vector fragment map: conflict-free). The epilogue stages the float tile in the same shared
-// memory and writes 16-byte (8-byte for bytes) chunks, a row's on consecutive threads, the residual read
-// the same way. A float / half input is quantized first into the workspace (quantize.cuh's rounding);
-// an 8-bit i8 input is read as u8 with its sign bit flipped (q + 128, zero point + 128: the same
-// differences). NHWC, groups 1, C_in % 16 == 0, C_out % 8 == 0, KH*KW*C_in <= 65535 (int32 sums exact).
+// CUDA quantized_conv2d `mma_nhwc` / `mma_nhwc_wide`: a QDQ model's convolution as an implicit GEMM
+// (CUTLASS's Conv2dFprop scheme, in plain CUDA-C) on int8 tensor cores, uint8 activations x int8 weights
+// with int32 sums, and the reference's float epilogue (scales, bias, residual, activation, then float /
+// half or quantize_linear to 8 bits). NHWC, groups 1, C_in % 16 == 0, C_out % 8 == 0, KH*KW*C_in <=
+// 65535 (int32 sums exact), sm_80+. Thread map: see qconv_nhwc_kernel.
 #include <algorithm>
 #include <climits>
 #include <cmath>
@@ -34,22 +24,6 @@ constexpr int kBM = 128;          // output pixels of a block tile
 constexpr int kStages = 4;        // K steps in flight (cp.async)
 constexpr int kStepChannels = 64; // input channels (bytes) of one K step: two k32 slices
 constexpr int64_t kMaxK = 65535;  // 255 * 128 * K < 2^31: the int32 sums cannot overflow
-
-// D (16x8 s32) += A (16x32 u8, row) * B (32x8 s8, col). Fragments (PTX ISA, m16n8k32 with 8-bit
-// operands): byte for byte those of m16n8k16 with 16-bit ones, so gemm_tiles.cuh's channel-vector map
-// holds with 16 channels a 16-byte vector: thread t of a row holds channels 16t .. 16t + 15 of a step;
-// slice 0 takes the first 8, slice 1 the next 8, and B is laid out the same way.
-__device__ __forceinline__ void mma_16832(int (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile(
-      "mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};\n"
-      : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-#else
-  __trap();
-#endif
-}
 
 struct Geometry {
   int H = 0, W = 0, C = 0;  // input NHWC (per image)
@@ -108,6 +82,18 @@ struct TileShape {
       std::max<size_t>(size_t(kStages) * stage_chunks * 16, size_t(kBM) * out_ld * sizeof(float));
 };
 
+// y [M = N*HO*WO, C_out] = im2col(x) [M, KH*KW*C_in] * W^T with mma.sync m16n8k32 u8 x s8, then
+// float(acc - zp * sum(w[c])) * (x_scale * w_scale[c]) + bias[c], the residual, the activation, the store.
+// Thread map: a block of kBM / WM x 2 warps owns 128 output pixels x BN (32 / 64 / 128) output channels,
+// warp w pixels WM (w % (kBM / WM)) .. and channels BN / 2 (w / (kBM / WM)) ..; a K step is one filter
+// tap x 64 input channels, its A tile (128 pixels x 64 bytes, gathered from the NHWC input, zero-point
+// bytes where the tap falls in the padding, so (q - zp) is 0 there exactly) and B tile (BN x 64 bytes of
+// packed weights) copied by cp.async through gemm_mainloop.cuh's 4-stage pipeline and read with
+// gemm_tiles.cuh's channel-vector fragment map (conflict-free 16-byte shared loads). The epilogue stages
+// the float tile in the same shared memory and writes 16-byte (8-byte for bytes) chunks, a row's on
+// consecutive threads, the residual read the same way. A float / half input was quantized into the
+// workspace first (quantize.cuh's rounding); an 8-bit i8 input is read as u8 with its sign bit flipped
+// (q + 128, zero point + 128: the same differences).
 // T: the session's float storage (residual, float output); kOut8: y is 8-bit; kFlip: x holds i8 bytes.
 // Grid: (pixel tiles, channel tiles). Weights wt: [step][C_out][4 chunks of 16 bytes] (channels gi * 64
 // + 16 chunk .. + 15 of the step's tap), so a block's B tile is BN * 64 contiguous bytes.
