@@ -41,6 +41,13 @@ inline std::vector<uint8_t> quantized_model(const Model& model, const Tensor& ca
 }
 
 
+// n weights uniform in [-r, r] from rng, one draw each: the test models' constants.
+inline std::vector<float> uniform_weights(std::mt19937_64& rng, int64_t n, float r) {
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& x : v) x = std::uniform_real_distribution<float>(-r, r)(rng);
+  return v;
+}
+
 // A random convolution geometry of the quantized-conv tests: kernel 1-5 (KH != KW one time in four),
 // strides 1-3, dilation 2 one time in `dilate` per axis, padding 0 .. extent - 1 per side (asymmetric
 // one time in three), a bounded activation. The kernel and its dilated extent.

@@ -385,11 +385,7 @@ namespace {
 // quantize's plan and rewrite.
 std::vector<uint8_t> cuda_float_model() {
   std::mt19937_64 rng(41);
-  const auto weights = [&](int64_t n, float r) {
-    std::vector<float> v(static_cast<size_t>(n));
-    for (float& x : v) x = std::uniform_real_distribution<float>(-r, r)(rng);
-    return v;
-  };
+  const auto weights = [&](int64_t n, float r) { return test::uniform_weights(rng, n, r); };
   ModelBuilder b("qcuda");
   const int x = b.input("image", {-1, 16, 12, 10});
   Conv2DParams c;

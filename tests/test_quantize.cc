@@ -19,6 +19,7 @@
 #include "infer/model_builder.h"
 #include "infer/session.h"
 #include "model_generated.h"
+#include "quant_test_util.h"
 #include "quantizer.h"
 #include "shape_inference.h"
 #include "test_util.h"
@@ -527,11 +528,7 @@ namespace {
 // conv -> relu -> conv_transpose2d -> flatten -> dense, with a conv reading the model input.
 std::vector<uint8_t> small_float_model() {
   std::mt19937_64 rng(11);
-  const auto weights = [&](int64_t n, float r) {
-    std::vector<float> v(static_cast<size_t>(n));
-    for (float& x : v) x = std::uniform_real_distribution<float>(-r, r)(rng);
-    return v;
-  };
+  const auto weights = [&](int64_t n, float r) { return test::uniform_weights(rng, n, r); };
   ModelBuilder b("small");
   b.set_metadata("task", "classifier");
   const int x = b.input("image", {-1, 2, 6, 6});

@@ -196,11 +196,7 @@ bool has(const std::string& text, const std::string& part) { return text.find(pa
 // plan and rewrite with min-max ranges over `calib`.
 std::vector<uint8_t> float_model() {
   std::mt19937_64 rng(21);
-  const auto weights = [&](int64_t n, float r) {
-    std::vector<float> v(static_cast<size_t>(n));
-    for (float& x : v) x = std::uniform_real_distribution<float>(-r, r)(rng);
-    return v;
-  };
+  const auto weights = [&](int64_t n, float r) { return test::uniform_weights(rng, n, r); };
   ModelBuilder b("qnet");
   const int x = b.input("image", {-1, 3, 9, 11});
   Conv2DParams c;
@@ -229,11 +225,7 @@ std::vector<uint8_t> float_model() {
 // 1x1 (4 output channels: stays float), global average pool.
 std::vector<uint8_t> depthwise_model() {
   std::mt19937_64 rng(22);
-  const auto weights = [&](int64_t n, float r) {
-    std::vector<float> v(static_cast<size_t>(n));
-    for (float& x : v) x = std::uniform_real_distribution<float>(-r, r)(rng);
-    return v;
-  };
+  const auto weights = [&](int64_t n, float r) { return test::uniform_weights(rng, n, r); };
   const Activation relu6{ActivationKind::Clip, 0.f, 6.f};
   ModelBuilder b("dwnet");
   const int x = b.input("image", {-1, 3, 17, 15});
@@ -621,11 +613,7 @@ TEST_CASE("fuse_quantized_conv2d: a quantized model's convolutions run in int8 o
 // A classifier head: c1 3->16 3x3 (ReLU), global average pool, flatten, fc1 16->24 (ReLU), fc2 24->10.
 std::vector<uint8_t> dense_model() {
   std::mt19937_64 rng(23);
-  const auto weights = [&](int64_t n, float r) {
-    std::vector<float> v(static_cast<size_t>(n));
-    for (float& x : v) x = std::uniform_real_distribution<float>(-r, r)(rng);
-    return v;
-  };
+  const auto weights = [&](int64_t n, float r) { return test::uniform_weights(rng, n, r); };
   ModelBuilder b("densenet");
   const int x = b.input("image", {-1, 3, 7, 9});
   Conv2DParams c;

@@ -141,16 +141,18 @@ DeviceArray::~DeviceArray() {
 uint64_t device_array_bytes() { return g_device_array_bytes.load(); }
 
 std::unique_ptr<DeviceArray> upload(const float* host, size_t count, Precision p) {
-  auto out = std::make_unique<DeviceArray>(count * element_size(p));
-  if (count == 0) return out;
+  if (p != Precision::FP16 || count == 0) return upload_bytes(host, count * element_size(p));
   if (!host) throw Error("cuda upload: null host data");
-  if (p == Precision::FP16) {
-    std::vector<__half> half(count);
-    for (size_t i = 0; i < count; ++i) half[i] = __float2half_rn(host[i]);
-    INFER_CUDA_CHECK(cudaMemcpy(out->data(), half.data(), count * sizeof(__half), cudaMemcpyHostToDevice));
-  } else {
-    INFER_CUDA_CHECK(cudaMemcpy(out->data(), host, count * sizeof(float), cudaMemcpyHostToDevice));
-  }
+  std::vector<__half> half(count);
+  for (size_t i = 0; i < count; ++i) half[i] = __float2half_rn(host[i]);
+  return upload_bytes(half.data(), count * sizeof(__half));
+}
+
+std::unique_ptr<DeviceArray> upload_bytes(const void* host, size_t bytes) {
+  auto out = std::make_unique<DeviceArray>(bytes);
+  if (bytes == 0) return out;
+  if (!host) throw Error("cuda upload: null host data");
+  INFER_CUDA_CHECK(cudaMemcpy(out->data(), host, bytes, cudaMemcpyHostToDevice));
   return out;
 }
 

@@ -81,6 +81,8 @@ class DeviceArray {
 // Copies `count` float32 host values to new device memory stored as precision p's element type
 // (float, or half rounded to nearest). Synchronous: for session creation and prepare(), never a run.
 std::unique_ptr<DeviceArray> upload(const float* host, size_t count, Precision p);
+// The same for bytes as they are (packed int8 weights, int32 sums, float tables whatever the precision).
+std::unique_ptr<DeviceArray> upload_bytes(const void* host, size_t bytes);
 
 // Bytes of device memory every DeviceArray of this process holds now (prepared weights, uploads,
 // arenas): the profile's weight and memory report reads it.

@@ -376,12 +376,6 @@ Launcher pick_instance(const NodeDesc& node, int CO, bool wide) {
   return l;
 }
 
-std::unique_ptr<DeviceArray> upload_raw(const void* host, size_t bytes) {
-  auto a = std::make_unique<DeviceArray>(bytes);
-  INFER_CUDA_CHECK(cudaMemcpy(a->data(), host, bytes, cudaMemcpyHostToDevice));
-  return a;
-}
-
 std::shared_ptr<void> prepare(const NodeDesc& node, bool wide) {
   const Checked c = check(node);
   if (!c.ok)
@@ -413,10 +407,10 @@ std::shared_ptr<void> prepare(const NodeDesc& node, bool wide) {
     mult[size_t(co)] = p.x_scale * node.constants[2][per_channel ? co : 0];
     bias[size_t(co)] = node.constants[3][co];
   }
-  st->weights = upload_raw(packed.data(), packed.size());
-  st->corr = upload_raw(corr.data(), corr.size() * sizeof(int));
-  st->mult = upload_raw(mult.data(), mult.size() * sizeof(float));
-  st->bias = upload_raw(bias.data(), bias.size() * sizeof(float));
+  st->weights = upload_bytes(packed.data(), packed.size());
+  st->corr = upload_bytes(corr.data(), corr.size() * sizeof(int));
+  st->mult = upload_bytes(mult.data(), mult.size() * sizeof(float));
+  st->bias = upload_bytes(bias.data(), bias.size() * sizeof(float));
   st->launch = pick_instance(node, g.CO, wide);
   return st;
 }
