@@ -349,6 +349,17 @@ TEST_CASE("concat, slice, channel_shuffle, flatten, reshape direct_nhwc match th
   CHECK_FALSE(variant_applies(variant("flatten", "direct_nhwc"), spatial));
 }
 
+TEST_CASE("depth_to_space direct_nhwc matches the reference (DCR and CRD, blocks 1-4)") {
+  std::mt19937_64 rng(20261130);
+  for (int t = 0; t < 60; ++t) {
+    const DepthToSpaceParams d{uniform(rng, 1, 4), static_cast<DepthToSpaceMode>(t % 2)};
+    const int64_t co = t % 5 == 0 ? uniform(rng, 17, 70) : uniform(rng, 1, 9);
+    const Shape x{uniform(rng, 1, 3), co * d.block * d.block, uniform(rng, 1, 9), uniform(rng, 1, 9)};
+    CAPTURE(t);
+    check_nhwc("direct_nhwc", shaped_node(d, {x}), random_inputs({x}, 400 + t));
+  }
+}
+
 TEST_CASE("activation, add and binary run in NHWC (binary broadcasting with NCHW constants)") {
   std::mt19937_64 rng(20261133);
   for (int t = 0; t < 40; ++t) {

@@ -1,5 +1,5 @@
 // The CUDA channels-last path: the layout conversion kernel, every variant that runs in NHWC (cuDNN
-// conv2d and conv_transpose2d, width-folded conv2d, pool2d, element-wise ops) against the NCHW
+// conv2d and conv_transpose2d, width-folded conv2d, pool2d, element-wise ops, concat, depth_to_space) against the NCHW
 // reference on random shapes (odd C, H, W; C not a multiple of 8; padding and stride edges; outputs
 // poisoned; inside a CUDA graph replayed twice), and the channels_last / fold_width passes through
 // whole sessions: zoo models in fp16 and tf32 within 1e-2 of the reference in both layouts, the plan
@@ -649,6 +649,32 @@ CUDA_TEST_CASE("resize in NHWC matches the reference") {
     const test::RandomResize r = test::random_resize(rng);
     const OpCase rc = make_case(r.p, {r.x}, {false}, r.y, 900 + t);
     CHECK(contains(check_case_in_layout(rc, kPrecisions[t % 3], Layout::NHWC, {}, t % 2 == 0), "direct"));
+  }
+}
+
+CUDA_TEST_CASE("depth_to_space and concat in NHWC match the reference (int8 transposed convolutions' interleave)") {
+  std::mt19937_64 rng(20261130);
+  for (int t = 0; t < scaled(40); ++t) {
+    const DepthToSpaceParams d{uniform(rng, 1, 4), static_cast<DepthToSpaceMode>(t % 2)};
+    const int64_t co = t % 5 == 0 ? uniform(rng, 17, 70) : uniform(rng, 1, 9), n = uniform(rng, 1, 3);
+    const int64_t h = uniform(rng, 1, 9), w = uniform(rng, 1, 9);
+    const OpCase dc = make_case(d, {{n, co * d.block * d.block, h, w}}, {false}, {n, co, h * d.block, w * d.block},
+                                1200 + t);
+    CHECK(contains(check_case_in_layout(dc, kPrecisions[t % 3], Layout::NHWC, {}, t % 2 == 0), "direct"));
+    // a channel concat of 1-4 inputs (the phases), or along H / W
+    ConcatParams cp;
+    cp.axis = t % 4 == 3 ? uniform(rng, 2, 3) : 1;
+    std::vector<Shape> ins;
+    Shape out{n, 0, h, w};
+    if (cp.axis != 1) out[1] = co, out[size_t(cp.axis)] = 0;
+    for (int k = 0, m = uniform(rng, 1, 4); k < m; ++k) {
+      Shape in{n, cp.axis == 1 ? uniform(rng, 1, 40) : co, h, w};
+      if (cp.axis != 1) in[size_t(cp.axis)] = uniform(rng, 1, 9);
+      out[size_t(cp.axis)] += in[size_t(cp.axis)];
+      ins.push_back(in);
+    }
+    const OpCase cc = make_case(cp, ins, std::vector<bool>(ins.size(), false), out, 1300 + t);
+    CHECK(contains(check_case_in_layout(cc, kPrecisions[t % 3], Layout::NHWC, {}, t % 2 == 1), "direct"));
   }
 }
 

@@ -7,6 +7,9 @@
 //    (thread_pool.h) over the outer index;
 //  - channel_shuffle: per pixel, y[j*g + i] = x[i*(C/g) + j]; two groups (ShuffleNetV2) zip a vector of
 //    each half into two output vectors, other group counts go per float; threads over the pixels;
+//  - depth_to_space (DCR, CRD): per output pixel the C_out channels of its input pixel from channel
+//    (i*b + j)*C_out on (DCR: one run, nhwc::copy_n) or c*b*b + i*b + j (CRD: a gather); threads over
+//    the output rows;
 //  - flatten and reshape where the memory order is the NCHW one anyway (a 4-D tensor with H*W == 1 or
 //    C == 1, on both sides: the global pool's output before a classifier): one copy (none in place).
 // Constants keep their NCHW order (the channels_last pass never converts them): concat takes none.
@@ -173,6 +176,43 @@ bool relabel_applicable(const NodeDesc& node) {
   return same_order(node.input_shapes[0]) && same_order(node.output_shapes[0]);
 }
 
+// Output rows [r0, r1) (r = n * H*b + oy) of a depth_to_space from x [N, H, W, C_out*b*b] (NHWC).
+template <class I>
+INFER_INLINE void depth_to_space_rows_body(const float* x, float* y, int64_t H, int64_t W, int64_t b, int64_t CO,
+                                           bool dcr, int64_t r0, int64_t r1) {
+  const int64_t HO = H * b, WO = W * b, C = CO * b * b;
+  for (int64_t r = r0; r < r1; ++r) {
+    const int64_t n = r / HO, oy = r % HO, i = oy % b;
+    const float* xr = x + (n * H + oy / b) * W * C;
+    float* yp = y + r * WO * CO;
+    for (int64_t ox = 0; ox < WO; ++ox, yp += CO) {
+      const int64_t j = ox % b;
+      const float* xp = xr + (ox / b) * C;
+      if (dcr) {
+        nhwc::copy_n<I>(yp, xp + (i * b + j) * CO, CO);
+      } else {
+        for (int64_t c = 0; c < CO; ++c) yp[c] = xp[c * b * b + i * b + j];
+      }
+    }
+  }
+}
+INFER_PER_ISA(void, depth_to_space_rows, depth_to_space_rows_body,
+              (const float* x, float* y, int64_t H, int64_t W, int64_t b, int64_t CO, bool dcr, int64_t r0,
+               int64_t r1),
+              (x, y, H, W, b, CO, dcr, r0, r1))
+
+void depth_to_space_run(const KernelCall& call) {
+  const auto& p = std::get<DepthToSpaceParams>(call.node.params);
+  const Shape &xs = call.node.input_shapes[0], &ys = call.node.output_shapes[0];
+  const auto rows = depth_to_space_rows_for(call.node.isa);
+  const float* x = call.inputs[0];
+  float* y = call.outputs[0];
+  const bool dcr = p.mode == DepthToSpaceMode::DCR;
+  parallel_for(ys[0] * ys[2], shape_numel(ys) >= kParallelMin, [&](int64_t r0, int64_t r1, int) {
+    rows(x, y, xs[2], xs[3], p.block, ys[1], dcr, r0, r1);
+  });
+}
+
 void copy_relabelled(const KernelCall& call) {
   const int64_t n = shape_numel(call.node.input_shapes[0]);
   if (n > 0 && call.inputs[0] != call.outputs[0])
@@ -188,6 +228,8 @@ INFER_REGISTER_KERNELS(tensor_ops_nhwc) {
        .layouts = {Layout::NHWC}, .isa = KernelVariant::Isa::PerIsa, .applicable = concat_applicable, .run = concat_run},
       {.op = "slice", .name = "direct_nhwc", .priority = 10, .priority_for = nchw_priority,
        .layouts = {Layout::NHWC}, .isa = KernelVariant::Isa::PerIsa, .applicable = slice_applicable, .run = slice_run},
+      {.op = "depth_to_space", .name = "direct_nhwc", .priority = 10, .priority_for = nchw_priority,
+       .layouts = {Layout::NHWC}, .isa = KernelVariant::Isa::PerIsa, .run = depth_to_space_run},
       {.op = "channel_shuffle", .name = "direct_nhwc", .priority = 10, .priority_for = nchw_priority,
        .layouts = {Layout::NHWC}, .isa = KernelVariant::Isa::PerIsa, .run = channel_shuffle_run},
       {.op = "flatten", .name = "direct_nhwc", .priority = 10, .priority_for = nchw_priority,

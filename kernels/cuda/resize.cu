@@ -2,7 +2,7 @@
 // NCHW and NHWC. One thread per output element in a grid-stride loop (int64 indices): NCHW threads
 // walk output columns (coalesced stores), NHWC threads walk channels (coalesced loads and stores).
 // Each thread maps its row and column with kernels/resize_coords.h, as the CPU kernel does.
-// Also depth_to_space "direct" (DCR / CRD, NCHW only): one thread per output element, a gather.
+// Also depth_to_space "direct" (DCR / CRD, NCHW or NHWC): one thread per output element, a gather.
 #include "kernels/cuda/common.cuh"
 #include "infer/kernel.h"
 #include "kernels/resize_coords.h"
@@ -78,21 +78,24 @@ void resize_run(const KernelCall& call) {
   INFER_CUDA_CHECK_LAUNCH();
 }
 
-// Output element i = ((n * CO + c) * HO + oy) * WO + ox reads input channel ic (DCR or CRD) at
-// (oy / b, ox / b).
+// Output element i = ((n * CO + c) * HO + oy) * WO + ox (NCHW) or ((n * HO + oy) * WO + ox) * CO + c
+// (NHWC) reads input channel ic (DCR or CRD) at (oy / b, ox / b).
 template <class T>
 __global__ void depth_to_space_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t total, int64_t CO,
-                                      int64_t HO, int64_t WO, int64_t b, bool dcr) {
+                                      int64_t HO, int64_t WO, int64_t b, bool dcr, bool nhwc) {
   const int64_t C = CO * b * b, H = HO / b, W = WO / b;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
        i += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t ox = i % WO;
-    int64_t r = i / WO;
+    int64_t r = i, c = 0;
+    if (nhwc) c = r % CO, r /= CO;
+    const int64_t ox = r % WO;
+    r /= WO;
     const int64_t oy = r % HO;
     r /= HO;
-    const int64_t c = r % CO, n = r / CO, pi = oy % b, pj = ox % b;
+    if (!nhwc) c = r % CO, r /= CO;
+    const int64_t n = r, pi = oy % b, pj = ox % b;
     const int64_t ic = dcr ? (pi * b + pj) * CO + c : c * b * b + pi * b + pj;
-    y[i] = x[((n * C + ic) * H + oy / b) * W + ox / b];
+    y[i] = nhwc ? x[((n * H + oy / b) * W + ox / b) * C + ic] : x[((n * C + ic) * H + oy / b) * W + ox / b];
   }
 }
 
@@ -106,7 +109,7 @@ void depth_to_space_run(const KernelCall& call) {
     using T = decltype(tag);
     depth_to_space_kernel<T><<<grid_for(total), 256, 0, ctx.stream>>>(
         reinterpret_cast<const T*>(call.inputs[0]), reinterpret_cast<T*>(call.outputs[0]), total, ys[1],
-        ys[2], ys[3], p.block, p.mode == DepthToSpaceMode::DCR);
+        ys[2], ys[3], p.block, p.mode == DepthToSpaceMode::DCR, call.node.layout == Layout::NHWC);
   });
   INFER_CUDA_CHECK_LAUNCH();
 }
@@ -117,7 +120,8 @@ INFER_REGISTER_KERNELS(resize) {
   registry.add("cuda", {
       {.op = "resize", .name = "direct", .priority = 10, .layouts = {Layout::NCHW, Layout::NHWC},
        .applicable = resize_applicable, .run = resize_run},
-      {.op = "depth_to_space", .name = "direct", .priority = 10, .run = depth_to_space_run},
+      {.op = "depth_to_space", .name = "direct", .priority = 10, .layouts = {Layout::NCHW, Layout::NHWC},
+       .run = depth_to_space_run},
   });
 }
 

@@ -1,8 +1,10 @@
 // CUDA shape/tensor "direct" kernels, float or half storage: flatten and reshape are one device-to-device
 // cudaMemcpyAsync (skipped when in == out); softmax and log_softmax along any axis as [outer, len,
 // inner], stable in float via the one-pass online max-and-sum (Milakov & Gimelshein 2018) then a write
-// pass (exp(x - m) / s, or (x - m) - log s), a warp, block or thread per line; concat along any axis as one strided slab copy per input (16/8/4/2-byte units, as
-// alignment allows). No workspace; all asynchronous on the context's stream.
+// pass (exp(x - m) / s, or (x - m) - log s), a warp, block or thread per line; concat along any axis as
+// one strided slab copy per input (16/8/4/2-byte units, as alignment allows), NCHW or NHWC (the shape in
+// memory order: a channel concat copies each input's C_k values per pixel). No workspace; all
+// asynchronous on the context's stream.
 #include <cstdint>
 #include <limits>
 #include <string>
@@ -195,9 +197,26 @@ void launch_copy_slab(Context& ctx, const void* x, void* y, int64_t outer, int64
   INFER_CUDA_CHECK_LAUNCH();
 }
 
+// A shape and axis in memory order: an NHWC tensor's [N, H, W, C] (its channel axis the innermost).
+void memory_order(const NodeDesc& node, Shape& s, int& axis) {
+  if (node.layout != Layout::NHWC || s.size() != 4) return;
+  s = {s[0], s[2], s[3], s[1]};
+  axis = axis == 1 ? 3 : axis == 0 ? 0 : axis - 1;
+}
+
+// NHWC: 4-D activations only (constants keep their NCHW order).
+bool concat_applicable(const NodeDesc& node) {
+  if (node.layout != Layout::NHWC) return true;
+  for (size_t k = 0; k < node.input_shapes.size(); ++k)
+    if (node.input_shapes[k].size() != 4 || node.constants[k]) return false;
+  return node.output_shapes[0].size() == 4;
+}
+
 void concat_run(const KernelCall& call) {
-  const Shape& ys = call.node.output_shapes[0];
-  const int axis = resolved_axis(std::get<ConcatParams>(call.node.params).axis, ys);
+  Shape ys = call.node.output_shapes[0];
+  int axis = resolved_axis(std::get<ConcatParams>(call.node.params).axis, ys);
+  const int logical_axis = axis;
+  memory_order(call.node, ys, axis);
   int64_t outer = 1, inner = 1;
   for (int d = 0; d < axis; ++d) outer *= ys[size_t(d)];
   for (size_t d = size_t(axis) + 1; d < ys.size(); ++d) inner *= ys[d];
@@ -209,7 +228,7 @@ void concat_run(const KernelCall& call) {
   char* y = reinterpret_cast<char*>(call.outputs[0]);
   int64_t offset_bytes = 0;  // of input k's slab within an output block
   for (size_t k = 0; k < call.inputs.size(); ++k) {
-    const int64_t block_bytes = call.node.input_shapes[k][size_t(axis)] * inner * es;
+    const int64_t block_bytes = call.node.input_shapes[k][size_t(logical_axis)] * inner * es;
     const void* src = call.inputs[k];
     void* dst = y + offset_bytes;
     offset_bytes += block_bytes;
@@ -242,7 +261,8 @@ INFER_REGISTER_KERNELS(tensor_ops) {
       {.op = "reshape", .name = "direct", .priority = 10, .run = copy_relabelled},
       {.op = "softmax", .name = "direct", .priority = 10, .run = softmax_run<false, SoftmaxParams>},
       {.op = "log_softmax", .name = "direct", .priority = 10, .run = softmax_run<true, LogSoftmaxParams>},
-      {.op = "concat", .name = "direct", .priority = 10, .run = concat_run},
+      {.op = "concat", .name = "direct", .priority = 10, .layouts = {Layout::NCHW, Layout::NHWC},
+       .applicable = concat_applicable, .run = concat_run},
   });
 }
 
