@@ -7,6 +7,8 @@
 # fp32, int8 (8-bit weights: the pmaddwd GEMM), int8r (`--reduce-range`, 7-bit weights: the vpmaddubsw
 # GEMM on AVX2 / AVX-512), fake (int8's model with fuse_quantized_conv2d off), int8f (int8 with
 # quantized_activations off: float tensors between the int8 convolutions, as before that pass).
+# A model WORKDIR/NAME.fb already there is used as it is (the zoo generators: `model-zoo ebgan -o
+# WORKDIR/ebgan.fb`, or models/ebgan_fashion.fb copied there).
 # Usage: bench/cpu_int8_vs_fp32.sh BUILD WORKDIR [models...]
 #        (env: ISAS="avx2 baseline", THREADS="1 2", KINDS="fp32 int8 int8r fake", RUNS=10, ROUNDS=2)
 set -eu

@@ -11,7 +11,10 @@
 // shapes, a MobileNet grid and quantize_linear's edge cases (bit for bit without a residual), and the
 // pass on a MobileNet-like model (no float depthwise left); 8-bit inputs and outputs (x_quantized, y_dtype)
 // of each variant against its own float path, bit for bit, and the quantized_activations pass (the same
-// outputs, one byte an element in the arena). Run per CPU ISA level by ctest (INFER_CPU_ISA).
+// outputs, one byte an element in the arena); transposed convolutions through the pass as int8 stride
+// phases (a generator with BatchNorms folded into int8 weights, the 1x1-input and stride-1 forms, and
+// 48 random geometries: fused exactly where the geometry splits, the fake-quantized values either
+// way). Run per CPU ISA level by ctest (INFER_CPU_ISA).
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -573,7 +576,7 @@ TEST_CASE("fuse_quantized_conv2d: a quantized model's convolutions run in int8 o
     off.passes.fuse_quantized_conv2d = false;
     Session fused(q, on), plain(q, off), oracle(q, ref), flt(model, on);
     CHECK(pass_line(fused, "fuse_quantized_conv2d") ==
-          "fuse_quantized_conv2d: 2 quantize_linear -> dequantize_linear -> conv2d / dense chains fused into quantized_conv2d");
+          "fuse_quantized_conv2d: 2 quantize_linear -> dequantize_linear -> conv2d / dense / conv_transpose2d chains fused into quantized_conv2d");
     CHECK(pass_line(plain, "fuse_quantized_conv2d") == "fuse_quantized_conv2d: off");
     CHECK(pass_line(oracle, "fuse_quantized_conv2d").empty());  // cpu only
     CHECK(pass_line(flt, "fuse_quantized_conv2d").empty());     // no quantize_linear: no line
@@ -604,7 +607,7 @@ TEST_CASE("fuse_quantized_conv2d: a quantized model's convolutions run in int8 o
     REQUIRE(keep.extra_outputs.size() == 1);
     Session read(q, keep);
     CHECK(pass_line(read, "fuse_quantized_conv2d") ==
-          "fuse_quantized_conv2d: 2 quantize_linear -> dequantize_linear -> conv2d / dense chains fused into quantized_conv2d");
+          "fuse_quantized_conv2d: 2 quantize_linear -> dequantize_linear -> conv2d / dense / conv_transpose2d chains fused into quantized_conv2d");
     const std::vector<Tensor> r = read.run({in});
     CHECK(rel_error(r[0].data, got) <= 1e-6);
   }
@@ -651,7 +654,7 @@ TEST_CASE("fuse_quantized_conv2d: dense layers run as 1x1 quantized convolutions
     off.passes.fuse_quantized_conv2d = false;
     Session fused(q, on), plain(q, off), oracle(q, ref);
     CHECK(pass_line(fused, "fuse_quantized_conv2d") ==
-          "fuse_quantized_conv2d: 3 quantize_linear -> dequantize_linear -> conv2d / dense chains fused into quantized_conv2d");
+          "fuse_quantized_conv2d: 3 quantize_linear -> dequantize_linear -> conv2d / dense / conv_transpose2d chains fused into quantized_conv2d");
     std::map<std::string, std::string> ops;
     for (const NodeInfo& n : fused.nodes()) ops[n.name] = n.op + "." + n.variant;
     CHECK(ops["fc1"] == "quantized_conv2d.qgemm");
@@ -685,9 +688,9 @@ TEST_CASE("fuse_quantized_conv2d: depthwise convolutions fuse too (quantized_con
     gemm_only.kernels["quantized_conv2d"] = "qgemm";  // the behaviour before the depthwise variant
     Session fused(q, on), plain(q, off), oracle(q, ref), before(q, gemm_only);
     CHECK(pass_line(fused, "fuse_quantized_conv2d") ==
-          "fuse_quantized_conv2d: 5 quantize_linear -> dequantize_linear -> conv2d / dense chains fused into quantized_conv2d");
+          "fuse_quantized_conv2d: 5 quantize_linear -> dequantize_linear -> conv2d / dense / conv_transpose2d chains fused into quantized_conv2d");
     CHECK(pass_line(before, "fuse_quantized_conv2d") ==
-          "fuse_quantized_conv2d: 3 quantize_linear -> dequantize_linear -> conv2d / dense chains fused into quantized_conv2d");
+          "fuse_quantized_conv2d: 3 quantize_linear -> dequantize_linear -> conv2d / dense / conv_transpose2d chains fused into quantized_conv2d");
     std::map<std::string, std::string> variant;
     int qdq = 0, float_conv = 0;
     for (const NodeInfo& n : fused.nodes()) {
@@ -709,6 +712,174 @@ TEST_CASE("fuse_quantized_conv2d: depthwise convolutions fuse too (quantized_con
     CHECK(rel_error(got, want) <= 1e-5);
     CHECK(rel_error(got, old) <= 1e-5);
   }
+}
+
+// A small generator: z [N, 12, 1, 1] -> tc1 (4x4 from the 1x1 input, BatchNorm with negative scales,
+// ReLU) -> tc2 (4x4 s2 p1, bias, ReLU) -> tc3 (3x3 s2 p1 output_padding 1, no bias, BatchNorm) -> tc4
+// (5x5 s3 p1: three phases of 2, 1 and 2 taps, Clip) -> tc5 (3x3 s1 p1, bias) -> out (4x4 s2 p1 to 3
+// channels, tanh: fewer than 8 outputs, stays float).
+std::vector<uint8_t> generator_model() {
+  std::mt19937_64 rng(29);
+  const auto weights = [&](int64_t n, float r) { return test::uniform_weights(rng, n, r); };
+  ModelBuilder b("qgen");
+  const int z = b.input("z", {-1, 12, 1, 1});
+  auto tconv = [&](const std::string& name, int x, int64_t ci, int64_t co, int k, int s, int pad, int op, bool bias,
+                   Activation act) {
+    ConvTranspose2DParams p;
+    p.stride_h = p.stride_w = s;
+    p.pad = {pad, pad, pad, pad};
+    p.output_padding_h = p.output_padding_w = op;
+    p.activation = act;
+    std::vector<int> in{x, b.constant(name + ".w", {ci, co, k, k}, weights(ci * co * k * k, 0.4f))};
+    if (bias) in.push_back(b.constant(name + ".b", {co}, weights(co, 0.2f)));
+    return b.node(name, p, in, name + "_out");
+  };
+  auto batchnorm = [&](const std::string& name, int x, int64_t c, Activation act) {
+    std::vector<float> scale = weights(c, 1.f), mean = weights(c, 0.3f), var = weights(c, 0.4f);
+    for (float& v : scale) v += v < 0 ? -0.5f : 0.5f;  // |scale| >= 0.5, both signs
+    for (float& v : var) v += 0.6f;
+    BatchNormParams p;
+    p.activation = act;
+    return b.node(name, p, {x, b.constant(name + ".scale", {c}, scale), b.constant(name + ".bias", {c}, weights(c, 0.2f)),
+                            b.constant(name + ".mean", {c}, mean), b.constant(name + ".var", {c}, var)}, name + "_out");
+  };
+  const Activation relu{ActivationKind::Relu, 0.01f, 0.f}, none{};
+  int x = tconv("tc1", z, 12, 24, 4, 1, 0, 0, false, none);
+  x = batchnorm("bn1", x, 24, relu);
+  x = tconv("tc2", x, 24, 16, 4, 2, 1, 0, true, relu);
+  x = tconv("tc3", x, 16, 16, 3, 2, 1, 1, false, none);
+  x = batchnorm("bn3", x, 16, none);
+  x = tconv("tc4", x, 16, 8, 5, 3, 1, 0, false, Activation{ActivationKind::Clip, -1.f, 1.f});
+  x = tconv("tc5", x, 8, 8, 3, 1, 1, 0, true, relu);
+  x = tconv("out", x, 8, 3, 4, 2, 1, 0, true, Activation{ActivationKind::Tanh, 0.f, 0.f});
+  b.output(x);
+  return b.finish();
+}
+
+TEST_CASE("fuse_quantized_conv2d: transposed convolutions run as int8 stride phases (kernel segregation), as fake quantization does") {
+  const Model model = Model::from_bytes(generator_model(), "qgen.fb");
+  Tensor calib({64, 12, 1, 1});
+  std::mt19937_64 rng(8);
+  for (float& v : calib.data) v = std::normal_distribution<float>(0.f, 1.f)(rng);
+  Tensor in({2, 12, 1, 1});
+  for (float& v : in.data) v = std::normal_distribution<float>(0.f, 1.f)(rng);
+  for (DType act : {DType::U8, DType::I8}) {
+    CAPTURE(dtype_name(act));
+    const Model q = Model::from_bytes(quantized_model(model, calib, act), "q.fb");
+    SessionOptions on, off, ref;
+    on.backend = off.backend = "cpu";
+    ref.backend = "reference";
+    off.passes.fuse_quantized_conv2d = false;
+    Session fused(q, on), plain(q, off), oracle(q, ref), flt(model, on);
+    CHECK(pass_line(fused, "fuse_quantized_conv2d") ==
+          "fuse_quantized_conv2d: 5 quantize_linear -> dequantize_linear -> conv2d / dense / conv_transpose2d chains fused into quantized_conv2d");
+    std::map<std::string, std::string> ops;
+    for (const NodeInfo& n : fused.nodes()) ops[n.name] = n.op;
+    CHECK(ops["tc1"] == "quantized_conv2d");  // the 1x1 input: one 1x1 convolution of 24 * 16 channels
+    CHECK(ops["tc1:reshape"] == "reshape");
+    for (const char* phase : {"tc2:phase0_0", "tc2:phase0_1", "tc2:phase1_0", "tc2:phase1_1", "tc3:phase1_1",
+                              "tc4:phase0_0", "tc4:phase1_2", "tc4:phase2_2"})
+      CHECK_MESSAGE(ops[phase] == "quantized_conv2d", phase);
+    CHECK(ops.count("tc4:phase3_0") == 0);
+    CHECK(ops["tc2:concat"] == "concat");
+    CHECK(ops["tc4:interleave"] == "depth_to_space");
+    CHECK(ops["tc5"] == "quantized_conv2d");  // stride 1: the flipped kernel, one node
+    CHECK(ops["out"] == "conv_transpose2d");  // 3 output channels
+    int tconvs = 0, qdq = 0;
+    for (const auto& [name, op] : ops) {
+      tconvs += op == "conv_transpose2d";
+      qdq += op == "quantize_linear" || op == "dequantize_linear";
+    }
+    CHECK(tconvs == 1);
+    CHECK(qdq == 2);  // out's pair
+    const std::vector<Tensor> got = fused.run({in});
+    REQUIRE(got.size() == 1);
+    CHECK(got[0].shape == Shape{2, 3, 96, 96});
+    const std::vector<float> fake = plain.run({in})[0].data, want = oracle.run({in})[0].data,
+                             f32 = flt.run({in})[0].data;
+    CHECK(rel_error(got[0].data, fake) <= 1e-5);
+    CHECK(rel_error(got[0].data, want) <= 1e-5);
+    // quantized: six layers of random weights in 8 bits, 5.9% (u8) and 6.8% (i8) from the float model
+    CHECK(rel_error(got[0].data, f32) > 0.0);
+    CHECK(rel_error(got[0].data, f32) <= 0.1);
+  }
+}
+
+TEST_CASE("fuse_quantized_conv2d: random transposed convolutions in int8 phases, as fake quantization does") {
+  std::mt19937_64 rng(20261130);
+  int fused_count = 0;
+  for (int t = 0; t < 48; ++t) {
+    ConvTranspose2DParams p;
+    const int k = uniform(rng, 1, 5), s = uniform(rng, 1, 3);
+    p.stride_h = p.stride_w = s;
+    p.pad.top = uniform(rng, 0, k - 1);
+    p.pad.bottom = rng() % 3 == 0 ? uniform(rng, 0, k - 1) : p.pad.top;
+    p.pad.left = uniform(rng, 0, k - 1);
+    p.pad.right = rng() % 3 == 0 ? uniform(rng, 0, k - 1) : p.pad.left;
+    p.output_padding_h = uniform(rng, 0, s - 1);
+    p.output_padding_w = uniform(rng, 0, s - 1);
+    if (t % 8 == 0) p.pad = {}, p.output_padding_h = p.output_padding_w = 0;  // with H = W = 1 below
+    p.activation = random_activation(rng);
+    const int64_t N = uniform(rng, 1, 3), CI = uniform(rng, 1, 24), CO = uniform(rng, 8, 24);
+    int64_t H, W, HO, WO;
+    do {  // a generator's first layer one time in eight: a 1x1 input without padding
+      H = t % 8 == 0 ? 1 : uniform(rng, 1, 7), W = t % 8 == 0 ? 1 : uniform(rng, 1, 7);
+      HO = (H - 1) * s - p.pad.top - p.pad.bottom + k + p.output_padding_h;
+      WO = (W - 1) * s - p.pad.left - p.pad.right + k + p.output_padding_w;
+    } while (HO < 1 || WO < 1);
+    std::mt19937_64 wr(t);
+    ModelBuilder b("qtconv");
+    const int x = b.input("x", {-1, CI, H, W});
+    std::vector<int> inputs{x, b.constant("w", {CI, CO, k, k}, test::uniform_weights(wr, CI * CO * k * k, 0.5f))};
+    if (t % 3 != 0) inputs.push_back(b.constant("b", {CO}, test::uniform_weights(wr, CO, 0.2f)));
+    b.output(b.node("tc", p, inputs, "y"));
+    const Model model = Model::from_bytes(b.finish(), "qtconv.fb");
+    Tensor calib({4, CI, H, W}), in({N, CI, H, W});
+    for (float& v : calib.data) v = std::uniform_real_distribution<float>(-1.f, 1.f)(rng);
+    for (float& v : in.data) v = std::uniform_real_distribution<float>(-1.1f, 1.1f)(rng);
+    const Model q = Model::from_bytes(quantized_model(model, calib, t % 2 ? DType::I8 : DType::U8), "q.fb");
+    SessionOptions on, off, ref;
+    on.backend = off.backend = "cpu";
+    ref.backend = "reference";
+    off.passes.fuse_quantized_conv2d = false;
+    Session fused(q, on), plain(q, off), oracle(q, ref);
+    const bool one_by_one = H == 1 && W == 1 && p.pad.top + p.pad.left + p.pad.bottom + p.pad.right == 0 &&
+                            p.output_padding_h + p.output_padding_w == 0;
+    // The geometry splits where every phase (the same size) is a stride-1 convolution: output s*q + r
+    // reads inputs q + d for the taps kk with kk = r + pad - s*d, as a window padded by 0 .. taps - 1.
+    auto axis_splits = [&](int64_t in, int64_t out, int pad) {
+      if (out % s != 0) return false;
+      for (int r = 0; r < s; ++r) {
+        int lo_d = k, hi_d = -k, taps = 0;
+        for (int kk = 0; kk < k; ++kk)
+          if ((r + pad - kk) % s == 0) {
+            lo_d = std::min(lo_d, (r + pad - kk) / s), hi_d = std::max(hi_d, (r + pad - kk) / s);
+            ++taps;
+          }
+        const int64_t lo = -lo_d, hi = out / s - 1 + hi_d - (in - 1);
+        if (taps == 0 || lo < 0 || hi < 0 || lo >= taps || hi >= taps) return false;
+      }
+      return true;
+    };
+    const bool splits = one_by_one || (axis_splits(H, HO, p.pad.top) && axis_splits(W, WO, p.pad.left));
+    const bool did = pass_line(fused, "fuse_quantized_conv2d").rfind("fuse_quantized_conv2d: 1 ", 0) == 0;
+    CAPTURE(t);
+    CAPTURE(k);
+    CAPTURE(s);
+    CAPTURE(H);
+    CAPTURE(W);
+    CAPTURE(HO);
+    CAPTURE(WO);
+    CAPTURE(p.pad.top);
+    CAPTURE(p.pad.bottom);
+    CHECK(did == splits);
+    fused_count += did;
+    const std::vector<float> got = fused.run({in})[0].data, fake = plain.run({in})[0].data,
+                             want = oracle.run({in})[0].data;
+    CHECK(rel_error(got, fake) <= 1e-5);
+    CHECK(rel_error(got, want) <= 1e-5);
+  }
+  CHECK(fused_count >= 20);
 }
 
 TEST_CASE("quantize_linear / dequantize_linear in NHWC: a per-axis scale follows the layout") {

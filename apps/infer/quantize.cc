@@ -314,8 +314,15 @@ int run_quantize(const QuantizeOptions& o) {
     }
     std::map<std::string, const quant::Plan::Node*> by_output;
     for (const quant::Plan::Node& n : plan.nodes) by_output[n.output] = &n;
-    const auto int8_nodes = std::count_if(int8.nodes().begin(), int8.nodes().end(),
-                                          [](const NodeInfo& n) { return n.op == "quantized_conv2d"; });
+    // A model node runs in int8 where a quantized_conv2d node has its name, or "<name>:..." (a
+    // transposed convolution's stride phases).
+    const auto in_int8 = [&](const quant::Plan::Node& q) {
+      return std::any_of(int8.nodes().begin(), int8.nodes().end(), [&](const NodeInfo& n) {
+        return n.op == "quantized_conv2d" && n.name.compare(0, q.name.size(), q.name) == 0 &&
+               (n.name.size() == q.name.size() || n.name[q.name.size()] == ':');
+      });
+    };
+    const auto int8_nodes = std::count_if(plan.nodes.begin(), plan.nodes.end(), in_int8);
     fmt::print("per-layer error over {} sample(s) on backend {}, {} of {} quantized node(s) in int8 kernels, the "
                "rest fake-quantized in float (errors accumulate from the input on):\n",
                compare, int8.backend(), int8_nodes, plan.nodes.size());

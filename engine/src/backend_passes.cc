@@ -228,15 +228,26 @@ bool fuse_depthwise_pointwise_where_taken(ShapedGraph& g, const BackendPassConte
                         std::nullopt, fuse_depthwise_pointwise);
   return true;
 }
+// fuse_quantized_conv2d as each backend runs it (see below).
+Graph fuse_quantized_conv2d_cpu(Graph g, const QuantizedConvPredicate& takes, std::vector<std::string>* log) {
+  return fuse_quantized_conv2d(std::move(g), takes, log, /*interleave=*/true);
+}
+Graph fuse_quantized_conv2d_cuda(Graph g, const QuantizedConvPredicate& takes, std::vector<std::string>* log) {
+  return fuse_quantized_conv2d(std::move(g), takes, log, /*interleave=*/false);
+}
 // fuse_quantized_conv2d, before channels_last: a QDQ conv2d chain; graphs with a quantize_linear node.
 // cpu asks in NCHW (its kernels run either layout); cuda in the layout channels_last will give the node
-// (its int8 kernel is NHWC: in strict fp32, which stays NCHW, nothing fuses).
+// (its int8 kernel is NHWC: in strict fp32, which stays NCHW, nothing fuses). A strided transposed
+// convolution becomes int8 phases + concat + depth_to_space on cpu only: on cuda those two copies are
+// memory-bound passes over the layer's output that cost more than the int8 arithmetic saves (EB-GAN at
+// batch 64 fp16 on an H200: 11.1 ms against 1.5 for the float model; docs/quantization.md), so there
+// they stay fake-quantized (cuDNN) until one int8 kernel writes the interleaved output itself.
 bool fuse_quantized_conv2d_where_taken(ShapedGraph& g, const BackendPassContext& c, std::string& line) {
   const std::string& backend = c.kernels.backend_name();
   if ((backend != "cpu" && backend != "cuda") || !has_op(*g.graph, OpType::QuantizeLinear)) return false;
   const Layout ask = backend == "cuda" && channels_last_runs(c) ? Layout::NHWC : Layout::NCHW;
   line = backend_fusion(g, c, c.passes.fuse_quantized_conv2d, "fuse_quantized_conv2d", "quantized_conv2d", ask,
-                        fuse_quantized_conv2d);
+                        backend == "cpu" ? fuse_quantized_conv2d_cpu : fuse_quantized_conv2d_cuda);
   return true;
 }
 // fuse_quantized_add, right after fuse_quantized_conv2d (the convolutions take their pairs first; the

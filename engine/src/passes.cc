@@ -237,7 +237,32 @@ int zero_bias(Graph& g, const std::string& conv_name, int weight) {
 // --- fold_batchnorm -----------------------------------------------------------------------------------
 // y = (conv(x) + b - mean) * s + beta with s = scale / sqrt(var + eps) per output channel, which is
 // conv with weights W * s (per output channel) and bias (b - mean) * s + beta. Computed in double,
-// stored as float32 constants owned by the graph.
+// stored as float32 constants owned by the graph. A weight dequantized at load from int8 (zero point 0,
+// per tensor or per output channel, groups 1: a QDQ model quantized before its BatchNorm was folded,
+// as `infer quantize` writes a generator) stays int8: the integers negated where s < 0 and the scale
+// per channel |s| times the old one, so fuse_quantized_conv2d still finds an int8 weight, and the
+// folded float weight is exactly those integers times those scales.
+namespace {
+// The int8 source of weight w dequantized at load with zero point 0, per tensor or per output channel
+// (w's axis `out_axis`), or nullopt: the weights fold_batchnorm keeps in int8 and fuse_quantized_conv2d
+// fuses.
+std::optional<Value::Dequantized> int8_source(const Graph& g, const Value& w, int out_axis) {
+  if (!w.dequantized || w.shape.size() < 2) return std::nullopt;
+  const Value::Dequantized wd = *w.dequantized;
+  const Value& src = value(g, wd.source);
+  if (src.dtype != DType::I8 || src.shape != w.shape) return std::nullopt;
+  const int64_t scales = shape_numel(value(g, wd.scale).shape);
+  const int rank = static_cast<int>(w.shape.size());
+  if (scales != 1 && !(scales == w.shape[size_t(out_axis)] && (wd.axis == out_axis || wd.axis == out_axis - rank)))
+    return std::nullopt;
+  if (wd.zero_point >= 0) {
+    const Value& wz = value(g, wd.zero_point);
+    if (!std::all_of(wz.data, wz.data + shape_numel(wz.shape), [](float v) { return v == 0.f; })) return std::nullopt;
+  }
+  return wd;
+}
+}  // namespace
+
 Graph fold_batchnorm(Graph g, std::vector<std::string>* log) {
   Uses uses(g);
   std::vector<bool> removed(g.nodes.size(), false);
@@ -300,10 +325,42 @@ Graph fold_batchnorm(Graph g, std::vector<std::string>* log) {
         }
       }
 
+    // A weight dequantized at load from int8 keeps its integers: the factor goes into its scales.
+    std::optional<Value::Dequantized> int8 = groups == 1 ? int8_source(g, w, tconv ? 1 : 0) : std::nullopt;
+    if (int8) {  // -128 has no negation in int8: such a weight folds in float
+      const Value& src = value(g, int8->source);
+      if (std::any_of(src.data, src.data + shape_numel(src.shape), [](float v) { return v < -127.f; }))
+        int8.reset();
+    }
+    std::vector<float> q, q_scale;
+    if (int8) {
+      const float* src = value(g, int8->source).data;
+      const Value& sc = value(g, int8->scale);
+      const bool per_channel = shape_numel(sc.shape) != 1;
+      q.resize(weight.size());
+      q_scale.resize(static_cast<size_t>(channels));
+      for (int64_t ch = 0; ch < channels; ++ch)
+        q_scale[size_t(ch)] = float(double(sc.data[per_channel ? ch : 0]) * std::abs(s[size_t(ch)]));
+      for (int64_t o = 0; o < outer; ++o)
+        for (int64_t ch = 0; ch < per_group; ++ch)
+          for (int64_t i = 0; i < inner; ++i) {
+            const int64_t at = (o * per_group + ch) * inner + i;
+            const float v = s[size_t(ch)] < 0 ? -src[at] : src[at];  // |q| <= 127 for the negation to stay int8
+            q[size_t(at)] = v;
+            weight[size_t(at)] = v * q_scale[size_t(ch)];  // as the loader dequantizes: float(q) * scale
+          }
+    }
+
     // add_constant grows g.values, so `w` must not be used past this point.
     const Shape w_shape = w.shape;
     const int w_id = g.add_constant(bn.name + ".folded_weight", w_shape, std::move(weight));
     const int b_id = g.add_constant(bn.name + ".folded_bias", Shape{channels}, std::move(bias));
+    if (int8) {
+      const int q_id = g.add_constant(bn.name + ".folded_weight_q", w_shape, std::move(q));
+      g.values.back().dtype = DType::I8;
+      const int s_id = g.add_constant(bn.name + ".folded_weight_scale", Shape{channels}, std::move(q_scale));
+      g.values[size_t(w_id)].dequantized = Value::Dequantized{q_id, s_id, -1, tconv ? 1 : 0};
+    }
     uses.readers.resize(g.values.size(), 1);  // constants: never a fusable data input
     uses.producer.resize(g.values.size(), -1);
     uses.is_output.resize(g.values.size(), false);
@@ -752,8 +809,10 @@ Graph fuse_depthwise_pointwise(Graph g, const DepthwisePointwisePredicate& takes
 // bias) at the conv's place: the pair must quantize per tensor to u8 or i8 with one scale and zero point
 // on both sides. A dense node so fed ([N, F_in] x [F_out, F_in]) becomes the 1x1 quantized_conv2d of
 // [N, F_in, 1, 1] between two reshapes (as TensorRT runs a fully connected layer as a 1x1 convolution),
-// so the int8 kernels need no dense form. The pair stays for readers that are not fused (or are graph
-// outputs) and goes when none is left. The merged node lists the pair's names after its own fused ones.
+// so the int8 kernels need no dense form; a conv_transpose2d so fed (weight per tensor or per output
+// channel: axis 1) becomes stride-1 quantized_conv2d nodes by kernel segregation (below). The pair stays
+// for readers that are not fused (or are graph outputs) and goes when none is left. The merged node
+// lists the pair's names after its own fused ones.
 namespace {
 
 // The per-tensor value of a one-element constant, or nullopt.
@@ -791,6 +850,163 @@ std::optional<QDQPair> qdq_pair_of(const Graph& g, const Uses& uses, int id) {
                  q.name, dq.name};
 }
 
+// The int8 source of weight `id` if it has rank `rank` (int8_source's rule), or nullopt.
+std::optional<Value::Dequantized> int8_weight(const Graph& g, int id, size_t rank, int out_axis) {
+  const Value& w = value(g, id);
+  if (w.shape.size() != rank) return std::nullopt;
+  return int8_source(g, w, out_axis);
+}
+
+// One axis of a transposed convolution's stride phase r (kernel segregation: Tida et al.'s sub-kernels,
+// docs/kernels.md "conv_transpose2d"): output s*q + r takes input q + (r + pad) / s - m through tap
+// s*m + (r + pad) % s, m in [0, taps). As a stride-1 convolution (correlation) of the input padded by
+// lo / hi, window tap t is weight index s * (taps - 1 - t) + first. nullopt where no tap feeds the phase
+// or the padding falls outside conv2d's [0, taps).
+struct PhaseAxis {
+  int taps = 0, first = 0, lo = 0, hi = 0;
+};
+std::optional<PhaseAxis> phase_axis(int64_t in, int64_t out, int64_t k, int s, int pad, int r) {
+  const int a = r + pad;
+  PhaseAxis ph;
+  ph.first = a % s;
+  if (ph.first >= k) return std::nullopt;
+  ph.taps = static_cast<int>((k - ph.first + s - 1) / s);
+  ph.lo = ph.taps - 1 - a / s;
+  const int64_t hi = out / s - 1 + ph.taps - in - ph.lo;
+  if (ph.lo < 0 || hi < 0 || hi >= ph.taps) return std::nullopt;
+  ph.hi = static_cast<int>(hi);
+  return ph;
+}
+
+// A QDQ-fed conv_transpose2d (stride s on both axes, groups and dilation 1, weight [C_in, C_out, KH, KW]
+// int8) as quantized_conv2d nodes on its x, or nothing where `takes` refuses one or the geometry does not
+// split (an output size not a multiple of s, a phase without taps). Kernel segregation: output phase
+// (py, px), the pixels (s*qy + py, s*qx + px), is a stride-1 convolution of x with the sub-kernel of the
+// taps congruent to (py + pad_top, px + pad_left) mod s; the s*s phases ("<tconv>:phase<py>_<px>") are
+// concatenated along the channels ("<tconv>:concat") and interleaved by depth_to_space (DCR, block s,
+// "<tconv>:interleave"), so the int8 kernels need no transposed form. Stride 1 is one phase, the
+// flipped kernel (the node keeps the tconv's name); a 1x1 input without padding (a generator's first
+// layer) one 1x1 quantized_conv2d of C_out*KH*KW channels (the tconv's name) and a reshape
+// ("<tconv>:reshape"), where the phase form would mostly multiply padding. Weights, per-channel scales
+// and biases are new constants in the sub-kernels' order; the first node lists the pair's names.
+// `interleave` false (cuda): strides > 1 are left as they are (see backend_passes.cc).
+std::vector<Node> segregated_quantized_tconv(Graph& g, const Node& tconv, const QDQPair& pair,
+                                             const Value::Dequantized& wd, const QuantizedConvPredicate& takes,
+                                             bool interleave, bool& added) {
+  const Node t = tconv;  // g.values grows below: nothing of g is held by reference
+  const auto& p = std::get<ConvTranspose2DParams>(t.params);
+  if (p.groups != 1 || p.dilation_h != 1 || p.dilation_w != 1 || p.stride_h != p.stride_w) return {};
+  const Shape xs = value(g, pair.x).shape, ys = value(g, t.outputs.at(0)).shape, ws = value(g, wd.source).shape;
+  if (xs.size() != 4 || ys.size() != 4 || ws.size() != 4) return {};
+  const int64_t CI = ws[0], CO = ws[1], KH = ws[2], KW = ws[3];
+  const int s = p.stride_h;
+  const bool one_by_one = xs[2] == 1 && xs[3] == 1 && p.pad.top == 0 && p.pad.left == 0 && p.pad.bottom == 0 &&
+                          p.pad.right == 0 && p.output_padding_h == 0 && p.output_padding_w == 0;
+  if (!one_by_one && (ys[2] % s != 0 || ys[3] % s != 0 || (s > 1 && !interleave))) return {};
+  const int scale_id = wd.scale, x = pair.x;
+  const bool per_channel = shape_numel(value(g, scale_id).shape) != 1;
+  const std::vector<float> w(value(g, wd.source).data, value(g, wd.source).data + shape_numel(ws));
+  const float* given_bias = t.inputs.size() > 2 ? value(g, t.inputs[2]).data : nullptr;
+  if (t.inputs.size() > 2 && !given_bias) return {};  // a bias computed at run time
+  std::vector<float> bias(static_cast<size_t>(CO), 0.f);
+  if (given_bias) bias.assign(given_bias, given_bias + CO);
+  added = true;
+  auto add_int8 = [&](const std::string& name, Shape shape, std::vector<float> data) {
+    const int id = g.add_constant(name, std::move(shape), std::move(data));
+    g.values.back().dtype = DType::I8;  // int8 values, as the source's
+    return id;
+  };
+  auto add_activation = [&](const std::string& name, Shape shape) {
+    Value v;
+    v.name = name;
+    v.shape = std::move(shape);
+    g.values.push_back(std::move(v));
+    return static_cast<int>(g.values.size()) - 1;
+  };
+  auto qconv = [&](const std::string& name, const Conv2DParams& cp, std::vector<int> inputs, int out) {
+    Node n;
+    n.name = name;
+    n.params = QuantizedConv2DParams{cp, pair.scale, pair.zero_point, pair.dtype};
+    n.layout = t.layout;
+    n.inputs = std::move(inputs);
+    n.outputs = {out};
+    return n;
+  };
+  std::vector<Node> nodes;
+  if (one_by_one) {  // y[n, co, ky, kx] = sum_ci x[n, ci] w[ci, co, ky, kx]: channel (co, ky, kx) of a 1x1 conv
+    const int64_t taps = KH * KW, F = CO * taps;
+    std::vector<float> w1(static_cast<size_t>(F * CI)), b1(static_cast<size_t>(F));
+    for (int64_t f = 0; f < F; ++f) {
+      b1[size_t(f)] = bias[size_t(f / taps)];
+      for (int64_t ci = 0; ci < CI; ++ci) w1[size_t(f * CI + ci)] = w[size_t((ci * CO + f / taps) * taps + f % taps)];
+    }
+    int scale = scale_id;
+    if (per_channel) {
+      std::vector<float> s1(static_cast<size_t>(F));
+      const float* sc = value(g, scale_id).data;
+      for (int64_t f = 0; f < F; ++f) s1[size_t(f)] = sc[f / taps];
+      scale = g.add_constant(t.name + ":1x1.w_scale", Shape{F}, std::move(s1));
+    }
+    const int wid = add_int8(t.name + ":1x1.w", Shape{F, CI, 1, 1}, std::move(w1));
+    const int bid = g.add_constant(t.name + ":1x1.b", Shape{F}, std::move(b1));
+    const int out = add_activation(t.name + ":1x1", Shape{xs[0], F, 1, 1});
+    Conv2DParams cp;
+    cp.activation = p.activation;
+    nodes.push_back(qconv(t.name, cp, {x, wid, scale, bid}, out));
+    Node reshape;
+    reshape.name = t.name + ":reshape";
+    reshape.params = ReshapeParams{Shape{CO, KH, KW}};
+    reshape.inputs = {out};
+    reshape.outputs = t.outputs;
+    nodes.push_back(std::move(reshape));
+  } else {
+    const int bid = given_bias ? t.inputs[2] : zero_bias_channels(g, t.name, CO);
+    std::vector<int> phase_outputs;
+    for (int py = 0; py < s; ++py)
+      for (int px = 0; px < s; ++px) {
+        const auto ah = phase_axis(xs[2], ys[2], KH, s, p.pad.top, py);
+        const auto aw = phase_axis(xs[3], ys[3], KW, s, p.pad.left, px);
+        if (!ah || !aw) return {};
+        std::vector<float> wp(static_cast<size_t>(CO * CI * ah->taps * aw->taps));
+        size_t e = 0;
+        for (int64_t co = 0; co < CO; ++co)
+          for (int64_t ci = 0; ci < CI; ++ci)
+            for (int ty = 0; ty < ah->taps; ++ty)
+              for (int tx = 0; tx < aw->taps; ++tx)
+                wp[e++] = w[size_t(((ci * CO + co) * KH + s * (ah->taps - 1 - ty) + ah->first) * KW +
+                                   s * (aw->taps - 1 - tx) + aw->first)];
+        const std::string name = s == 1 ? t.name : fmt::format("{}:phase{}_{}", t.name, py, px);
+        const int wid = add_int8(name + ".w", Shape{CO, CI, ah->taps, aw->taps}, std::move(wp));
+        const int out = s == 1 ? t.outputs.at(0) : add_activation(name, Shape{xs[0], CO, ys[2] / s, ys[3] / s});
+        Conv2DParams cp;
+        cp.pad = Padding2D{ah->lo, aw->lo, ah->hi, aw->hi};
+        cp.activation = p.activation;
+        nodes.push_back(qconv(name, cp, {x, wid, scale_id, bid}, out));
+        phase_outputs.push_back(out);
+      }
+    if (s > 1) {
+      const int cat = add_activation(t.name + ":concat", Shape{xs[0], CO * s * s, ys[2] / s, ys[3] / s});
+      Node concat, interleave;
+      concat.name = t.name + ":concat";
+      concat.params = ConcatParams{1};
+      concat.inputs = phase_outputs;
+      concat.outputs = {cat};
+      interleave.name = t.name + ":interleave";
+      interleave.params = DepthToSpaceParams{s, DepthToSpaceMode::DCR};
+      interleave.inputs = {cat};
+      interleave.outputs = t.outputs;
+      nodes.push_back(std::move(concat));
+      nodes.push_back(std::move(interleave));
+    }
+  }
+  for (const Node& n : nodes)
+    if (n.op() == OpType::QuantizedConv2D && takes && !takes(g, n)) return {};
+  nodes.front().fused = t.fused;
+  nodes.front().fused.push_back(pair.q_name);
+  nodes.front().fused.push_back(pair.dq_name);
+  return nodes;
+}
+
 // After a QDQ fusion: the quantize_linear / dequantize_linear nodes no reader is left for (backwards, a
 // removed node's inputs lose a reader), then compact. `added`: constants were added (compact anyway).
 void drop_unread_qdq(Graph& g, bool fused, bool added) {
@@ -811,34 +1027,34 @@ void drop_unread_qdq(Graph& g, bool fused, bool added) {
 
 }  // namespace
 
-Graph fuse_quantized_conv2d(Graph g, const QuantizedConvPredicate& takes, std::vector<std::string>* log) {
+Graph fuse_quantized_conv2d(Graph g, const QuantizedConvPredicate& takes, std::vector<std::string>* log,
+                            bool interleave) {
   Uses uses(g);
   int count = 0;
   bool added = false;
   // A dense node becomes three: reshape x [N, F_in] -> [N, F_in, 1, 1], the 1x1 quantized_conv2d, and
-  // reshape back to [N, F_out] (the same bytes in either layout): expanded here after the loop, which
-  // reads the original nodes through `uses`.
+  // reshape back to [N, F_out] (the same bytes in either layout); a conv_transpose2d its phases: expanded
+  // here after the loop, which reads the original nodes through `uses`.
   std::vector<std::vector<Node>> expanded(g.nodes.size());
   for (size_t c = 0; c < g.nodes.size(); ++c) {
     const Node& conv = g.nodes[c];
     const auto* cp = std::get_if<Conv2DParams>(&conv.params);
     const auto* dp = std::get_if<DenseParams>(&conv.params);
-    if ((!cp && !dp) || conv.inputs.size() < 2) continue;
-    if ((cp ? cp->activation : dp->activation).kind == ActivationKind::PRelu) continue;
+    const auto* tp = std::get_if<ConvTranspose2DParams>(&conv.params);
+    if ((!cp && !dp && !tp) || conv.inputs.size() < 2) continue;
+    if ((cp ? cp->activation : dp ? dp->activation : tp->activation).kind == ActivationKind::PRelu) continue;
     const std::optional<QDQPair> pair = qdq_pair_of(g, uses, conv.inputs[0]);
     if (!pair) continue;
-    // the weight: int8 with zero point 0, per tensor or per output channel
-    const Value& w = value(g, conv.inputs[1]);
-    if (!w.dequantized || w.shape.size() != (cp ? 4u : 2u)) continue;
-    const Value::Dequantized wd = *w.dequantized;
-    if (value(g, wd.source).dtype != DType::I8) continue;
-    const Value& wscale = value(g, wd.scale);
-    const int64_t wscales = shape_numel(wscale.shape);
-    const int rank = static_cast<int>(w.shape.size());
-    if (wscales != 1 && !(wscales == w.shape[0] && (wd.axis == 0 || wd.axis == -rank))) continue;
-    if (wd.zero_point >= 0) {
-      const Value& wz = value(g, wd.zero_point);
-      if (!std::all_of(wz.data, wz.data + shape_numel(wz.shape), [](float v) { return v == 0.f; })) continue;
+    // the weight: int8 with zero point 0, per tensor or per output channel (a tconv's axis 1)
+    const std::optional<Value::Dequantized> weight_q = int8_weight(g, conv.inputs[1], dp ? 2 : 4, tp ? 1 : 0);
+    if (!weight_q) continue;
+    const Value::Dequantized wd = *weight_q;
+    if (tp) {
+      std::vector<Node> nodes = segregated_quantized_tconv(g, conv, *pair, wd, takes, interleave, added);
+      if (nodes.empty()) continue;
+      expanded[c] = std::move(nodes);
+      ++count;
+      continue;
     }
     const Shape x_shape = value(g, pair->x).shape;  // declared (a leading -1 is the batch)
     if (dp && x_shape.size() != 2) continue;
@@ -917,10 +1133,10 @@ Graph fuse_quantized_conv2d(Graph g, const QuantizedConvPredicate& takes, std::v
   }
   drop_unread_qdq(g, count > 0, added);
   if (log)
-    log->push_back(count ? fmt::format("fuse_quantized_conv2d: {} quantize_linear -> dequantize_linear -> conv2d / dense {} "
+    log->push_back(count ? fmt::format("fuse_quantized_conv2d: {} quantize_linear -> dequantize_linear -> conv2d / dense / conv_transpose2d {} "
                                        "fused into quantized_conv2d",
                                        count, plural(count, "chain", "chains"))
-                         : "fuse_quantized_conv2d: no quantize_linear -> dequantize_linear -> conv2d / dense chain to fuse");
+                         : "fuse_quantized_conv2d: no quantize_linear -> dequantize_linear -> conv2d / dense / conv_transpose2d chain to fuse");
   return g;
 }
 

@@ -60,14 +60,17 @@ using InputEpiloguePredicate = std::function<bool(const Graph&, const Node& cons
 Graph fuse_input_epilogue(Graph graph, const InputEpiloguePredicate& takes = nullptr,
                           std::vector<std::string>* log = nullptr);
 
-// A backend pass (cpu, before channels_last): conv2d reading a per-tensor quantize_linear ->
+// A backend pass (cpu and cuda, before channels_last): conv2d reading a per-tensor quantize_linear ->
 // dequantize_linear pair, with a weight dequantized at load from int8 (zero point 0, per tensor or per
 // output channel), becomes one quantized_conv2d node (the pair kept for its other readers) where
-// takes(graph, merged node) says a kernel variant runs it (null takes: everywhere). Logs only for
+// takes(graph, merged node) says a kernel variant runs it (null takes: everywhere); a dense becomes a 1x1
+// one between reshapes, a conv_transpose2d its stride phases' quantized_conv2d nodes, a concat and a
+// depth_to_space (kernel segregation; every phase must be taken; `interleave` false: only where no
+// interleave is needed, stride 1 or a 1x1 input). Logs only for
 // graphs with such a chain or a quantize_linear node (the caller decides; see backend_passes.cc).
 using QuantizedConvPredicate = std::function<bool(const Graph&, const Node& merged)>;
 Graph fuse_quantized_conv2d(Graph graph, const QuantizedConvPredicate& takes = nullptr,
-                            std::vector<std::string>* log = nullptr);
+                            std::vector<std::string>* log = nullptr, bool interleave = true);
 
 // A backend pass (cpu, after fuse_quantized_conv2d, before channels_last): an add whose input (either or
 // both) comes through a per-tensor quantize_linear -> dequantize_linear pair (ONNX Runtime's QDQ
