@@ -517,6 +517,44 @@ TEST_CASE("usage errors exit 1") {
   CHECK(help.out.find("--model") != std::string::npos);
 }
 
+// --precision int8 (issue 30 must 2): the shipped EB-GAN quantized in memory exactly as `infer quantize
+// --calib random --samples 128 --seed 2` writes it (the run's --seed 1 + 1), so the outputs are the
+// quantized file's bit for bit; its transposed convolutions run in int8; a quantized model runs as it is.
+TEST_CASE("--precision int8: the model quantized in memory, as infer quantize's file runs") {
+  const std::string model = std::string(INFER_SOURCE_DIR) + "/models/ebgan_fashion.fb";
+  const std::string a = tmp("int8_run.npy"), b = tmp("int8_file.npy"), f = tmp("f32_run.npy"), q = tmp("int8.fb");
+  const Result run = infer_cli("--model " + quote(model) + " --precision int8 --backend cpu --batch 3 -v --out " + quote(a));
+  CAPTURE(run.err);
+  REQUIRE(run.code == 0);
+  CHECK(run.out.find("calibration: 128 random samples (latent z ~ N(0,1), seed 2)") != std::string::npos);
+  CHECK(run.out.find("quantized in memory (as infer quantize --calib random --samples 128), float parts in fp32") !=
+        std::string::npos);
+  CHECK(run.err.find("quantized_conv2d") != std::string::npos);  // -v lists the int8 nodes
+  REQUIRE(infer_cli("quantize " + quote(model) + " --calib random --samples 128 --seed 2 --report-samples 0 --out " +
+                    quote(q)).code == 0);
+  REQUIRE(infer_cli("--model " + quote(q) + " --backend cpu --batch 3 --out " + quote(b)).code == 0);
+  REQUIRE(infer_cli("--model " + quote(model) + " --backend cpu --batch 3 --out " + quote(f)).code == 0);
+  const Tensor ta = infer::read_npy(a), tb = infer::read_npy(b), tf = infer::read_npy(f);
+  REQUIRE(ta.shape == Shape{3, 1, 64, 64});
+  CHECK(ta.data == tb.data);
+  const double err = infer::test::rel_error(ta.data, tf.data);
+  CHECK(err > 0.0);
+  CHECK(err < 0.05);
+  // a quantized file runs as it is; --calib needs int8; eval has no int8
+  const Result again = infer_cli("--model " + quote(q) + " --precision int8 --backend cpu --batch 3 --out " + quote(a));
+  CHECK(again.code == 0);
+  CHECK(again.out.find("quantized already; it runs as it is") != std::string::npos);
+  CHECK(infer::read_npy(a).data == tb.data);
+  const Result calib = infer_cli("--model " + quote(model) + " --calib random --out " + quote(a));
+  CHECK(calib.code == 1);
+  CHECK(calib.err.find("--calib and --calib-samples need --precision int8") != std::string::npos);
+  CHECK(infer_cli("--model " + quote(model) + " --precision int8 --calib-samples 0 --out " + quote(a)).code == 1);
+  const Result bad = infer_cli("--model " + quote(model) + " --precision int8 --calib /no/such/file.npy --out " + quote(a));
+  CHECK(bad.code == 2);
+  CHECK(bad.err.find("/no/such/file.npy") != std::string::npos);
+  CHECK(infer_cli("eval --model " + quote(model) + " --images x --labels y --precision int8").code == 1);
+}
+
 TEST_CASE("outputs never overwrite the model or an input") {
   const std::string model = tmp("precious.fb");
   fs::copy_file(classifier_model(), model, fs::copy_options::overwrite_existing);
@@ -594,12 +632,13 @@ TEST_CASE("--help: every option with a readable type and a one-line description"
   REQUIRE(r.code == 0);
   CHECK(r.err.empty());
   check_help(r.out, {"--model FILE", "--out FILE", "--input FILE ...", "--batch N", "--seed N",
-                     "--backend NAME", "--precision NAME", "--autotune", "--plan-cache FILE", "--max-memory SIZE", "--runs N",
+                     "--backend NAME", "--precision NAME", "--calib DATA", "--calib-samples N", "--autotune", "--plan-cache FILE", "--max-memory SIZE", "--runs N",
                      "--profile", "--profile-json FILE", "--trace FILE", "--kernel OP[:NODE]=VAR ...",
                      "--no-fuse", "--pass NAME=on|off ...", "-v,--verbose"});
   // The line the issue reported as "--precision ENUM:value in {fp16->,fp32-> ,tf32->} OR {, ,}".
   CHECK(r.out.find("  --precision NAME            fp32 (default, strict), tf32 or fp16 (half storage, "
-                   "fp32 accumulation); tf32 and fp16 need cuda\n") != std::string::npos);
+                   "fp32 accumulation); tf32 and fp16 need cuda; int8: quantize the model in memory first as "
+                   "infer quantize does (see --calib), the rest in fp16 on cuda, fp32 on cpu\n") != std::string::npos);
 
   r = infer_cli("eval --help");
   REQUIRE(r.code == 0);
@@ -613,7 +652,10 @@ TEST_CASE("--help: every option with a readable type and a one-line description"
   // Bad values are usage errors (exit 1) that say what is allowed.
   r = infer_cli("--model x.fb --precision fp64");
   CHECK(r.code == 1);
-  CHECK(r.err.find("--precision: must be fp32, tf32 or fp16, not 'fp64'") != std::string::npos);
+  CHECK(r.err.find("--precision: must be fp32, tf32, fp16 or int8, not 'fp64'") != std::string::npos);
+  r = infer_cli("eval --model x.fb --images x --labels y --precision int8");
+  CHECK(r.code == 1);
+  CHECK(r.err.find("--precision: must be fp32, tf32 or fp16, not 'int8'") != std::string::npos);
   r = infer_cli("--model x.fb --max-memory -5");
   CHECK(r.code == 1);
   CHECK(r.err.find("--max-memory: must be a size in bytes such as 2GiB, not '-5'") != std::string::npos);

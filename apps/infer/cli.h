@@ -28,7 +28,10 @@ struct Options {
   int64_t batch = 0;  // --batch (0: not given: a .npy input's batch, else the model's own)
   uint64_t seed = 1;
   std::string backend = "auto";
-  Precision precision = Precision::FP32;  // --precision fp32|tf32|fp16
+  Precision precision = Precision::FP32;  // --precision fp32|tf32|fp16 (int8: the float parts' precision)
+  bool int8 = false;                      // --precision int8: quantized in memory before the run
+  std::string calib;                      // --calib DATA (with int8; "": random)
+  int64_t calib_samples = 128;            // --calib-samples N
   bool autotune = false;                  // --autotune
   std::string plan_cache;                 // --plan-cache FILE
   int runs = 1;
@@ -47,7 +50,9 @@ struct Options {
 };
 
 // Options shared by `infer` and `infer eval` (options.cc), with readable help text.
-CLI::Option* add_precision_option(CLI::App& app, Precision& target, const std::string& help);
+// With `int8`, the name int8 is accepted too: it sets *int8 and leaves target FP32.
+CLI::Option* add_precision_option(CLI::App& app, Precision& target, const std::string& help,
+                                  bool* int8 = nullptr);
 CLI::Option* add_backend_option(CLI::App& app, std::string& target);
 CLI::Option* add_max_memory_option(CLI::App& app, uint64_t& target);
 CLI::Option* add_cpu_isa_option(CLI::App& app, std::string& target);
@@ -134,6 +139,9 @@ struct QuantizeOptions {
 };
 CLI::App* add_quantize_command(CLI::App& app, QuantizeOptions& options);
 int run_quantize(const QuantizeOptions& options);
+// The QDQ model run_quantize would write for `model`, in memory (what `infer --precision int8` runs);
+// prints the calibration lines. Throws infer::Error as run_quantize does.
+std::vector<uint8_t> quantize_to_bytes(const QuantizeOptions& options, const Model& model, const AppMetadata& meta);
 
 // What eval needs of a classifier: one input [-1, 1, H, W] (IDX images are grayscale), one output
 // [-1, classes], task "classifier", at most one mean/std value. Error naming `path` otherwise.

@@ -55,7 +55,18 @@ int main(int argc, char** argv) {
   infer::cli::add_backend_option(app, o.backend);
   infer::cli::add_precision_option(app, o.precision,
                                    "fp32 (default, strict), tf32 or fp16 (half storage, fp32 "
-                                   "accumulation); tf32 and fp16 need cuda");
+                                   "accumulation); tf32 and fp16 need cuda; int8: quantize the model in memory "
+                                   "first as infer quantize does (see --calib), the rest in fp16 on cuda, fp32 on cpu",
+                                   &o.int8);
+  auto* calib = app.add_option("--calib", o.calib,
+                               "With --precision int8: calibration data as for infer quantize (IDX file, image "
+                               "folder, .npy batch) or 'random' (default: the inputs infer draws, seed --seed + 1)")
+                    ->option_text("DATA");
+  auto* calib_samples =
+      app.add_option("--calib-samples", o.calib_samples,
+                     "With --precision int8: calibration samples used at most, 1 to 1000000 (default 128)")
+          ->check(CLI::Range(int64_t(1), int64_t(1000000)).description(""))
+          ->option_text("N");
   app.add_flag("--autotune", o.autotune,
                "Choose kernel variants by timing: per node, then kept only if the whole forward gets faster");
   app.add_option("--plan-cache", o.plan_cache,
@@ -95,6 +106,8 @@ int main(int argc, char** argv) {
     if (eval->parsed()) infer::cli::check_eval_usage(eval_options);
     if (!eval->parsed() && !quantize->parsed() && o.model.empty()) throw CLI::RequiredError("--model");
     o.runs_given = runs->count() > 0;
+    if (!o.int8 && (calib->count() > 0 || calib_samples->count() > 0))
+      throw CLI::ValidationError("--calib", "--calib and --calib-samples need --precision int8");
     try {
       o.kernels = infer::cli::kernel_choice_map(kernel_choices);
     } catch (const infer::Error& e) {

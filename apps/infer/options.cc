@@ -10,18 +10,21 @@
 
 namespace infer::cli {
 
-CLI::Option* add_precision_option(CLI::App& app, Precision& target, const std::string& help) {
+CLI::Option* add_precision_option(CLI::App& app, Precision& target, const std::string& help, bool* int8) {
   // CLI11 stores an enum through its integer: the name becomes that number, or a readable error.
   const CLI::Validator by_name(
-      [](std::string& value) {
+      [int8](std::string& value) {
         std::string name = value;
         for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        if (int8) *int8 = name == "int8";
+        if (int8 && *int8) name = precision_name(Precision::FP32);
         for (const Precision p : {Precision::FP32, Precision::TF32, Precision::FP16})
           if (name == precision_name(p)) {
             value = std::to_string(static_cast<int>(p));
             return std::string();
           }
-        return "must be fp32, tf32 or fp16, not '" + value + "'";
+        return std::string(int8 ? "must be fp32, tf32, fp16 or int8" : "must be fp32, tf32 or fp16") + ", not '" +
+               value + "'";
       },
       "", "precision");
   return app.add_option("--precision", target, help)->transform(by_name)->option_text("NAME");

@@ -4,7 +4,8 @@
 // `infer` draws without --input: latents for a generator). The float model runs over it with the
 // quantized nodes' data inputs as extra outputs; the QDQ model is written atomically; then both run on
 // the first --report-samples samples and the per-layer error (each quantized node's output, errors
-// accumulated as they run) is printed and, with --report, written as JSON.
+// accumulated as they run) is printed and, with --report, written as JSON. quantize_to_bytes is the same
+// calibration and rewrite in memory, for `infer --precision int8` (run.cc).
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -204,39 +205,51 @@ CLI::App* add_quantize_command(CLI::App& app, QuantizeOptions& o) {
   return q;
 }
 
-int run_quantize(const QuantizeOptions& o) {
-  const Model model = Model::load(o.model);
-  const AppMetadata meta = read_metadata(model, o.model);
-  std::error_code ec;
-  if (fs::exists(o.out, ec) && fs::equivalent(o.out, o.model, ec))
-    throw Error("--out '" + o.out + "' is the model itself; choose another file");
-  if (!o.report.empty() && (o.report == o.out || (fs::exists(o.report, ec) && fs::equivalent(o.report, o.model, ec))))
-    throw Error("--report '" + o.report + "' is the model or --out; choose another file");
+namespace {
 
+// The calibration, ranges and rewrite of `model` as `o` says: what run_quantize writes and reports,
+// and what `infer --precision int8` runs (quantize_to_bytes).
+struct Calibrated {
   quant::Options qo;
+  quant::Plan plan;
+  std::vector<Tensor> calib;
+  int64_t count = 0;
+  std::map<std::string, quant::Observer> observers;
+  std::map<std::string, std::pair<float, float>> ranges;
+  std::set<std::string> model_outputs;
+  SessionOptions so;  // the float model's session (backend, ISA, batch)
+  std::vector<uint8_t> bytes;
+};
+
+Calibrated calibrate(const QuantizeOptions& o, const Model& model, const AppMetadata& meta) {
+  Calibrated c;
+  quant::Options& qo = c.qo;
   qo.method = quant::parse_method(o.method);
   qo.percentile = o.percentile;
   qo.activation = o.activation_type == "i8" ? DType::I8 : DType::U8;
   qo.reduce_range = o.reduce_range;
   qo.exclude.insert(o.exclude.begin(), o.exclude.end());
-  const quant::Plan plan = quant::plan(model, qo);
+  c.plan = quant::plan(model, qo);
+  const quant::Plan& plan = c.plan;
   if (plan.nodes.empty())
     throw Error("model '" + o.model + "' has no conv2d, conv_transpose2d, conv_pool2d or dense node to quantize");
 
-  const std::vector<Tensor> calib = load_calibration(o, model, meta);
-  const int64_t count = calib[0].shape[0];
+  c.calib = load_calibration(o, model, meta);
+  const std::vector<Tensor>& calib = c.calib;
+  const int64_t count = c.count = calib[0].shape[0];
 
   // Float model: every observed value that a node makes is an extra output (model inputs are seen as fed).
-  std::set<std::string> model_inputs, model_outputs;
+  std::set<std::string> model_inputs;
+  std::set<std::string>& model_outputs = c.model_outputs;
   for (const TensorInfo& t : model.inputs()) model_inputs.insert(t.name);
   for (const TensorInfo& t : model.outputs()) model_outputs.insert(t.name);
-  SessionOptions so;
+  SessionOptions& so = c.so;
   so.backend = o.backend;
   if (!o.cpu_isa.empty()) so.cpu_isa = parse_cpu_isa(o.cpu_isa);
   so.batch = std::min(o.batch, count);
   for (const std::string& v : plan.activations)
     if (!model_inputs.count(v) && !model_outputs.count(v)) so.extra_outputs.push_back(v);
-  std::map<std::string, quant::Observer> observers;
+  std::map<std::string, quant::Observer>& observers = c.observers;
   {
     Session session(model, so);
     struct Source {
@@ -259,12 +272,11 @@ int run_quantize(const QuantizeOptions& o) {
       }
     }
   }
-  std::map<std::string, std::pair<float, float>> ranges;
   for (const std::string& v : plan.activations) {
     const quant::Observer& ob = observers[v];
     if (ob.count() == 0) throw Error("value '" + v + "' held no finite number over the calibration set");
     if (ob.nonfinite()) spdlog::warn("value '{}': {} non-finite values ignored", v, ob.nonfinite());
-    ranges[v] = ob.range(qo.method, qo.percentile);
+    c.ranges[v] = ob.range(qo.method, qo.percentile);
   }
 
   const std::map<std::string, std::string> extra{
@@ -273,8 +285,35 @@ int run_quantize(const QuantizeOptions& o) {
                                    o.reduce_range ? ", 7-bit: reduce_range" : "", o.activation_type, o.method,
                                    qo.method == quant::Method::Percentile ? fmt::format(" {}", o.percentile) : "",
                                    count, fs::path(o.calib).filename().string())}};
-  const std::vector<uint8_t> bytes =
-      quant::rewrite(model, plan, ranges, qo, std::string("infer quantize ") + version(), extra);
+  c.bytes = quant::rewrite(model, plan, c.ranges, qo, std::string("infer quantize ") + version(), extra);
+  return c;
+}
+
+}  // namespace
+
+std::vector<uint8_t> quantize_to_bytes(const QuantizeOptions& o, const Model& model, const AppMetadata& meta) {
+  return calibrate(o, model, meta).bytes;
+}
+
+int run_quantize(const QuantizeOptions& o) {
+  const Model model = Model::load(o.model);
+  const AppMetadata meta = read_metadata(model, o.model);
+  std::error_code ec;
+  if (fs::exists(o.out, ec) && fs::equivalent(o.out, o.model, ec))
+    throw Error("--out '" + o.out + "' is the model itself; choose another file");
+  if (!o.report.empty() && (o.report == o.out || (fs::exists(o.report, ec) && fs::equivalent(o.report, o.model, ec))))
+    throw Error("--report '" + o.report + "' is the model or --out; choose another file");
+
+  const Calibrated c = calibrate(o, model, meta);
+  const quant::Plan& plan = c.plan;
+  const quant::Options& qo = c.qo;
+  const std::vector<Tensor>& calib = c.calib;
+  const int64_t count = c.count;
+  const std::map<std::string, quant::Observer>& observers = c.observers;
+  const std::map<std::string, std::pair<float, float>>& ranges = c.ranges;
+  const std::set<std::string>& model_outputs = c.model_outputs;
+  const SessionOptions& so = c.so;
+  const std::vector<uint8_t>& bytes = c.bytes;
   const Model quantized = Model::from_bytes(bytes, o.out);  // what the loader will see, checked first
   write_file_atomic(o.out, bytes);
   fmt::print("wrote '{}': {} node(s) quantized, {} value(s) with Q/DQ, weights {} -> {} bytes\n", o.out,
@@ -285,10 +324,11 @@ int run_quantize(const QuantizeOptions& o) {
                            {"calibration_samples", count}};
   if (qo.method == quant::Method::Percentile) report["percentile"] = o.percentile;
   for (const std::string& v : plan.activations) {
-    const quant::Observer& ob = observers[v];
-    const quant::QuantParams qp = quant::activation_params(ranges[v].first, ranges[v].second, qo.activation);
+    const quant::Observer& ob = observers.at(v);
+    const std::pair<float, float>& range = ranges.at(v);
+    const quant::QuantParams qp = quant::activation_params(range.first, range.second, qo.activation);
     report["activations"].push_back({{"value", v}, {"min", ob.min()}, {"max", ob.max()},
-                                     {"lo", ranges[v].first}, {"hi", ranges[v].second},
+                                     {"lo", range.first}, {"hi", range.second},
                                      {"scale", qp.scale}, {"zero_point", qp.zero_point}});
   }
 

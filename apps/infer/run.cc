@@ -1,7 +1,7 @@
 // The `infer` command after parsing: load the model, check every output path before any work (never
-// the model or an input file; the directory must exist), build the session, make the inputs, run or
-// profile, then write and print the results. Output files are staged as temporaries and renamed into
-// place together once everything succeeded (atomic_file.h).
+// the model or an input file; the directory must exist), quantize it in memory for --precision int8,
+// build the session, make the inputs, run or profile, then write and print the results. Output files
+// are staged as temporaries and renamed into place together once everything succeeded (atomic_file.h).
 #include <fmt/core.h>
 #include <spdlog/spdlog.h>
 
@@ -94,20 +94,46 @@ void log_plan(const Session& session) {
 
 std::vector<uint8_t> as_bytes(const std::string& text) { return {text.begin(), text.end()}; }
 
+// --precision int8: the model quantized in memory as `infer quantize` would write it (a model that is
+// quantized already runs as it is), and the precision of the float parts: fp16 where the session will
+// run on cuda (its int8 kernels fuse in NHWC, which fp16 runs), fp32 on cpu.
+Model quantized_for_run(const Options& o, Model model, const AppMetadata& meta, Precision& precision) {
+  const bool cuda = o.backend == "cuda" || (o.backend == "auto" && cuda_available());
+  precision = cuda ? Precision::FP16 : Precision::FP32;
+  for (const ModelNode& n : model.nodes())
+    if (n.op == "quantize_linear" || n.op == "dequantize_linear") {
+      fmt::print("int8: '{}' is quantized already; it runs as it is\n", o.model);
+      return model;
+    }
+  QuantizeOptions q;
+  q.model = o.model;
+  q.calib = o.calib.empty() ? "random" : o.calib;
+  q.samples = o.calib_samples;
+  q.seed = o.seed + 1;  // not the run's own random input
+  q.backend = o.backend;
+  q.cpu_isa = o.cpu_isa;
+  std::vector<uint8_t> bytes = quantize_to_bytes(q, model, meta);
+  fmt::print("int8: '{}' quantized in memory (as infer quantize --calib {} --samples {}), float parts in {}\n",
+             o.model, q.calib, o.calib_samples, precision_name(precision));
+  return Model::from_bytes(std::move(bytes), o.model + " (int8)");
+}
+
 }  // namespace
 
 int run(const Options& o) {
   auto start = std::chrono::steady_clock::now();
-  const Model model = Model::load(o.model);
+  Model model = Model::load(o.model);
   spdlog::debug("loaded '{}': model '{}', {} nodes, {} weight bytes, format {} ({:.1f} ms)", o.model,
                 model.name(), model.num_nodes(), model.weight_bytes(), model.format_version(),
                 ms_since(start));
   const AppMetadata meta = read_metadata(model, o.model);
   check_output_paths(o, model, meta);
+  Precision precision = o.precision;
+  if (o.int8) model = quantized_for_run(o, std::move(model), meta, precision);
 
   SessionOptions session_options;
   session_options.backend = o.backend;
-  session_options.precision = o.precision;
+  session_options.precision = precision;
   session_options.autotune = o.autotune;
   session_options.plan_cache = o.plan_cache;
   NpyInputs npy = read_npy_inputs(o, model);
