@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
-"""int8 on the CPU: infer beside ONNX Runtime and OpenVINO on the same QDQ files (issue 30 must 5).
+"""int8 on the CPU: infer beside ONNX Runtime and OpenVINO on the same QDQ files, and PyTorch's int8 (issue 30 must 5).
 
 Per model (torchvision classifiers of bench/byom_vs_peers.py: seeded random weights, 224x224): the fp32
 ONNX export, and its QDQ form from ONNX Runtime's own quantize_static (per-channel int8 weights, uint8
 activations, 16 random calibration inputs: the weights are random, so this measures speed and agreement
 only). Every runtime gets the same two files: ONNX Runtime (CPUExecutionProvider, ORT_ENABLE_ALL: its
 QDQ -> QLinearConv fusion), OpenVINO (CPU, LATENCY; its low-precision transformations run the QDQ model
-in int8), infer (onnx2fb of each file; its fuse_quantized_conv2d pass). Batch 1, one thread and all
+in int8), infer (onnx2fb of each file; its fuse_quantized_conv2d pass); beside them PyTorch's own int8
+(the same torch module through torch.ao's FX post-training quantization on its x86 engine: x86 or
+fbgemm where the build has it, else onednn; its default qconfig, the same 16 calibration inputs) and
+PyTorch fp32 (eager, no_grad). Batch 1, one thread and all
 cores, median of --runs after warm-up, runtimes alternating per model and thread count. The outputs of
 the three int8 runs are compared on one input (relative L2 error against ONNX Runtime's int8 output).
 --reduce-range quantizes with ONNX Runtime's reduce_range=True instead (7-bit weights, its advice for
@@ -120,6 +123,41 @@ def int8_nodes(a, fb):
     return len(re.findall(r"\(quantized_conv2d\): kernel variant", out)), len(re.findall(r"\((conv2d)\): kernel variant", out))
 
 
+def to_torch(arr):
+    """A float32 numpy array as a torch tensor without torch's numpy bridge (Debian's torch is built
+    against the NumPy 1.x ABI; the venv's NumPy may be 2.x, which that bridge refuses)."""
+    import numpy as np
+    import torch
+    a = np.ascontiguousarray(arr, dtype=np.float32)
+    return torch.frombuffer(bytearray(a.tobytes()), dtype=torch.float32).reshape(a.shape)
+
+
+def from_torch(t):
+    import numpy as np
+    return np.array(t.detach().flatten().tolist(), dtype=np.float32).reshape(tuple(t.shape))
+
+
+def torch_models(name):
+    """The fp32 torch module of `name` and its int8 form from torch.ao FX post-training quantization
+    (calibrated on the 16 inputs quantize_static sees), and the quantized engine used."""
+    import copy
+    import numpy as np
+    import torch
+    from torch.ao.quantization import get_default_qconfig_mapping
+    from torch.ao.quantization.quantize_fx import convert_fx, prepare_fx
+    engines = torch.backends.quantized.supported_engines
+    engine = next(e for e in ("x86", "fbgemm", "onednn", "qnnpack") if e in engines)
+    torch.backends.quantized.engine = engine
+    net = build_model(name, 14, (3, 224, 224)).eval()
+    rng = np.random.default_rng(3)
+    calib = [to_torch(rng.standard_normal((1, 3, 224, 224))) for _ in range(16)]
+    prepared = prepare_fx(copy.deepcopy(net), get_default_qconfig_mapping(engine), (calib[0],))
+    with torch.no_grad():
+        for x in calib:
+            prepared(x)
+    return net, convert_fx(prepared), engine
+
+
 def ort_session(path, threads):
     import onnxruntime as ort
     so = ort.SessionOptions()
@@ -195,8 +233,13 @@ def main():
         ov_int8 = ov_int8_primitives(compiled)
         s32 = ort_session(f32, 1)
         y_f32 = s32.run(None, {s32.get_inputs()[0].name: x})[0]
+        import torch
+        net, qnet, engine = torch_models(name)
+        xt = to_torch(x)
+        with torch.no_grad():
+            y_pt = from_torch(qnet(xt))
         agreement = {"infer_int8_vs_infer_fake": rel_err(y_infer, y_fake), "infer_int8_vs_ort_int8": rel_err(y_infer, y_ort), "openvino_int8_vs_ort_int8": rel_err(y_ov, y_ort),
-                     "ort_int8_vs_ort_fp32": rel_err(y_ort, y_f32)}
+                     "ort_int8_vs_ort_fp32": rel_err(y_ort, y_f32), "pytorch_int8_vs_ort_fp32": rel_err(y_pt, y_f32)}
         del s, s32, compiled, req
         for threads in [int(t) for t in a.threads_list.split(",")]:
             row = {"model": name, "threads": threads, "int8_convs": nq, "float_convs": nf,
@@ -210,13 +253,17 @@ def main():
                 compiled, req = ov_request(path, threads, x.shape)
                 row["times"]["openvino_" + kind] = wall_times(lambda: req.infer({0: x}), a.runs, a.warmup)
                 del compiled, req
+                torch.set_num_threads(threads)
+                module = net if kind == "fp32" else qnet
+                with torch.no_grad():
+                    row["times"]["pytorch_" + kind] = wall_times(lambda: module(xt), a.runs, a.warmup)
             log("%s t%d: %s" % (name, threads, ", ".join("%s %.2f" % (k, v["median_ms"]) for k, v in row["times"].items())))
             rows.append(row)
     result = {"date": started.strftime("%Y-%m-%d %H:%M UTC"), "cpu": platform.processor() or cpu_model(),
               "reduce_range": a.reduce_range,
               "command": " ".join([os.path.basename(sys.executable)] + sys.argv), "load_before": load_before,
               "load_after": open("/proc/loadavg").read().split()[:3], "onnxruntime": ort.__version__,
-              "openvino": ov.get_version(), "rows": rows}
+              "openvino": ov.get_version(), "pytorch": torch.__version__, "pytorch_engine": engine, "rows": rows}
     md = markdown(result)
     print(md)
     if a.out:
@@ -235,20 +282,24 @@ def cpu_model():
 
 
 def markdown(r):
-    out = ["# int8 on the CPU: infer, ONNX Runtime and OpenVINO on the same QDQ files (%s)" % r["date"], "",
+    out = ["# int8 on the CPU: infer, ONNX Runtime and OpenVINO on the same QDQ files, PyTorch's own int8 beside "
+           "them (%s)" % r["date"], "",
            "- command: `%s`" % r["command"], "- CPU: %s; load before %s, after %s" % (
                r["cpu"], " ".join(r["load_before"]), " ".join(r["load_after"])),
-           "- ONNX Runtime %s, OpenVINO %s; batch 1; median ms; weights %s" % (
-               r["onnxruntime"], r["openvino"], "7-bit (reduce_range)" if r.get("reduce_range") else "8-bit"), "",
+           "- ONNX Runtime %s, OpenVINO %s, PyTorch %s (int8: torch.ao FX, engine %s); batch 1; median ms; "
+           "weights %s" % (r["onnxruntime"], r["openvino"], r.get("pytorch", "-"), r.get("pytorch_engine", "-"),
+                           "7-bit (reduce_range)" if r.get("reduce_range") else "8-bit"), "",
            "| model | threads | infer fp32 | infer int8 | ORT fp32 | ORT int8 | OpenVINO fp32 | OpenVINO int8 | "
-           "infer int8 vs fp32 | infer int8 vs faster peer int8 |",
-           "|---|---|---|---|---|---|---|---|---|---|"]
+           "PyTorch fp32 | PyTorch int8 | infer int8 vs fp32 | infer int8 vs faster peer int8 |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for row in r["rows"]:
         t = {k: v["median_ms"] for k, v in row["times"].items()}
-        peer = min(t["ort_int8"], t["openvino_int8"])
-        out.append("| %s | %d | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2fx | %.2fx |" % (
+        peer = min(t[k] for k in ("ort_int8", "openvino_int8", "pytorch_int8") if k in t)
+        out.append("| %s | %d | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %s | %s | %.2fx | %.2fx |" % (
             NAMES.get(row["model"], row["model"]), row["threads"], t["infer_fp32"], t["infer_int8"], t["ort_fp32"],
-            t["ort_int8"], t["openvino_fp32"], t["openvino_int8"], t["infer_fp32"] / t["infer_int8"],
+            t["ort_int8"], t["openvino_fp32"], t["openvino_int8"],
+            "%.2f" % t["pytorch_fp32"] if "pytorch_fp32" in t else "-",
+            "%.2f" % t["pytorch_int8"] if "pytorch_int8" in t else "-", t["infer_fp32"] / t["infer_int8"],
             peer / t["infer_int8"]))
     out += ["", "Relative L2 errors of the outputs on one input. Random weights: the quantization error itself (ORT "
             "int8 vs fp32) is large, and any two int8 computations of these deep random networks drift apart: "
@@ -257,17 +308,19 @@ def markdown(r):
             "(infer int8 vs infer's own fake quantization of the same file: 2e-7 after the first convolution, "
             "1e-6 after the second, then growing; docs/benchmarks.md).", "",
             "| model | convs in int8 (infer) | stay float | OpenVINO u8/i8 primitives | infer int8 vs infer fake-quant | "
-            "infer int8 vs ORT int8 | OpenVINO int8 vs ORT int8 | ORT int8 vs ORT fp32 |", "|---|---|---|---|---|---|---|---|"]
+            "infer int8 vs ORT int8 | OpenVINO int8 vs ORT int8 | ORT int8 vs ORT fp32 | PyTorch int8 vs ORT fp32 |",
+            "|---|---|---|---|---|---|---|---|---|"]
     seen = set()
     for row in r["rows"]:
         if row["model"] in seen:
             continue
         seen.add(row["model"])
         g = row["agreement"]
-        out.append("| %s | %d | %d | %d | %.2e | %.2e | %.2e | %.2e |" % (
+        out.append("| %s | %d | %d | %d | %.2e | %.2e | %.2e | %.2e | %s |" % (
             NAMES.get(row["model"], row["model"]), row["int8_convs"], row["float_convs"], row["openvino_int8_primitives"],
             g["infer_int8_vs_infer_fake"], g["infer_int8_vs_ort_int8"], g["openvino_int8_vs_ort_int8"],
-            g["ort_int8_vs_ort_fp32"]))
+            g["ort_int8_vs_ort_fp32"],
+            "%.2e" % g["pytorch_int8_vs_ort_fp32"] if "pytorch_int8_vs_ort_fp32" in g else "-"))
     return "\n".join(out) + "\n"
 
 
