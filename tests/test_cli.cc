@@ -540,7 +540,7 @@ TEST_CASE("--precision int8: the model quantized in memory, as infer quantize's 
   const double err = infer::test::rel_error(ta.data, tf.data);
   CHECK(err > 0.0);
   CHECK(err < 0.05);
-  // a quantized file runs as it is; --calib needs int8; eval has no int8
+  // a quantized file runs as it is; --calib needs int8 (in eval too)
   const Result again = infer_cli("--model " + quote(q) + " --precision int8 --backend cpu --batch 3 --out " + quote(a));
   CHECK(again.code == 0);
   CHECK(again.out.find("quantized already; it runs as it is") != std::string::npos);
@@ -552,7 +552,9 @@ TEST_CASE("--precision int8: the model quantized in memory, as infer quantize's 
   const Result bad = infer_cli("--model " + quote(model) + " --precision int8 --calib /no/such/file.npy --out " + quote(a));
   CHECK(bad.code == 2);
   CHECK(bad.err.find("/no/such/file.npy") != std::string::npos);
-  CHECK(infer_cli("eval --model " + quote(model) + " --images x --labels y --precision int8").code == 1);
+  const Result eval_calib = infer_cli("eval --model " + quote(model) + " --images x --labels y --calib random");
+  CHECK(eval_calib.code == 1);
+  CHECK(eval_calib.err.find("--calib and --calib-samples need --precision int8") != std::string::npos);
 }
 
 TEST_CASE("outputs never overwrite the model or an input") {
@@ -643,7 +645,7 @@ TEST_CASE("--help: every option with a readable type and a one-line description"
   r = infer_cli("eval --help");
   REQUIRE(r.code == 0);
   check_help(r.out, {"--model FILE", "--images FILE", "--labels FILE", "--batch N", "--backend NAME",
-                     "--precision NAME", "--max-memory SIZE", "--predictions FILE"});
+                     "--precision NAME", "--calib DATA", "--calib-samples N", "--max-memory SIZE", "--predictions FILE"});
 
   r = run_exe(MODEL_ZOO_BIN, "--help");
   REQUIRE(r.code == 0);
@@ -653,9 +655,9 @@ TEST_CASE("--help: every option with a readable type and a one-line description"
   r = infer_cli("--model x.fb --precision fp64");
   CHECK(r.code == 1);
   CHECK(r.err.find("--precision: must be fp32, tf32, fp16 or int8, not 'fp64'") != std::string::npos);
-  r = infer_cli("eval --model x.fb --images x --labels y --precision int8");
+  r = infer_cli("eval --model x.fb --images x --labels y --precision int4");
   CHECK(r.code == 1);
-  CHECK(r.err.find("--precision: must be fp32, tf32 or fp16, not 'int8'") != std::string::npos);
+  CHECK(r.err.find("--precision: must be fp32, tf32, fp16 or int8, not 'int4'") != std::string::npos);
   r = infer_cli("--model x.fb --max-memory -5");
   CHECK(r.code == 1);
   CHECK(r.err.find("--max-memory: must be a size in bytes such as 2GiB, not '-5'") != std::string::npos);

@@ -246,6 +246,16 @@ TEST_CASE("quantize: LeNet-5 in int8 keeps its accuracy within 0.5 points") {
     // A quantized model is not quantized twice.
     check_one_error(infer_cli("quantize " + quote(out) + " --calib " + quote(train) + " --out " + quote(tmp("x.fb"))),
                     "already quantized");
+    if (method != std::string("minmax")) continue;
+    // --precision int8 quantizes in memory the same way: the same file's accuracy, image for image.
+    const Result r = infer_cli("eval --model " + quote(kModel) + " --images " + quote(test_images()) + " --labels " +
+                               quote(test_labels()) + " --backend cpu --precision int8 --calib " + quote(train) +
+                               " --calib-samples 1000");
+    CAPTURE(r.err);
+    REQUIRE(r.code == 0);
+    CHECK(r.out.find("calibration: 1000 images from") != std::string::npos);
+    CHECK(r.out.find("quantized in memory (as infer quantize --calib") != std::string::npos);
+    CHECK(parse_correct(r.out) == int8);
   }
 }
 

@@ -4,7 +4,7 @@
 // noise, with generous bounds around models/README.md's numbers; the class histogram tells a varied
 // generator from noise; a seed gives the same bits twice on the cpu; bad input exits 2 with one
 // "error: " line, bad option combinations exit 1; the generator quantized to int8 (`infer quantize`) keeps
-// its distance within 10%.
+// its distance within 10%, and `--precision int8` gives the quantized file's distance exactly.
 #include <doctest/doctest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -228,4 +228,18 @@ TEST_CASE("eval --features: EB-GAN in int8 stays within 10% of float32's Fréche
   CHECK(b != a);  // the int8 model really ran
   CHECK(std::abs(b - a) <= 0.10 * a);
   CHECK(i8["classes_under_2_percent"].empty());
+  // --precision int8 quantizes the generator in memory (calibration lines on stderr: stdout stays JSON),
+  // never the feature classifier: the same distance as the file quantized with the same calibration.
+  const std::string int8b = tmp("ebgan_int8_128.fb");
+  REQUIRE(infer_cli("quantize " + quote(kGenerator) + " --calib random --samples 128 --seed 2 --report-samples 0 --out " +
+                    quote(int8b)).code == 0);
+  const json file = eval_json("--model " + quote(int8b) + " --samples 1000 --seed 1");
+  const Result r = infer_cli("eval --features " + quote(kClassifier) + " --images " + quote(data().test) +
+                             " --backend cpu --json --model " + quote(kGenerator) +
+                             " --samples 1000 --seed 1 --precision int8");
+  CAPTURE(r.err);
+  REQUIRE(r.code == 0);
+  CHECK(r.err.find("calibration: 128 random samples (latent z ~ N(0,1), seed 2)") != std::string::npos);
+  const json run = json::parse(r.out);
+  CHECK(double(run["frechet_distance"]) == double(file["frechet_distance"]));
 }

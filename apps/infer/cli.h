@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
 #include <map>
 #include <optional>
 #include <string>
@@ -54,6 +55,10 @@ struct Options {
 CLI::Option* add_precision_option(CLI::App& app, Precision& target, const std::string& help,
                                   bool* int8 = nullptr);
 CLI::Option* add_backend_option(CLI::App& app, std::string& target);
+// --calib DATA and --calib-samples N, the calibration of --precision int8; check_calib_usage after
+// parsing: a usage error when either was given without int8.
+std::pair<CLI::Option*, CLI::Option*> add_calib_options(CLI::App& app, std::string& calib, int64_t& samples);
+void check_calib_usage(bool int8, const std::pair<CLI::Option*, CLI::Option*>& options);
 CLI::Option* add_max_memory_option(CLI::App& app, uint64_t& target);
 CLI::Option* add_cpu_isa_option(CLI::App& app, std::string& target);
 
@@ -102,6 +107,9 @@ struct EvalOptions {
   int64_t batch = 256;
   std::string backend = "auto";
   Precision precision = Precision::FP32;
+  bool int8 = false;            // --precision int8: --model quantized in memory first (never --features)
+  std::string calib;            // --calib DATA ("": random, seed --seed + 1)
+  int64_t calib_samples = 128;  // --calib-samples N
   std::string predictions;  // optional: one uint8 predicted class per image
   uint64_t max_memory = 0;  // --max-memory
   // Generator evaluation (--features given): --model is a generator, or --generated an IDX file.
@@ -123,6 +131,9 @@ void check_eval_usage(const EvalOptions& options);
 // Runs the evaluation; returns the exit code (0); throws infer::Error for anything wrong.
 int run_eval(const EvalOptions& options);
 int run_generator_eval(const EvalOptions& options);  // eval_generator.cc
+// --precision int8 in eval: --model quantized in memory (quantize_for_run; calibration lines to stderr
+// under --json), `precision` set for its session; else the model and o.precision as they are.
+Model quantize_for_eval(const EvalOptions& options, Model model, const AppMetadata& meta, Precision& precision);
 
 // `infer quantize` (quantize.cc): post-training static int8 quantization into a QDQ model.
 struct QuantizeOptions {
@@ -136,12 +147,18 @@ struct QuantizeOptions {
   uint64_t seed = 1;
   std::string backend = "auto";
   std::string cpu_isa;
+  std::FILE* log = stdout;  // where the calibration lines go (stderr under `infer eval --json`)
 };
 CLI::App* add_quantize_command(CLI::App& app, QuantizeOptions& options);
 int run_quantize(const QuantizeOptions& options);
 // The QDQ model run_quantize would write for `model`, in memory (what `infer --precision int8` runs);
 // prints the calibration lines. Throws infer::Error as run_quantize does.
 std::vector<uint8_t> quantize_to_bytes(const QuantizeOptions& options, const Model& model, const AppMetadata& meta);
+// --precision int8 (`infer`, `infer eval`): `model` quantized in memory by quantize_to_bytes (options:
+// model path, calib, samples, seed, backend, cpu_isa, log), or as it is when it holds Q / DQ nodes
+// already (one line to options.log either way); `precision` becomes that of the float parts: fp16 where
+// the session will run on cuda (the int8 kernels fuse in NHWC, which fp16 runs), else fp32.
+Model quantize_for_run(const QuantizeOptions& options, Model model, const AppMetadata& meta, Precision& precision);
 
 // What eval needs of a classifier: one input [-1, 1, H, W] (IDX images are grayscale), one output
 // [-1, classes], task "classifier", at most one mean/std value. Error naming `path` otherwise.

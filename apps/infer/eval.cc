@@ -4,7 +4,8 @@
 // prediction. Prints accuracy, a confusion matrix with label names and images/s to stdout; a progress
 // bar goes to stderr only when stderr is a terminal. Bad files or a model that does not fit the data
 // are infer::Errors (main() exits 2). With --features the subcommand evaluates a generator instead
-// (eval_generator.cc); this file parses both modes' options.
+// (eval_generator.cc); this file parses both modes' options. --precision int8 quantizes --model in
+// memory first (quantize_for_eval: quantize.cc's calibration and rewrite).
 #include <fmt/core.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
@@ -118,7 +119,10 @@ CLI::App* add_eval_command(CLI::App& app, EvalOptions& o) {
   add_backend_option(*eval, o.backend);
   add_precision_option(*eval, o.precision,
                        "fp32 (default, strict), tf32 or fp16 (half storage, fp32 accumulation); tf32 "
-                       "and fp16 need cuda");
+                       "and fp16 need cuda; int8: --model quantized in memory first as infer quantize does "
+                       "(see --calib; never the --features classifier), the rest in fp16 on cuda, fp32 on cpu",
+                       &o.int8);
+  add_calib_options(*eval, o.calib, o.calib_samples);
   add_max_memory_option(*eval, o.max_memory);
   auto* predictions = eval->add_option("--predictions", o.predictions,
                                        "Write the predicted classes, one uint8 per image; classifier only")
@@ -158,11 +162,24 @@ void check_eval_usage(const EvalOptions& o) {
     throw CLI::ValidationError("--features", "give either --model (a generator) or --generated (IDX images)");
 }
 
+Model quantize_for_eval(const EvalOptions& o, Model model, const AppMetadata& meta, Precision& precision) {
+  precision = o.precision;
+  if (!o.int8) return model;
+  QuantizeOptions q;
+  q.model = o.model;
+  q.calib = o.calib.empty() ? "random" : o.calib;
+  q.samples = o.calib_samples;
+  q.seed = o.seed + 1;
+  q.backend = o.backend;
+  q.log = o.json ? stderr : stdout;
+  return quantize_for_run(q, std::move(model), meta, precision);
+}
+
 int run_eval(const EvalOptions& o) {
   if (!o.features.empty()) return run_generator_eval(o);
-  const Model model = Model::load(o.model);
-  const AppMetadata meta = read_metadata(model, o.model);
-  const ClassifierGeometry g = check_classifier(model, meta, o.model);
+  const Model loaded = Model::load(o.model);
+  const AppMetadata meta = read_metadata(loaded, o.model);
+  const ClassifierGeometry g = check_classifier(loaded, meta, o.model);
   check_predictions_path(o);
   if (g.classes > 256 && !o.predictions.empty())
     throw Error("--predictions stores one byte per image; the model has " + std::to_string(g.classes) +
@@ -194,10 +211,12 @@ int run_eval(const EvalOptions& o) {
   const float mean = meta.mean.empty() ? 0.f : meta.mean[0];
   const float stddev = meta.std.empty() ? 1.f : meta.std[0];
 
+  Precision precision = o.precision;
+  const Model model = quantize_for_eval(o, loaded, meta, precision);
   const int64_t batch = std::min(o.batch, count);
   SessionOptions so;
   so.backend = o.backend;
-  so.precision = o.precision;
+  so.precision = precision;
   so.max_memory_bytes = o.max_memory;
   so.batch = batch;
   Session full(model, so);

@@ -175,12 +175,14 @@ int run_generator_eval(const EvalOptions& o) {
   // The generated side: a generator's samples or an IDX file's images.
   std::optional<Model> generator;
   AppMetadata gmeta;
+  Precision gen_precision = o.precision;  // --precision int8: the quantized generator's float parts
   std::optional<IdxArray> fake;
   int64_t count = 0;
   if (!o.model.empty()) {
     generator.emplace(Model::load(o.model));
     gmeta = read_metadata(*generator, o.model);
     check_generator(*generator, gmeta, o.model);
+    generator.emplace(quantize_for_eval(o, *generator, gmeta, gen_precision));
     count = o.samples;
   } else {
     fake.emplace(read_images(o.generated, "--generated"));
@@ -224,7 +226,7 @@ int run_generator_eval(const EvalOptions& o) {
   if (generator) {
     SessionOptions so;
     so.backend = o.backend;
-    so.precision = o.precision;
+    so.precision = gen_precision;
     so.max_memory_bytes = o.max_memory;
     so.batch = std::min(batch, count);
     gen.emplace(*generator, so);

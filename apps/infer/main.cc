@@ -58,15 +58,7 @@ int main(int argc, char** argv) {
                                    "accumulation); tf32 and fp16 need cuda; int8: quantize the model in memory "
                                    "first as infer quantize does (see --calib), the rest in fp16 on cuda, fp32 on cpu",
                                    &o.int8);
-  auto* calib = app.add_option("--calib", o.calib,
-                               "With --precision int8: calibration data as for infer quantize (IDX file, image "
-                               "folder, .npy batch) or 'random' (default: the inputs infer draws, seed --seed + 1)")
-                    ->option_text("DATA");
-  auto* calib_samples =
-      app.add_option("--calib-samples", o.calib_samples,
-                     "With --precision int8: calibration samples used at most, 1 to 1000000 (default 128)")
-          ->check(CLI::Range(int64_t(1), int64_t(1000000)).description(""))
-          ->option_text("N");
+  const auto calib = infer::cli::add_calib_options(app, o.calib, o.calib_samples);
   app.add_flag("--autotune", o.autotune,
                "Choose kernel variants by timing: per node, then kept only if the whole forward gets faster");
   app.add_option("--plan-cache", o.plan_cache,
@@ -103,11 +95,13 @@ int main(int argc, char** argv) {
 
   try {
     app.parse(argc, argv);
-    if (eval->parsed()) infer::cli::check_eval_usage(eval_options);
+    if (eval->parsed()) {
+      infer::cli::check_eval_usage(eval_options);
+      infer::cli::check_calib_usage(eval_options.int8, {eval->get_option("--calib"), eval->get_option("--calib-samples")});
+    }
     if (!eval->parsed() && !quantize->parsed() && o.model.empty()) throw CLI::RequiredError("--model");
     o.runs_given = runs->count() > 0;
-    if (!o.int8 && (calib->count() > 0 || calib_samples->count() > 0))
-      throw CLI::ValidationError("--calib", "--calib and --calib-samples need --precision int8");
+    if (!eval->parsed() && !quantize->parsed()) infer::cli::check_calib_usage(o.int8, calib);
     try {
       o.kernels = infer::cli::kernel_choice_map(kernel_choices);
     } catch (const infer::Error& e) {

@@ -30,6 +30,23 @@ CLI::Option* add_precision_option(CLI::App& app, Precision& target, const std::s
   return app.add_option("--precision", target, help)->transform(by_name)->option_text("NAME");
 }
 
+std::pair<CLI::Option*, CLI::Option*> add_calib_options(CLI::App& app, std::string& calib, int64_t& samples) {
+  CLI::Option* c = app.add_option("--calib", calib,
+                                  "With --precision int8: calibration data as for infer quantize (IDX file, image "
+                                  "folder, .npy batch) or 'random' (default: the inputs infer draws, seed --seed + 1)")
+                       ->option_text("DATA");
+  CLI::Option* n = app.add_option("--calib-samples", samples,
+                                  "With --precision int8: calibration samples used at most, 1 to 1000000 (default 128)")
+                       ->check(CLI::Range(int64_t(1), int64_t(1000000)).description(""))
+                       ->option_text("N");
+  return {c, n};
+}
+
+void check_calib_usage(bool int8, const std::pair<CLI::Option*, CLI::Option*>& options) {
+  if (!int8 && (options.first->count() > 0 || options.second->count() > 0))
+    throw CLI::ValidationError("--calib", "--calib and --calib-samples need --precision int8");
+}
+
 CLI::Option* add_backend_option(CLI::App& app, std::string& target) {
   return app
       .add_option("--backend", target,

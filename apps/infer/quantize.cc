@@ -57,7 +57,7 @@ std::vector<Tensor> load_calibration(const QuantizeOptions& o, const Model& mode
   if (o.calib == "random") {
     std::vector<TensorInfo> batched = infos;
     for (TensorInfo& info : batched) info.shape[0] = o.samples;
-    fmt::print("calibration: {} random samples ({}, seed {})\n", o.samples,
+    fmt::print(o.log, "calibration: {} random samples ({}, seed {})\n", o.samples,
                meta.task == "generator" ? "latent z ~ N(0,1)" : "uniform [-1,1)", o.seed);
     return random_inputs(batched, meta.task == "generator", o.seed);
   }
@@ -83,7 +83,7 @@ std::vector<Tensor> load_calibration(const QuantizeOptions& o, const Model& mode
       const Tensor image = load_image(files[i], int(c), int(h), int(w), norm);
       std::copy(image.data.begin(), image.data.end(), all.data.begin() + int64_t(i) * c * h * w);
     }
-    fmt::print("calibration: {} images from '{}'\n", files.size(), o.calib);
+    fmt::print(o.log, "calibration: {} images from '{}'\n", files.size(), o.calib);
     return {std::move(all)};
   }
   if (ends_with(lower(o.calib), ".npy")) {
@@ -99,7 +99,7 @@ std::vector<Tensor> load_calibration(const QuantizeOptions& o, const Model& mode
       t.shape[0] = o.samples;
       t.data.resize(size_t(shape_numel(t.shape)));
     }
-    fmt::print("calibration: {} samples from '{}'\n", t.shape[0], o.calib);
+    fmt::print(o.log, "calibration: {} samples from '{}'\n", t.shape[0], o.calib);
     return {std::move(t)};
   }
   // Anything else is read as IDX (its own errors name what is wrong with the file).
@@ -120,7 +120,7 @@ std::vector<Tensor> load_calibration(const QuantizeOptions& o, const Model& mode
   Tensor all({n, 1, images.dims[1], images.dims[2]});
   for (int64_t i = 0; i < n * pixels; ++i)  // as infer eval and the image loader normalise
     all.data[size_t(i)] = (float(images.data[size_t(i)]) / 255.f - mean) / stddev;
-  fmt::print("calibration: {} images from '{}'\n", n, o.calib);
+  fmt::print(o.log, "calibration: {} images from '{}'\n", n, o.calib);
   return {std::move(all)};
 }
 
@@ -259,7 +259,7 @@ Calibrated calibrate(const QuantizeOptions& o, const Model& model, const AppMeta
     std::map<std::string, Source> where;
     for (size_t i = 0; i < session.outputs().size(); ++i) where[session.outputs()[i].name] = {false, i};
     for (size_t i = 0; i < session.inputs().size(); ++i) where.emplace(session.inputs()[i].name, Source{true, i});
-    fmt::print("calibrating {} value(s) of {} node(s) on backend {}, method {}\n", plan.activations.size(),
+    fmt::print(o.log, "calibrating {} value(s) of {} node(s) on backend {}, method {}\n", plan.activations.size(),
                plan.nodes.size(), session.backend(), o.method);
     for (int64_t first = 0; first < count; first += so.batch) {
       const int64_t n = std::min(so.batch, count - first);
@@ -293,6 +293,20 @@ Calibrated calibrate(const QuantizeOptions& o, const Model& model, const AppMeta
 
 std::vector<uint8_t> quantize_to_bytes(const QuantizeOptions& o, const Model& model, const AppMetadata& meta) {
   return calibrate(o, model, meta).bytes;
+}
+
+Model quantize_for_run(const QuantizeOptions& q, Model model, const AppMetadata& meta, Precision& precision) {
+  const bool cuda = q.backend == "cuda" || (q.backend == "auto" && cuda_available());
+  precision = cuda ? Precision::FP16 : Precision::FP32;
+  for (const ModelNode& n : model.nodes())
+    if (n.op == "quantize_linear" || n.op == "dequantize_linear") {
+      fmt::print(q.log, "int8: '{}' is quantized already; it runs as it is\n", q.model);
+      return model;
+    }
+  std::vector<uint8_t> bytes = quantize_to_bytes(q, model, meta);
+  fmt::print(q.log, "int8: '{}' quantized in memory (as infer quantize --calib {} --samples {}), float parts in {}\n",
+             q.model, q.calib, q.samples, precision_name(precision));
+  return Model::from_bytes(std::move(bytes), q.model + " (int8)");
 }
 
 int run_quantize(const QuantizeOptions& o) {

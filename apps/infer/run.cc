@@ -94,30 +94,6 @@ void log_plan(const Session& session) {
 
 std::vector<uint8_t> as_bytes(const std::string& text) { return {text.begin(), text.end()}; }
 
-// --precision int8: the model quantized in memory as `infer quantize` would write it (a model that is
-// quantized already runs as it is), and the precision of the float parts: fp16 where the session will
-// run on cuda (its int8 kernels fuse in NHWC, which fp16 runs), fp32 on cpu.
-Model quantized_for_run(const Options& o, Model model, const AppMetadata& meta, Precision& precision) {
-  const bool cuda = o.backend == "cuda" || (o.backend == "auto" && cuda_available());
-  precision = cuda ? Precision::FP16 : Precision::FP32;
-  for (const ModelNode& n : model.nodes())
-    if (n.op == "quantize_linear" || n.op == "dequantize_linear") {
-      fmt::print("int8: '{}' is quantized already; it runs as it is\n", o.model);
-      return model;
-    }
-  QuantizeOptions q;
-  q.model = o.model;
-  q.calib = o.calib.empty() ? "random" : o.calib;
-  q.samples = o.calib_samples;
-  q.seed = o.seed + 1;  // not the run's own random input
-  q.backend = o.backend;
-  q.cpu_isa = o.cpu_isa;
-  std::vector<uint8_t> bytes = quantize_to_bytes(q, model, meta);
-  fmt::print("int8: '{}' quantized in memory (as infer quantize --calib {} --samples {}), float parts in {}\n",
-             o.model, q.calib, o.calib_samples, precision_name(precision));
-  return Model::from_bytes(std::move(bytes), o.model + " (int8)");
-}
-
 }  // namespace
 
 int run(const Options& o) {
@@ -129,7 +105,16 @@ int run(const Options& o) {
   const AppMetadata meta = read_metadata(model, o.model);
   check_output_paths(o, model, meta);
   Precision precision = o.precision;
-  if (o.int8) model = quantized_for_run(o, std::move(model), meta, precision);
+  if (o.int8) {
+    QuantizeOptions q;
+    q.model = o.model;
+    q.calib = o.calib.empty() ? "random" : o.calib;
+    q.samples = o.calib_samples;
+    q.seed = o.seed + 1;  // not the run's own random input
+    q.backend = o.backend;
+    q.cpu_isa = o.cpu_isa;
+    model = quantize_for_run(q, std::move(model), meta, precision);
+  }
 
   SessionOptions session_options;
   session_options.backend = o.backend;
