@@ -154,10 +154,13 @@ int run_quantize(const QuantizeOptions& options);
 // The QDQ model run_quantize would write for `model`, in memory (what `infer --precision int8` runs);
 // prints the calibration lines. Throws infer::Error as run_quantize does.
 std::vector<uint8_t> quantize_to_bytes(const QuantizeOptions& options, const Model& model, const AppMetadata& meta);
-// --precision int8 (`infer`, `infer eval`): `model` quantized in memory by quantize_to_bytes (options:
-// model path, calib, samples, seed, backend, cpu_isa, log), or as it is when it holds Q / DQ nodes
-// already (one line to options.log either way); `precision` becomes that of the float parts: fp16 where
-// the session will run on cuda (the int8 kernels fuse in NHWC, which fp16 runs), else fp32.
+// --precision int8 (`infer`, `infer eval`): the QuantizeOptions of a run's --calib ("": random) and
+// --calib-samples, its random samples drawn with the run's seed + 1 (not the run's own input).
+QuantizeOptions int8_calibration(const std::string& model, const std::string& calib, int64_t samples,
+                                 uint64_t seed, const std::string& backend);
+// `model` quantized in memory by quantize_to_bytes (options from int8_calibration), or as it is when it
+// holds Q / DQ nodes already (one line to options.log either way); `precision` becomes that of the float
+// parts: fp16 where the session will run on cuda (the int8 kernels fuse in NHWC, which fp16 runs), else fp32.
 Model quantize_for_run(const QuantizeOptions& options, Model model, const AppMetadata& meta, Precision& precision);
 
 // What eval needs of a classifier: one input [-1, 1, H, W] (IDX images are grayscale), one output

@@ -165,12 +165,7 @@ void check_eval_usage(const EvalOptions& o) {
 Model quantize_for_eval(const EvalOptions& o, Model model, const AppMetadata& meta, Precision& precision) {
   precision = o.precision;
   if (!o.int8) return model;
-  QuantizeOptions q;
-  q.model = o.model;
-  q.calib = o.calib.empty() ? "random" : o.calib;
-  q.samples = o.calib_samples;
-  q.seed = o.seed + 1;
-  q.backend = o.backend;
+  QuantizeOptions q = int8_calibration(o.model, o.calib, o.calib_samples, o.seed, o.backend);
   q.log = o.json ? stderr : stdout;
   return quantize_for_run(q, std::move(model), meta, precision);
 }

@@ -295,6 +295,17 @@ std::vector<uint8_t> quantize_to_bytes(const QuantizeOptions& o, const Model& mo
   return calibrate(o, model, meta).bytes;
 }
 
+QuantizeOptions int8_calibration(const std::string& model, const std::string& calib, int64_t samples,
+                                 uint64_t seed, const std::string& backend) {
+  QuantizeOptions q;
+  q.model = model;
+  q.calib = calib.empty() ? "random" : calib;
+  q.samples = samples;
+  q.seed = seed + 1;
+  q.backend = backend;
+  return q;
+}
+
 Model quantize_for_run(const QuantizeOptions& q, Model model, const AppMetadata& meta, Precision& precision) {
   const bool cuda = q.backend == "cuda" || (q.backend == "auto" && cuda_available());
   precision = cuda ? Precision::FP16 : Precision::FP32;

@@ -106,12 +106,7 @@ int run(const Options& o) {
   check_output_paths(o, model, meta);
   Precision precision = o.precision;
   if (o.int8) {
-    QuantizeOptions q;
-    q.model = o.model;
-    q.calib = o.calib.empty() ? "random" : o.calib;
-    q.samples = o.calib_samples;
-    q.seed = o.seed + 1;  // not the run's own random input
-    q.backend = o.backend;
+    QuantizeOptions q = int8_calibration(o.model, o.calib, o.calib_samples, o.seed, o.backend);
     q.cpu_isa = o.cpu_isa;
     model = quantize_for_run(q, std::move(model), meta, precision);
   }

@@ -232,6 +232,14 @@ int zero_bias(Graph& g, const std::string& conv_name, int weight) {
   return zero_bias_channels(g, conv_name, value_shape(g, weight).at(0));
 }
 
+// A constant of int8 values (held as floats, as the loader widens an i8 constant); returns its id.
+// Grows g.values (ids stay valid).
+int add_int8_constant(Graph& g, const std::string& name, Shape shape, std::vector<float> data) {
+  const int id = g.add_constant(name, std::move(shape), std::move(data));
+  g.values.back().dtype = DType::I8;
+  return id;
+}
+
 }  // namespace
 
 // --- fold_batchnorm -----------------------------------------------------------------------------------
@@ -356,8 +364,7 @@ Graph fold_batchnorm(Graph g, std::vector<std::string>* log) {
     const int w_id = g.add_constant(bn.name + ".folded_weight", w_shape, std::move(weight));
     const int b_id = g.add_constant(bn.name + ".folded_bias", Shape{channels}, std::move(bias));
     if (int8) {
-      const int q_id = g.add_constant(bn.name + ".folded_weight_q", w_shape, std::move(q));
-      g.values.back().dtype = DType::I8;
+      const int q_id = add_int8_constant(g, bn.name + ".folded_weight_q", w_shape, std::move(q));
       const int s_id = g.add_constant(bn.name + ".folded_weight_scale", Shape{channels}, std::move(q_scale));
       g.values[size_t(w_id)].dequantized = Value::Dequantized{q_id, s_id, -1, tconv ? 1 : 0};
     }
@@ -850,13 +857,6 @@ std::optional<QDQPair> qdq_pair_of(const Graph& g, const Uses& uses, int id) {
                  q.name, dq.name};
 }
 
-// The int8 source of weight `id` if it has rank `rank` (int8_source's rule), or nullopt.
-std::optional<Value::Dequantized> int8_weight(const Graph& g, int id, size_t rank, int out_axis) {
-  const Value& w = value(g, id);
-  if (w.shape.size() != rank) return std::nullopt;
-  return int8_source(g, w, out_axis);
-}
-
 // One axis of a transposed convolution's stride phase r (kernel segregation: Tida et al.'s sub-kernels,
 // docs/kernels.md "conv_transpose2d"): output s*q + r takes input q + (r + pad) / s - m through tap
 // s*m + (r + pad) % s, m in [0, taps). As a stride-1 convolution (correlation) of the input padded by
@@ -911,11 +911,6 @@ std::vector<Node> segregated_quantized_tconv(Graph& g, const Node& tconv, const 
   std::vector<float> bias(static_cast<size_t>(CO), 0.f);
   if (given_bias) bias.assign(given_bias, given_bias + CO);
   added = true;
-  auto add_int8 = [&](const std::string& name, Shape shape, std::vector<float> data) {
-    const int id = g.add_constant(name, std::move(shape), std::move(data));
-    g.values.back().dtype = DType::I8;  // int8 values, as the source's
-    return id;
-  };
   auto add_activation = [&](const std::string& name, Shape shape) {
     Value v;
     v.name = name;
@@ -947,7 +942,7 @@ std::vector<Node> segregated_quantized_tconv(Graph& g, const Node& tconv, const 
       for (int64_t f = 0; f < F; ++f) s1[size_t(f)] = sc[f / taps];
       scale = g.add_constant(t.name + ":1x1.w_scale", Shape{F}, std::move(s1));
     }
-    const int wid = add_int8(t.name + ":1x1.w", Shape{F, CI, 1, 1}, std::move(w1));
+    const int wid = add_int8_constant(g, t.name + ":1x1.w", Shape{F, CI, 1, 1}, std::move(w1));
     const int bid = g.add_constant(t.name + ":1x1.b", Shape{F}, std::move(b1));
     const int out = add_activation(t.name + ":1x1", Shape{xs[0], F, 1, 1});
     Conv2DParams cp;
@@ -976,7 +971,7 @@ std::vector<Node> segregated_quantized_tconv(Graph& g, const Node& tconv, const 
                 wp[e++] = w[size_t(((ci * CO + co) * KH + s * (ah->taps - 1 - ty) + ah->first) * KW +
                                    s * (aw->taps - 1 - tx) + aw->first)];
         const std::string name = s == 1 ? t.name : fmt::format("{}:phase{}_{}", t.name, py, px);
-        const int wid = add_int8(name + ".w", Shape{CO, CI, ah->taps, aw->taps}, std::move(wp));
+        const int wid = add_int8_constant(g, name + ".w", Shape{CO, CI, ah->taps, aw->taps}, std::move(wp));
         const int out = s == 1 ? t.outputs.at(0) : add_activation(name, Shape{xs[0], CO, ys[2] / s, ys[3] / s});
         Conv2DParams cp;
         cp.pad = Padding2D{ah->lo, aw->lo, ah->hi, aw->hi};
@@ -1046,7 +1041,9 @@ Graph fuse_quantized_conv2d(Graph g, const QuantizedConvPredicate& takes, std::v
     const std::optional<QDQPair> pair = qdq_pair_of(g, uses, conv.inputs[0]);
     if (!pair) continue;
     // the weight: int8 with zero point 0, per tensor or per output channel (a tconv's axis 1)
-    const std::optional<Value::Dequantized> weight_q = int8_weight(g, conv.inputs[1], dp ? 2 : 4, tp ? 1 : 0);
+    const Value& w = value(g, conv.inputs[1]);
+    if (w.shape.size() != (dp ? 2u : 4u)) continue;
+    const std::optional<Value::Dequantized> weight_q = int8_source(g, w, tp ? 1 : 0);
     if (!weight_q) continue;
     const Value::Dequantized wd = *weight_q;
     if (tp) {
